@@ -1,0 +1,23 @@
+import * as Migrator from "@effect/sql/Migrator"
+import ai_job from "./0001_ai_job.js"
+import ai_job_snapshot from "./0002_ai_job_snapshot.js"
+import ai_job_artifact from "./0003_ai_job_artifact.js"
+import outbox_event from "./0004_outbox_event.js"
+import ai_usage_log from "./0005_ai_usage_log.js"
+import user_model_credential from "./0006_user_model_credential.js"
+import flashcard from "./0007_flashcard.js"
+import learning_evaluation from "./0008_learning_evaluation.js"
+
+/** Every migration, by `{id}_{name}`; the Migrator runs those above the last one recorded. */
+export const migrations = Migrator.fromRecord({
+  "0001_ai_job": ai_job,
+  "0002_ai_job_snapshot": ai_job_snapshot,
+  "0003_ai_job_artifact": ai_job_artifact,
+  "0004_outbox_event": outbox_event,
+  "0005_ai_usage_log": ai_usage_log,
+  "0006_user_model_credential": user_model_credential,
+  "0007_flashcard": flashcard,
+  "0008_learning_evaluation": learning_evaluation
+})
+
+export const migrationsTable = "effect_sql_migrations"

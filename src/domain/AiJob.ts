@@ -1,0 +1,118 @@
+import { Schema } from "effect"
+import { CredentialMode } from "./CredentialMode.js"
+import { LegacyStatus, LifecycleStatus } from "./LifecycleStatus.js"
+import { QueueName } from "./QueueName.js"
+
+/** One row of `ai_job`, as the engine sees it. */
+export class AiJob extends Schema.Class<AiJob>("AiJob")({
+  id: Schema.String,
+  userId: Schema.String,
+  jobType: Schema.String,
+  targetType: Schema.String,
+  targetId: Schema.String,
+  idempotencyKey: Schema.NullOr(Schema.String),
+  status: LegacyStatus,
+  lifecycleStatus: LifecycleStatus,
+  queueName: QueueName,
+  priority: Schema.Number,
+  progress: Schema.Number,
+  input: Schema.Unknown,
+  credentialMode: CredentialMode,
+  credentialId: Schema.NullOr(Schema.String),
+  promptVersion: Schema.String,
+  inputSchemaVersion: Schema.String,
+  outputSchemaVersion: Schema.String,
+  attemptCount: Schema.Number,
+  maxAttempts: Schema.Number,
+  lockedBy: Schema.NullOr(Schema.String),
+  lockedAt: Schema.NullOr(Schema.DateFromSelf),
+  lockUntil: Schema.NullOr(Schema.DateFromSelf),
+  cancelRequestedAt: Schema.NullOr(Schema.DateFromSelf),
+  startedAt: Schema.NullOr(Schema.DateFromSelf),
+  finishedAt: Schema.NullOr(Schema.DateFromSelf),
+  errorCode: Schema.NullOr(Schema.String),
+  publicErrorMessage: Schema.NullOr(Schema.String),
+  internalErrorMessage: Schema.NullOr(Schema.String),
+  outputHash: Schema.NullOr(Schema.String),
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+}) {}
+
+/** What `AiJobLifecycleRepository.createJob` inserts; the repository sets status, clocks and counters. */
+export interface NewAiJob {
+  readonly id: string
+  readonly userId: string
+  readonly jobType: string
+  readonly targetType: string
+  readonly targetId: string
+  readonly idempotencyKey: string | null
+  readonly queueName: QueueName
+  readonly priority: number
+  readonly input: unknown
+  readonly credentialMode: CredentialMode
+  readonly credentialId: string | null
+  readonly promptVersion: string
+  readonly inputSchemaVersion: string
+  readonly outputSchemaVersion: string
+  readonly maxAttempts: number
+}
+
+/**
+ * The proof of ownership a worker presents with every write to a running job (DESIGN.md
+ * correction 6): the lock owner and the attempt it locked. A takeover changes both.
+ */
+export interface JobLease {
+  readonly jobId: string
+  readonly workerId: string
+  readonly attempt: number
+}
+
+export const leaseOf = (job: AiJob): JobLease | undefined =>
+  job.lifecycleStatus === "running" && job.lockedBy !== null
+    ? { jobId: job.id, workerId: job.lockedBy, attempt: job.attemptCount }
+    : undefined
+
+/**
+ * Who may end a running job: the worker holding the lease, or the reaper once the lock has
+ * been expired for longer than the grace period (and nobody took the job over meanwhile).
+ */
+export type JobFence =
+  | { readonly _tag: "Lease"; readonly lease: JobLease }
+  | { readonly _tag: "ExpiredLock"; readonly jobId: string; readonly attempt: number; readonly graceMs: number }
+
+export const byLease = (lease: JobLease): JobFence => ({ _tag: "Lease", lease })
+export const byExpiredLock = (job: AiJob, graceMs: number): JobFence => ({
+  _tag: "ExpiredLock",
+  jobId: job.id,
+  attempt: job.attemptCount,
+  graceMs
+})
+export const fencedJobId = (fence: JobFence): string => (fence._tag === "Lease" ? fence.lease.jobId : fence.jobId)
+
+export interface JobFailure {
+  readonly errorCode: string
+  readonly publicErrorMessage: string
+  readonly internalErrorMessage: string
+}
+
+/** After a heartbeat: where the lock now ends, and whether someone asked to cancel. */
+export interface LockExtension {
+  readonly lockUntil: Date
+  readonly cancelRequested: boolean
+}
+
+/** Filters shared by the user's and the operator's job lists. */
+export interface JobListFilter {
+  readonly userId?: string | undefined
+  readonly jobType?: string | undefined
+  readonly statuses?: ReadonlyArray<LifecycleStatus> | undefined
+  readonly queueName?: QueueName | undefined
+  readonly createdFrom?: Date | undefined
+  readonly createdTo?: Date | undefined
+}
+
+/** Keyset position in a newest-first list: the last item the caller saw. */
+export interface JobListCursor {
+  readonly createdAt: Date
+  readonly id: string
+}

@@ -1,0 +1,27 @@
+import { createHash } from "node:crypto"
+
+/**
+ * Canonical JSON: object keys sorted recursively, no whitespace. The ADR's
+ * `JSON.stringify(v, Object.keys(v).sort())` treats the key list as an allow-list at every
+ * depth, dropping nested fields (DESIGN.md correction 1); this keeps every field.
+ */
+export const canonicalJson = (value: unknown): string => JSON.stringify(canonicalize(value))
+
+const canonicalize = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(canonicalize)
+  if (value !== null && typeof value === "object") {
+    if (value instanceof Date) return value.toISOString()
+    const sorted: Record<string, unknown> = {}
+    const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    for (const [key, field] of entries) {
+      if (field !== undefined) sorted[key] = canonicalize(field)
+    }
+    return sorted
+  }
+  return value
+}
+
+export const sha256Hex = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex")
+
+/** ADR 5.6: the hash of the validated output, stored on the job and used to spot duplicates. */
+export const outputHash = (validatedOutput: unknown): string => sha256Hex(canonicalJson(validatedOutput))

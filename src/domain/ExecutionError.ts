@@ -1,0 +1,102 @@
+import { Schema } from "effect"
+
+/**
+ * ADR 5.2: the error taxonomy of job execution. One tagged class per category, each carrying
+ * its code. `message` is internal detail (it reaches `internal_error_message` and operators);
+ * what a user sees is `publicMessageOf(code)`, fixed text with no stack, path or address.
+ */
+
+export class ProviderError extends Schema.TaggedError<ProviderError>()("ProviderError", {
+  code: Schema.Literal("PROVIDER_RATE_LIMITED", "PROVIDER_UNAVAILABLE", "PROVIDER_TIMEOUT"),
+  message: Schema.String,
+  /** From `Retry-After`: the provider's own word on when to come back. */
+  retryAfterMs: Schema.optional(Schema.Number)
+}) {}
+
+export class ValidationError extends Schema.TaggedError<ValidationError>()("ValidationError", {
+  code: Schema.Literal("VALIDATION_OUTPUT_SCHEMA", "VALIDATION_MALFORMED_JSON", "VALIDATION_PROVIDER_RESPONSE"),
+  message: Schema.String,
+  /** What was wrong, phrased for the model: the retry adds these to the prompt. */
+  problems: Schema.Array(Schema.String)
+}) {}
+
+export class ContentSafetyError extends Schema.TaggedError<ContentSafetyError>()("ContentSafetyError", {
+  code: Schema.Literal("CONTENT_SAFETY_BLOCKED"),
+  message: Schema.String,
+  stage: Schema.Literal("input", "output", "provider")
+}) {}
+
+export class JobTimeoutError extends Schema.TaggedError<JobTimeoutError>()("JobTimeoutError", {
+  code: Schema.Literal("TIMEOUT"),
+  message: Schema.String,
+  timeoutMs: Schema.Number
+}) {}
+
+export class CredentialError extends Schema.TaggedError<CredentialError>()("CredentialError", {
+  code: Schema.Literal("CREDENTIAL_INVALID", "CREDENTIAL_NOT_FOUND", "CREDENTIAL_DECRYPT_FAILED", "CREDENTIAL_MISSING"),
+  message: Schema.String
+}) {}
+
+export class JobCancelledError extends Schema.TaggedError<JobCancelledError>()("JobCancelledError", {
+  code: Schema.Literal("CANCELLED"),
+  message: Schema.String
+}) {}
+
+export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", {
+  code: Schema.Literal("INTERNAL_ERROR", "INTERNAL_WORKER_LOST", "INTERNAL_PERSISTENCE", "INTERNAL_QUEUE"),
+  message: Schema.String
+}) {}
+
+export type ExecutionError =
+  | ProviderError
+  | ValidationError
+  | ContentSafetyError
+  | JobTimeoutError
+  | CredentialError
+  | JobCancelledError
+  | InternalError
+
+export type ErrorCode = ExecutionError["code"]
+
+export type ErrorCategory = "PROVIDER" | "VALIDATION" | "CONTENT_SAFETY" | "TIMEOUT" | "CREDENTIAL" | "CANCELLED" | "INTERNAL"
+
+export const categoryOf = (error: ExecutionError): ErrorCategory => {
+  switch (error._tag) {
+    case "ProviderError":
+      return "PROVIDER"
+    case "ValidationError":
+      return "VALIDATION"
+    case "ContentSafetyError":
+      return "CONTENT_SAFETY"
+    case "JobTimeoutError":
+      return "TIMEOUT"
+    case "CredentialError":
+      return "CREDENTIAL"
+    case "JobCancelledError":
+      return "CANCELLED"
+    case "InternalError":
+      return "INTERNAL"
+  }
+}
+
+const publicMessages: Readonly<Record<ErrorCode, string>> = {
+  PROVIDER_RATE_LIMITED: "The AI provider is busy. Please try again later.",
+  PROVIDER_UNAVAILABLE: "The AI provider is unavailable right now. Please try again later.",
+  PROVIDER_TIMEOUT: "The AI provider did not answer in time.",
+  VALIDATION_OUTPUT_SCHEMA: "The AI answer did not have the expected form.",
+  VALIDATION_MALFORMED_JSON: "The AI answer could not be read.",
+  VALIDATION_PROVIDER_RESPONSE: "The AI provider sent an unexpected response.",
+  CONTENT_SAFETY_BLOCKED: "The content was blocked by the safety check.",
+  TIMEOUT: "The job took too long and was stopped.",
+  CREDENTIAL_INVALID: "The API key was rejected by the AI provider.",
+  CREDENTIAL_NOT_FOUND: "No API key is stored for this job.",
+  CREDENTIAL_DECRYPT_FAILED: "The stored API key could not be used. Please store it again.",
+  CREDENTIAL_MISSING: "The AI platform key is not configured.",
+  CANCELLED: "The job was cancelled.",
+  INTERNAL_ERROR: "An internal error occurred.",
+  INTERNAL_WORKER_LOST: "The worker running this job stopped unexpectedly.",
+  INTERNAL_PERSISTENCE: "An internal storage error occurred.",
+  INTERNAL_QUEUE: "An internal queue error occurred."
+}
+
+export const publicMessageOf = (code: ErrorCode): string => publicMessages[code]

@@ -1,0 +1,69 @@
+import { Schema } from "effect"
+import { CredentialMode } from "./CredentialMode.js"
+import { QueueName } from "./QueueName.js"
+
+/**
+ * ADR 2.1, field for field. A definition is data: it says how a job type is routed, timed,
+ * retried and secured. The code that runs a job type (schemas, prompt, projector) lives in
+ * its `JobType` bundle beside it.
+ */
+export class JobDefinition extends Schema.Class<JobDefinition>("JobDefinition")({
+  jobType: Schema.String,
+  metadata: Schema.Struct({
+    label: Schema.String,
+    description: Schema.String,
+    domain: Schema.Literal("analysis", "generation", "import", "maintenance"),
+    version: Schema.String
+  }),
+  queue: Schema.Struct({
+    queueName: QueueName,
+    /** 0 = highest, 100 = lowest (the ADR's scale; mapped to BullMQ's at the queue). */
+    defaultPriority: Schema.Number
+  }),
+  execution: Schema.Struct({
+    timeoutMs: Schema.Number,
+    /** Retries after the first engine attempt. */
+    maxRetries: Schema.Number,
+    retryBackoff: Schema.Struct({ type: Schema.Literal("exponential"), delay: Schema.Number }),
+    cancellable: Schema.Boolean,
+    abortStrategy: Schema.Literal("fail", "retry")
+  }),
+  input: Schema.Struct({ schemaVersion: Schema.String }),
+  output: Schema.Struct({ schemaVersion: Schema.String, validator: Schema.optional(Schema.String) }),
+  credential: Schema.Struct({
+    allowedModes: Schema.Array(CredentialMode),
+    defaultMode: CredentialMode
+  }),
+  projector: Schema.optional(Schema.String),
+  security: Schema.Struct({
+    contentSafetyCheck: Schema.Boolean,
+    outputRedaction: Schema.Boolean
+  })
+}) {}
+
+/**
+ * The loose shape a definition is first read as, so that each rule it breaks can be reported
+ * with its own typed error (a bad queue name is `InvalidQueue`, not a parse failure).
+ */
+export const JobDefinitionDraft = Schema.Struct({
+  jobType: Schema.String,
+  metadata: JobDefinition.fields.metadata,
+  queue: Schema.Struct({ queueName: Schema.String, defaultPriority: Schema.Number }),
+  execution: JobDefinition.fields.execution,
+  input: JobDefinition.fields.input,
+  output: JobDefinition.fields.output,
+  credential: Schema.Struct({
+    allowedModes: Schema.Array(Schema.String),
+    defaultMode: Schema.String
+  }),
+  projector: Schema.optional(Schema.String),
+  security: JobDefinition.fields.security
+})
+export type JobDefinitionDraft = typeof JobDefinitionDraft.Type
+
+/** The ADR's pattern; job types use underscores (DESIGN.md correction 3). */
+export const jobTypePattern = /^[a-z][a-z0-9_]{1,63}$/
+export const timeoutBoundsMs = { min: 1_000, max: 600_000 } as const
+export const priorityBounds = { min: 0, max: 100 } as const
+/** More retries than this is a typo, not a policy: ten exponential backoffs already span hours. */
+export const maxRetriesLimit = 10

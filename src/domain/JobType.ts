@@ -1,0 +1,50 @@
+import { Effect, ParseResult, Schema } from "effect"
+import { InvalidJobInput } from "./JobCreationErrors.js"
+import { ValidationError } from "./ExecutionError.js"
+
+/**
+ * A job type as the engine runs it: the definition (ADR 2.1 data) with the Schemas of its
+ * input and output. The Schemas' types are erased behind decoders so that one registry holds
+ * every job type; each type's own code (prompt, projector) decodes with the same Schemas.
+ */
+export interface JobTypeSpec {
+  /** Checked by the registry rule by rule; see `JobDefinitionRegistry.register`. */
+  readonly definition: unknown
+  readonly decodeInput: (input: unknown) => Effect.Effect<unknown, InvalidJobInput>
+  readonly decodeOutput: (output: unknown) => Effect.Effect<unknown, ValidationError>
+}
+
+export const formatProblems = (error: ParseResult.ParseError): ReadonlyArray<string> =>
+  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+    issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`
+  )
+
+export const defineJobType = <I, IE, O, OE>(spec: {
+  readonly definition: unknown
+  readonly input: Schema.Schema<I, IE>
+  readonly output: Schema.Schema<O, OE>
+}): JobTypeSpec => {
+  const jobType =
+    typeof spec.definition === "object" && spec.definition !== null && "jobType" in spec.definition
+      ? String(spec.definition.jobType)
+      : "unknown"
+  const decodeInput = Schema.decodeUnknown(spec.input, { errors: "all", onExcessProperty: "error" })
+  const decodeOutput = Schema.decodeUnknown(spec.output, { errors: "all" })
+  return {
+    definition: spec.definition,
+    decodeInput: (input) =>
+      decodeInput(input).pipe(
+        Effect.mapError((error) => new InvalidJobInput({ jobType, problems: formatProblems(error) }))
+      ),
+    decodeOutput: (output) =>
+      decodeOutput(output).pipe(
+        Effect.mapError((error) =>
+          new ValidationError({
+            code: "VALIDATION_OUTPUT_SCHEMA",
+            message: `output of ${jobType} does not match its schema`,
+            problems: formatProblems(error)
+          })
+        )
+      )
+  }
+}

@@ -1,0 +1,52 @@
+import { Schema } from "effect"
+import { QueueName } from "./QueueName.js"
+
+/** ADR 4.4: `dead` is the end for an event that failed too often; an operator can replay it. */
+export const OutboxStatus = Schema.Literal("pending", "processing", "published", "failed", "dead")
+export type OutboxStatus = typeof OutboxStatus.Type
+
+export const allOutboxStatuses: ReadonlyArray<OutboxStatus> = OutboxStatus.literals
+
+/** ADR 4.1 */
+export const enqueueEventType = "ai.job.enqueue"
+export const aiJobAggregateType = "AiJob"
+
+/** ADR 8.5: the only fields an enqueue event carries; never input, user or credential. */
+export const EnqueuePayload = Schema.Struct({
+  jobId: Schema.String,
+  jobType: Schema.String,
+  queueName: QueueName,
+  priority: Schema.Number
+})
+export type EnqueuePayload = typeof EnqueuePayload.Type
+
+export class OutboxEvent extends Schema.Class<OutboxEvent>("OutboxEvent")({
+  id: Schema.String,
+  eventType: Schema.String,
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  dedupeKey: Schema.String,
+  payload: Schema.Unknown,
+  status: OutboxStatus,
+  attemptCount: Schema.Number,
+  availableAt: Schema.DateFromSelf,
+  lockedBy: Schema.NullOr(Schema.String),
+  lockedAt: Schema.NullOr(Schema.DateFromSelf),
+  publishedAt: Schema.NullOr(Schema.DateFromSelf),
+  lastError: Schema.NullOr(Schema.String),
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+}) {}
+
+export interface NewOutboxEvent {
+  readonly id: string
+  readonly eventType: string
+  readonly aggregateType: string
+  readonly aggregateId: string
+  readonly dedupeKey: string
+  readonly payload: unknown
+  /** Delay before the event may be dispatched; 0 for at once. */
+  readonly delayMs: number
+}
+
+export type OutboxCounts = Readonly<Record<OutboxStatus, number>>

@@ -1,0 +1,11 @@
+import { Schema } from "effect"
+
+/**
+ * A storage operation failed (connection lost, deadlock, constraint we did not expect).
+ * `@effect/sql`'s `SqlError` is mapped to this so that retries can see it as a value.
+ */
+export class PersistenceError extends Schema.TaggedError<PersistenceError>()("PersistenceError", {
+  operation: Schema.String,
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {}

@@ -1,0 +1,165 @@
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+
+/**
+ * The engine's configuration, read with Effect `Config` from the environment. Variable names
+ * are a public contract (operators set them); a bad value fails at start naming the variable.
+ */
+
+const positiveMillis = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be a positive whole number of milliseconds`, validation: (n) => n > 0 })
+  )
+
+const mysqlUrl = (name: string) =>
+  Config.string(name).pipe(
+    Config.validate({
+      message: `${name} must look like mysql://user:password@host:port/database`,
+      validation: (value) => {
+        try {
+          const url = new URL(value)
+          return (url.protocol === "mysql:" || url.protocol === "mariadb:") && url.hostname !== "" &&
+            url.pathname.length > 1
+        } catch {
+          return false
+        }
+      }
+    }),
+    Config.map(Redacted.make)
+  )
+
+const redisUrl = (name: string) =>
+  Config.string(name).pipe(
+    Config.validate({
+      message: `${name} must look like redis://[user:password@]host:port[/db]`,
+      validation: (value) => {
+        try {
+          const url = new URL(value)
+          return (url.protocol === "redis:" || url.protocol === "rediss:") && url.hostname !== ""
+        } catch {
+          return false
+        }
+      }
+    }),
+    Config.map(Redacted.make)
+  )
+
+const base64Key32 = (name: string) =>
+  Config.redacted(name).pipe(
+    Config.validate({
+      message: `${name} must be 32 bytes encoded in base64`,
+      validation: (value) => Buffer.from(Redacted.value(value), "base64").length === 32
+    })
+  )
+
+/** Where the state lives. Both unset means the embedded, in-memory engine. */
+export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
+  StorageConfig,
+  {
+    readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+    readonly redisUrl: Option.Option<Redacted.Redacted<string>>
+  }
+>() {
+  static readonly config = Config.all({
+    databaseUrl: Config.option(mysqlUrl("DATABASE_URL")),
+    redisUrl: Config.option(redisUrl("REDIS_URL"))
+  })
+  static readonly layer = Layer.effect(StorageConfig, StorageConfig.config)
+}
+
+/** The timing knobs of leases, heartbeats and the outbox. */
+export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
+  TimingConfig,
+  {
+    readonly jobLockTtlMs: number
+    readonly jobHeartbeatMs: number
+    readonly reaperGraceMs: number
+    readonly outboxLockTtlMs: number
+    readonly outboxPollMs: number
+    readonly snapshotRetentionMs: number
+  }
+>() {
+  static readonly config = Config.all({
+    jobLockTtlMs: positiveMillis("JOB_LOCK_TTL_MS", 60_000),
+    jobHeartbeatMs: positiveMillis("JOB_HEARTBEAT_MS", 30_000),
+    reaperGraceMs: positiveMillis("REAPER_GRACE_MS", 30_000),
+    outboxLockTtlMs: positiveMillis("OUTBOX_LOCK_TTL_MS", 60_000),
+    outboxPollMs: positiveMillis("OUTBOX_POLL_MS", 1_000),
+    snapshotRetentionMs: positiveMillis("SNAPSHOT_RETENTION_MS", 7 * 24 * 60 * 60 * 1000)
+  }).pipe(
+    Config.validate({
+      message: "JOB_HEARTBEAT_MS must be shorter than JOB_LOCK_TTL_MS, or the lock lapses between heartbeats",
+      validation: (timing) => timing.jobHeartbeatMs < timing.jobLockTtlMs
+    })
+  )
+  static readonly layer = Layer.effect(TimingConfig, TimingConfig.config)
+  /** The defaults, for tests and simulations that set timing in code. */
+  static readonly make = (overrides: Partial<TimingConfig["Type"]> = {}) =>
+    Layer.succeed(TimingConfig, {
+      jobLockTtlMs: 60_000,
+      jobHeartbeatMs: 30_000,
+      reaperGraceMs: 30_000,
+      outboxLockTtlMs: 60_000,
+      outboxPollMs: 1_000,
+      snapshotRetentionMs: 7 * 24 * 60 * 60 * 1000,
+      ...overrides
+    })
+}
+
+/** The AI provider and the keys the engine holds. */
+export class ProviderConfig extends Context.Tag("ai-job-engine/ProviderConfig")<
+  ProviderConfig,
+  {
+    readonly baseUrl: string
+    readonly apiKey: Option.Option<Redacted.Redacted<string>>
+    readonly model: string
+    readonly credentialEncryptionKey: Option.Option<Redacted.Redacted<string>>
+  }
+>() {
+  static readonly config = Config.all({
+    baseUrl: Config.string("AI_BASE_URL").pipe(
+      Config.withDefault("https://api.deepseek.com"),
+      Config.validate({
+        message: "AI_BASE_URL must be an http(s) URL",
+        validation: (value) => /^https?:\/\/[^\s]+$/.test(value)
+      })
+    ),
+    apiKey: Config.option(Config.redacted("AI_API_KEY")),
+    model: Config.string("AI_MODEL").pipe(Config.withDefault("deepseek-chat")),
+    credentialEncryptionKey: Config.option(base64Key32("CREDENTIAL_ENCRYPTION_KEY"))
+  })
+  static readonly layer = Layer.effect(ProviderConfig, ProviderConfig.config)
+}
+
+/** The HTTP server and its authentication. */
+export class HttpConfig extends Context.Tag("ai-job-engine/HttpConfig")<
+  HttpConfig,
+  {
+    readonly port: number
+    readonly authJwtSecret: Option.Option<Redacted.Redacted<string>>
+  }
+>() {
+  static readonly config = Config.all({
+    port: Config.port("PORT").pipe(Config.withDefault(3000)),
+    authJwtSecret: Config.option(
+      Config.redacted("AUTH_JWT_SECRET").pipe(
+        Config.validate({
+          message: "AUTH_JWT_SECRET must be at least 32 characters",
+          validation: (value) => Redacted.value(value).length >= 32
+        })
+      )
+    )
+  })
+  static readonly layer = Layer.effect(HttpConfig, HttpConfig.config)
+}
+
+/** Reads every section at once, so that start-up reports all bad variables together. */
+export const loadAllConfig = Effect.all(
+  {
+    storage: StorageConfig.config,
+    timing: TimingConfig.config,
+    provider: ProviderConfig.config,
+    http: HttpConfig.config
+  },
+  { mode: "validate" }
+)

@@ -1,0 +1,46 @@
+import { MysqlClient } from "@effect/sql-mysql2"
+import { Effect, Layer, Option, Redacted, String as Str } from "effect"
+import { StorageConfig } from "../config.js"
+
+/** The parts of a `mysql://user:password@host:port/database` URL the pool needs. */
+export const parseDatabaseUrl = (url: Redacted.Redacted<string>) => {
+  const parsed = new URL(Redacted.value(url))
+  return {
+    host: parsed.hostname,
+    port: parsed.port === "" ? 3306 : Number(parsed.port),
+    username: decodeURIComponent(parsed.username) || "root",
+    password: parsed.password === "" ? undefined : Redacted.make(decodeURIComponent(parsed.password)),
+    database: decodeURIComponent(parsed.pathname.slice(1))
+  }
+}
+
+/**
+ * A MySQL pool for `url`. Rows come back camelCased; dates are read and written as UTC, and
+ * every SQL time comparison uses the server's `UTC_TIMESTAMP(3)`, so no worker clock and no
+ * session time zone can skew a lease.
+ */
+export const mysqlClientLayer = (url: Redacted.Redacted<string>, options: { readonly maxConnections?: number } = {}) => {
+  const parts = parseDatabaseUrl(url)
+  return MysqlClient.layer({
+    host: parts.host,
+    port: parts.port,
+    username: parts.username,
+    password: parts.password,
+    database: parts.database,
+    maxConnections: options.maxConnections ?? 10,
+    poolConfig: { timezone: "Z", dateStrings: false, decimalNumbers: true },
+    transformResultNames: Str.snakeToCamel,
+    transformQueryNames: Str.camelToSnake
+  })
+}
+
+/** The pool for `DATABASE_URL`; fails at start if it is unset. */
+export const MysqlFromConfig = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const storage = yield* StorageConfig
+    return Option.match(storage.databaseUrl, {
+      onNone: () => Layer.die(new Error("DATABASE_URL is not set: the MySQL layers need it")),
+      onSome: (url) => mysqlClientLayer(url)
+    })
+  })
+)

@@ -1,0 +1,96 @@
+import { Context, type Effect, type Option } from "effect"
+import type {
+  AiJob,
+  JobFailure,
+  JobFence,
+  JobLease,
+  JobListCursor,
+  JobListFilter,
+  LockExtension,
+  NewAiJob
+} from "../domain/AiJob.js"
+import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
+import type {
+  IllegalTransition,
+  JobAlreadyCancelled,
+  JobLockConflict,
+  JobNotCancellable,
+  JobNotFound,
+  LockLost
+} from "../domain/LifecycleErrors.js"
+import type { LifecycleStatus } from "../domain/LifecycleStatus.js"
+import type { PersistenceError } from "../domain/PersistenceError.js"
+import type { QueueName } from "../domain/QueueName.js"
+import { Schema } from "effect"
+
+/** A takeover found the job already used every attempt it had; the reaper will fail it. */
+export class AttemptsExhausted extends Schema.TaggedError<AttemptsExhausted>()("AttemptsExhausted", {
+  jobId: Schema.String,
+  attempts: Schema.Number
+}) {}
+
+export type TerminalWriteError = JobNotFound | IllegalTransition | LockLost | PersistenceError
+
+/**
+ * ADR 1.4: the only code that writes `lifecycle_status` (and its legacy `status` shadow).
+ * Lock times are measured by the store's own clock: the database's `UTC_TIMESTAMP(3)` for
+ * MySQL, Effect's Clock for the memory store; never a worker's wall clock.
+ */
+export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLifecycleRepository")<
+  AiJobLifecycleRepository,
+  {
+    /** Inserts a `queued` job. Call inside `UnitOfWork.transaction` beside its outbox event. */
+    readonly createJob: (job: NewAiJob) => Effect.Effect<AiJob, DuplicateIdempotencyKey | PersistenceError>
+    readonly findById: (jobId: string) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
+    readonly findByIdempotencyKey: (
+      userId: string,
+      jobType: string,
+      idempotencyKey: string
+    ) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
+    /** ADR 1.6: compare-and-set `queued → running`; the loser gets `JobLockConflict`. */
+    readonly lockJob: (
+      jobId: string,
+      workerId: string,
+      lockTtlMs: number
+    ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | PersistenceError>
+    /**
+     * DESIGN.md correction 5: take a `running` job whose lock has expired, as a new attempt.
+     * The status stays `running`; the owner and attempt change, fencing out the old worker.
+     */
+    readonly takeOver: (
+      jobId: string,
+      workerId: string,
+      lockTtlMs: number
+    ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError>
+    readonly extendLock: (lease: JobLease, lockTtlMs: number) => Effect.Effect<LockExtension, LockLost | PersistenceError>
+    /** Ends the lock now, so another worker may take the job over at once (graceful shutdown). */
+    readonly releaseLock: (lease: JobLease) => Effect.Effect<void, LockLost | PersistenceError>
+    readonly updateProgress: (lease: JobLease, progress: number) => Effect.Effect<void, LockLost | PersistenceError>
+    readonly markSucceeded: (lease: JobLease, outputHash: string) => Effect.Effect<AiJob, TerminalWriteError>
+    readonly markFailed: (fence: JobFence, failure: JobFailure) => Effect.Effect<AiJob, TerminalWriteError>
+    /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */
+    readonly markCancelled: (fence: JobFence) => Effect.Effect<AiJob, TerminalWriteError>
+    /**
+     * ADR 5.4: `queued → cancelled` at once; `running` only records the request (the worker or
+     * the reaper ends it). A terminal job answers `JobNotCancellable` / `JobAlreadyCancelled`.
+     */
+    readonly requestCancel: (
+      jobId: string
+    ) => Effect.Effect<AiJob, JobNotFound | JobNotCancellable | JobAlreadyCancelled | PersistenceError>
+    readonly findByLifecycleStatus: (
+      statuses: ReadonlyArray<LifecycleStatus>,
+      options?: { readonly queueName?: QueueName; readonly limit?: number }
+    ) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
+    /** Running jobs whose lock ended more than `graceMs` ago (ADR 1.7), oldest first. */
+    readonly findExpiredLocks: (graceMs: number, limit: number) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
+    /** Newest first, keyset-paginated. */
+    readonly list: (
+      filter: JobListFilter,
+      page: { readonly after?: JobListCursor | undefined; readonly limit: number }
+    ) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
+    /** Queued and running jobs of one user (the active-job limit). */
+    readonly countActive: (userId: string) => Effect.Effect<number, PersistenceError>
+    /** Jobs a user created at or after `since` (the daily quota). */
+    readonly countCreatedSince: (userId: string, since: Date) => Effect.Effect<number, PersistenceError>
+  }
+>() {}

@@ -1,0 +1,56 @@
+import { Context, type Effect, type Option, Schema } from "effect"
+import type { NewOutboxEvent, OutboxCounts, OutboxEvent } from "../domain/OutboxEvent.js"
+import type { PersistenceError } from "../domain/PersistenceError.js"
+import { OutboxStatus } from "../domain/OutboxEvent.js"
+
+export class OutboxEventNotFound extends Schema.TaggedError<OutboxEventNotFound>()("OutboxEventNotFound", {
+  eventId: Schema.String
+}) {}
+
+/** Only a `dead` event can be replayed. */
+export class OutboxEventNotDead extends Schema.TaggedError<OutboxEventNotDead>()("OutboxEventNotDead", {
+  eventId: Schema.String,
+  status: OutboxStatus
+}) {}
+
+/** What happened to a failed dispatch: back to pending after a delay, or dead. */
+export type DispatchFailureOutcome = "retry_scheduled" | "dead"
+
+/** ADR 4: the transactional outbox. Time is the store's clock, as for job locks. */
+export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepository")<
+  OutboxRepository,
+  {
+    /**
+     * Inserts inside the caller's transaction. A duplicate `dedupe_key` is an idempotent
+     * success (ADR 4.2): the existing event's id comes back with `duplicate: true`.
+     */
+    readonly createInTransaction: (
+      event: NewOutboxEvent
+    ) => Effect.Effect<{ readonly eventId: string; readonly duplicate: boolean }, PersistenceError>
+    readonly findById: (eventId: string) => Effect.Effect<Option.Option<OutboxEvent>, PersistenceError>
+    /**
+     * ADR 4.3: claims up to `limit` dispatchable events (`pending`, `available_at` reached) for
+     * `dispatcherId` in one compare-and-set; events another dispatcher holds are skipped.
+     */
+    readonly claimBatch: (dispatcherId: string, limit: number) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
+    /** `processing → published`, only while `dispatcherId` still holds the claim. */
+    readonly markPublished: (eventId: string, dispatcherId: string) => Effect.Effect<boolean, PersistenceError>
+    /**
+     * Counts a failed dispatch. Below `maxAttempts` the event goes back to `pending`, available
+     * after `retryDelayMs`; at `maxAttempts` it is `dead`.
+     */
+    readonly markDispatchFailed: (
+      eventId: string,
+      dispatcherId: string,
+      error: string,
+      options: { readonly retryDelayMs: number; readonly maxAttempts: number }
+    ) => Effect.Effect<Option.Option<DispatchFailureOutcome>, PersistenceError>
+    /** ADR 4.4: `processing` events claimed longer ago than `lockTtlMs` go back to `pending`. */
+    readonly releaseExpiredLocks: (lockTtlMs: number) => Effect.Effect<number, PersistenceError>
+    readonly countByStatus: Effect.Effect<OutboxCounts, PersistenceError>
+    /** A `dead` event back to `pending`, attempts reset. */
+    readonly replayDead: (
+      eventId: string
+    ) => Effect.Effect<OutboxEvent, OutboxEventNotFound | OutboxEventNotDead | PersistenceError>
+  }
+>() {}

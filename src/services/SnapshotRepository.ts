@@ -1,0 +1,15 @@
+import { Context, type Effect, type Option } from "effect"
+import type { JobSnapshot, NewJobSnapshot } from "../domain/JobSnapshot.js"
+import type { PersistenceError } from "../domain/PersistenceError.js"
+
+/** `ai_job_snapshot`: the frozen input a job runs on (ADR 8.4). */
+export class SnapshotRepository extends Context.Tag("ai-job-engine/SnapshotRepository")<
+  SnapshotRepository,
+  {
+    /** Call inside `UnitOfWork.transaction`, beside the job it belongs to. */
+    readonly create: (snapshot: NewJobSnapshot) => Effect.Effect<JobSnapshot, PersistenceError>
+    readonly findByJobId: (jobId: string) => Effect.Effect<Option.Option<JobSnapshot>, PersistenceError>
+    /** Deletes up to `limit` snapshots whose `expires_at` has passed; returns how many. */
+    readonly deleteExpired: (limit: number) => Effect.Effect<number, PersistenceError>
+  }
+>() {}
