@@ -41,3 +41,9 @@ export class JobNotCancellable extends Schema.TaggedError<JobNotCancellable>()("
 export class JobAlreadyCancelled extends Schema.TaggedError<JobAlreadyCancelled>()("JobAlreadyCancelled", {
   jobId: Schema.String
 }) {}
+
+/** A takeover found the job already used every attempt it had; the reaper will fail it. */
+export class AttemptsExhausted extends Schema.TaggedError<AttemptsExhausted>()("AttemptsExhausted", {
+  jobId: Schema.String,
+  attempts: Schema.Number
+}) {}

@@ -11,6 +11,7 @@ import type {
 } from "../domain/AiJob.js"
 import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
 import type {
+  AttemptsExhausted,
   IllegalTransition,
   JobAlreadyCancelled,
   JobLockConflict,
@@ -21,13 +22,6 @@ import type {
 import type { LifecycleStatus } from "../domain/LifecycleStatus.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { QueueName } from "../domain/QueueName.js"
-import { Schema } from "effect"
-
-/** A takeover found the job already used every attempt it had; the reaper will fail it. */
-export class AttemptsExhausted extends Schema.TaggedError<AttemptsExhausted>()("AttemptsExhausted", {
-  jobId: Schema.String,
-  attempts: Schema.Number
-}) {}
 
 export type TerminalWriteError = JobNotFound | IllegalTransition | LockLost | PersistenceError
 

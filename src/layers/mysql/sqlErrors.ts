@@ -1,5 +1,5 @@
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Schedule } from "effect"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 
 /** The mysql2 error behind an `SqlError`, when there is one. */
@@ -30,3 +30,19 @@ export const persistence =
   (operation: string) =>
   <A, R>(self: Effect.Effect<A, SqlError, R>): Effect.Effect<A, PersistenceError, R> =>
     Effect.mapError(self, toPersistenceError(operation))
+
+/** ER_LOCK_DEADLOCK / ER_LOCK_WAIT_TIMEOUT: InnoDB rolled the statement back; running it again is safe. */
+export const isLockContention = (error: SqlError): boolean => {
+  const { errno } = driverErrorOf(error)
+  return errno === 1213 || errno === 1205
+}
+
+/**
+ * Concurrent claims on one index can deadlock under InnoDB's next-key locks; the victim's
+ * transaction was rolled back whole, so it is retried a few times with a short jittered backoff.
+ */
+export const retryOnLockContention = <A, R>(self: Effect.Effect<A, SqlError, R>): Effect.Effect<A, SqlError, R> =>
+  Effect.retry(self, {
+    while: isLockContention,
+    schedule: Schedule.exponential("5 millis").pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(8)))
+  })

@@ -1,0 +1,60 @@
+/**
+ * `npm run migrations-check [-- --live]`: proves the schema the code declares is the schema the
+ * migrations build (default), or the schema a deployed database has (`--live`). Prints a
+ * readable diff; exits non-zero on any drift.
+ */
+import { Command, Options } from "@effect/cli"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Cause, ConfigError, Console, Effect, Option } from "effect"
+import { StorageConfig } from "../src/layers/config.js"
+import { checkLiveDatabase, checkMigrationsBuildDeclaredSchema } from "./check.js"
+import { isDrift } from "./compare.js"
+import { defaultServerUrl } from "./databaseTarget.js"
+import { SchemaDriftDetected } from "./errors.js"
+import { renderReport } from "./report.js"
+
+const live = Options.boolean("live").pipe(
+  Options.withDescription("Compare the database at DATABASE_URL as it stands; apply nothing")
+)
+
+const migrationsCheck = Command.make("migrations-check", { live }, ({ live }) =>
+  Effect.gen(function*() {
+    // Reading DATABASE_URL through StorageConfig rejects a malformed URL with a message naming it.
+    const { databaseUrl } = yield* StorageConfig.config
+    const outcome = live
+      ? yield* checkLiveDatabase(Option.getOrElse(databaseUrl, () => defaultServerUrl))
+      : yield* checkMigrationsBuildDeclaredSchema(Option.getOrElse(databaseUrl, () => defaultServerUrl))
+
+    yield* Console.log(renderReport(outcome.subject, outcome.differences))
+
+    const driftCount = outcome.differences.filter(isDrift).length
+    if (driftCount > 0) {
+      return yield* new SchemaDriftDetected({ target: outcome.subject.target, driftCount })
+    }
+  }))
+
+const cli = Command.run(migrationsCheck, { name: "migrations-check", version: "0.1.0" })
+
+/** One line for an expected failure; the full cause only for a defect, where the trace helps. */
+const reportFailure = <E>(cause: Cause.Cause<E>) =>
+  Cause.isInterruptedOnly(cause)
+    ? Effect.void
+    : Console.error(
+      Option.match(Cause.failureOption(cause), {
+        onNone: () => Cause.pretty(cause),
+        onSome: (error) =>
+          ConfigError.isConfigError(error)
+            ? `migrations-check: ${String(error)}`
+            : error instanceof Error
+            ? `migrations-check: ${error.message}`
+            // @effect/cli has already printed its own usage errors.
+            : "migrations-check: invalid arguments"
+      })
+    )
+
+cli(process.argv).pipe(
+  Effect.tapErrorCause(reportFailure),
+  Effect.provide(NodeContext.layer),
+  // Failures are reported above in one readable line; runMain still exits 1 on them.
+  (program) => NodeRuntime.runMain(program, { disableErrorReporting: true })
+)

@@ -1,0 +1,124 @@
+import { Either, Option } from "effect"
+import type { AiJob, JobFence, JobLease } from "./AiJob.js"
+import {
+  AttemptsExhausted,
+  IllegalTransition,
+  JobAlreadyCancelled,
+  JobLockConflict,
+  JobNotCancellable,
+  JobNotFound,
+  LockLost
+} from "./LifecycleErrors.js"
+import type { LifecycleStatus } from "./LifecycleStatus.js"
+
+/**
+ * The preconditions of every lifecycle write, as pure functions of the row. The memory store
+ * checks them before writing; MySQL states the same conditions in its `WHERE` clause and, when
+ * no row matched, asks these functions why, so both backings refuse with the same error.
+ */
+
+type Guard<E> = Either.Either<AiJob, E | JobNotFound>
+
+const found = (jobId: string, current: Option.Option<AiJob>): Either.Either<AiJob, JobNotFound> =>
+  Option.match(current, {
+    onNone: () => Either.left(new JobNotFound({ jobId })),
+    onSome: Either.right
+  })
+
+const lockExpired = (job: AiJob, now: Date, graceMs = 0): boolean =>
+  job.lockUntil === null || job.lockUntil.getTime() < now.getTime() - graceMs
+
+export const lockGuard = (jobId: string, current: Option.Option<AiJob>): Guard<IllegalTransition | JobLockConflict> =>
+  Either.flatMap(found(jobId, current), (job): Guard<IllegalTransition | JobLockConflict> => {
+    switch (job.lifecycleStatus) {
+      case "queued":
+        return Either.right(job)
+      case "running":
+        return Either.left(new JobLockConflict({ jobId }))
+      default:
+        return Either.left(new IllegalTransition({ jobId, from: job.lifecycleStatus, to: "running" }))
+    }
+  })
+
+export const takeOverGuard = (
+  jobId: string,
+  current: Option.Option<AiJob>,
+  now: Date
+): Guard<IllegalTransition | JobLockConflict | AttemptsExhausted> =>
+  Either.flatMap(found(jobId, current), (job): Guard<IllegalTransition | JobLockConflict | AttemptsExhausted> => {
+    if (job.lifecycleStatus === "queued") return Either.left(new JobLockConflict({ jobId }))
+    if (job.lifecycleStatus !== "running") {
+      return Either.left(new IllegalTransition({ jobId, from: job.lifecycleStatus, to: "running" }))
+    }
+    if (!lockExpired(job, now)) return Either.left(new JobLockConflict({ jobId }))
+    if (job.attemptCount >= job.maxAttempts) {
+      return Either.left(new AttemptsExhausted({ jobId, attempts: job.attemptCount }))
+    }
+    return Either.right(job)
+  })
+
+/** The lease still holds: the job is running, under this owner, in this attempt. */
+export const leaseGuard = (
+  lease: JobLease,
+  current: Option.Option<AiJob>,
+  to: LifecycleStatus
+): Guard<IllegalTransition | LockLost> =>
+  Either.flatMap(found(lease.jobId, current), (job): Guard<IllegalTransition | LockLost> => {
+    if (job.lifecycleStatus !== "running") {
+      return Either.left(new IllegalTransition({ jobId: job.id, from: job.lifecycleStatus, to }))
+    }
+    if (job.lockedBy !== lease.workerId || job.attemptCount !== lease.attempt) {
+      return Either.left(new LockLost({ jobId: job.id, workerId: lease.workerId, attempt: lease.attempt }))
+    }
+    return Either.right(job)
+  })
+
+export const reaperWorkerId = "reaper"
+
+/** The reaper's fence: still the attempt it saw, and the lock expired beyond the grace period. */
+export const fenceGuard = (
+  fence: JobFence,
+  current: Option.Option<AiJob>,
+  now: Date,
+  to: LifecycleStatus
+): Guard<IllegalTransition | LockLost> => {
+  if (fence._tag === "Lease") return leaseGuard(fence.lease, current, to)
+  return Either.flatMap(found(fence.jobId, current), (job): Guard<IllegalTransition | LockLost> => {
+    if (job.lifecycleStatus !== "running") {
+      return Either.left(new IllegalTransition({ jobId: job.id, from: job.lifecycleStatus, to }))
+    }
+    if (job.attemptCount !== fence.attempt || !lockExpired(job, now, fence.graceMs)) {
+      return Either.left(new LockLost({ jobId: job.id, workerId: reaperWorkerId, attempt: fence.attempt }))
+    }
+    return Either.right(job)
+  })
+}
+
+/** ADR 1.2: `running → cancelled` only once a cancel was requested. */
+export const cancelGuard = (fence: JobFence, current: Option.Option<AiJob>, now: Date): Guard<IllegalTransition | LockLost> =>
+  Either.flatMap(fenceGuard(fence, current, now, "cancelled"), (job): Guard<IllegalTransition | LockLost> =>
+    job.cancelRequestedAt === null
+      ? Either.left(new IllegalTransition({ jobId: job.id, from: "running", to: "cancelled" }))
+      : Either.right(job)
+  )
+
+export const requestCancelGuard = (
+  jobId: string,
+  current: Option.Option<AiJob>
+): Guard<JobNotCancellable | JobAlreadyCancelled> =>
+  Either.flatMap(found(jobId, current), (job): Guard<JobNotCancellable | JobAlreadyCancelled> => {
+    switch (job.lifecycleStatus) {
+      case "cancelled":
+        return Either.left(new JobAlreadyCancelled({ jobId }))
+      case "succeeded":
+      case "failed":
+        return Either.left(new JobNotCancellable({ jobId, status: job.lifecycleStatus }))
+      default:
+        return Either.right(job)
+    }
+  })
+
+export const cancelledFailure = {
+  errorCode: "CANCELLED",
+  publicErrorMessage: "The job was cancelled."
+} as const

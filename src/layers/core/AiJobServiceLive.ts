@@ -1,0 +1,140 @@
+import { Effect, Layer, Option } from "effect"
+import { newId } from "../../domain/Ids.js"
+import { InvalidJobInput } from "../../domain/JobCreationErrors.js"
+import { aiJobAggregateType, enqueueEventType, type EnqueuePayload } from "../../domain/OutboxEvent.js"
+import { priorityBounds } from "../../domain/JobDefinition.js"
+import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
+import { AiJobService, type CreateJobRequest, type CreatedJob } from "../../services/AiJobService.js"
+import { JobDefinitionRegistry, type RegisteredJobType } from "../../services/JobDefinitionRegistry.js"
+import { OutboxRepository } from "../../services/OutboxRepository.js"
+import { OutboxSignal } from "../../services/OutboxSignal.js"
+import { SnapshotBuilder } from "../../services/SnapshotBuilder.js"
+import { SnapshotRepository } from "../../services/SnapshotRepository.js"
+import { UnitOfWork } from "../../services/UnitOfWork.js"
+import { adrQueueSettings } from "../queueSettings.js"
+
+/** Overrides are caller input too: check them against the definition before anything is written. */
+const checkOverrides = (registered: RegisteredJobType, request: CreateJobRequest): ReadonlyArray<string> => {
+  const { definition } = registered
+  const overrides = request.overrides ?? {}
+  const problems: Array<string> = []
+  if (overrides.priority !== undefined) {
+    const p = overrides.priority
+    if (!Number.isInteger(p) || p < priorityBounds.min || p > priorityBounds.max) {
+      problems.push(`overrides.priority: must be a whole number from ${priorityBounds.min} to ${priorityBounds.max}`)
+    }
+  }
+  const mode = overrides.credentialMode ?? definition.credential.defaultMode
+  if (!definition.credential.allowedModes.includes(mode)) {
+    problems.push(`overrides.credentialMode: ${mode} is not allowed for ${definition.jobType}`)
+  }
+  if (mode === "user_deepseek_key" && overrides.credentialId === undefined) {
+    problems.push("overrides.credentialId: required when the credential mode is user_deepseek_key")
+  }
+  if (mode === "platform_key" && overrides.credentialId !== undefined) {
+    problems.push("overrides.credentialId: only a user_deepseek_key job names a credential")
+  }
+  if (request.idempotencyKey !== undefined && (request.idempotencyKey.length === 0 || request.idempotencyKey.length > 191)) {
+    problems.push("idempotencyKey: must be 1 to 191 characters")
+  }
+  return problems
+}
+
+export const makeAiJobService = Effect.gen(function* () {
+  const registry = yield* JobDefinitionRegistry
+  const jobs = yield* AiJobLifecycleRepository
+  const outbox = yield* OutboxRepository
+  const snapshots = yield* SnapshotRepository
+  const snapshotBuilder = yield* SnapshotBuilder
+  const unitOfWork = yield* UnitOfWork
+  const signal = yield* OutboxSignal
+
+  const existing = (request: CreateJobRequest) =>
+    request.idempotencyKey === undefined
+      ? Effect.succeed(Option.none())
+      : jobs.findByIdempotencyKey(request.userId, request.jobType, request.idempotencyKey)
+
+  const createJob = (request: CreateJobRequest) =>
+    Effect.gen(function* () {
+      const registered = yield* registry.get(request.jobType)
+      const { definition } = registered
+      const input = yield* registered.decodeInput(request.input)
+      const problems = checkOverrides(registered, request)
+      if (problems.length > 0) return yield* Effect.fail(new InvalidJobInput({ jobType: request.jobType, problems }))
+
+      const found = yield* existing(request)
+      if (Option.isSome(found)) return { job: found.value, created: false }
+
+      const snapshot = yield* snapshotBuilder.build(definition, input)
+      const jobId = yield* newId
+      const snapshotId = yield* newId
+      const eventId = yield* newId
+      const overrides = request.overrides ?? {}
+      const priority = overrides.priority ?? definition.queue.defaultPriority
+      const payload: EnqueuePayload = {
+        jobId,
+        jobType: definition.jobType,
+        queueName: definition.queue.queueName,
+        priority
+      }
+
+      const created = yield* unitOfWork.transaction(
+        Effect.gen(function* () {
+          const job = yield* jobs.createJob({
+            id: jobId,
+            userId: request.userId,
+            jobType: definition.jobType,
+            targetType: request.targetType,
+            targetId: request.targetId,
+            idempotencyKey: request.idempotencyKey ?? null,
+            queueName: definition.queue.queueName,
+            priority,
+            input,
+            credentialMode: overrides.credentialMode ?? definition.credential.defaultMode,
+            credentialId: overrides.credentialId ?? null,
+            promptVersion: overrides.promptVersion ?? "v1",
+            inputSchemaVersion: definition.input.schemaVersion,
+            outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,
+            maxAttempts: adrQueueSettings[definition.queue.queueName].attempts
+          })
+          yield* snapshots.create({ id: snapshotId, jobId, ...snapshot })
+          // The job id already carries the idempotency (the job's unique key decided it), so the
+          // dedupe key is per job: the ADR's `{jobType}:{userId}:{key}` is ambiguous when a user id
+          // contains ':' and would then swallow another job's event.
+          yield* outbox.createInTransaction({
+            id: eventId,
+            eventType: enqueueEventType,
+            aggregateType: aiJobAggregateType,
+            aggregateId: jobId,
+            dedupeKey: `${enqueueEventType}:${jobId}`,
+            payload,
+            delayMs: 0
+          })
+          return job
+        })
+      ).pipe(
+        Effect.map((job): CreatedJob => ({ job, created: true })),
+        // ADR 2.4: a concurrent create with the same key won the unique index; return its job.
+        Effect.catchTag("DuplicateIdempotencyKey", () =>
+          existing(request).pipe(
+            Effect.flatMap(
+              Option.match({
+                onNone: () => Effect.dieMessage("the idempotency key conflicted but its job cannot be read"),
+                onSome: (job) => Effect.succeed<CreatedJob>({ job, created: false })
+              })
+            )
+          ))
+      )
+      if (created.created) yield* signal.notify
+      yield* Effect.annotateLogs(Effect.logDebug("job created"), {
+        jobId: created.job.id,
+        jobType: created.job.jobType,
+        created: created.created
+      })
+      return created
+    }).pipe(Effect.withSpan("AiJobService.createJob", { attributes: { jobType: request.jobType } }))
+
+  return AiJobService.of({ createJob })
+})
+
+export const AiJobServiceLive = Layer.effect(AiJobService, makeAiJobService)

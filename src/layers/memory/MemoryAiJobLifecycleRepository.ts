@@ -1,0 +1,259 @@
+import { Effect, Either, HashMap, Layer, Option } from "effect"
+import {
+  AiJob,
+  fencedJobId,
+  type JobFailure,
+  type JobFence,
+  type JobLease,
+  type JobListCursor,
+  type NewAiJob
+} from "../../domain/AiJob.js"
+import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
+import { LockLost } from "../../domain/LifecycleErrors.js"
+import {
+  cancelGuard,
+  cancelledFailure,
+  fenceGuard,
+  leaseGuard,
+  lockGuard,
+  requestCancelGuard,
+  takeOverGuard
+} from "../../domain/LifecycleGuards.js"
+import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
+import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
+import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
+
+const idempotencyIndexKey = (userId: string, jobType: string, key: string) => `${userId}\u0000${jobType}\u0000${key}`
+
+const plus = (now: Date, millis: number) => new Date(now.getTime() + millis)
+
+/** A copy of `job` with `changes`, stamped `updatedAt = now`, its legacy status kept in step. */
+const changed = (job: AiJob, now: Date, changes: Partial<AiJob>): AiJob => {
+  const lifecycleStatus = changes.lifecycleStatus ?? job.lifecycleStatus
+  return new AiJob(
+    { ...job, ...changes, lifecycleStatus, status: legacyStatusOf[lifecycleStatus], updatedAt: now },
+    { disableValidation: true }
+  )
+}
+
+const withJob = (tables: MemoryTables, job: AiJob): MemoryTables => ({ ...tables, aiJob: HashMap.set(tables.aiJob, job.id, job) })
+
+/**
+ * `ai_job` in memory: the same guards as MySQL's `WHERE` clauses, checked and applied in one
+ * serialized write, with Effect's Clock as the store's clock.
+ */
+export const makeMemoryAiJobLifecycleRepository = Effect.gen(function* () {
+  const db = yield* MemoryDatabase
+
+  const findById = (jobId: string) => db.read((tables) => HashMap.get(tables.aiJob, jobId))
+
+  /** Checks `guard` against the row and, if it passes, stores `next(row, now)`. */
+  const guarded = <E>(
+    operation: string,
+    jobId: string,
+    guard: (current: Option.Option<AiJob>, now: Date) => Either.Either<AiJob, E>,
+    next: (job: AiJob, now: Date) => AiJob
+  ) =>
+    db.write(operation, (tables, now) =>
+      Either.map(guard(HashMap.get(tables.aiJob, jobId), now), (job) => {
+        const updated = next(job, now)
+        return [updated, withJob(tables, updated)] as const
+      })
+    )
+
+  const createJob = (job: NewAiJob) =>
+    db.write("ai_job.create", (tables, now) => {
+      const indexKey = job.idempotencyKey === null ? undefined : idempotencyIndexKey(job.userId, job.jobType, job.idempotencyKey)
+      if (indexKey !== undefined && HashMap.has(tables.aiJobByIdempotencyKey, indexKey)) {
+        return Either.left(
+          new DuplicateIdempotencyKey({ userId: job.userId, jobType: job.jobType, idempotencyKey: job.idempotencyKey ?? "" })
+        )
+      }
+      const row = new AiJob(
+        {
+          ...job,
+          status: legacyStatusOf.queued,
+          lifecycleStatus: "queued",
+          progress: 0,
+          attemptCount: 0,
+          lockedBy: null,
+          lockedAt: null,
+          lockUntil: null,
+          cancelRequestedAt: null,
+          startedAt: null,
+          finishedAt: null,
+          errorCode: null,
+          publicErrorMessage: null,
+          internalErrorMessage: null,
+          outputHash: null,
+          createdAt: now,
+          updatedAt: now
+        },
+        { disableValidation: true }
+      )
+      const next = withJob(tables, row)
+      return Either.right([
+        row,
+        indexKey === undefined ? next : { ...next, aiJobByIdempotencyKey: HashMap.set(next.aiJobByIdempotencyKey, indexKey, row.id) }
+      ] as const)
+    })
+
+  const findByIdempotencyKey = (userId: string, jobType: string, idempotencyKey: string) =>
+    db.read((tables) =>
+      HashMap.get(tables.aiJobByIdempotencyKey, idempotencyIndexKey(userId, jobType, idempotencyKey)).pipe(
+        Option.flatMap((jobId) => HashMap.get(tables.aiJob, jobId))
+      )
+    )
+
+  const lockJob = (jobId: string, workerId: string, lockTtlMs: number) =>
+    guarded("ai_job.lock", jobId, (current) => lockGuard(jobId, current), (job, now) =>
+      changed(job, now, {
+        lifecycleStatus: "running",
+        lockedBy: workerId,
+        lockedAt: now,
+        lockUntil: plus(now, lockTtlMs),
+        startedAt: job.startedAt ?? now,
+        attemptCount: job.attemptCount + 1
+      }))
+
+  const takeOver = (jobId: string, workerId: string, lockTtlMs: number) =>
+    guarded("ai_job.takeOver", jobId, (current, now) => takeOverGuard(jobId, current, now), (job, now) =>
+      changed(job, now, {
+        lockedBy: workerId,
+        lockedAt: now,
+        lockUntil: plus(now, lockTtlMs),
+        attemptCount: job.attemptCount + 1
+      }))
+
+  /** A write that keeps the job running: a job that left `running` or vanished is a lost lock. */
+  const whileLeased = (operation: string, lease: JobLease, next: (job: AiJob, now: Date) => AiJob) =>
+    guarded(
+      operation,
+      lease.jobId,
+      (current) => Either.mapLeft(leaseGuard(lease, current, "running"), () => new LockLost({ ...lease })),
+      next
+    )
+
+  const extendLock = (lease: JobLease, lockTtlMs: number) =>
+    whileLeased("ai_job.extendLock", lease, (job, now) => changed(job, now, { lockUntil: plus(now, lockTtlMs) })).pipe(
+      Effect.map((job) => ({ lockUntil: job.lockUntil ?? new Date(0), cancelRequested: job.cancelRequestedAt !== null }))
+    )
+
+  const releaseLock = (lease: JobLease) =>
+    whileLeased("ai_job.releaseLock", lease, (job, now) => changed(job, now, { lockUntil: null })).pipe(Effect.asVoid)
+
+  const updateProgress = (lease: JobLease, progress: number) =>
+    whileLeased("ai_job.updateProgress", lease, (job, now) =>
+      changed(job, now, { progress: Math.max(0, Math.min(100, Math.round(progress))) })).pipe(Effect.asVoid)
+
+  const markSucceeded = (lease: JobLease, outputHash: string) =>
+    guarded("ai_job.markSucceeded", lease.jobId, (current) => leaseGuard(lease, current, "succeeded"), (job, now) =>
+      changed(job, now, { lifecycleStatus: "succeeded", progress: 100, outputHash, finishedAt: now, lockUntil: null }))
+
+  const markFailed = (fence: JobFence, failure: JobFailure) =>
+    guarded("ai_job.markFailed", fencedJobId(fence), (current, now) => fenceGuard(fence, current, now, "failed"), (job, now) =>
+      changed(job, now, {
+        lifecycleStatus: "failed",
+        errorCode: failure.errorCode,
+        publicErrorMessage: failure.publicErrorMessage,
+        internalErrorMessage: failure.internalErrorMessage,
+        finishedAt: now,
+        lockUntil: null
+      }))
+
+  const markCancelled = (fence: JobFence) =>
+    guarded("ai_job.markCancelled", fencedJobId(fence), (current, now) => cancelGuard(fence, current, now), (job, now) =>
+      changed(job, now, {
+        lifecycleStatus: "cancelled",
+        errorCode: cancelledFailure.errorCode,
+        publicErrorMessage: cancelledFailure.publicErrorMessage,
+        finishedAt: now,
+        lockUntil: null
+      }))
+
+  const requestCancel = (jobId: string) =>
+    guarded("ai_job.requestCancel", jobId, (current) => requestCancelGuard(jobId, current), (job, now) =>
+      job.lifecycleStatus === "queued"
+        ? changed(job, now, {
+          lifecycleStatus: "cancelled",
+          cancelRequestedAt: now,
+          finishedAt: now,
+          errorCode: cancelledFailure.errorCode,
+          publicErrorMessage: cancelledFailure.publicErrorMessage
+        })
+        : changed(job, now, { cancelRequestedAt: job.cancelRequestedAt ?? now }))
+
+  const allJobs = (tables: MemoryTables) => Array.from(HashMap.values(tables.aiJob))
+
+  const comparePosition = (a: JobListCursor, b: JobListCursor) =>
+    a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+  const oldestFirst = (a: AiJob, b: AiJob) => comparePosition(a, b)
+
+  const findByLifecycleStatus = (
+    statuses: ReadonlyArray<LifecycleStatus>,
+    options: { readonly queueName?: string; readonly limit?: number } = {}
+  ) =>
+    db.read((tables) =>
+      allJobs(tables)
+        .filter((job) => statuses.includes(job.lifecycleStatus))
+        .filter((job) => options.queueName === undefined || job.queueName === options.queueName)
+        .sort(oldestFirst)
+        .slice(0, options.limit ?? 100)
+    )
+
+  const findExpiredLocks = (graceMs: number, limit: number) =>
+    db.read((tables, now) =>
+      allJobs(tables)
+        .filter((job) =>
+          job.lifecycleStatus === "running" && (job.lockUntil === null || job.lockUntil.getTime() < now.getTime() - graceMs)
+        )
+        .sort((a, b) => (a.lockUntil?.getTime() ?? 0) - (b.lockUntil?.getTime() ?? 0))
+        .slice(0, limit)
+    )
+
+  const list: AiJobLifecycleRepository["Type"]["list"] = (filter, page) =>
+    db.read((tables) =>
+      allJobs(tables)
+        .filter((job) =>
+          (filter.userId === undefined || job.userId === filter.userId) &&
+          (filter.jobType === undefined || job.jobType === filter.jobType) &&
+          (filter.statuses === undefined || filter.statuses.length === 0 || filter.statuses.includes(job.lifecycleStatus)) &&
+          (filter.queueName === undefined || job.queueName === filter.queueName) &&
+          (filter.createdFrom === undefined || job.createdAt.getTime() >= filter.createdFrom.getTime()) &&
+          (filter.createdTo === undefined || job.createdAt.getTime() < filter.createdTo.getTime()) &&
+          (page.after === undefined || comparePosition(job, page.after) < 0)
+        )
+        .sort((a, b) => oldestFirst(b, a))
+        .slice(0, page.limit)
+    )
+
+  return AiJobLifecycleRepository.of({
+    createJob,
+    findById,
+    findByIdempotencyKey,
+    lockJob,
+    takeOver,
+    extendLock,
+    releaseLock,
+    updateProgress,
+    markSucceeded,
+    markFailed,
+    markCancelled,
+    requestCancel,
+    findByLifecycleStatus,
+    findExpiredLocks,
+    list,
+    countActive: (userId) =>
+      db.read((tables) =>
+        allJobs(tables).filter((job) =>
+          job.userId === userId && (job.lifecycleStatus === "queued" || job.lifecycleStatus === "running")
+        ).length
+      ),
+    countCreatedSince: (userId, since) =>
+      db.read((tables) =>
+        allJobs(tables).filter((job) => job.userId === userId && job.createdAt.getTime() >= since.getTime()).length
+      )
+  })
+})
+
+export const MemoryAiJobLifecycleRepository = Layer.effect(AiJobLifecycleRepository, makeMemoryAiJobLifecycleRepository)

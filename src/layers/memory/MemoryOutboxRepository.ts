@@ -1,0 +1,148 @@
+import { Effect, Either, HashMap, Layer, Option } from "effect"
+import { OutboxEvent, type NewOutboxEvent, type OutboxCounts, type OutboxStatus } from "../../domain/OutboxEvent.js"
+import { OutboxEventNotDead, OutboxEventNotFound, OutboxRepository } from "../../services/OutboxRepository.js"
+import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
+
+const plus = (now: Date, millis: number) => new Date(now.getTime() + millis)
+
+const changed = (event: OutboxEvent, now: Date, changes: Partial<OutboxEvent>) =>
+  new OutboxEvent({ ...event, ...changes, updatedAt: now }, { disableValidation: true })
+
+const withEvent = (tables: MemoryTables, event: OutboxEvent): MemoryTables => ({
+  ...tables,
+  outboxEvent: HashMap.set(tables.outboxEvent, event.id, event)
+})
+
+const dispatchOrder = (a: OutboxEvent, b: OutboxEvent) =>
+  a.availableAt.getTime() - b.availableAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+
+/** `outbox_event` in memory; a claim is one serialized write, so two dispatchers never share an event. */
+export const makeMemoryOutboxRepository = Effect.gen(function* () {
+  const db = yield* MemoryDatabase
+
+  const findById = (eventId: string) => db.read((tables) => HashMap.get(tables.outboxEvent, eventId))
+
+  const createInTransaction = (event: NewOutboxEvent) =>
+    db.write<{ readonly eventId: string; readonly duplicate: boolean }, never>("outbox_event.create", (tables, now) => {
+      const existing = HashMap.get(tables.outboxEventByDedupeKey, event.dedupeKey)
+      if (Option.isSome(existing)) return Either.right([{ eventId: existing.value, duplicate: true }, tables] as const)
+      const row = new OutboxEvent(
+        {
+          id: event.id,
+          eventType: event.eventType,
+          aggregateType: event.aggregateType,
+          aggregateId: event.aggregateId,
+          dedupeKey: event.dedupeKey,
+          payload: event.payload,
+          status: "pending",
+          attemptCount: 0,
+          availableAt: plus(now, event.delayMs),
+          lockedBy: null,
+          lockedAt: null,
+          publishedAt: null,
+          lastError: null,
+          createdAt: now,
+          updatedAt: now
+        },
+        { disableValidation: true }
+      )
+      const next = withEvent(tables, row)
+      return Either.right([
+        { eventId: row.id, duplicate: false },
+        { ...next, outboxEventByDedupeKey: HashMap.set(next.outboxEventByDedupeKey, row.dedupeKey, row.id) }
+      ] as const)
+    })
+
+  const claimBatch = (dispatcherId: string, limit: number) =>
+    db.write("outbox_event.claimBatch", (tables, now) => {
+      const claimed = Array.from(HashMap.values(tables.outboxEvent))
+        .filter((event) => event.status === "pending" && event.availableAt.getTime() <= now.getTime())
+        .sort(dispatchOrder)
+        .slice(0, limit)
+        .map((event) => changed(event, now, { status: "processing", lockedBy: dispatcherId, lockedAt: now }))
+      return Either.right([claimed, claimed.reduce(withEvent, tables)] as const)
+    })
+
+  /** Applies `change` to an event this dispatcher still holds; `None` if it does not. */
+  const whileClaimed = <A>(
+    operation: string,
+    eventId: string,
+    dispatcherId: string,
+    change: (event: OutboxEvent, now: Date) => readonly [A, OutboxEvent]
+  ) =>
+    db.write(operation, (tables, now) => {
+      const event = HashMap.get(tables.outboxEvent, eventId)
+      if (Option.isNone(event) || event.value.status !== "processing" || event.value.lockedBy !== dispatcherId) {
+        return Either.right([Option.none<A>(), tables] as const)
+      }
+      const [result, updated] = change(event.value, now)
+      return Either.right([Option.some(result), withEvent(tables, updated)] as const)
+    })
+
+  const markPublished = (eventId: string, dispatcherId: string) =>
+    whileClaimed("outbox_event.markPublished", eventId, dispatcherId, (event, now) =>
+      [true, changed(event, now, { status: "published", publishedAt: now })] as const).pipe(Effect.map(Option.isSome))
+
+  const markDispatchFailed: OutboxRepository["Type"]["markDispatchFailed"] = (eventId, dispatcherId, error, options) =>
+    whileClaimed("outbox_event.markDispatchFailed", eventId, dispatcherId, (event, now) => {
+      const attemptCount = event.attemptCount + 1
+      const dead = attemptCount >= options.maxAttempts
+      return [
+        dead ? "dead" as const : "retry_scheduled" as const,
+        changed(event, now, {
+          status: dead ? "dead" : "pending",
+          attemptCount,
+          availableAt: dead ? event.availableAt : plus(now, options.retryDelayMs),
+          lastError: error.slice(0, 2000),
+          lockedBy: null,
+          lockedAt: null
+        })
+      ] as const
+    })
+
+  const releaseExpiredLocks = (lockTtlMs: number) =>
+    db.write("outbox_event.releaseExpiredLocks", (tables, now) => {
+      const expired = Array.from(HashMap.values(tables.outboxEvent)).filter((event) =>
+        event.status === "processing" && event.lockedAt !== null && event.lockedAt.getTime() < now.getTime() - lockTtlMs
+      )
+      const released = expired.map((event) => changed(event, now, { status: "pending", lockedBy: null, lockedAt: null }))
+      return Either.right([released.length, released.reduce(withEvent, tables)] as const)
+    })
+
+  const countByStatus = db.read((tables): OutboxCounts => {
+    const counts: Record<OutboxStatus, number> = { pending: 0, processing: 0, published: 0, failed: 0, dead: 0 }
+    for (const event of HashMap.values(tables.outboxEvent)) counts[event.status] += 1
+    return counts
+  })
+
+  const replayDead = (eventId: string) =>
+    db.write<OutboxEvent, OutboxEventNotFound | OutboxEventNotDead>("outbox_event.replayDead", (tables, now) => {
+      const event = HashMap.get(tables.outboxEvent, eventId)
+      if (Option.isNone(event)) return Either.left(new OutboxEventNotFound({ eventId }))
+      if (event.value.status !== "dead") {
+        return Either.left(new OutboxEventNotDead({ eventId, status: event.value.status }))
+      }
+      const replayed = changed(event.value, now, {
+        status: "pending",
+        attemptCount: 0,
+        availableAt: now,
+        lastError: null,
+        lockedBy: null,
+        lockedAt: null
+      })
+      return Either.right([replayed, withEvent(tables, replayed)] as const)
+    })
+
+  return OutboxRepository.of({
+    createInTransaction,
+    findById,
+    claimBatch,
+    markPublished,
+    markDispatchFailed,
+    releaseExpiredLocks,
+    countByStatus,
+    replayDead
+  })
+})
+
+export const MemoryOutboxRepository = Layer.effect(OutboxRepository, makeMemoryOutboxRepository)

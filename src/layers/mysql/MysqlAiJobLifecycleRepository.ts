@@ -1,0 +1,328 @@
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import type { Fragment } from "@effect/sql/Statement"
+import { Array as Arr, Effect, Either, Layer, Option } from "effect"
+import type { AiJob, JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
+import { fencedJobId } from "../../domain/AiJob.js"
+import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
+import {
+  cancelGuard,
+  cancelledFailure,
+  fenceGuard,
+  leaseGuard,
+  lockGuard,
+  requestCancelGuard,
+  takeOverGuard
+} from "../../domain/LifecycleGuards.js"
+import { type IllegalTransition, JobLockConflict, type JobNotFound, LockLost } from "../../domain/LifecycleErrors.js"
+import { reaperWorkerId } from "../../domain/LifecycleGuards.js"
+import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
+import { PersistenceError } from "../../domain/PersistenceError.js"
+import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
+import { affectedRows, decodeAiJobs, toJsonText } from "./rows.js"
+import { isDuplicateKey, toPersistenceError } from "./sqlErrors.js"
+
+/**
+ * `ai_job` on MySQL. Every state change is one compare-and-set `UPDATE ... WHERE` on the
+ * expected state, read back through `affectedRows` (MySQL has no `RETURNING`); when nothing
+ * matched, the row is read and `LifecycleGuards` names the refusal. Lease times are the
+ * server's `UTC_TIMESTAMP(3)`.
+ */
+export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+
+  const now = sql.literal("UTC_TIMESTAMP(3)")
+  const plusMillis = (millis: number) => sql`DATE_ADD(UTC_TIMESTAMP(3), INTERVAL ${Math.round(millis) * 1000} MICROSECOND)`
+  const minusMillis = (millis: number) =>
+    sql`DATE_SUB(UTC_TIMESTAMP(3), INTERVAL ${Math.round(millis) * 1000} MICROSECOND)`
+  /**
+   * When a compare-and-set matched nothing, the guards are asked why with a clock at the end of
+   * time: the database's own clock already judged expiry, so only the other reasons (missing,
+   * wrong state, another owner or attempt, attempts used up) are named; a refusal for time
+   * alone falls through to the race error.
+   */
+  const endOfTime = new Date(8.64e15)
+  const status = (to: LifecycleStatus) => sql`lifecycle_status = ${to}, status = ${legacyStatusOf[to]}`
+
+  const selectWhere = (operation: string, where: Fragment) =>
+    sql`SELECT * FROM ai_job WHERE ${where}`.pipe(
+      Effect.mapError(toPersistenceError(operation)),
+      Effect.flatMap(decodeAiJobs(operation))
+    )
+
+  const findById = (jobId: string) =>
+    selectWhere("ai_job.findById", sql`id = ${jobId}`).pipe(Effect.map(Arr.head))
+
+  const mustFind = (operation: string, jobId: string) =>
+    findById(jobId).pipe(
+      Effect.flatMap(
+        Option.match({
+          onNone: () => Effect.fail(new PersistenceError({ operation, message: `job ${jobId} vanished after its update` })),
+          onSome: Effect.succeed
+        })
+      )
+    )
+
+  /** Runs a compare-and-set; on no match, reads the row and fails with the guard's reason. */
+  const compareAndSet = <E>(
+    operation: string,
+    jobId: string,
+    update: Effect.Effect<unknown, SqlError>,
+    whyRefused: (current: Option.Option<AiJob>) => Either.Either<AiJob, E>,
+    raced: () => E
+  ): Effect.Effect<AiJob, E | PersistenceError> =>
+    Effect.gen(function* () {
+      const changed = yield* affectedRows(operation)(update)
+      if (changed > 0) return yield* mustFind(operation, jobId)
+      const current = yield* findById(jobId)
+      return yield* Either.match(whyRefused(current), {
+        onLeft: (error) => Effect.fail(error),
+        // The row now satisfies the condition although our update matched nothing: another
+        // writer moved it in between. Report it as the race it was.
+        onRight: () => Effect.fail(raced())
+      })
+    })
+
+  const leaseWhere = (lease: JobLease) =>
+    sql`id = ${lease.jobId} AND lifecycle_status = 'running' AND locked_by = ${lease.workerId} AND attempt_count = ${lease.attempt}`
+
+  const fenceWhere = (fence: JobFence) =>
+    fence._tag === "Lease"
+      ? leaseWhere(fence.lease)
+      : sql`id = ${fence.jobId} AND lifecycle_status = 'running' AND attempt_count = ${fence.attempt} AND (lock_until IS NULL OR lock_until < ${
+        minusMillis(fence.graceMs)
+      })`
+
+  const createJob = (job: NewAiJob) =>
+    sql`INSERT INTO ai_job (
+        id, user_id, job_type, target_type, target_id, idempotency_key, status, lifecycle_status, queue_name,
+        priority, progress, input, credential_mode, credential_id, prompt_version, input_schema_version,
+        output_schema_version, attempt_count, max_attempts, created_at, updated_at)
+      VALUES (
+        ${job.id}, ${job.userId}, ${job.jobType}, ${job.targetType}, ${job.targetId}, ${job.idempotencyKey},
+        ${legacyStatusOf.queued}, 'queued', ${job.queueName}, ${job.priority}, 0, ${toJsonText(job.input)},
+        ${job.credentialMode}, ${job.credentialId}, ${job.promptVersion}, ${job.inputSchemaVersion},
+        ${job.outputSchemaVersion}, 0, ${job.maxAttempts}, ${now}, ${now})`.pipe(
+      Effect.catchIf(isDuplicateKey, () =>
+        Effect.fail(
+          new DuplicateIdempotencyKey({
+            userId: job.userId,
+            jobType: job.jobType,
+            idempotencyKey: job.idempotencyKey ?? ""
+          })
+        )),
+      Effect.mapError((error) => error._tag === "SqlError" ? toPersistenceError("ai_job.create")(error) : error),
+      Effect.zipRight(mustFind("ai_job.create", job.id))
+    )
+
+  const findByIdempotencyKey = (userId: string, jobType: string, idempotencyKey: string) =>
+    selectWhere(
+      "ai_job.findByIdempotencyKey",
+      sql`user_id = ${userId} AND job_type = ${jobType} AND idempotency_key = ${idempotencyKey}`
+    ).pipe(Effect.map(Arr.head))
+
+  const lockJob = (jobId: string, workerId: string, lockTtlMs: number) =>
+    compareAndSet(
+      "ai_job.lock",
+      jobId,
+      sql`UPDATE ai_job SET ${status("running")}, locked_by = ${workerId}, locked_at = ${now},
+            lock_until = ${plusMillis(lockTtlMs)}, started_at = COALESCE(started_at, ${now}),
+            attempt_count = attempt_count + 1, updated_at = ${now}
+          WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw,
+      (current) => lockGuard(jobId, current),
+      () => new JobLockConflict({ jobId })
+    )
+
+  const takeOver = (jobId: string, workerId: string, lockTtlMs: number) =>
+    compareAndSet(
+      "ai_job.takeOver",
+      jobId,
+      sql`UPDATE ai_job SET locked_by = ${workerId}, locked_at = ${now}, lock_until = ${plusMillis(lockTtlMs)},
+            attempt_count = attempt_count + 1, updated_at = ${now}
+          WHERE id = ${jobId} AND lifecycle_status = 'running' AND (lock_until IS NULL OR lock_until < ${now})
+            AND attempt_count < max_attempts`.raw,
+      (current) => takeOverGuard(jobId, current, endOfTime),
+      () => new JobLockConflict({ jobId })
+    )
+
+  const leaseUpdate = (operation: string, lease: JobLease, set: Fragment, to: LifecycleStatus) =>
+    compareAndSet(
+      operation,
+      lease.jobId,
+      sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)}`.raw,
+      (current) => leaseGuard(lease, current, to),
+      () => new LockLost({ ...lease })
+    )
+
+  /** For writes that keep the job running, a job that left `running` (or vanished) is a lost lock. */
+  const keepingRunning = <A>(
+    lease: JobLease,
+    self: Effect.Effect<A, JobNotFound | IllegalTransition | LockLost | PersistenceError>
+  ): Effect.Effect<A, LockLost | PersistenceError> =>
+    Effect.catchTags(self, {
+      IllegalTransition: () => Effect.fail(new LockLost({ ...lease })),
+      JobNotFound: () => Effect.fail(new LockLost({ ...lease }))
+    })
+
+  const extendLock = (lease: JobLease, lockTtlMs: number) =>
+    keepingRunning(lease, leaseUpdate("ai_job.extendLock", lease, sql`lock_until = ${plusMillis(lockTtlMs)}`, "running")).pipe(
+      Effect.flatMap((job) =>
+        job.lockUntil === null
+          ? Effect.fail(new PersistenceError({ operation: "ai_job.extendLock", message: "lock_until is null after extend" }))
+          : Effect.succeed({ lockUntil: job.lockUntil, cancelRequested: job.cancelRequestedAt !== null })
+      )
+    )
+
+  const releaseLock = (lease: JobLease) =>
+    keepingRunning(lease, leaseUpdate("ai_job.releaseLock", lease, sql`lock_until = NULL`, "running")).pipe(Effect.asVoid)
+
+  const updateProgress = (lease: JobLease, progress: number) =>
+    keepingRunning(
+      lease,
+      leaseUpdate("ai_job.updateProgress", lease, sql`progress = ${Math.max(0, Math.min(100, Math.round(progress)))}`, "running")
+    ).pipe(Effect.asVoid)
+
+  const markSucceeded = (lease: JobLease, outputHash: string) =>
+    leaseUpdate(
+      "ai_job.markSucceeded",
+      lease,
+      sql`${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${now}, lock_until = NULL`,
+      "succeeded"
+    )
+
+  const terminalByFence = (
+    operation: string,
+    fence: JobFence,
+    set: Fragment,
+    guard: (current: Option.Option<AiJob>) => ReturnType<typeof fenceGuard>,
+    condition: Fragment = sql`TRUE`
+  ) =>
+    compareAndSet(
+      operation,
+      fencedJobId(fence),
+      sql`UPDATE ai_job SET ${set}, finished_at = ${now}, lock_until = NULL, updated_at = ${now}
+          WHERE ${fenceWhere(fence)} AND ${condition}`.raw,
+      guard,
+      () =>
+        fence._tag === "Lease"
+          ? new LockLost({ ...fence.lease })
+          : new LockLost({ jobId: fence.jobId, workerId: reaperWorkerId, attempt: fence.attempt })
+    )
+
+  const markFailed = (fence: JobFence, failure: JobFailure) =>
+    terminalByFence(
+      "ai_job.markFailed",
+      fence,
+      sql`${status("failed")}, error_code = ${failure.errorCode}, public_error_message = ${failure.publicErrorMessage},
+          internal_error_message = ${failure.internalErrorMessage}`,
+      (current) => fenceGuard(fence, current, endOfTime, "failed")
+    )
+
+  const markCancelled = (fence: JobFence) =>
+    terminalByFence(
+      "ai_job.markCancelled",
+      fence,
+      sql`${status("cancelled")}, error_code = ${cancelledFailure.errorCode},
+          public_error_message = ${cancelledFailure.publicErrorMessage}`,
+      (current) => cancelGuard(fence, current, endOfTime),
+      sql`cancel_requested_at IS NOT NULL`
+    )
+
+  const requestCancel = (jobId: string) =>
+    Effect.gen(function* () {
+      const cancelledQueued = yield* affectedRows("ai_job.requestCancel")(
+        sql`UPDATE ai_job SET ${status("cancelled")}, cancel_requested_at = ${now}, finished_at = ${now},
+              error_code = ${cancelledFailure.errorCode}, public_error_message = ${cancelledFailure.publicErrorMessage},
+              updated_at = ${now}
+            WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw
+      )
+      if (cancelledQueued === 0) {
+        yield* affectedRows("ai_job.requestCancel")(
+          sql`UPDATE ai_job SET cancel_requested_at = COALESCE(cancel_requested_at, ${now}), updated_at = ${now}
+              WHERE id = ${jobId} AND lifecycle_status = 'running'`.raw
+        )
+      }
+      const current = yield* findById(jobId)
+      if (cancelledQueued > 0) return yield* mustFind("ai_job.requestCancel", jobId)
+      return yield* Either.match(requestCancelGuard(jobId, current), {
+        onLeft: Effect.fail,
+        onRight: (job) =>
+          job.lifecycleStatus === "running"
+            ? Effect.succeed(job)
+            : Effect.fail(new PersistenceError({ operation: "ai_job.requestCancel", message: `job ${jobId} was ${job.lifecycleStatus} after cancel` }))
+      })
+    })
+
+  const findByLifecycleStatus = (
+    statuses: ReadonlyArray<LifecycleStatus>,
+    options: { readonly queueName?: string; readonly limit?: number } = {}
+  ) =>
+    statuses.length === 0
+      ? Effect.succeed([])
+      : sql`SELECT * FROM ai_job WHERE lifecycle_status IN ${sql.in(statuses)}
+            ${options.queueName === undefined ? sql`` : sql`AND queue_name = ${options.queueName}`}
+            ORDER BY created_at, id LIMIT ${options.limit ?? 100}`.pipe(
+        Effect.mapError(toPersistenceError("ai_job.findByLifecycleStatus")),
+        Effect.flatMap(decodeAiJobs("ai_job.findByLifecycleStatus"))
+      )
+
+  const findExpiredLocks = (graceMs: number, limit: number) =>
+    sql`SELECT * FROM ai_job
+        WHERE lifecycle_status = 'running' AND (lock_until IS NULL OR lock_until < ${minusMillis(graceMs)})
+        ORDER BY lock_until LIMIT ${limit}`.pipe(
+      Effect.mapError(toPersistenceError("ai_job.findExpiredLocks")),
+      Effect.flatMap(decodeAiJobs("ai_job.findExpiredLocks"))
+    )
+
+  const list: AiJobLifecycleRepository["Type"]["list"] = (filter, page) => {
+    const clauses: Array<Fragment> = []
+    if (filter.userId !== undefined) clauses.push(sql`user_id = ${filter.userId}`)
+    if (filter.jobType !== undefined) clauses.push(sql`job_type = ${filter.jobType}`)
+    if (filter.statuses !== undefined && filter.statuses.length > 0) {
+      clauses.push(sql`lifecycle_status IN ${sql.in(filter.statuses)}`)
+    }
+    if (filter.queueName !== undefined) clauses.push(sql`queue_name = ${filter.queueName}`)
+    if (filter.createdFrom !== undefined) clauses.push(sql`created_at >= ${filter.createdFrom}`)
+    if (filter.createdTo !== undefined) clauses.push(sql`created_at < ${filter.createdTo}`)
+    if (page.after !== undefined) {
+      clauses.push(
+        sql`(created_at < ${page.after.createdAt} OR (created_at = ${page.after.createdAt} AND id < ${page.after.id}))`
+      )
+    }
+    const where = clauses.length === 0 ? sql`` : sql`WHERE ${sql.and(clauses)}`
+    return sql`SELECT * FROM ai_job ${where} ORDER BY created_at DESC, id DESC LIMIT ${page.limit}`.pipe(
+      Effect.mapError(toPersistenceError("ai_job.list")),
+      Effect.flatMap(decodeAiJobs("ai_job.list"))
+    )
+  }
+
+  const count = (operation: string, where: Fragment) =>
+    sql<{ readonly total: number }>`SELECT COUNT(*) AS total FROM ai_job WHERE ${where}`.pipe(
+      Effect.mapError(toPersistenceError(operation)),
+      Effect.map((rows) => Number(rows[0]?.total ?? 0))
+    )
+
+  return AiJobLifecycleRepository.of({
+    createJob,
+    findById,
+    findByIdempotencyKey,
+    lockJob,
+    takeOver,
+    extendLock,
+    releaseLock,
+    updateProgress,
+    markSucceeded,
+    markFailed,
+    markCancelled,
+    requestCancel,
+    findByLifecycleStatus,
+    findExpiredLocks,
+    list,
+    countActive: (userId) =>
+      count("ai_job.countActive", sql`user_id = ${userId} AND lifecycle_status IN ('queued', 'running')`),
+    countCreatedSince: (userId, since) =>
+      count("ai_job.countCreatedSince", sql`user_id = ${userId} AND created_at >= ${since}`)
+  })
+})
+
+export const MysqlAiJobLifecycleRepository = Layer.effect(AiJobLifecycleRepository, makeMysqlAiJobLifecycleRepository)

@@ -1,0 +1,78 @@
+import { Config, Context, Layer } from "effect"
+import type { QueueName } from "../domain/QueueName.js"
+
+/** How one queue is consumed and retried (ADR 3.1). */
+export interface QueueSetting {
+  /** Jobs one process runs at once. */
+  readonly concurrency: number
+  /** How long a worker's lock on a job lasts before the queue thinks it died (not a timeout). */
+  readonly lockDurationMs: number
+  /** Deliveries per job; attempts after the first only cover a crashed worker. */
+  readonly attempts: number
+  /** First delay of the exponential backoff between deliveries. */
+  readonly backoffDelayMs: number
+}
+
+export interface QueueSettingsShape {
+  readonly queues: Readonly<Record<QueueName, QueueSetting>>
+  /** An `add` that takes longer fails with `JobQueueUnavailable` (Redis unreachable). */
+  readonly addTimeoutMs: number
+  /** On shutdown, how long active deliveries may finish before their signal is aborted. */
+  readonly shutdownGraceMs: number
+}
+
+/** ADR 3.1, verbatim. */
+export const adrQueueSettings: Readonly<Record<QueueName, QueueSetting>> = {
+  "ai-interactive": { concurrency: 2, lockDurationMs: 30_000, attempts: 2, backoffDelayMs: 2_000 },
+  "ai-background": { concurrency: 1, lockDurationMs: 60_000, attempts: 3, backoffDelayMs: 5_000 }
+}
+
+const defaults: QueueSettingsShape = {
+  queues: adrQueueSettings,
+  addTimeoutMs: 5_000,
+  shutdownGraceMs: 30_000
+}
+
+const positiveInt = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be a positive whole number`, validation: (n) => n > 0 })
+  )
+
+/**
+ * The queue settings. Per-process concurrency can be raised for horizontal scaling with
+ * `WORKER_CONCURRENCY_INTERACTIVE` / `WORKER_CONCURRENCY_BACKGROUND`; the rest is the ADR's.
+ */
+export class QueueSettings extends Context.Tag("ai-job-engine/QueueSettings")<QueueSettings, QueueSettingsShape>() {
+  static readonly config = Config.all({
+    interactive: positiveInt("WORKER_CONCURRENCY_INTERACTIVE", adrQueueSettings["ai-interactive"].concurrency),
+    background: positiveInt("WORKER_CONCURRENCY_BACKGROUND", adrQueueSettings["ai-background"].concurrency),
+    addTimeoutMs: positiveInt("QUEUE_ADD_TIMEOUT_MS", defaults.addTimeoutMs),
+    shutdownGraceMs: positiveInt("WORKER_SHUTDOWN_GRACE_MS", defaults.shutdownGraceMs)
+  }).pipe(
+    Config.map(({ addTimeoutMs, background, interactive, shutdownGraceMs }): QueueSettingsShape => ({
+      queues: {
+        "ai-interactive": { ...adrQueueSettings["ai-interactive"], concurrency: interactive },
+        "ai-background": { ...adrQueueSettings["ai-background"], concurrency: background }
+      },
+      addTimeoutMs,
+      shutdownGraceMs
+    }))
+  )
+  static readonly layer = Layer.effect(QueueSettings, QueueSettings.config)
+  static readonly defaults = defaults
+  /** The ADR's settings with overrides, for tests and simulations. */
+  static readonly make = (
+    overrides: Partial<Omit<QueueSettingsShape, "queues">> & {
+      readonly queues?: Partial<Record<QueueName, Partial<QueueSetting>>>
+    } = {}
+  ) =>
+    Layer.succeed(QueueSettings, {
+      addTimeoutMs: overrides.addTimeoutMs ?? defaults.addTimeoutMs,
+      shutdownGraceMs: overrides.shutdownGraceMs ?? defaults.shutdownGraceMs,
+      queues: {
+        "ai-interactive": { ...adrQueueSettings["ai-interactive"], ...overrides.queues?.["ai-interactive"] },
+        "ai-background": { ...adrQueueSettings["ai-background"], ...overrides.queues?.["ai-background"] }
+      }
+    })
+}

@@ -1,0 +1,76 @@
+/**
+ * `npm run migrate`: applies every pending migration to the database at `DATABASE_URL`.
+ * Safe to run again: a database that is up to date is left as it is.
+ */
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Cause, ConfigError, Console, Data, Effect, Layer, Option, type Redacted } from "effect"
+import { StorageConfig } from "../layers/config.js"
+import { runMigrations } from "../layers/mysql/migrate.js"
+import { MysqlFromConfig, parseDatabaseUrl } from "../layers/mysql/MysqlDatabase.js"
+
+/** Migrating is the one thing this program does: without a database it has nothing to do. */
+class DatabaseUrlMissing extends Data.TaggedError("DatabaseUrlMissing") {
+  override get message() {
+    return "DATABASE_URL is not set: give the database to migrate as mysql://user:password@host:port/database"
+  }
+}
+
+/** Which database is being migrated, without the password. */
+const describeTarget = (url: Redacted.Redacted<string>) => {
+  const parts = parseDatabaseUrl(url)
+  return `${parts.username}@${parts.host}:${parts.port}/${parts.database}`
+}
+
+const migrationName = ([id, name]: readonly [number, string]) => `${String(id).padStart(4, "0")}_${name}`
+
+const applyPendingMigrations = Effect.gen(function*() {
+  const { databaseUrl } = yield* StorageConfig
+  // Checked before MysqlFromConfig is built, which would only die (a defect) on a missing URL.
+  const url = yield* Option.match(databaseUrl, {
+    onNone: () => Effect.fail(new DatabaseUrlMissing()),
+    onSome: Effect.succeed
+  })
+  const target = describeTarget(url)
+
+  const applied = yield* runMigrations.pipe(Effect.provide(MysqlFromConfig))
+
+  if (applied.length === 0) {
+    yield* Effect.logInfo(`No pending migrations: ${target} is up to date`)
+  } else {
+    for (const migration of applied) {
+      yield* Effect.logInfo(`Applied migration ${migrationName(migration)}`)
+    }
+    yield* Effect.logInfo(`Applied ${applied.length} migration(s) to ${target}`)
+  }
+})
+
+/** One line for an expected failure; the full cause only for a defect, where the trace helps. */
+const reportFailure = <E>(cause: Cause.Cause<E>) =>
+  Cause.isInterruptedOnly(cause)
+    ? Effect.void
+    : Console.error(
+      Option.match(Cause.failureOption(cause), {
+        onNone: () => Cause.pretty(cause),
+        onSome: (error) =>
+          ConfigError.isConfigError(error)
+            ? `migrate: ${String(error)}`
+            : error instanceof Error
+            ? `migrate: ${failureMessage(error)}`
+            : `migrate: ${String(error)}`
+      })
+    )
+
+/** `SqlError`'s own message ("Failed to connect") hides the reason, which is in its cause. */
+const failureMessage = (error: Error): string => {
+  const inner: unknown = error.cause
+  return inner instanceof Error && inner.message !== error.message
+    ? `${error.message}: ${failureMessage(inner)}`
+    : error.message
+}
+
+applyPendingMigrations.pipe(
+  Effect.provide(Layer.merge(StorageConfig.layer, NodeContext.layer)),
+  // After provide, so a bad DATABASE_URL (rejected while building StorageConfig) is reported too.
+  Effect.tapErrorCause(reportFailure),
+  (program) => NodeRuntime.runMain(program, { disableErrorReporting: true })
+)

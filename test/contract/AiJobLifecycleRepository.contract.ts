@@ -1,0 +1,414 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Either, Layer, Option } from "effect"
+import type { AiJob, JobLease } from "../../src/domain/AiJob.js"
+import { byExpiredLock, byLease, leaseOf } from "../../src/domain/AiJob.js"
+import { newId } from "../../src/domain/Ids.js"
+import { makeAiJobService } from "../../src/layers/core/AiJobServiceLive.js"
+import { PersistenceError } from "../../src/domain/PersistenceError.js"
+import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
+import { AiJobService } from "../../src/services/AiJobService.js"
+import { JobDefinitionRegistry } from "../../src/services/JobDefinitionRegistry.js"
+import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { OutboxSignal } from "../../src/services/OutboxSignal.js"
+import { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
+import { SnapshotRepository } from "../../src/services/SnapshotRepository.js"
+import { UnitOfWork } from "../../src/services/UnitOfWork.js"
+
+export type ContractServices =
+  | AiJobLifecycleRepository
+  | OutboxRepository
+  | SnapshotRepository
+  | UnitOfWork
+  | AiJobService
+  | JobDefinitionRegistry
+  | SnapshotBuilder
+  | OutboxSignal
+
+export interface RepositoryHarness {
+  readonly name: string
+  readonly layer: Layer.Layer<ContractServices, unknown>
+  /** Lets the store's clock move on: TestClock in memory, real time against MySQL. */
+  readonly advance: (millis: number) => Effect.Effect<void>
+  /** A lock TTL short enough to outlive in a test, long enough not to lapse by itself. */
+  readonly lockTtlMs: number
+}
+
+const failure = { errorCode: "PROVIDER_UNAVAILABLE", publicErrorMessage: "unavailable", internalErrorMessage: "503 from x" }
+
+/** One job per test, under its own user, so tests sharing a store never see each other. */
+const freshJob = Effect.gen(function* () {
+  const service = yield* AiJobService
+  const userId = `user-${yield* newId}`
+  const { job } = yield* service.createJob({
+    userId,
+    jobType: "synthetic_echo",
+    targetType: "test",
+    targetId: "t-1",
+    input: { message: "hello" }
+  })
+  return job
+})
+
+const reload = (jobId: string) =>
+  Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.findById(jobId)).pipe(Effect.map(Option.getOrThrow))
+
+const leaseFor = (job: AiJob): JobLease => {
+  const lease = leaseOf(job)
+  if (lease === undefined) throw new Error(`job ${job.id} is not running`)
+  return lease
+}
+
+/** Runs `attempt`, expects it to fail with `tag`, and checks the row did not change at all. */
+const refusedWithoutChange = <A, E extends { readonly _tag: string }, R>(
+  jobId: string,
+  tag: string,
+  attempt: Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function* () {
+    const before = yield* reload(jobId)
+    const result = yield* Effect.either(attempt)
+    expect(Either.isLeft(result) ? result.left._tag : "succeeded").toBe(tag)
+    const after = yield* reload(jobId)
+    expect(after).toStrictEqual(before)
+  })
+
+export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
+  describe(`AiJobLifecycleRepository contract (${harness.name})`, () => {
+    const ttl = harness.lockTtlMs
+
+    it.layer(harness.layer, { timeout: 60_000 })((it) => {
+      it.effect("creates a queued job with its legacy status, snapshot and outbox event", () =>
+        Effect.gen(function* () {
+          const job = yield* freshJob
+          expect(job.lifecycleStatus).toBe("queued")
+          expect(job.status).toBe("pending")
+          expect(job.attemptCount).toBe(0)
+          expect(job.maxAttempts).toBe(2)
+          expect(job.input).toStrictEqual({ message: "hello" })
+          const snapshot = yield* Effect.flatMap(SnapshotRepository, (repo) => repo.findByJobId(job.id))
+          expect(Option.getOrThrow(snapshot).content).toStrictEqual({ message: "hello" })
+        }))
+
+      it.effect("queued → running by lockJob, then running → succeeded by the lease holder", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          const running = yield* repo.lockJob(job.id, "worker-a", ttl)
+          expect(running.lifecycleStatus).toBe("running")
+          expect(running.status).toBe("processing")
+          expect(running.lockedBy).toBe("worker-a")
+          expect(running.attemptCount).toBe(1)
+          expect(running.startedAt).not.toBeNull()
+          const done = yield* repo.markSucceeded(leaseFor(running), "a".repeat(64))
+          expect(done.lifecycleStatus).toBe("succeeded")
+          expect(done.status).toBe("completed")
+          expect(done.progress).toBe(100)
+          expect(done.outputHash).toBe("a".repeat(64))
+          expect(done.finishedAt).not.toBeNull()
+        }))
+
+      it.effect("running → failed records the error", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          const failed = yield* repo.markFailed(byLease(leaseFor(running)), failure)
+          expect(failed.lifecycleStatus).toBe("failed")
+          expect(failed.status).toBe("failed")
+          expect(failed.errorCode).toBe("PROVIDER_UNAVAILABLE")
+          expect(failed.publicErrorMessage).toBe("unavailable")
+          expect(failed.internalErrorMessage).toBe("503 from x")
+        }))
+
+      it.effect("queued → cancelled at once by requestCancel", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const cancelled = yield* repo.requestCancel((yield* freshJob).id)
+          expect(cancelled.lifecycleStatus).toBe("cancelled")
+          expect(cancelled.status).toBe("cancelled")
+          expect(cancelled.cancelRequestedAt).not.toBeNull()
+          expect(cancelled.errorCode).toBe("CANCELLED")
+        }))
+
+      it.effect("running → cancelled only after a cancel request, seen by the heartbeat", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          const lease = leaseFor(running)
+          yield* refusedWithoutChange(running.id, "IllegalTransition", repo.markCancelled(byLease(lease)))
+          const requested = yield* repo.requestCancel(running.id)
+          expect(requested.lifecycleStatus).toBe("running")
+          expect(requested.cancelRequestedAt).not.toBeNull()
+          const heartbeat = yield* repo.extendLock(lease, ttl)
+          expect(heartbeat.cancelRequested).toBe(true)
+          const cancelled = yield* repo.markCancelled(byLease(lease))
+          expect(cancelled.lifecycleStatus).toBe("cancelled")
+        }))
+
+      it.effect("illegal transitions fail with a typed error and leave the row unchanged", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const queued = yield* freshJob
+          const notALease = { jobId: queued.id, workerId: "worker-a", attempt: 0 }
+          // queued → succeeded / failed / cancelled-by-worker: a job must be locked first.
+          yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markSucceeded(notALease, "h"))
+          yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markFailed(byLease(notALease), failure))
+          yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markCancelled(byLease(notALease)))
+
+          // Terminal states never change.
+          const succeeded = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl).pipe(
+            Effect.flatMap((job) => repo.markSucceeded(leaseFor(job), "h"))
+          )
+          const lastLease = { jobId: succeeded.id, workerId: "worker-a", attempt: 1 }
+          yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.lockJob(succeeded.id, "worker-b", ttl))
+          yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.takeOver(succeeded.id, "worker-b", ttl))
+          yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markSucceeded(lastLease, "h2"))
+          yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markFailed(byLease(lastLease), failure))
+          yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markCancelled(byLease(lastLease)))
+          yield* refusedWithoutChange(succeeded.id, "JobNotCancellable", repo.requestCancel(succeeded.id))
+          yield* refusedWithoutChange(succeeded.id, "LockLost", repo.extendLock(lastLease, ttl))
+
+          const failed = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl).pipe(
+            Effect.flatMap((job) => repo.markFailed(byLease(leaseFor(job)), failure))
+          )
+          const failedLease = { jobId: failed.id, workerId: "worker-a", attempt: 1 }
+          yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.lockJob(failed.id, "worker-b", ttl))
+          yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.markSucceeded(failedLease, "h"))
+          yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.markCancelled(byLease(failedLease)))
+          yield* refusedWithoutChange(failed.id, "JobNotCancellable", repo.requestCancel(failed.id))
+
+          const cancelled = yield* repo.requestCancel((yield* freshJob).id)
+          const cancelledLease = { jobId: cancelled.id, workerId: "worker-a", attempt: 0 }
+          yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.lockJob(cancelled.id, "worker-b", ttl))
+          yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.markSucceeded(cancelledLease, "h"))
+          yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.markFailed(byLease(cancelledLease), failure))
+          yield* refusedWithoutChange(cancelled.id, "JobAlreadyCancelled", repo.requestCancel(cancelled.id))
+
+          // running → queued has no method at all: the repository cannot express it.
+          const missing = yield* Effect.either(repo.lockJob("no-such-job", "worker-a", ttl))
+          expect(Either.isLeft(missing) && missing.left._tag).toBe("JobNotFound")
+        }))
+
+      it.effect("20 concurrent lockJob on one queued job: exactly one wins", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          const results = yield* Effect.forEach(
+            Array.from({ length: 20 }, (_, i) => `worker-${i}`),
+            (workerId) => Effect.either(repo.lockJob(job.id, workerId, ttl)),
+            { concurrency: "unbounded" }
+          )
+          const winners = results.filter(Either.isRight)
+          const losers = results.filter(Either.isLeft).map((result) => result.left._tag)
+          expect(winners).toHaveLength(1)
+          expect(losers).toStrictEqual(Array.from({ length: 19 }, () => "JobLockConflict"))
+          const row = yield* reload(job.id)
+          expect(row.attemptCount).toBe(1)
+          expect(row.lockedBy).toBe(Either.isRight(winners[0]!) ? winners[0].right.lockedBy : "")
+        }))
+
+      it.effect("a worker whose lock was taken over cannot extend, succeed or fail the job", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          const first = yield* repo.lockJob(job.id, "worker-a", ttl)
+          const zombie = leaseFor(first)
+          // Not expired yet: nobody may take it.
+          yield* refusedWithoutChange(job.id, "JobLockConflict", repo.takeOver(job.id, "worker-b", ttl))
+          yield* harness.advance(ttl * 2)
+          expect((yield* repo.findExpiredLocks(0, 1000)).map((row) => row.id)).toContain(job.id)
+          const taken = yield* repo.takeOver(job.id, "worker-b", ttl)
+          expect(taken.lifecycleStatus).toBe("running")
+          expect(taken.lockedBy).toBe("worker-b")
+          expect(taken.attemptCount).toBe(2)
+          yield* refusedWithoutChange(job.id, "LockLost", repo.extendLock(zombie, ttl))
+          yield* refusedWithoutChange(job.id, "LockLost", repo.updateProgress(zombie, 50))
+          yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(zombie, "zombie"))
+          yield* refusedWithoutChange(job.id, "LockLost", repo.markFailed(byLease(zombie), failure))
+          const done = yield* repo.markSucceeded(leaseFor(taken), "b".repeat(64))
+          expect(done.lifecycleStatus).toBe("succeeded")
+          expect(done.outputHash).toBe("b".repeat(64))
+        }))
+
+      it.effect("a takeover past the last attempt is refused; the reaper's fence fails the job", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          yield* repo.lockJob(job.id, "worker-a", ttl)
+          yield* harness.advance(ttl * 2)
+          const second = yield* repo.takeOver(job.id, "worker-b", ttl)
+          expect(second.attemptCount).toBe(second.maxAttempts)
+          yield* harness.advance(ttl * 2)
+          yield* refusedWithoutChange(job.id, "AttemptsExhausted", repo.takeOver(job.id, "worker-c", ttl))
+          const expired = (yield* repo.findExpiredLocks(ttl / 2, 1000)).find((row) => row.id === job.id)
+          expect(expired).toBeDefined()
+          const failed = yield* repo.markFailed(byExpiredLock(expired!, ttl / 2), {
+            errorCode: "INTERNAL_WORKER_LOST",
+            publicErrorMessage: "lost",
+            internalErrorMessage: "lock expired"
+          })
+          expect(failed.lifecycleStatus).toBe("failed")
+          expect(failed.errorCode).toBe("INTERNAL_WORKER_LOST")
+        }))
+
+      it.effect("the reaper's fence refuses a job whose worker came back and extended its lock", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          yield* harness.advance(ttl * 2)
+          const seen = (yield* repo.findExpiredLocks(0, 1000)).find((row) => row.id === running.id)
+          expect(seen).toBeDefined()
+          yield* repo.extendLock(leaseFor(running), ttl * 10)
+          yield* refusedWithoutChange(running.id, "LockLost", repo.markFailed(byExpiredLock(seen!, 0), failure))
+          expect((yield* repo.findExpiredLocks(0, 1000)).map((row) => row.id)).not.toContain(running.id)
+        }))
+
+      it.effect("a released lock can be taken over at once", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl * 100)
+          yield* repo.releaseLock(leaseFor(running))
+          const taken = yield* repo.takeOver(running.id, "worker-b", ttl)
+          expect(taken.lockedBy).toBe("worker-b")
+        }))
+
+      it.effect("progress moves only under the lease", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          yield* repo.updateProgress(leaseFor(running), 40)
+          expect((yield* reload(running.id)).progress).toBe(40)
+        }))
+
+      it.effect("finds jobs by status and lists a user's jobs newest first with a cursor", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const service = yield* AiJobService
+          const userId = `lister-${yield* newId}`
+          const created: Array<AiJob> = []
+          for (let i = 0; i < 5; i++) {
+            const { job } = yield* service.createJob({
+              userId,
+              jobType: "synthetic_echo",
+              targetType: "test",
+              targetId: `t-${i}`,
+              input: { message: `m${i}` }
+            })
+            created.push(job)
+            yield* harness.advance(5)
+          }
+          yield* repo.lockJob(created[0]!.id, "worker-a", ttl)
+          const firstPage = yield* repo.list({ userId }, { limit: 3 })
+          expect(firstPage.map((job) => job.id)).toStrictEqual(created.slice(2).reverse().map((job) => job.id))
+          const last = firstPage[2]!
+          const secondPage = yield* repo.list({ userId }, { limit: 3, after: { createdAt: last.createdAt, id: last.id } })
+          expect(secondPage.map((job) => job.id)).toStrictEqual([created[1]!.id, created[0]!.id])
+          const running = yield* repo.list({ userId, statuses: ["running"] }, { limit: 10 })
+          expect(running.map((job) => job.id)).toStrictEqual([created[0]!.id])
+          expect(yield* repo.countActive(userId)).toBe(5)
+          expect(yield* repo.countCreatedSince(userId, created[3]!.createdAt)).toBe(2)
+          const queued = yield* repo.findByLifecycleStatus(["queued"], { queueName: "ai-interactive", limit: 10_000 })
+          expect(queued.filter((job) => job.userId === userId)).toHaveLength(4)
+        }))
+
+      it.effect("50 concurrent creates with one idempotency key: one job, one outbox event", () =>
+        Effect.gen(function* () {
+          const service = yield* AiJobService
+          const outbox = yield* OutboxRepository
+          const userId = `idem-${yield* newId}`
+          const results = yield* Effect.forEach(
+            Array.from({ length: 50 }, () => 0),
+            () =>
+              service.createJob({
+                userId,
+                jobType: "synthetic_echo",
+                targetType: "test",
+                targetId: "same",
+                idempotencyKey: "key-1",
+                input: { message: "once" }
+              }),
+            { concurrency: "unbounded" }
+          )
+          const ids = new Set(results.map((result) => result.job.id))
+          expect(ids.size).toBe(1)
+          expect(results.filter((result) => result.created)).toHaveLength(1)
+          const repo = yield* AiJobLifecycleRepository
+          expect(yield* repo.list({ userId }, { limit: 100 })).toHaveLength(1)
+          const [jobId] = [...ids]
+          const event = yield* outbox.createInTransaction({
+            id: yield* newId,
+            eventType: "ai.job.enqueue",
+            aggregateType: "AiJob",
+            aggregateId: jobId!,
+            dedupeKey: `ai.job.enqueue:${jobId}`,
+            payload: {},
+            delayMs: 0
+          })
+          // The one event the create wrote holds the dedupe key: a second is a duplicate.
+          expect(event.duplicate).toBe(true)
+        }))
+
+      it.effect("50 concurrent creates without a key make 50 jobs", () =>
+        Effect.gen(function* () {
+          const service = yield* AiJobService
+          const repo = yield* AiJobLifecycleRepository
+          const userId = `nokey-${yield* newId}`
+          yield* Effect.forEach(
+            Array.from({ length: 50 }, (_, i) => i),
+            (i) =>
+              service.createJob({ userId, jobType: "synthetic_echo", targetType: "test", targetId: `${i}`, input: { message: "x" } }),
+            { concurrency: "unbounded" }
+          )
+          expect(yield* repo.list({ userId }, { limit: 100 })).toHaveLength(50)
+        }))
+
+      it.effect("a failure inside the create transaction leaves no job and no snapshot", () =>
+        Effect.gen(function* () {
+          const realOutbox = yield* OutboxRepository
+          let attemptedJobId = ""
+          const failingOutbox = OutboxRepository.of({
+            ...realOutbox,
+            createInTransaction: (event) =>
+              Effect.sync(() => {
+                attemptedJobId = event.aggregateId
+              }).pipe(
+                Effect.zipRight(Effect.fail(new PersistenceError({ operation: "outbox_event.create", message: "forced" })))
+              )
+          })
+          const service = yield* makeAiJobService.pipe(Effect.provideService(OutboxRepository, failingOutbox))
+          const result = yield* Effect.either(
+            service.createJob({
+              userId: `atomic-${yield* newId}`,
+              jobType: "synthetic_echo",
+              targetType: "test",
+              targetId: "t",
+              input: { message: "x" }
+            })
+          )
+          expect(Either.isLeft(result) && result.left._tag).toBe("PersistenceError")
+          expect(attemptedJobId).not.toBe("")
+          const repo = yield* AiJobLifecycleRepository
+          const snapshots = yield* SnapshotRepository
+          expect(Option.isNone(yield* repo.findById(attemptedJobId))).toBe(true)
+          expect(Option.isNone(yield* snapshots.findByJobId(attemptedJobId))).toBe(true)
+        }))
+
+      it.effect("bad input is a typed error naming the field, and nothing is written", () =>
+        Effect.gen(function* () {
+          const service = yield* AiJobService
+          const repo = yield* AiJobLifecycleRepository
+          const userId = `bad-${yield* newId}`
+          const result = yield* Effect.either(
+            service.createJob({ userId, jobType: "synthetic_echo", targetType: "t", targetId: "t", input: { message: 42 } })
+          )
+          expect(Either.isLeft(result) && result.left._tag).toBe("InvalidJobInput")
+          if (Either.isLeft(result) && result.left._tag === "InvalidJobInput") {
+            expect(result.left.problems.join(" ")).toContain("message")
+          }
+          const unknown = yield* Effect.either(
+            service.createJob({ userId, jobType: "no_such_type", targetType: "t", targetId: "t", input: {} })
+          )
+          expect(Either.isLeft(unknown) && unknown.left._tag).toBe("UnknownJobType")
+          expect(yield* repo.list({ userId }, { limit: 10 })).toHaveLength(0)
+        }))
+    })
+  })

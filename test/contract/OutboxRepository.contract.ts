@@ -1,0 +1,149 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Either, Option } from "effect"
+import { newId } from "../../src/domain/Ids.js"
+import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { UnitOfWork } from "../../src/services/UnitOfWork.js"
+import { PersistenceError } from "../../src/domain/PersistenceError.js"
+import type { RepositoryHarness } from "./AiJobLifecycleRepository.contract.js"
+
+const newEvent = (eventType = "ai.job.enqueue") =>
+  Effect.map(newId, (id) => ({
+    id,
+    eventType,
+    aggregateType: "AiJob",
+    aggregateId: id,
+    dedupeKey: `contract:${id}`,
+    payload: { jobId: id, jobType: "synthetic_echo", queueName: "ai-interactive", priority: 50 },
+    delayMs: 0
+  }))
+
+/**
+ * Outbox events are global (a claim takes any dispatchable event), so each test first drains
+ * what earlier tests left pending, then works on its own events.
+ */
+const drain = (dispatcherId: string) =>
+  Effect.flatMap(OutboxRepository, (outbox) =>
+    outbox.claimBatch(dispatcherId, 10_000).pipe(
+      Effect.flatMap((events) => Effect.forEach(events, (event) => outbox.markPublished(event.id, dispatcherId)))
+    ))
+
+export const outboxRepositoryContract = (harness: RepositoryHarness) =>
+  describe(`OutboxRepository contract (${harness.name})`, () => {
+    it.layer(harness.layer, { timeout: 60_000 })((it) => {
+      it.effect("a duplicate dedupe key is an idempotent success", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          const event = yield* newEvent()
+          const first = yield* outbox.createInTransaction(event)
+          const second = yield* outbox.createInTransaction({ ...event, id: yield* newId })
+          expect(first).toStrictEqual({ eventId: event.id, duplicate: false })
+          expect(second).toStrictEqual({ eventId: event.id, duplicate: true })
+        }))
+
+      it.effect("an event written in a rolled-back transaction is never claimed", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          const unitOfWork = yield* UnitOfWork
+          yield* drain("d-rollback")
+          const event = yield* newEvent()
+          const result = yield* Effect.either(
+            unitOfWork.transaction(
+              outbox.createInTransaction(event).pipe(
+                Effect.zipRight(Effect.fail(new PersistenceError({ operation: "test", message: "roll back" })))
+              )
+            )
+          )
+          expect(Either.isLeft(result)).toBe(true)
+          expect(Option.isNone(yield* outbox.findById(event.id))).toBe(true)
+          expect(yield* outbox.claimBatch("d-rollback", 100)).toHaveLength(0)
+        }))
+
+      it.effect("claims, publishes, and never hands one event to two dispatchers", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-0")
+          const events = yield* Effect.forEach(Array.from({ length: 30 }, () => 0), () => newEvent())
+          yield* Effect.forEach(events, outbox.createInTransaction)
+          const claims = yield* Effect.forEach(
+            ["d-1", "d-2", "d-3"],
+            (dispatcherId) => outbox.claimBatch(dispatcherId, 12).pipe(Effect.map((claimed) => ({ dispatcherId, claimed }))),
+            { concurrency: "unbounded" }
+          )
+          const claimedIds = claims.flatMap(({ claimed }) => claimed.map((event) => event.id))
+          expect(new Set(claimedIds).size).toBe(claimedIds.length)
+          expect(claimedIds).toHaveLength(30)
+          for (const { claimed, dispatcherId } of claims) {
+            for (const event of claimed) {
+              expect(event.status).toBe("processing")
+              expect(event.lockedBy).toBe(dispatcherId)
+              // Only the holder of the claim may publish it.
+              expect(yield* outbox.markPublished(event.id, "someone-else")).toBe(false)
+              expect(yield* outbox.markPublished(event.id, dispatcherId)).toBe(true)
+            }
+          }
+          const published = yield* outbox.findById(events[0]!.id)
+          expect(Option.getOrThrow(published).status).toBe("published")
+          expect(Option.getOrThrow(published).publishedAt).not.toBeNull()
+        }))
+
+      it.effect("a failed dispatch backs off, and the third failure makes the event dead; replay revives it", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-fail")
+          const event = yield* newEvent()
+          yield* outbox.createInTransaction(event)
+          const before = yield* outbox.countByStatus
+          const retryDelayMs = harness.lockTtlMs
+          for (let attempt = 1; attempt <= 3; attempt++) {
+            const [claimed] = yield* outbox.claimBatch("d-fail", 10)
+            expect(claimed?.id).toBe(event.id)
+            const outcome = yield* outbox.markDispatchFailed(event.id, "d-fail", `redis down #${attempt}`, {
+              retryDelayMs,
+              maxAttempts: 3
+            })
+            expect(Option.getOrThrow(outcome)).toBe(attempt < 3 ? "retry_scheduled" : "dead")
+            if (attempt < 3) {
+              // Not before its backoff.
+              expect(yield* outbox.claimBatch("d-fail", 10)).toHaveLength(0)
+              yield* harness.advance(retryDelayMs * 2)
+            }
+          }
+          const dead = Option.getOrThrow(yield* outbox.findById(event.id))
+          expect(dead.status).toBe("dead")
+          expect(dead.attemptCount).toBe(3)
+          expect(dead.lastError).toBe("redis down #3")
+          const after = yield* outbox.countByStatus
+          expect(after.dead).toBe(before.dead + 1)
+          expect(yield* outbox.claimBatch("d-fail", 10)).toHaveLength(0)
+
+          const notDead = yield* Effect.either(outbox.replayDead((yield* newEvent()).id))
+          expect(Either.isLeft(notDead) && notDead.left._tag).toBe("OutboxEventNotFound")
+          const replayed = yield* outbox.replayDead(event.id)
+          expect(replayed.status).toBe("pending")
+          expect(replayed.attemptCount).toBe(0)
+          const again = yield* Effect.either(outbox.replayDead(event.id))
+          expect(Either.isLeft(again) && again.left._tag).toBe("OutboxEventNotDead")
+          const [reclaimed] = yield* outbox.claimBatch("d-fail", 10)
+          expect(reclaimed?.id).toBe(event.id)
+          expect(yield* outbox.markPublished(event.id, "d-fail")).toBe(true)
+        }))
+
+      it.effect("a claim older than the lock TTL goes back to pending", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-dead")
+          const event = yield* newEvent()
+          yield* outbox.createInTransaction(event)
+          const [claimed] = yield* outbox.claimBatch("d-dead", 10)
+          expect(claimed?.id).toBe(event.id)
+          expect(yield* outbox.releaseExpiredLocks(harness.lockTtlMs)).toBe(0)
+          yield* harness.advance(harness.lockTtlMs * 2)
+          expect(yield* outbox.releaseExpiredLocks(harness.lockTtlMs)).toBe(1)
+          // The crashed dispatcher's late publish is refused; another dispatcher takes it.
+          expect(yield* outbox.markPublished(event.id, "d-dead")).toBe(false)
+          const [again] = yield* outbox.claimBatch("d-alive", 10)
+          expect(again?.id).toBe(event.id)
+          expect(yield* outbox.markPublished(event.id, "d-alive")).toBe(true)
+        }))
+    })
+  })

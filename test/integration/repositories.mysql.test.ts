@@ -1,0 +1,21 @@
+import { Effect, Layer, TestServices } from "effect"
+import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
+import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
+import { jobCreation, mysqlRepositories } from "../support/foundationStack.js"
+
+/** Against MariaDB the database's clock rules leases, so time has to pass for real. */
+const realSleep = (millis: number) => TestServices.provideLive(Effect.sleep(millis))
+
+lifecycleRepositoryContract({
+  name: "mysql",
+  layer: jobCreation(mysqlRepositories("lifecycle")).pipe(Layer.orDie),
+  advance: realSleep,
+  lockTtlMs: 300
+})
+
+outboxRepositoryContract({
+  name: "mysql",
+  layer: jobCreation(mysqlRepositories("outbox")).pipe(Layer.orDie),
+  advance: realSleep,
+  lockTtlMs: 300
+})

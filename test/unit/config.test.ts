@@ -1,0 +1,62 @@
+import { describe, expect, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Either, Option, Redacted } from "effect"
+import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../../src/layers/config.js"
+
+const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+
+describe("configuration", () => {
+  it.effect("reads the defaults with nothing set (the embedded engine)", () =>
+    Effect.gen(function* () {
+      const timing = yield* TimingConfig.config
+      expect(timing).toMatchObject({
+        jobLockTtlMs: 60_000,
+        jobHeartbeatMs: 30_000,
+        reaperGraceMs: 30_000,
+        outboxLockTtlMs: 60_000,
+        outboxPollMs: 1_000
+      })
+      const storage = yield* StorageConfig.config
+      expect(Option.isNone(storage.databaseUrl)).toBe(true)
+      expect(Option.isNone(storage.redisUrl)).toBe(true)
+      expect((yield* HttpConfig.config).port).toBe(3000)
+      const provider = yield* ProviderConfig.config
+      expect(provider.model).toBe("deepseek-chat")
+    }).pipe(withEnv({})))
+
+  it.effect("keeps secrets redacted", () =>
+    Effect.gen(function* () {
+      const provider = yield* ProviderConfig.config
+      const key = Option.getOrThrow(provider.apiKey)
+      expect(String(key)).not.toContain("sk-canary")
+      expect(Redacted.value(key)).toBe("sk-canary-123")
+      const storage = yield* StorageConfig.config
+      expect(String(Option.getOrThrow(storage.databaseUrl))).not.toContain("hunter2")
+    }).pipe(withEnv({ AI_API_KEY: "sk-canary-123", DATABASE_URL: "mysql://root:hunter2@127.0.0.1:3306/app" })))
+
+  const bad: ReadonlyArray<readonly [string, string, Effect.Effect<unknown, unknown>]> = [
+    ["JOB_LOCK_TTL_MS", "soon", TimingConfig.config],
+    ["JOB_HEARTBEAT_MS", "-5", TimingConfig.config],
+    ["OUTBOX_POLL_MS", "0", TimingConfig.config],
+    ["PORT", "70000", HttpConfig.config],
+    ["DATABASE_URL", "postgres://localhost/db", StorageConfig.config],
+    ["REDIS_URL", "localhost:6379", StorageConfig.config],
+    ["CREDENTIAL_ENCRYPTION_KEY", "c2hvcnQ=", ProviderConfig.config],
+    ["AUTH_JWT_SECRET", "short", HttpConfig.config]
+  ]
+  for (const [name, value, read] of bad) {
+    it.effect(`a bad ${name} fails with a message naming it`, () =>
+      Effect.gen(function* () {
+        const result = yield* Effect.either(read.pipe(withEnv({ [name]: value })))
+        expect(Either.isLeft(result)).toBe(true)
+        if (Either.isLeft(result)) expect(String(result.left)).toContain(name)
+      }))
+  }
+
+  it.effect("a heartbeat as long as the lock TTL is refused", () =>
+    Effect.gen(function* () {
+      const result = yield* Effect.either(
+        TimingConfig.config.pipe(withEnv({ JOB_LOCK_TTL_MS: "1000", JOB_HEARTBEAT_MS: "1000" }))
+      )
+      expect(Either.isLeft(result) && String(result.left)).toContain("JOB_HEARTBEAT_MS")
+    }))
+})

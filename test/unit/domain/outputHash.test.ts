@@ -1,0 +1,25 @@
+import { describe, expect, it } from "@effect/vitest"
+import { canonicalJson, outputHash } from "../../../src/domain/CanonicalJson.js"
+
+describe("outputHash", () => {
+  it("differs when only a nested field differs (the ADR's allow-list bug)", () => {
+    const a = { flashcards: [{ front: "What is 2+2?", back: "4" }] }
+    const b = { flashcards: [{ front: "What is 2+2?", back: "5" }] }
+    expect(outputHash(a)).not.toBe(outputHash(b))
+    // The ADR's formula hashes both alike: the key list drops every nested field.
+    const adr = (value: Record<string, unknown>) => JSON.stringify(value, Object.keys(value).sort())
+    expect(adr(a)).toBe(adr(b))
+  })
+
+  it("is equal for the same object with keys in another order, at every depth", () => {
+    const a = { score: 80, gaps: ["x", "y"], detail: { z: 1, a: { k: true, b: null } } }
+    const b = { detail: { a: { b: null, k: true }, z: 1 }, gaps: ["x", "y"], score: 80 }
+    expect(canonicalJson(a)).toBe(canonicalJson(b))
+    expect(outputHash(a)).toBe(outputHash(b))
+    expect(outputHash(a)).toMatch(/^[0-9a-f]{64}$/)
+  })
+
+  it("keeps array order significant", () => {
+    expect(outputHash({ gaps: ["x", "y"] })).not.toBe(outputHash({ gaps: ["y", "x"] }))
+  })
+})
