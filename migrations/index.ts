@@ -7,6 +7,7 @@ import ai_usage_log from "./0005_ai_usage_log.js"
 import user_model_credential from "./0006_user_model_credential.js"
 import flashcard from "./0007_flashcard.js"
 import learning_evaluation from "./0008_learning_evaluation.js"
+import ai_user_job_gate from "./0009_ai_user_job_gate.js"
 
 /** Every migration, by `{id}_{name}`; the Migrator runs those above the last one recorded. */
 export const migrations = Migrator.fromRecord({
@@ -17,7 +18,8 @@ export const migrations = Migrator.fromRecord({
   "0005_ai_usage_log": ai_usage_log,
   "0006_user_model_credential": user_model_credential,
   "0007_flashcard": flashcard,
-  "0008_learning_evaluation": learning_evaluation
+  "0008_learning_evaluation": learning_evaluation,
+  "0009_ai_user_job_gate": ai_user_job_gate
 })
 
 export const migrationsTable = "effect_sql_migrations"

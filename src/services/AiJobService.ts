@@ -3,6 +3,7 @@ import type { AiJob } from "../domain/AiJob.js"
 import type { CredentialMode } from "../domain/CredentialMode.js"
 import type { InvalidJobInput } from "../domain/JobCreationErrors.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
+import type { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
 import type { UnknownJobType } from "../domain/RegistryErrors.js"
 
 /** ADR 2.4 `CreateJobInput`, with the job's input itself. */
@@ -14,6 +15,8 @@ export interface CreateJobRequest {
   /** When given, the same (user, job type, key) always yields the same job. */
   readonly idempotencyKey?: string | undefined
   readonly input: unknown
+  /** Off only for an operator's retry, which re-creates a job the user was already admitted for. */
+  readonly enforceQuotas?: boolean | undefined
   readonly overrides?: {
     readonly priority?: number | undefined
     readonly credentialMode?: CredentialMode | undefined
@@ -35,10 +38,11 @@ export class AiJobService extends Context.Tag("ai-job-engine/AiJobService")<
   {
     /**
      * Validates the input against the job type's Schema, then writes job, snapshot and outbox
-     * event in one transaction. Concurrent calls with one idempotency key all get the one job.
+     * event in one transaction, after the user's limits admit it. Concurrent calls with one
+     * idempotency key all get the one job.
      */
     readonly createJob: (
       request: CreateJobRequest
-    ) => Effect.Effect<CreatedJob, UnknownJobType | InvalidJobInput | PersistenceError>
+    ) => Effect.Effect<CreatedJob, UnknownJobType | InvalidJobInput | TooManyJobs | QuotaExceeded | PersistenceError>
   }
 >() {}

@@ -10,6 +10,7 @@ import { AiJobService } from "../../src/services/AiJobService.js"
 import { JobDefinitionRegistry } from "../../src/services/JobDefinitionRegistry.js"
 import { OutboxRepository } from "../../src/services/OutboxRepository.js"
 import { OutboxSignal } from "../../src/services/OutboxSignal.js"
+import { Quotas } from "../../src/services/Quotas.js"
 import { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
 import { SnapshotRepository } from "../../src/services/SnapshotRepository.js"
 import { UnitOfWork } from "../../src/services/UnitOfWork.js"
@@ -23,6 +24,7 @@ export type ContractServices =
   | JobDefinitionRegistry
   | SnapshotBuilder
   | OutboxSignal
+  | Quotas
 
 export interface RepositoryHarness {
   readonly name: string

@@ -123,7 +123,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "5_ai_usage_log",
         "6_user_model_credential",
         "7_flashcard",
-        "8_learning_evaluation"
+        "8_learning_evaluation",
+        "9_ai_user_job_gate"
       ])
       expect(second).toEqual([])
     }))
@@ -168,7 +169,7 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
   it.scoped("the default check builds, compares and drops its own scratch database", () =>
     Effect.gen(function*() {
       const outcome = yield* checkMigrationsBuildDeclaredSchema(Redacted.make(testServerUrl))
-      expect(outcome.subject.appliedMigrations).toHaveLength(8)
+      expect(outcome.subject.appliedMigrations).toHaveLength(9)
       expect(outcome.differences).toEqual([])
       const scratchName = outcome.subject.target.split("/").at(-1) ?? ""
       expect(scratchName).toMatch(/^migrations_check_[0-9a-f]+$/)

@@ -1,6 +1,7 @@
 import { Effect, Layer, TestServices } from "effect"
 import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
 import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
+import { quotasContract } from "../contract/Quotas.contract.js"
 import { jobCreation, mysqlRepositories } from "../support/foundationStack.js"
 
 /** Against MariaDB the database's clock rules leases, so time has to pass for real. */
@@ -19,3 +20,8 @@ outboxRepositoryContract({
   advance: realSleep,
   lockTtlMs: 300
 })
+
+quotasContract(
+  "mysql",
+  jobCreation(mysqlRepositories("quotas", { maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie)
+)

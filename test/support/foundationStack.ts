@@ -14,29 +14,44 @@ import { MysqlAiJobLifecycleRepository } from "../../src/layers/mysql/MysqlAiJob
 import { MysqlOutboxRepository } from "../../src/layers/mysql/MysqlOutboxRepository.js"
 import { MysqlSnapshotRepository } from "../../src/layers/mysql/MysqlSnapshotRepository.js"
 import { MysqlUnitOfWork } from "../../src/layers/mysql/MysqlUnitOfWork.js"
+import { MemoryQuotas } from "../../src/layers/memory/MemoryQuotas.js"
+import { MysqlQuotas } from "../../src/layers/mysql/MysqlQuotas.js"
+import { QuotaLimitsConfig, type QuotaLimits } from "../../src/services/Quotas.js"
 import { projectorKeysOnly } from "./projectorKeys.js"
+
+/** Limits no contract test reaches; the quota tests set their own. */
+const generousLimits: Partial<QuotaLimits> = { maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }
 import { scratchMysqlLayer } from "./scratchDatabase.js"
 
-export const memoryRepositories = Layer.mergeAll(
-  MemoryAiJobLifecycleRepository,
-  MemoryOutboxRepository,
-  MemorySnapshotRepository,
-  MemoryUnitOfWork
-).pipe(Layer.provideMerge(MemoryDatabaseLive))
-
-export const mysqlRepositories = (prefix: string) =>
-  Layer.mergeAll(MysqlAiJobLifecycleRepository, MysqlOutboxRepository, MysqlSnapshotRepository, MysqlUnitOfWork).pipe(
-    Layer.provideMerge(scratchMysqlLayer(prefix, { maxConnections: 20 }))
+/**
+ * Every stack is `Layer.fresh`: `it.layer` blocks of one file share a memo map, and the module
+ * constants below would otherwise be built once and shared by stacks meant to be separate.
+ */
+export const memoryRepositoriesWith = (limits: Partial<QuotaLimits>) =>
+  Layer.fresh(MemoryQuotas).pipe(
+    Layer.provideMerge(
+      Layer.fresh(
+        Layer.mergeAll(MemoryAiJobLifecycleRepository, MemoryOutboxRepository, MemorySnapshotRepository, MemoryUnitOfWork)
+      )
+    ),
+    Layer.provideMerge(Layer.merge(Layer.fresh(MemoryDatabaseLive), QuotaLimitsConfig.make(limits)))
   )
+
+export const memoryRepositories = memoryRepositoriesWith(generousLimits)
+
+export const mysqlRepositories = (prefix: string, limits: Partial<QuotaLimits> = generousLimits) =>
+  Layer.fresh(
+    Layer.mergeAll(MysqlAiJobLifecycleRepository, MysqlOutboxRepository, MysqlSnapshotRepository, MysqlUnitOfWork, MysqlQuotas)
+  ).pipe(Layer.provideMerge(Layer.merge(scratchMysqlLayer(prefix, { maxConnections: 20 }), QuotaLimitsConfig.make(limits))))
 
 /** Job creation over a set of repositories, with the synthetic job type registered. */
 export const jobCreation = <E, R>(repositories: Layer.Layer<R, E>) =>
-  AiJobServiceLive.pipe(
+  Layer.fresh(AiJobServiceLive).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         jobDefinitionRegistryWith([syntheticEcho]).pipe(Layer.provide(projectorKeysOnly(["synthetic_echo"]))),
-        SnapshotBuilderLive.pipe(Layer.provide(TimingConfig.make())),
-        InProcessOutboxSignal
+        Layer.fresh(SnapshotBuilderLive).pipe(Layer.provide(TimingConfig.make())),
+        Layer.fresh(InProcessOutboxSignal)
       )
     ),
     Layer.provideMerge(repositories)

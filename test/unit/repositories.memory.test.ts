@@ -1,7 +1,8 @@
 import { Layer, TestClock } from "effect"
 import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
 import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
-import { jobCreation, memoryRepositories } from "../support/foundationStack.js"
+import { quotasContract } from "../contract/Quotas.contract.js"
+import { jobCreation, memoryRepositories, memoryRepositoriesWith } from "../support/foundationStack.js"
 
 const harness = {
   name: "memory",
@@ -12,3 +13,5 @@ const harness = {
 
 lifecycleRepositoryContract(harness)
 outboxRepositoryContract(harness)
+
+quotasContract("memory", jobCreation(memoryRepositoriesWith({ maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie))

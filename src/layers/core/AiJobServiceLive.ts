@@ -8,6 +8,7 @@ import { AiJobService, type CreateJobRequest, type CreatedJob } from "../../serv
 import { JobDefinitionRegistry, type RegisteredJobType } from "../../services/JobDefinitionRegistry.js"
 import { OutboxRepository } from "../../services/OutboxRepository.js"
 import { OutboxSignal } from "../../services/OutboxSignal.js"
+import { Quotas } from "../../services/Quotas.js"
 import { SnapshotBuilder } from "../../services/SnapshotBuilder.js"
 import { SnapshotRepository } from "../../services/SnapshotRepository.js"
 import { UnitOfWork } from "../../services/UnitOfWork.js"
@@ -48,6 +49,7 @@ export const makeAiJobService = Effect.gen(function* () {
   const snapshotBuilder = yield* SnapshotBuilder
   const unitOfWork = yield* UnitOfWork
   const signal = yield* OutboxSignal
+  const quotas = yield* Quotas
 
   const existing = (request: CreateJobRequest) =>
     request.idempotencyKey === undefined
@@ -80,6 +82,7 @@ export const makeAiJobService = Effect.gen(function* () {
 
       const created = yield* unitOfWork.transaction(
         Effect.gen(function* () {
+          if (request.enforceQuotas !== false) yield* quotas.admit(request.userId)
           const job = yield* jobs.createJob({
             id: jobId,
             userId: request.userId,

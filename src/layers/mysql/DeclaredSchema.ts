@@ -281,6 +281,16 @@ export const learningEvaluationTable = table(
   }
 )
 
+export const aiUserJobGateTable = table(
+  "ai_user_job_gate",
+  [required("user_id", varchar(64)), required("updated_at", datetime3)],
+  {
+    primaryKey: ["user_id"],
+    uniqueKeys: [],
+    indexes: []
+  }
+)
+
 /** Every table the code needs, in migration order. */
 export const declaredSchema: ReadonlyArray<DeclaredTable> = [
   aiJobTable,
@@ -290,5 +300,6 @@ export const declaredSchema: ReadonlyArray<DeclaredTable> = [
   aiUsageLogTable,
   userModelCredentialTable,
   flashcardTable,
-  learningEvaluationTable
+  learningEvaluationTable,
+  aiUserJobGateTable
 ]

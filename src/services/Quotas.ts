@@ -1,0 +1,37 @@
+import { Config, Context, type Effect, Layer } from "effect"
+import type { PersistenceError } from "../domain/PersistenceError.js"
+import type { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
+
+export interface QuotaLimits {
+  /** Queued + running jobs one user may have. */
+  readonly maxActiveJobsPerUser: number
+  /** Jobs one user may create per UTC day. */
+  readonly dailyJobQuota: number
+}
+
+export class QuotaLimitsConfig extends Context.Tag("ai-job-engine/QuotaLimits")<QuotaLimitsConfig, QuotaLimits>() {
+  static readonly config = Config.all({
+    maxActiveJobsPerUser: Config.integer("MAX_ACTIVE_JOBS_PER_USER").pipe(
+      Config.withDefault(5),
+      Config.validate({ message: "MAX_ACTIVE_JOBS_PER_USER must be a positive whole number", validation: (n) => n > 0 })
+    ),
+    dailyJobQuota: Config.integer("DAILY_JOB_QUOTA").pipe(
+      Config.withDefault(200),
+      Config.validate({ message: "DAILY_JOB_QUOTA must be a positive whole number", validation: (n) => n > 0 })
+    )
+  })
+  static readonly layer = Layer.effect(QuotaLimitsConfig, QuotaLimitsConfig.config)
+  static readonly make = (limits: Partial<QuotaLimits> = {}) =>
+    Layer.succeed(QuotaLimitsConfig, { maxActiveJobsPerUser: 5, dailyJobQuota: 200, ...limits })
+}
+
+/**
+ * Admission of a new job against the user's limits. `admit` runs inside the create
+ * transaction and serializes one user's concurrent creates, so the limits hold under races.
+ */
+export class Quotas extends Context.Tag("ai-job-engine/Quotas")<
+  Quotas,
+  {
+    readonly admit: (userId: string) => Effect.Effect<void, TooManyJobs | QuotaExceeded | PersistenceError>
+  }
+>() {}
