@@ -1,0 +1,23 @@
+import { Effect, Either, HashMap, Layer } from "effect"
+import { UsageLog, type UsageLogRecord } from "../../services/UsageLog.js"
+import { MemoryDatabase } from "./MemoryDatabase.js"
+
+/** `ai_usage_log` in the memory store. */
+export const makeMemoryUsageLog = Effect.gen(function* () {
+  const db = yield* MemoryDatabase
+  return UsageLog.of({
+    record: (entry) =>
+      db.write("usageLog.record", (tables, now) => {
+        const row: UsageLogRecord = { ...entry, createdAt: now }
+        return Either.right([row, { ...tables, aiUsageLog: HashMap.set(tables.aiUsageLog, row.id, row) }] as const)
+      }),
+    listByJobId: (jobId) =>
+      db.read((tables) =>
+        Array.from(HashMap.values(tables.aiUsageLog))
+          .filter((row) => row.jobId === jobId)
+          .sort((a, b) => a.attemptNo - b.attemptNo || a.createdAt.getTime() - b.createdAt.getTime() || a.id.localeCompare(b.id))
+      )
+  })
+})
+
+export const MemoryUsageLogRepository = Layer.effect(UsageLog, makeMemoryUsageLog)

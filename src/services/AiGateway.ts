@@ -1,0 +1,73 @@
+import { Context, type Effect, type Redacted } from "effect"
+import type { CredentialMode } from "../domain/CredentialMode.js"
+import type { ContentSafetyError, CredentialError, InternalError, ProviderError, ValidationError } from "../domain/ExecutionError.js"
+
+/** One chat message sent to the model. Messages carry snapshot content: never log them. */
+export interface ChatMessage {
+  readonly role: "system" | "user" | "assistant"
+  readonly content: string
+}
+
+/** The key that pays for a call, as the CredentialVault resolved it. */
+export interface ResolvedCredential {
+  readonly mode: CredentialMode
+  /** `user_model_credential.id` for `user_deepseek_key`; null for `platform_key`. */
+  readonly credentialId: string | null
+  readonly provider: string
+  readonly apiKey: Redacted.Redacted<string>
+}
+
+export interface TokenUsage {
+  readonly promptTokens: number
+  readonly completionTokens: number
+  readonly totalTokens: number
+}
+
+export interface GenerateRequest {
+  /** Ids only, for logs and for the synthetic provider; never content. */
+  readonly job: { readonly id: string; readonly type: string; readonly attemptNo: number }
+  readonly messages: ReadonlyArray<ChatMessage>
+  readonly provider: string
+  readonly model: string
+  readonly credential: ResolvedCredential
+  readonly temperature?: number | undefined
+  readonly maxTokens?: number | undefined
+  /** JSON output mode (`response_format: json_object`); the answer is parsed into `json`. */
+  readonly jsonMode: boolean
+  /**
+   * The snapshot content the messages were rendered from. A real provider sees only the
+   * messages and ignores this; the synthetic provider derives its answer from it.
+   */
+  readonly input?: unknown
+}
+
+export interface GenerateResult {
+  /** The message content as the model wrote it. */
+  readonly text: string
+  /** `text` parsed as JSON in JSON mode; `null` otherwise. Not yet checked against any output Schema. */
+  readonly json: unknown
+  readonly usage: TokenUsage
+  readonly provider: string
+  readonly model: string
+  readonly latencyMs: number
+  readonly finishReason: string
+}
+
+/**
+ * What a provider call can fail with, already in the taxonomy of ADR 5.2:
+ * PROVIDER_* (retry with backoff, honouring `retryAfterMs`), VALIDATION_PROVIDER_RESPONSE /
+ * VALIDATION_MALFORMED_JSON (retry with the problems in the prompt), CONTENT_SAFETY_BLOCKED and
+ * CREDENTIAL_INVALID (never retried), INTERNAL_ERROR (a request the provider refused as malformed).
+ */
+export type GatewayError = ProviderError | ValidationError | ContentSafetyError | CredentialError | InternalError
+
+/**
+ * ADR 9 AiGatewayService. Interrupting `generate` aborts the provider call (the HTTP request
+ * is cancelled), so `Effect.timeout` on the EXECUTE stage really stops the work.
+ */
+export class AiGateway extends Context.Tag("ai-job-engine/AiGateway")<
+  AiGateway,
+  {
+    readonly generate: (request: GenerateRequest) => Effect.Effect<GenerateResult, GatewayError>
+  }
+>() {}

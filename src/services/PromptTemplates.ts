@@ -1,0 +1,86 @@
+import { Context, Effect, type Option, ParseResult, Schema } from "effect"
+import { InternalError } from "../domain/ExecutionError.js"
+import type { ChatMessage } from "./AiGateway.js"
+
+/** What a template is asked to render: the snapshot content and the previous attempt's problems. */
+export interface PromptRenderContext<I> {
+  readonly input: I
+  /**
+   * What was wrong with the previous attempt's answer (a `ValidationError`'s `problems`), empty
+   * on a first attempt. Templates add them to the prompt so the model can correct itself.
+   */
+  readonly problems: ReadonlyArray<string>
+}
+
+/**
+ * One versioned prompt of one job type, as `src/jobs/<type>/prompt.ts` exports it. `input`
+ * decodes the snapshot content; `render` turns it into messages. Build one with
+ * `definePromptTemplate`.
+ */
+export interface PromptTemplate {
+  readonly jobType: string
+  readonly version: string
+  readonly render: (content: unknown, problems: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<ChatMessage>, InternalError>
+}
+
+export const definePromptTemplate = <I, IE>(spec: {
+  readonly jobType: string
+  readonly version: string
+  readonly input: Schema.Schema<I, IE>
+  readonly render: (context: PromptRenderContext<I>) => ReadonlyArray<ChatMessage>
+}): PromptTemplate => {
+  const decode = Schema.decodeUnknown(spec.input)
+  return {
+    jobType: spec.jobType,
+    version: spec.version,
+    render: (content, problems) =>
+      decode(content).pipe(
+        Effect.mapError((error) =>
+          new InternalError({
+            code: "INTERNAL_ERROR",
+            // Paths only: the parse error's full text could quote snapshot content.
+            message: `prompt ${spec.jobType}@${spec.version}: snapshot content does not fit the template's input (${
+              ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => issue.path.join(".") || "<root>").join(", ")
+            })`
+          })
+        ),
+        Effect.map((input) => spec.render({ input, problems }))
+      )
+  }
+}
+
+/** The standard way a template adds a previous attempt's problems to its prompt. */
+export const correctionMessages = (problems: ReadonlyArray<string>): ReadonlyArray<ChatMessage> =>
+  problems.length === 0
+    ? []
+    : [{
+      role: "user",
+      content: [
+        "Your previous answer was rejected for these problems:",
+        ...problems.map((problem) => `- ${problem}`),
+        "Answer again with one JSON object that fixes all of them."
+      ].join("\n")
+    }]
+
+export interface RenderedPrompt {
+  readonly jobType: string
+  readonly version: string
+  readonly messages: ReadonlyArray<ChatMessage>
+}
+
+/** ADR 9 PromptTemplateService: versioned templates per job type; `ai_job.prompt_version` picks one. */
+export class PromptTemplates extends Context.Tag("ai-job-engine/PromptTemplates")<
+  PromptTemplates,
+  {
+    /** Unknown job type or version, or content that does not fit: `INTERNAL_ERROR` (our bug, not the user's). */
+    readonly render: (request: {
+      readonly jobType: string
+      readonly promptVersion: string
+      readonly content: unknown
+      readonly problems?: ReadonlyArray<string> | undefined
+    }) => Effect.Effect<RenderedPrompt, InternalError>
+    /** The version new jobs of this type are stamped with (the last one registered). */
+    readonly currentVersion: (jobType: string) => Option.Option<string>
+    readonly versions: (jobType: string) => ReadonlyArray<string>
+  }
+>() {}
