@@ -1,0 +1,211 @@
+import { type Job, Queue, UnrecoverableError, Worker } from "bullmq"
+import { Cause, Duration, Effect, Exit, Layer, Option, Runtime, type Scope } from "effect"
+import { allQueueNames, type QueueName } from "../../domain/QueueName.js"
+import {
+  type AiJobQueuePayloadEncoded,
+  type ConsumeOptions,
+  decodeQueuePayload,
+  encodeQueuePayload,
+  type JobDelivery,
+  JobQueue,
+  type JobQueueAddRequest,
+  JobQueueUnavailable,
+  payloadErrorPaths,
+  queueJobIdFor,
+  queuePriorityFor
+} from "../../services/JobQueue.js"
+import { QueueSettings } from "../queueSettings.js"
+import { RedisConnection } from "../redis/RedisConnection.js"
+
+const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+const unavailable = (operation: string) => (error: unknown) =>
+  new JobQueueUnavailable({ operation, message: errorMessage(error) })
+
+/**
+ * The JobQueue on BullMQ (ADR 3.1). One `Queue` per queue name on the shared command
+ * connection; one `Worker` per `consume`, on its own blocking connection. Everything is scoped:
+ * closing the layer's scope closes the queues, closing a consumer's scope closes its worker.
+ *
+ * Finished jobs (completed or failed) are removed at once, so the same AiJob id can be queued
+ * again by a later dispatch; while a job is waiting, delayed or active, re-adding its id is a
+ * no-op (BullMQ's custom job id).
+ */
+export const makeBullMqJobQueue = Effect.gen(function* () {
+  const redis = yield* RedisConnection
+  const settings = yield* QueueSettings
+  const runtime = yield* Effect.runtime<never>()
+  const runLog = Runtime.runFork(runtime)
+
+  const openQueue = (name: QueueName) =>
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const queue = new Queue<AiJobQueuePayloadEncoded>(name, {
+          connection: redis.commands,
+          prefix: redis.bullPrefix
+        })
+        // An EventEmitter 'error' without a listener would throw; the connection logs outages.
+        queue.on("error", () => {})
+        return queue
+      }),
+      (queue) => Effect.promise(() => queue.close()).pipe(Effect.timeoutOption(Duration.seconds(5)), Effect.asVoid)
+    )
+
+  const queues = {
+    "ai-interactive": yield* openQueue("ai-interactive"),
+    "ai-background": yield* openQueue("ai-background")
+  } satisfies Record<QueueName, Queue<AiJobQueuePayloadEncoded>>
+
+  const add = (request: JobQueueAddRequest) => {
+    const queue = queues[request.queueName]
+    const setting = settings.queues[request.queueName]
+    const jobId = queueJobIdFor(request.payload.jobId)
+    return Effect.tryPromise({
+      try: async () => {
+        // `duplicate` is what the queue looked like just before the add: under a race both
+        // callers may hear `added`, but BullMQ still keeps one job for the id.
+        const existed = (await redis.commands.exists(queue.toKey(jobId))) === 1
+        await queue.add(request.payload.jobType, encodeQueuePayload(request.payload), {
+          jobId,
+          priority: queuePriorityFor(request.priority),
+          delay: Math.max(0, Math.round(request.delayMs ?? 0)),
+          attempts: setting.attempts,
+          backoff: { type: "exponential", delay: setting.backoffDelayMs },
+          removeOnComplete: true,
+          removeOnFail: true
+        })
+        return existed ? ("duplicate" as const) : ("added" as const)
+      },
+      catch: unavailable("add")
+    }).pipe(
+      // The add itself stays interruptible so the timeout can abandon it even when the caller
+      // runs uninterruptibly (a dispatcher finishing its batch on shutdown).
+      Effect.interruptible,
+      Effect.timeoutFail({
+        duration: Duration.millis(settings.addTimeoutMs),
+        onTimeout: () =>
+          new JobQueueUnavailable({ operation: "add", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
+      })
+    )
+  }
+
+  const counts = (queueName: QueueName) =>
+    Effect.tryPromise({
+      try: () => queues[queueName].getJobCounts("wait", "prioritized", "active", "delayed"),
+      catch: unavailable("counts")
+    }).pipe(
+      Effect.interruptible,
+      Effect.timeoutFail({
+        duration: Duration.millis(settings.addTimeoutMs),
+        onTimeout: () =>
+          new JobQueueUnavailable({ operation: "counts", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
+      }),
+      Effect.map((c) => ({
+        waiting: (c.wait ?? 0) + (c.prioritized ?? 0),
+        active: c.active ?? 0,
+        delayed: c.delayed ?? 0
+      }))
+    )
+
+  const consume = <E, R>(
+    queueName: QueueName,
+    handler: (delivery: JobDelivery) => Effect.Effect<void, E, R>,
+    options: ConsumeOptions = {}
+  ): Effect.Effect<void, JobQueueUnavailable, Scope.Scope | R> =>
+    Effect.gen(function* () {
+      const handlerRuntime = yield* Effect.runtime<R>()
+      const setting = settings.queues[queueName]
+      const connection = yield* redis.open("blocking")
+
+      const process = async (job: Job<unknown>, _token: string | undefined, signal: AbortSignal | undefined) => {
+        const queueJobId = job.id ?? "(none)"
+        const decoded = Runtime.runSync(runtime)(Effect.either(decodeQueuePayload(job.data)))
+        if (decoded._tag === "Left") {
+          runLog(
+            Effect.logError("Queue payload does not decode; job dropped, its row is left for the reaper").pipe(
+              Effect.annotateLogs({ queue: queueName, queueJobId, invalidFields: payloadErrorPaths(decoded.left) })
+            )
+          )
+          throw new UnrecoverableError("queue payload does not decode")
+        }
+        const deliverySignal = signal ?? new AbortController().signal
+        const delivery: JobDelivery = {
+          queueName,
+          queueJobId,
+          payload: decoded.right,
+          attempt: job.attemptsMade + 1,
+          maxAttempts: job.opts.attempts ?? setting.attempts,
+          signal: deliverySignal
+        }
+        const exit = await Runtime.runPromiseExit(handlerRuntime)(handler(delivery), { signal: deliverySignal })
+        if (Exit.isFailure(exit)) {
+          const reason = Cause.isInterruptedOnly(exit.cause)
+            ? "interrupted"
+            : Option.match(Cause.failureOption(exit.cause), {
+              onNone: () => "defect",
+              onSome: (error) =>
+                typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "failure"
+            })
+          runLog(
+            Effect.logWarning("Queue delivery failed; the queue retries it while attempts remain").pipe(
+              Effect.annotateLogs({
+                queue: queueName,
+                queueJobId,
+                jobId: decoded.right.jobId,
+                attempt: delivery.attempt,
+                reason
+              })
+            )
+          )
+          throw new Error(`delivery failed: ${reason}`)
+        }
+      }
+
+      const worker = yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          const created = new Worker(queueName, process, {
+            connection,
+            prefix: redis.bullPrefix,
+            concurrency: options.concurrency ?? setting.concurrency,
+            lockDuration: setting.lockDurationMs,
+            removeOnComplete: { count: 0 },
+            removeOnFail: { count: 0 },
+            autorun: true
+          })
+          created.on("error", () => {})
+          return created
+        }),
+        (worker) =>
+          Effect.promise(() => worker.close()).pipe(
+            Effect.timeoutOption(Duration.millis(settings.shutdownGraceMs)),
+            Effect.flatMap(
+              Option.match({
+                onSome: () => Effect.void,
+                onNone: () =>
+                  Effect.gen(function* () {
+                    yield* Effect.logWarning("Active deliveries outlived the shutdown grace; aborting them").pipe(
+                      Effect.annotateLogs({ queue: queueName })
+                    )
+                    yield* Effect.sync(() => worker.cancelAllJobs("shutdown"))
+                    yield* Effect.promise(() => worker.close()).pipe(Effect.timeoutOption(Duration.seconds(5)))
+                  })
+              })
+            )
+          )
+      )
+      yield* Effect.tryPromise({ try: () => worker.waitUntilReady(), catch: unavailable("consume") }).pipe(
+        Effect.interruptible,
+        Effect.timeoutFail({
+          duration: Duration.millis(settings.addTimeoutMs),
+          onTimeout: () =>
+            new JobQueueUnavailable({ operation: "consume", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
+        })
+      )
+    })
+
+  yield* Effect.logDebug("BullMQ queues open").pipe(Effect.annotateLogs({ queues: allQueueNames.join(",") }))
+  return JobQueue.of({ add, consume, counts })
+})
+
+/** JobQueue on BullMQ; needs `RedisConnection` and `QueueSettings`. */
+export const BullMqJobQueueLive = Layer.scoped(JobQueue, makeBullMqJobQueue)

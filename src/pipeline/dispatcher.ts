@@ -1,0 +1,244 @@
+import { hostname } from "node:os"
+import { Chunk, Clock, Config, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { newId } from "../domain/Ids.js"
+import { EnqueuePayload, enqueueEventType, type OutboxEvent } from "../domain/OutboxEvent.js"
+import { TimingConfig } from "../layers/config.js"
+import { JobQueue, payloadFor } from "../services/JobQueue.js"
+import { OutboxRepository } from "../services/OutboxRepository.js"
+import { OutboxSignal } from "../services/OutboxSignal.js"
+
+/** The dispatcher's knobs; lock TTL and poll interval come from `TimingConfig`. */
+export interface DispatcherSettingsShape {
+  /** Who holds a claim (`outbox_event.locked_by`); unique per running dispatcher. */
+  readonly dispatcherId: string
+  /** Events claimed by one statement. */
+  readonly batchSize: number
+  /** Queue adds in flight at once within a batch. */
+  readonly dispatchConcurrency: number
+  /** ADR 4.4: the failed dispatch that makes an event `dead`. */
+  readonly maxAttempts: number
+  /** First retry delay after a failed add; doubles per failure (jittered), capped at `retryMaxDelayMs`. */
+  readonly retryBaseDelayMs: number
+  readonly retryMaxDelayMs: number
+  /** ADR 4.4: how often expired claims are released. */
+  readonly releaseIntervalMs: number
+}
+
+const defaults: Omit<DispatcherSettingsShape, "dispatcherId"> = {
+  batchSize: 100,
+  dispatchConcurrency: 16,
+  maxAttempts: 3,
+  retryBaseDelayMs: 1_000,
+  retryMaxDelayMs: 60_000,
+  releaseIntervalMs: 30_000
+}
+
+const positiveInt = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be a positive whole number`, validation: (n) => n > 0 })
+  )
+
+/** A fresh dispatcher id: host, process and a random suffix. */
+export const newDispatcherId = Effect.map(newId, (id) => `dispatcher-${hostname()}-${process.pid}-${id.slice(-12)}`)
+
+export class DispatcherSettings extends Context.Tag("ai-job-engine/DispatcherSettings")<
+  DispatcherSettings,
+  DispatcherSettingsShape
+>() {
+  /** `OUTBOX_BATCH_SIZE`, `OUTBOX_RETRY_BASE_MS`, `OUTBOX_RETRY_MAX_MS`; `DISPATCHER_ID` or a fresh id. */
+  static readonly layer = Layer.effect(
+    DispatcherSettings,
+    Effect.gen(function* () {
+      const config = yield* Config.all({
+        dispatcherId: Config.option(Config.nonEmptyString("DISPATCHER_ID")),
+        batchSize: positiveInt("OUTBOX_BATCH_SIZE", defaults.batchSize),
+        retryBaseDelayMs: positiveInt("OUTBOX_RETRY_BASE_MS", defaults.retryBaseDelayMs),
+        retryMaxDelayMs: positiveInt("OUTBOX_RETRY_MAX_MS", defaults.retryMaxDelayMs)
+      })
+      const dispatcherId = Option.isSome(config.dispatcherId) ? config.dispatcherId.value : yield* newDispatcherId
+      return { ...defaults, ...config, dispatcherId }
+    })
+  )
+  static readonly defaults = defaults
+  static readonly make = (overrides: Partial<DispatcherSettingsShape> = {}) =>
+    Layer.effect(
+      DispatcherSettings,
+      Effect.map(newDispatcherId, (dispatcherId) => ({ ...defaults, dispatcherId, ...overrides }))
+    )
+}
+
+/**
+ * The delay before the `failure`-th retry (1-based), read off the retry Schedule: exponential
+ * from `retryBaseDelayMs`, jittered, capped at `retryMaxDelayMs`.
+ */
+export const dispatchRetrySchedule = (settings: Pick<DispatcherSettingsShape, "retryBaseDelayMs" | "retryMaxDelayMs">) =>
+  Schedule.exponential(Duration.millis(settings.retryBaseDelayMs), 2).pipe(
+    Schedule.jittered,
+    Schedule.union(Schedule.spaced(Duration.millis(settings.retryMaxDelayMs))),
+    Schedule.delays
+  )
+
+export const retryDelayMs = (
+  settings: Pick<DispatcherSettingsShape, "retryBaseDelayMs" | "retryMaxDelayMs">,
+  failure: number
+) =>
+  Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis
+    const delays = yield* Schedule.run(dispatchRetrySchedule(settings), now, Array.from({ length: Math.max(1, failure) }))
+    return Option.match(Chunk.last(delays), {
+      onNone: () => settings.retryBaseDelayMs,
+      onSome: (delay) => Math.round(Duration.toMillis(delay))
+    })
+  })
+
+/** What one claimed event came to. */
+export type DispatchOutcome = "published" | "retry_scheduled" | "dead" | "unknown_type" | "claim_lost"
+
+export interface BatchSummary {
+  readonly claimed: number
+  readonly outcomes: Readonly<Record<DispatchOutcome, number>>
+}
+
+const decodeEnqueuePayload = Schema.decodeUnknown(EnqueuePayload)
+
+/**
+ * One dispatcher over the outbox (ADR 4.3-4.5). `dispatchBatch` is one claim-and-dispatch
+ * round; `run` is the background loop around it.
+ */
+export const makeDispatcher = Effect.gen(function* () {
+  const outbox = yield* OutboxRepository
+  const jobQueue = yield* JobQueue
+  const signal = yield* OutboxSignal
+  const timing = yield* TimingConfig
+  const settings = yield* DispatcherSettings
+  const dispatcherId = settings.dispatcherId
+
+  const annotate = (event: OutboxEvent) =>
+    Effect.annotateLogs({ dispatcherId, eventId: event.id, eventType: event.eventType, aggregateId: event.aggregateId })
+
+  const published = (event: OutboxEvent) =>
+    outbox.markPublished(event.id, dispatcherId).pipe(
+      Effect.map((held): DispatchOutcome => (held ? "published" : "claim_lost"))
+    )
+
+  const failed = (event: OutboxEvent, error: string, maxAttempts: number) =>
+    Effect.gen(function* () {
+      const delay = yield* retryDelayMs(settings, event.attemptCount + 1)
+      const outcome = yield* outbox.markDispatchFailed(event.id, dispatcherId, error, {
+        retryDelayMs: delay,
+        maxAttempts
+      })
+      return Option.getOrElse(outcome, (): DispatchOutcome => "claim_lost")
+    })
+
+  const dispatchEvent = (event: OutboxEvent): Effect.Effect<DispatchOutcome> =>
+    Effect.gen(function* () {
+      if (event.eventType !== enqueueEventType) {
+        // ADR 4.4: never block the outbox on an event nobody handles.
+        yield* Effect.logWarning("Unknown outbox event type; marked published, nothing queued")
+        const outcome = yield* published(event)
+        return outcome === "published" ? "unknown_type" : outcome
+      }
+      const payload = yield* Effect.either(decodeEnqueuePayload(event.payload))
+      if (payload._tag === "Left") {
+        // It can never be queued: dead at once, for an operator to look at.
+        yield* Effect.logError("Outbox enqueue payload does not decode; event marked dead")
+        return yield* failed(event, "payload does not decode as { jobId, jobType, queueName, priority }", 1)
+      }
+      const added = yield* Effect.either(
+        jobQueue.add({
+          queueName: payload.right.queueName,
+          payload: payloadFor({ jobId: payload.right.jobId, jobType: payload.right.jobType, createdAt: event.createdAt }),
+          priority: payload.right.priority
+        })
+      )
+      if (added._tag === "Right") return yield* published(event)
+      const outcome = yield* failed(event, `${added.left._tag}: ${added.left.message}`, settings.maxAttempts)
+      yield* Effect.logWarning("Queue add failed").pipe(
+        Effect.annotateLogs({ outcome, attempt: event.attemptCount + 1, error: added.left.message })
+      )
+      return outcome
+    }).pipe(
+      // A storage error leaves the event `processing`: the lock TTL brings it back.
+      Effect.catchAllCause((cause) =>
+        Effect.logError("Dispatching an outbox event failed; its claim will expire", cause).pipe(
+          Effect.as<DispatchOutcome>("claim_lost")
+        )
+      ),
+      annotate(event)
+    )
+
+  /**
+   * One claim of up to `batchSize` events and their dispatch. Uninterruptible, so a shutdown
+   * finishes the batch it claimed (queue adds are bounded by their own timeout).
+   */
+  const dispatchBatch: Effect.Effect<BatchSummary> = Effect.uninterruptible(
+    Effect.gen(function* () {
+      const outcomes: Record<DispatchOutcome, number> = {
+        published: 0,
+        retry_scheduled: 0,
+        dead: 0,
+        unknown_type: 0,
+        claim_lost: 0
+      }
+      const claimed = yield* outbox.claimBatch(dispatcherId, settings.batchSize).pipe(
+        Effect.catchAll((error) =>
+          Effect.logWarning("Claiming outbox events failed").pipe(
+            Effect.annotateLogs({ dispatcherId, error: error.message }),
+            Effect.as([])
+          )
+        )
+      )
+      const results = yield* Effect.forEach(claimed, dispatchEvent, { concurrency: settings.dispatchConcurrency })
+      for (const outcome of results) outcomes[outcome] += 1
+      return { claimed: claimed.length, outcomes }
+    })
+  )
+
+  /** Batches until one comes back short of `batchSize`. */
+  const drain = Effect.iterate(0, {
+    while: (claimed) => claimed >= 0,
+    body: () => Effect.map(dispatchBatch, (summary) => (summary.claimed >= settings.batchSize ? 0 : -1))
+  }).pipe(Effect.asVoid)
+
+  /** Until a signal (a create committed, an operator replayed, claims were released) or the poll. */
+  const wake = Effect.race(signal.await, Effect.sleep(Duration.millis(timing.outboxPollMs)))
+
+  const dispatchLoop = Effect.forever(Effect.zipRight(drain, wake))
+
+  /** ADR 4.4: every `releaseIntervalMs`, claims older than the lock TTL go back to pending. */
+  const releaseLoop = outbox.releaseExpiredLocks(timing.outboxLockTtlMs).pipe(
+    Effect.tap((released) =>
+      released > 0
+        ? Effect.logWarning("Released expired outbox claims").pipe(
+          Effect.annotateLogs({ dispatcherId, released }),
+          Effect.zipRight(signal.notify)
+        )
+        : Effect.void
+    ),
+    Effect.catchAll((error) =>
+      Effect.logWarning("Releasing expired outbox claims failed").pipe(Effect.annotateLogs({ error: error.message }))
+    ),
+    Effect.repeat(Schedule.spaced(Duration.millis(settings.releaseIntervalMs))),
+    Effect.asVoid
+  )
+
+  /** Both loops as fibers of the caller's scope; closing it finishes the current batch. */
+  const run = Effect.gen(function* () {
+    yield* Effect.logInfo("Outbox dispatcher started").pipe(
+      Effect.annotateLogs({ dispatcherId, batchSize: settings.batchSize, pollMs: timing.outboxPollMs })
+    )
+    // Registered first, so it runs last: after both loops have stopped.
+    yield* Effect.addFinalizer(() => Effect.logInfo("Outbox dispatcher stopped").pipe(Effect.annotateLogs({ dispatcherId })))
+    yield* Effect.forkScoped(releaseLoop)
+    yield* Effect.forkScoped(dispatchLoop)
+  })
+
+  return { dispatcherId, dispatchBatch, drain, run }
+})
+
+export type Dispatcher = Effect.Effect.Success<typeof makeDispatcher>
+
+/** The dispatcher running in the background for the layer's lifetime. */
+export const OutboxDispatcherLive = Layer.scopedDiscard(Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run))

@@ -1,0 +1,141 @@
+import { Context, type Effect, ParseResult, Schema, type Scope } from "effect"
+import { priorityBounds } from "../domain/JobDefinition.js"
+import type { QueueName } from "../domain/QueueName.js"
+
+/**
+ * ADR 3.2's frozen queue payload, and nothing else: no input, no user, no credential, no
+ * snapshot content ever reaches Redis (ADR 8.2, 8.5).
+ *
+ * Decision on the ADR's `idempotencyKey`: the ADR sets it to the outbox `dedupeKey`
+ * (`{jobType}:{userId}:{idempotencyKey}`), which would carry the user id and a user-chosen
+ * string into Redis. We carry `dedupeKey` instead: the queue job id derived from the AiJob id
+ * (see `queueJobIdFor`), which is what the queue actually deduplicates on. `createdAt` is the
+ * moment the job and its outbox event were committed (ISO 8601 on the wire).
+ */
+export const AiJobQueuePayload = Schema.Struct({
+  jobId: Schema.NonEmptyTrimmedString,
+  jobType: Schema.NonEmptyTrimmedString,
+  dedupeKey: Schema.NonEmptyTrimmedString,
+  createdAt: Schema.Date
+})
+export type AiJobQueuePayload = typeof AiJobQueuePayload.Type
+/** What is stored in the queue (JSON). */
+export type AiJobQueuePayloadEncoded = typeof AiJobQueuePayload.Encoded
+
+/**
+ * DESIGN.md correction 2: the queue job id is derived from the AiJob id (unique per job, so two
+ * users with the same idempotency key never collide) and never contains ':' (BullMQ rejects
+ * custom ids with ':' unless they have exactly three parts). '%' and ':' are escaped so the
+ * mapping stays one-to-one; the `aijob-` prefix keeps the id from ever being an integer
+ * (BullMQ reserves integer ids for its own counter).
+ */
+export const queueJobIdFor = (jobId: string): string =>
+  `aijob-${jobId.replace(/%/g, "%25").replace(/:/g, "%3A")}`
+
+/**
+ * DESIGN.md correction 4: the ADR's priority runs 0 (highest) .. 100 (lowest); BullMQ's runs
+ * 1 (highest) .. 2^21, and 0 means "no priority". Shift by one, after clamping and rounding,
+ * so every job is prioritized and the order is kept.
+ */
+export const queuePriorityFor = (priority: number): number => {
+  const finite = Number.isFinite(priority) ? Math.round(priority) : priorityBounds.max
+  return Math.min(priorityBounds.max, Math.max(priorityBounds.min, finite)) + 1
+}
+
+/** The payload for a job row, built the same way by every producer. */
+export const payloadFor = (job: { readonly jobId: string; readonly jobType: string; readonly createdAt: Date }) =>
+  AiJobQueuePayload.make({
+    jobId: job.jobId,
+    jobType: job.jobType,
+    dedupeKey: queueJobIdFor(job.jobId),
+    createdAt: job.createdAt
+  })
+
+/** A request to put one job on a queue. The queue job id is `queueJobIdFor(payload.jobId)`. */
+export interface JobQueueAddRequest {
+  readonly queueName: QueueName
+  readonly payload: AiJobQueuePayload
+  /** The ADR's scale: 0 = highest, 100 = lowest. */
+  readonly priority: number
+  /** Delay before the job may be taken, in milliseconds. */
+  readonly delayMs?: number
+}
+
+/**
+ * `added`: a new queue job exists. `duplicate`: a job with the same id was already waiting,
+ * delayed or active, and nothing changed. Once a job is finished it is removed, so the same
+ * AiJob can be queued again (the database's compare-and-set is the real dedupe).
+ */
+export type JobQueueAddOutcome = "added" | "duplicate"
+
+/** The queue (Redis) could not be reached, or refused the command. */
+export class JobQueueUnavailable extends Schema.TaggedError<JobQueueUnavailable>()("JobQueueUnavailable", {
+  operation: Schema.String,
+  message: Schema.String
+}) {}
+
+/** One delivery of a queued job to a consumer. */
+export interface JobDelivery {
+  readonly queueName: QueueName
+  readonly queueJobId: string
+  readonly payload: AiJobQueuePayload
+  /** 1 for the first delivery; grows when a delivery failed or its worker died. */
+  readonly attempt: number
+  /** The queue's attempt budget (ADR 3.1): only a crashed worker should ever use it up. */
+  readonly maxAttempts: number
+  /** Aborted when the queue takes the job back (worker shutdown, lost lock, cancel). */
+  readonly signal: AbortSignal
+}
+
+export interface ConsumeOptions {
+  /** Jobs handled at once by this process; defaults to the queue's configured concurrency. */
+  readonly concurrency?: number
+}
+
+/** Jobs per state. `waiting` includes prioritized jobs; finished jobs are removed, not counted. */
+export interface QueueCounts {
+  readonly waiting: number
+  readonly active: number
+  readonly delayed: number
+}
+
+/** A payload that does not decode: the job is dropped (and logged), never retried. */
+export const decodeQueuePayload = Schema.decodeUnknown(AiJobQueuePayload, { onExcessProperty: "ignore" })
+export const encodeQueuePayload = Schema.encodeSync(AiJobQueuePayload)
+/**
+ * Where a payload failed to decode, as field paths only (`jobId`, `createdAt`): the parse
+ * error's messages quote the offending values, and logs must not carry what a payload held.
+ */
+export const payloadErrorPaths = (error: ParseResult.ParseError): string => {
+  const paths = ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+    issue.path.length === 0 ? "(root)" : issue.path.map(String).join(".")
+  )
+  return [...new Set(paths)].join(",")
+}
+
+/**
+ * ADR 3: the job queues between the outbox dispatcher and the workers. BullMQ on Redis in
+ * production, an in-memory twin for tests and the embedded engine; both pass one contract suite.
+ */
+export class JobQueue extends Context.Tag("ai-job-engine/JobQueue")<
+  JobQueue,
+  {
+    /** Idempotent by the queue job id while the job is waiting, delayed or active. */
+    readonly add: (request: JobQueueAddRequest) => Effect.Effect<JobQueueAddOutcome, JobQueueUnavailable>
+    /**
+     * Starts a consumer for `queueName`, alive for the caller's scope. Each delivery's payload is
+     * decoded with `AiJobQueuePayload` first; one that does not decode is logged and dropped
+     * (the job row stays for the reaper) and the consumer carries on. A handler that fails or
+     * dies fails that delivery: it is retried with the queue's backoff until its attempts are
+     * spent, then dropped. Handlers should catch their own errors (the engine does): queue
+     * attempts only cover a crashed worker. Closing the scope stops taking jobs and waits for
+     * the active ones (aborting their signal after the configured grace).
+     */
+    readonly consume: <E, R>(
+      queueName: QueueName,
+      handler: (delivery: JobDelivery) => Effect.Effect<void, E, R>,
+      options?: ConsumeOptions
+    ) => Effect.Effect<void, JobQueueUnavailable, Scope.Scope | R>
+    readonly counts: (queueName: QueueName) => Effect.Effect<QueueCounts, JobQueueUnavailable>
+  }
+>() {}

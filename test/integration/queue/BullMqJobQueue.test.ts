@@ -1,0 +1,38 @@
+import { Queue } from "bullmq"
+import { Effect, Layer } from "effect"
+import { BullMqJobQueueLive } from "../../../src/layers/bullmq/BullMqJobQueue.js"
+import { QueueSettings } from "../../../src/layers/queueSettings.js"
+import { RedisConnection } from "../../../src/layers/redis/RedisConnection.js"
+import { JobQueueTestKit, jobQueueContract } from "../../contract/JobQueue.contract.js"
+import { testRedisLayer, uniqueRedisPrefix } from "../../support/redis.js"
+
+const settings = QueueSettings.make({
+  queues: { "ai-interactive": { backoffDelayMs: 50 }, "ai-background": { backoffDelayMs: 50 } },
+  shutdownGraceMs: 2_000
+})
+
+const redis = testRedisLayer(uniqueRedisPrefix("bullmq-jobqueue"))
+
+/** Raw BullMQ adds, bypassing the payload Schema (what a buggy or hostile producer could do). */
+const kit = Layer.scoped(
+  JobQueueTestKit,
+  Effect.gen(function* () {
+    const connection = yield* RedisConnection
+    const raw = {
+      "ai-interactive": new Queue("ai-interactive", { connection: connection.commands, prefix: connection.bullPrefix }),
+      "ai-background": new Queue("ai-background", { connection: connection.commands, prefix: connection.bullPrefix })
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(() => Promise.all([raw["ai-interactive"].close(), raw["ai-background"].close()]))
+    )
+    return JobQueueTestKit.of({
+      addRaw: (queueName, queueJobId, data) =>
+        Effect.promise(() => raw[queueName].add("raw", data, { jobId: queueJobId, removeOnComplete: true, removeOnFail: true }))
+          .pipe(Effect.asVoid)
+    })
+  })
+)
+
+const layer = Layer.mergeAll(BullMqJobQueueLive, kit).pipe(Layer.provide(settings), Layer.provideMerge(redis))
+
+jobQueueContract("BullMQ", layer)

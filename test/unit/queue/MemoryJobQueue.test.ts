@@ -1,0 +1,18 @@
+import { Effect, Layer } from "effect"
+import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
+import { QueueSettings } from "../../../src/layers/queueSettings.js"
+import { JobQueueTestKit, jobQueueContract } from "../../contract/JobQueue.contract.js"
+
+const settings = QueueSettings.make({
+  queues: { "ai-interactive": { backoffDelayMs: 50 }, "ai-background": { backoffDelayMs: 50 } },
+  shutdownGraceMs: 2_000
+})
+
+const queue = MemoryJobQueueLive.pipe(Layer.provide(settings))
+
+const kit = Layer.effect(
+  JobQueueTestKit,
+  Effect.map(MemoryJobQueueControl, (control) => JobQueueTestKit.of({ addRaw: control.addRaw }))
+).pipe(Layer.provideMerge(queue))
+
+jobQueueContract("memory", kit)
