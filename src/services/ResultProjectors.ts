@@ -22,6 +22,8 @@ export interface ProjectionResult {
 export interface ResultProjector {
   readonly key: string
   readonly project: (job: AiJob, validatedOutput: unknown) => Effect.Effect<ProjectionResult, PersistenceError | ValidationError>
+  /** The business records a job's projection wrote, as the API shows them. */
+  readonly records: (job: AiJob) => Effect.Effect<ReadonlyArray<Readonly<Record<string, unknown>>>, PersistenceError>
 }
 
 export class UnknownProjectorKey extends Schema.TaggedError<UnknownProjectorKey>()("UnknownProjectorKey", {

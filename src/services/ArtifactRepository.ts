@@ -1,0 +1,26 @@
+import { Context, type Effect } from "effect"
+import type { PersistenceError } from "../domain/PersistenceError.js"
+import type { ArtifactRef } from "./ResultProjectors.js"
+
+export interface StoredArtifact extends ArtifactRef {
+  readonly id: string
+  readonly jobId: string
+  readonly createdAt: Date
+}
+
+/** `ai_job_artifact`: what a job's projection produced (ADR 6.1, 6.3). */
+export class ArtifactRepository extends Context.Tag("ai-job-engine/ArtifactRepository")<
+  ArtifactRepository,
+  {
+    /**
+     * Records artifacts inside the PROJECT transaction. The unique key (job, type, artifact id)
+     * makes a repeated projection insert nothing: those count as `duplicates` (ADR 6.3).
+     */
+    readonly record: (
+      jobId: string,
+      artifacts: ReadonlyArray<ArtifactRef>
+    ) => Effect.Effect<{ readonly inserted: number; readonly duplicates: number }, PersistenceError>
+    /** In ordinal order. */
+    readonly listByJob: (jobId: string) => Effect.Effect<ReadonlyArray<StoredArtifact>, PersistenceError>
+  }
+>() {}
