@@ -1,0 +1,211 @@
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import {
+  CredentialNotFoundError,
+  InternalServerError,
+  InvalidRequest,
+  JobAlreadyCancelledError,
+  JobNotCancellableError,
+  JobNotFoundError,
+  JobNotRetryableError,
+  OutboxEventNotDeadError,
+  OutboxEventNotFoundError,
+  PlatformUnavailable,
+  QuotaExceededError,
+  TooManyJobsError
+} from "./ApiErrors.js"
+import {
+  AcceptedJobStatusResponse,
+  AdminJobListParams,
+  AdminJobStatusPage,
+  AdminJobStatusResponse,
+  CreationHeaders,
+  CredentialIdParam,
+  EventIdParam,
+  FeynmanEvaluationRequest,
+  FlashcardGenerationRequest,
+  HealthResponse,
+  JobArtifactsResponse,
+  JobIdParam,
+  JobStatusPage,
+  JobStatusResponse,
+  NotReady,
+  OutboxCountsResponse,
+  OutboxEventResponse,
+  ReadyResponse,
+  ResolveCredentialRequest,
+  ResolvedCredentialResponse,
+  RetriedJobResponse,
+  StoreCredentialRequest,
+  StoredCredentialResponse,
+  UserJobListParams,
+  WorkersResponse
+} from "./ApiSchemas.js"
+import { AdminAuthentication, Authentication, RuntimeServiceAuthentication } from "./Auth.js"
+import { withoutDefaultDecodeError } from "./openApiCleanup.js"
+
+/** The end user's jobs (ADR 7.1): create, read, list, cancel. */
+export class JobsGroup extends HttpApiGroup.make("jobs")
+  .add(
+    HttpApiEndpoint.post("createFlashcardGeneration", "/api/ai/flashcard-generations")
+      .setPayload(FlashcardGenerationRequest)
+      .setHeaders(CreationHeaders)
+      .addSuccess(AcceptedJobStatusResponse, { status: 202 })
+      .addSuccess(JobStatusResponse)
+      .addError(TooManyJobsError)
+      .addError(QuotaExceededError)
+      .annotate(OpenApi.Summary, "Generate flashcards from a source text (job type flashcard_generation)")
+  )
+  .add(
+    HttpApiEndpoint.post("createFeynmanEvaluation", "/api/ai/feynman-evaluations")
+      .setPayload(FeynmanEvaluationRequest)
+      .setHeaders(CreationHeaders)
+      .addSuccess(AcceptedJobStatusResponse, { status: 202 })
+      .addSuccess(JobStatusResponse)
+      .addError(TooManyJobsError)
+      .addError(QuotaExceededError)
+      .annotate(OpenApi.Summary, "Evaluate a Feynman explanation of a concept (job type feynman_evaluation)")
+  )
+  .add(
+    HttpApiEndpoint.get("listJobs", "/api/ai/jobs")
+      .setUrlParams(UserJobListParams)
+      .addSuccess(JobStatusPage)
+      .annotate(OpenApi.Summary, "The caller's jobs, newest first")
+  )
+  .add(
+    HttpApiEndpoint.get("getJob", "/api/ai/jobs/:jobId")
+      .setPath(JobIdParam)
+      .addSuccess(JobStatusResponse)
+      .addError(JobNotFoundError)
+      .annotate(OpenApi.Summary, "A job's status (the owner's, or any for SUPER_ADMIN)")
+  )
+  .add(
+    HttpApiEndpoint.get("getJobArtifacts", "/api/ai/jobs/:jobId/artifacts")
+      .setPath(JobIdParam)
+      .addSuccess(JobArtifactsResponse)
+      .addError(JobNotFoundError)
+      .annotate(OpenApi.Summary, "The records a succeeded job's projection wrote")
+  )
+  .add(
+    HttpApiEndpoint.post("cancelJob", "/api/ai/jobs/:jobId/cancel")
+      .setPath(JobIdParam)
+      .addSuccess(JobStatusResponse)
+      .addError(JobNotFoundError)
+      .addError(JobNotCancellableError)
+      .addError(JobAlreadyCancelledError)
+      .annotate(OpenApi.Summary, "Cancel a job: queued ends at once, running stops within seconds")
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "jobs")
+{}
+
+/** The caller's own provider key (ADR 8.1 user_deepseek_key). */
+export class CredentialsGroup extends HttpApiGroup.make("credentials")
+  .add(
+    HttpApiEndpoint.put("storeDeepseekKey", "/api/ai/credentials/deepseek")
+      .setPayload(StoreCredentialRequest)
+      .addSuccess(StoredCredentialResponse)
+      .annotate(OpenApi.Summary, "Store (encrypted) the caller's DeepSeek key, replacing the previous one")
+  )
+  .add(
+    HttpApiEndpoint.del("revokeDeepseekKey", "/api/ai/credentials/deepseek")
+      .addSuccess(HttpApiSchema.NoContent)
+      .addError(CredentialNotFoundError)
+      .annotate(OpenApi.Summary, "Revoke the caller's DeepSeek key")
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "credentials")
+{}
+
+/** Operators (SUPER_ADMIN). */
+export class AdminGroup extends HttpApiGroup.make("admin")
+  .add(
+    HttpApiEndpoint.get("listJobs", "/admin-api/ai/jobs")
+      .setUrlParams(AdminJobListParams)
+      .addSuccess(AdminJobStatusPage)
+      .annotate(OpenApi.Summary, "All jobs, newest first, filtered")
+  )
+  .add(
+    HttpApiEndpoint.get("getJob", "/admin-api/ai/jobs/:jobId")
+      .setPath(JobIdParam)
+      .addSuccess(AdminJobStatusResponse)
+      .addError(JobNotFoundError)
+      .annotate(OpenApi.Summary, "A job with its internal error message")
+  )
+  .add(
+    HttpApiEndpoint.post("retryJob", "/admin-api/ai/jobs/:jobId/retry")
+      .setPath(JobIdParam)
+      .addSuccess(RetriedJobResponse, { status: 201 })
+      .addError(JobNotFoundError)
+      .addError(JobNotRetryableError)
+      .annotate(OpenApi.Summary, "Create a new job with the input of a failed or cancelled one")
+  )
+  .add(
+    HttpApiEndpoint.get("outboxCounts", "/admin-api/ai/outbox")
+      .addSuccess(OutboxCountsResponse)
+      .annotate(OpenApi.Summary, "Outbox events per status")
+  )
+  .add(
+    HttpApiEndpoint.post("replayOutboxEvent", "/admin-api/ai/outbox/:eventId/replay")
+      .setPath(EventIdParam)
+      .addSuccess(OutboxEventResponse)
+      .addError(OutboxEventNotFoundError)
+      .addError(OutboxEventNotDeadError)
+      .annotate(OpenApi.Summary, "Send a dead outbox event back to pending")
+  )
+  .add(
+    HttpApiEndpoint.get("workers", "/admin-api/ai/workers")
+      .addSuccess(WorkersResponse)
+      .annotate(OpenApi.Summary, "Live workers and the jobs each holds")
+  )
+  .middleware(AdminAuthentication)
+  .annotate(OpenApi.Title, "admin")
+{}
+
+/** Service-to-service routes (ADR 8.1 runtime resolve). */
+export class InternalGroup extends HttpApiGroup.make("internal")
+  .add(
+    HttpApiEndpoint.post("resolveCredential", "/internal/credentials/:credentialId/resolve")
+      .setPath(CredentialIdParam)
+      .setPayload(ResolveCredentialRequest)
+      .addSuccess(ResolvedCredentialResponse)
+      .addError(CredentialNotFoundError)
+      .annotate(OpenApi.Summary, "The decrypted key of a credential, for the external runtime running the job")
+  )
+  .middleware(RuntimeServiceAuthentication)
+  .annotate(OpenApi.Title, "internal")
+{}
+
+/** Liveness and readiness, without authentication. */
+export class HealthGroup extends HttpApiGroup.make("health")
+  .add(
+    HttpApiEndpoint.get("alive", "/healthz")
+      .addSuccess(HealthResponse)
+      .annotate(OpenApi.Summary, "The process answers")
+  )
+  .add(
+    HttpApiEndpoint.get("ready", "/readyz")
+      .addSuccess(ReadyResponse)
+      .addError(NotReady)
+      .annotate(OpenApi.Summary, "The database and Redis answer; 503 names the one that does not")
+  )
+  .annotate(OpenApi.Title, "health")
+{}
+
+/** The whole HTTP API; `/openapi.json` and `/docs` describe it. */
+export class AiJobApi extends HttpApi.make("ai-job-engine")
+  .add(JobsGroup)
+  .add(CredentialsGroup)
+  .add(AdminGroup)
+  .add(InternalGroup)
+  .add(HealthGroup)
+  .addError(InvalidRequest)
+  .addError(InternalServerError)
+  .addError(PlatformUnavailable)
+  .annotate(OpenApi.Title, "AI Job Engine")
+  .annotate(OpenApi.Version, "1.0.0")
+  .annotate(
+    OpenApi.Description,
+    "Durable AI jobs: create, follow, cancel, and operate. Errors are JSON { code, message } (ADR 7.3)."
+  )
+  .annotate(OpenApi.Transform, withoutDefaultDecodeError)
+{}

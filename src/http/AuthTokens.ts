@@ -1,0 +1,89 @@
+import { Clock, Effect, Redacted, Schema } from "effect"
+import { errors as joseErrors, jwtVerify, SignJWT } from "jose"
+
+/**
+ * Bearer tokens of the HTTP API: HS256 JWTs signed with `AUTH_JWT_SECRET`, carrying `sub` (the
+ * user id), `role` and `exp`. Verification and minting both take time from Effect's Clock, so a
+ * TestClock decides what "expired" means. The all-in-one program mints development tokens with
+ * `signToken`.
+ */
+
+export const Role = Schema.Literal("USER", "SUPER_ADMIN")
+export type Role = typeof Role.Type
+
+/** The claims the API relies on; anything else in the token is ignored. */
+export const TokenClaims = Schema.Struct({
+  /** `ai_job.user_id` is VARCHAR(64). */
+  sub: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)),
+  role: Role,
+  exp: Schema.Number
+})
+export type TokenClaims = typeof TokenClaims.Type
+
+export interface AuthenticatedUser {
+  readonly userId: string
+  readonly role: Role
+}
+
+/** Why a token was refused: for debug logs only (never the token itself); the caller sees one 401. */
+export class InvalidToken extends Schema.TaggedError<InvalidToken>()("InvalidToken", {
+  reason: Schema.String
+}) {}
+
+const algorithm = "HS256"
+
+const keyOf = (secret: Redacted.Redacted<string>): Uint8Array => new TextEncoder().encode(Redacted.value(secret))
+
+const reasonOf = (error: unknown): string => {
+  if (error instanceof joseErrors.JWTExpired) return "expired"
+  if (error instanceof joseErrors.JWTClaimValidationFailed) return `claim ${error.claim} invalid`
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return "bad signature"
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) return "algorithm not allowed"
+  if (error instanceof joseErrors.JOSEError) return error.code
+  return "malformed"
+}
+
+const decodeClaims = Schema.decodeUnknown(TokenClaims)
+
+/**
+ * Verifies signature (HS256 only: `alg: none` and every other algorithm are refused), `exp`
+ * (required, against the Clock) and the claims' shape.
+ */
+export const verifyToken = (
+  token: string,
+  secret: Redacted.Redacted<string>
+): Effect.Effect<AuthenticatedUser, InvalidToken> =>
+  Effect.gen(function* () {
+    if (token.length === 0) return yield* new InvalidToken({ reason: "empty" })
+    const now = yield* Clock.currentTimeMillis
+    const verified = yield* Effect.tryPromise({
+      try: () =>
+        jwtVerify(token, keyOf(secret), {
+          algorithms: [algorithm],
+          requiredClaims: ["sub", "exp"],
+          currentDate: new Date(now)
+        }),
+      catch: (error) => new InvalidToken({ reason: reasonOf(error) })
+    })
+    const claims = yield* decodeClaims(verified.payload).pipe(
+      Effect.mapError(() => new InvalidToken({ reason: "claims do not match (sub, role, exp)" }))
+    )
+    return { userId: claims.sub, role: claims.role }
+  })
+
+/** Mints a token, e.g. for development or tests. `expiresInSeconds` defaults to one hour. */
+export const signToken = (
+  claims: { readonly sub: string; readonly role: Role; readonly expiresInSeconds?: number | undefined },
+  secret: Redacted.Redacted<string>
+): Effect.Effect<string> =>
+  Effect.gen(function* () {
+    const nowSeconds = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+    return yield* Effect.promise(() =>
+      new SignJWT({ role: claims.role })
+        .setProtectedHeader({ alg: algorithm, typ: "JWT" })
+        .setSubject(claims.sub)
+        .setIssuedAt(nowSeconds)
+        .setExpirationTime(nowSeconds + (claims.expiresInSeconds ?? 3600))
+        .sign(keyOf(secret))
+    )
+  })

@@ -1,0 +1,37 @@
+import { Context, Duration, Effect, Layer } from "effect"
+import { PlatformUnavailable, publicMessages } from "./ApiErrors.js"
+import { ApiSettings } from "./ApiSettings.js"
+import { ReadinessProbe } from "./ReadinessProbe.js"
+
+/**
+ * Whether a request may create AI work: not when `AI_PLATFORM_ENABLED=false`, and not while
+ * the database or Redis does not answer (a job created then would sit undispatched). The
+ * readiness answer is reused for a second, so a burst of creates costs one round trip.
+ */
+export class PlatformGate extends Context.Tag("ai-job-engine/http/PlatformGate")<
+  PlatformGate,
+  { readonly ensureOpen: Effect.Effect<void, PlatformUnavailable> }
+>() {}
+
+export const PlatformGateLive = Layer.effect(
+  PlatformGate,
+  Effect.gen(function* () {
+    const settings = yield* ApiSettings
+    const probe = yield* ReadinessProbe
+    const readiness = yield* Effect.cachedWithTTL(probe.check, Duration.seconds(1))
+    const ensureOpen = Effect.gen(function* () {
+      if (!settings.platformEnabled) {
+        return yield* Effect.fail(new PlatformUnavailable({ message: publicMessages.platformDisabled }))
+      }
+      const report = yield* readiness
+      if (!report.ready) {
+        const down = report.checks.filter((c) => c.status === "down").map((c) => c.name)
+        yield* Effect.logWarning("refusing new work: a backing store does not answer").pipe(
+          Effect.annotateLogs({ down: down.join(",") })
+        )
+        return yield* Effect.fail(new PlatformUnavailable({ message: publicMessages.platformUnavailable }))
+      }
+    })
+    return PlatformGate.of({ ensureOpen })
+  })
+)

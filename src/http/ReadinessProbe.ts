@@ -1,0 +1,102 @@
+import { SqlClient } from "@effect/sql"
+import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
+import { RedisConnection } from "../layers/redis/RedisConnection.js"
+
+/**
+ * Whether the backing stores answer: the API's `/readyz`, the creation routes' gate (no new AI
+ * work while the database or Redis is away) and any main program that wants to wait for its
+ * dependencies. Each check is a small round trip with a timeout; a check never fails, it
+ * reports `down`.
+ */
+
+export interface ReadinessCheck {
+  /** What it checks, as `/readyz` names it: `database`, `redis`. */
+  readonly name: string
+  /** What answers it: `mysql`, `redis`, `memory`. */
+  readonly backend: string
+  /** One round trip; any failure (or the timeout) means down. */
+  readonly ping: Effect.Effect<void, unknown>
+}
+
+export interface CheckResult {
+  readonly name: string
+  readonly backend: string
+  readonly status: "up" | "down"
+  readonly latencyMs: number
+}
+
+export interface ReadinessReport {
+  readonly ready: boolean
+  readonly checks: ReadonlyArray<CheckResult>
+}
+
+export class ReadinessProbe extends Context.Tag("ai-job-engine/ReadinessProbe")<
+  ReadinessProbe,
+  {
+    /** Runs every check now, concurrently. */
+    readonly check: Effect.Effect<ReadinessReport>
+  }
+>() {}
+
+export const defaultCheckTimeout = Duration.seconds(1)
+
+const run = (check: ReadinessCheck, timeout: Duration.DurationInput): Effect.Effect<CheckResult> =>
+  Effect.gen(function* () {
+    const started = yield* Clock.currentTimeMillis
+    const outcome = yield* check.ping.pipe(Effect.timeoutOption(timeout), Effect.option)
+    const ended = yield* Clock.currentTimeMillis
+    const up = Option.isSome(outcome) && Option.isSome(outcome.value)
+    if (!up) {
+      yield* Effect.logWarning("readiness check failed").pipe(Effect.annotateLogs({ check: check.name, backend: check.backend }))
+    }
+    return { name: check.name, backend: check.backend, status: up ? "up" : "down", latencyMs: ended - started }
+  })
+
+export const makeReadinessProbe = (
+  checks: ReadonlyArray<ReadinessCheck>,
+  options: { readonly timeout?: Duration.DurationInput } = {}
+) =>
+  ReadinessProbe.of({
+    check: Effect.forEach(checks, (c) => run(c, options.timeout ?? defaultCheckTimeout), { concurrency: "unbounded" }).pipe(
+      Effect.map((results) => ({ ready: results.every((r) => r.status === "up"), checks: results }))
+    )
+  })
+
+/** A store that lives in this process: always up. */
+export const memoryCheck = (name: string): ReadinessCheck => ({ name, backend: "memory", ping: Effect.void })
+
+/** `SELECT 1` on the pool. */
+export const mysqlCheck = Effect.map(SqlClient.SqlClient, (sql): ReadinessCheck => ({
+  name: "database",
+  backend: "mysql",
+  ping: sql`SELECT 1`.pipe(Effect.asVoid)
+}))
+
+/** `PING` on the shared command connection. */
+export const redisCheck = Effect.map(RedisConnection, (redis): ReadinessCheck => ({
+  name: "redis",
+  backend: "redis",
+  ping: Effect.tryPromise(() => redis.commands.ping())
+}))
+
+/** The embedded engine: the memory store and in-process queues, always ready. */
+export const ReadinessProbeMemory = Layer.succeed(
+  ReadinessProbe,
+  makeReadinessProbe([memoryCheck("database"), memoryCheck("queue")])
+)
+
+/** MySQL and Redis; needs `SqlClient` and `RedisConnection`. */
+export const ReadinessProbeLive = Layer.effect(
+  ReadinessProbe,
+  Effect.gen(function* () {
+    const database = yield* mysqlCheck
+    const redis = yield* redisCheck
+    return makeReadinessProbe([database, redis])
+  })
+)
+
+/** Any checks, e.g. MySQL with the in-process queues. */
+export const readinessProbeWith = (
+  checks: ReadonlyArray<ReadinessCheck>,
+  options: { readonly timeout?: Duration.DurationInput } = {}
+) => Layer.succeed(ReadinessProbe, makeReadinessProbe(checks, options))

@@ -1,0 +1,131 @@
+import { HttpApiBuilder, HttpApiError, HttpServerError } from "@effect/platform"
+import { Cause, Effect, Option, Schema } from "effect"
+import type { CredentialError } from "../domain/ExecutionError.js"
+import type { InvalidJobInput } from "../domain/JobCreationErrors.js"
+import type { JobAlreadyCancelled, JobNotCancellable } from "../domain/LifecycleErrors.js"
+import type { PersistenceError } from "../domain/PersistenceError.js"
+import type { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
+import type { UnknownJobType } from "../domain/RegistryErrors.js"
+import {
+  CredentialNotFoundError,
+  type InternalServerError,
+  internalServerError,
+  InvalidRequest,
+  JobAlreadyCancelledError,
+  JobNotCancellableError,
+  platformUnavailable,
+  QuotaExceededError,
+  TooManyJobsError
+} from "./ApiErrors.js"
+import { AiJobApi } from "./Api.js"
+
+/**
+ * Domain errors → public errors. Each mapping logs what an operator needs (ids, operation,
+ * codes), never input, keys or tokens, and answers with fixed or composed public text.
+ */
+
+export const fromPersistence = (error: PersistenceError) =>
+  Effect.logWarning("storage unavailable; answering 503").pipe(
+    Effect.annotateLogs({ operation: error.operation }),
+    Effect.zipRight(Effect.fail(platformUnavailable()))
+  )
+
+export const fromTooManyJobs = (error: TooManyJobs) =>
+  Effect.fail(
+    new TooManyJobsError({
+      message: `You already have ${error.limit} queued or running jobs, the most allowed. Wait for one to finish.`
+    })
+  )
+
+export const fromQuotaExceeded = (error: QuotaExceeded) =>
+  Effect.fail(
+    new QuotaExceededError({ message: `You created ${error.limit} jobs today (UTC), your daily quota. Try again tomorrow.` })
+  )
+
+export const fromInvalidJobInput = (error: InvalidJobInput) =>
+  Effect.fail(new InvalidRequest({ message: error.problems.join("; ") }))
+
+export const fromUnknownJobType = (error: Pick<UnknownJobType, "jobType">) =>
+  Effect.logError("job type is not registered in this process").pipe(
+    Effect.annotateLogs({ jobType: error.jobType }),
+    Effect.zipRight(Effect.fail(platformUnavailable()))
+  )
+
+export const fromJobNotCancellable = (error: JobNotCancellable) =>
+  Effect.fail(new JobNotCancellableError({ message: `The job has already ended (${error.status}).` }))
+
+export const fromJobAlreadyCancelled = (_: JobAlreadyCancelled) =>
+  Effect.fail(new JobAlreadyCancelledError({ message: "The job was already cancelled." }))
+
+/** Storing a key: only a malformed key is the caller's fault. */
+export const fromStoreCredentialError = (error: CredentialError) =>
+  error.code === "CREDENTIAL_INVALID"
+    ? Effect.fail(new InvalidRequest({ message: "apiKey: is empty, too long or contains whitespace" }))
+    : Effect.logError("a credential could not be stored").pipe(
+      Effect.annotateLogs({ code: error.code }),
+      Effect.zipRight(Effect.fail(platformUnavailable()))
+    )
+
+export const fromCredentialError = (error: CredentialError) => {
+  switch (error.code) {
+    case "CREDENTIAL_INVALID":
+      return Effect.fail(new InvalidRequest({ message: "apiKey: is empty, too long or contains whitespace" }))
+    case "CREDENTIAL_NOT_FOUND":
+      return Effect.fail(new CredentialNotFoundError({ message: "No active DeepSeek key is stored." }))
+    case "CREDENTIAL_MISSING":
+      return Effect.logError("credential encryption is not configured").pipe(
+        Effect.zipRight(Effect.fail(platformUnavailable()))
+      )
+    case "CREDENTIAL_DECRYPT_FAILED":
+      return Effect.logError("a stored credential cannot be decrypted").pipe(
+        Effect.annotateLogs({ code: error.code }),
+        Effect.zipRight(Effect.fail(internalServerError()))
+      )
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API-wide error middleware
+
+const isDecodeError = Schema.is(HttpApiError.HttpApiDecodeError)
+
+/** One problem per field (the first), each prefixed by the field's path. */
+const describeDecodeError = (error: HttpApiError.HttpApiDecodeError): string => {
+  const byPath = new Map<string, string>()
+  for (const issue of error.issues) {
+    const path = issue.path.map(String).join(".")
+    if (!byPath.has(path)) byPath.set(path, path.length === 0 ? issue.message : `${path}: ${issue.message}`)
+  }
+  return byPath.size === 0 ? error.message : Array.from(byPath.values()).join("; ")
+}
+
+/** A body that is not JSON at all (HttpApiBuilder turns it into a defect). */
+const isUnreadableBody = (defect: unknown): boolean =>
+  HttpServerError.isServerError(defect) && defect._tag === "RequestError" && defect.reason === "Decode"
+
+/**
+ * Wraps every route (inside the error encoder): a Schema decode failure of a path, query,
+ * header or body becomes `400 { code: "INVALID_REQUEST", message }` naming the fields, and a
+ * defect becomes `500 { code: "INTERNAL_ERROR" }` (logged with its cause, answered without it).
+ * Everything else, route-not-found and interruption included, passes through unchanged.
+ */
+const replaceFailure = (cause: Cause.Cause<never>): Effect.Effect<never, InvalidRequest | InternalServerError> => {
+  if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error: unknown = failure.value
+    return isDecodeError(error)
+      ? Effect.fail(new InvalidRequest({ message: describeDecodeError(error) }))
+      : Effect.failCause(cause)
+  }
+  const defect = Cause.dieOption(cause)
+  if (Option.isSome(defect)) {
+    if (isUnreadableBody(defect.value)) return Effect.fail(new InvalidRequest({ message: "body: is not valid JSON" }))
+    return Effect.logError("unexpected defect in an HTTP handler", cause).pipe(
+      Effect.zipRight(Effect.fail(internalServerError()))
+    )
+  }
+  return Effect.failCause(cause)
+}
+
+export const ErrorMiddlewareLive = HttpApiBuilder.middleware(AiJobApi, (app) => Effect.catchAllCause(app, replaceFailure))

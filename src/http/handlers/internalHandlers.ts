@@ -1,0 +1,50 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Option } from "effect"
+import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
+import { CredentialVault } from "../../services/CredentialVault.js"
+import { AiJobApi } from "../Api.js"
+import { CredentialNotFoundError } from "../ApiErrors.js"
+import { fromCredentialError, fromPersistence } from "../errorMapping.js"
+
+const notFound = () => new CredentialNotFoundError({ message: "No active credential for this job." })
+
+/**
+ * ADR 8.1 runtime resolve: an external runtime that runs a job asks for the key that pays for
+ * it. The key is given only for a job that is queued or running and names this credential, and
+ * only while the credential is its owner's and not revoked. The key never reaches a log.
+ */
+export const InternalHandlersLive = HttpApiBuilder.group(AiJobApi, "internal", (handlers) =>
+  Effect.gen(function* () {
+    const vault = yield* CredentialVault
+    const lifecycle = yield* AiJobLifecycleRepository
+    return handlers.handle("resolveCredential", ({ path, payload }) =>
+      Effect.gen(function* () {
+        const job = yield* lifecycle.findById(payload.jobId)
+        if (
+          Option.isNone(job) ||
+          job.value.credentialId !== path.credentialId ||
+          job.value.credentialMode !== "user_deepseek_key" ||
+          (job.value.lifecycleStatus !== "queued" && job.value.lifecycleStatus !== "running")
+        ) {
+          yield* Effect.logInfo("runtime credential resolve refused").pipe(
+            Effect.annotateLogs({ credentialId: path.credentialId, jobId: payload.jobId })
+          )
+          return yield* Effect.fail(notFound())
+        }
+        const resolved = yield* vault.resolve({
+          mode: "user_deepseek_key",
+          credentialId: path.credentialId,
+          userId: job.value.userId
+        })
+        yield* Effect.logInfo("runtime credential resolved").pipe(
+          Effect.annotateLogs({ credentialId: path.credentialId, jobId: payload.jobId })
+        )
+        return { credentialId: path.credentialId, provider: resolved.provider, apiKey: resolved.apiKey }
+      }).pipe(
+        Effect.catchTags({
+          CredentialError: (error) =>
+            error.code === "CREDENTIAL_NOT_FOUND" ? Effect.fail(notFound()) : fromCredentialError(error),
+          PersistenceError: fromPersistence
+        })
+      ))
+  }))

@@ -1,0 +1,194 @@
+import { createHash } from "node:crypto"
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect, Option } from "effect"
+import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
+import { AiJobService } from "../../services/AiJobService.js"
+import { CancelSignal } from "../../services/CancelSignal.js"
+import { CredentialVault } from "../../services/CredentialVault.js"
+import { JobDefinitionRegistry } from "../../services/JobDefinitionRegistry.js"
+import { ResultProjectors } from "../../services/ResultProjectors.js"
+import { AiJobApi } from "../Api.js"
+import { jobNotFound } from "../ApiErrors.js"
+import { JobStatusResponse } from "../ApiSchemas.js"
+import { CurrentUser } from "../Auth.js"
+import {
+  fromInvalidJobInput,
+  fromJobAlreadyCancelled,
+  fromJobNotCancellable,
+  fromPersistence,
+  fromQuotaExceeded,
+  fromTooManyJobs,
+  fromUnknownJobType
+} from "../errorMapping.js"
+import { PlatformGate } from "../PlatformGate.js"
+import { acceptedJobStatusResponse, jobStatusResponse } from "../presenters.js"
+import { makeJobViews } from "./jobViews.js"
+
+/** The user's own DeepSeek key pays for the job when one is stored and the job type allows it. */
+const userKeyProvider = "deepseek"
+
+const encodeExisting = HttpServerResponse.schemaJson(JobStatusResponse)
+
+const conceptTarget = (concept: string) => createHash("sha256").update(concept.trim().toLowerCase(), "utf8").digest("hex")
+
+export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers) =>
+  Effect.gen(function* () {
+    const service = yield* AiJobService
+    const lifecycle = yield* AiJobLifecycleRepository
+    const registry = yield* JobDefinitionRegistry
+    const projectors = yield* ResultProjectors
+    const cancelSignal = yield* CancelSignal
+    const vault = yield* CredentialVault
+    const gate = yield* PlatformGate
+    const views = yield* makeJobViews
+
+    const statusOf = (job: Parameters<typeof jobStatusResponse>[0]) =>
+      Effect.map(views.artifactsOf(job), (artifacts) => jobStatusResponse(job, artifacts))
+
+    /** `user_deepseek_key` with the user's active key, when there is one and the type allows it. */
+    const credentialOverrides = (userId: string, jobType: string) =>
+      Effect.gen(function* () {
+        const registered = yield* registry.get(jobType)
+        if (!registered.definition.credential.allowedModes.includes("user_deepseek_key")) return {}
+        const active = yield* vault.activeCredentialId(userId, userKeyProvider)
+        return Option.match(active, {
+          onNone: () => ({}),
+          onSome: (credentialId) => ({ credentialMode: "user_deepseek_key" as const, credentialId })
+        })
+      })
+
+    const create = (request: {
+      readonly jobType: string
+      readonly targetType: string
+      readonly targetId: string
+      readonly input: unknown
+      readonly idempotencyKey: string | undefined
+    }) =>
+      Effect.gen(function* () {
+        const user = yield* CurrentUser
+        yield* gate.ensureOpen
+        const overrides = yield* credentialOverrides(user.userId, request.jobType)
+        const { job, created } = yield* service.createJob({
+          userId: user.userId,
+          jobType: request.jobType,
+          targetType: request.targetType,
+          targetId: request.targetId,
+          idempotencyKey: request.idempotencyKey,
+          input: request.input,
+          overrides
+        })
+        yield* Effect.logInfo(created ? "job accepted" : "job returned for its idempotency key").pipe(
+          Effect.annotateLogs({ jobId: job.id, jobType: job.jobType, userId: user.userId })
+        )
+        if (created) return acceptedJobStatusResponse(job)
+        // Both answers have the same fields, so the encoder cannot tell them apart by value:
+        // the 200 of an idempotent repeat is written out here.
+        return yield* statusOf(job).pipe(
+          Effect.flatMap((status) => encodeExisting(status, { status: 200 })),
+          Effect.orDie
+        )
+      }).pipe(
+        Effect.catchTags({
+          UnknownJobType: fromUnknownJobType,
+          InvalidJobInput: fromInvalidJobInput,
+          TooManyJobs: fromTooManyJobs,
+          QuotaExceeded: fromQuotaExceeded,
+          PersistenceError: fromPersistence
+        })
+      )
+
+    return handlers
+      .handle(
+        "createFlashcardGeneration",
+        ({ headers, payload }) =>
+          create({
+            jobType: "flashcard_generation",
+            targetType: "flashcard_deck",
+            targetId: payload.deckId ?? "unassigned",
+            input: payload,
+            idempotencyKey: headers["idempotency-key"]
+          }),
+        { uninterruptible: true }
+      )
+      .handle(
+        "createFeynmanEvaluation",
+        ({ headers, payload }) =>
+          create({
+            jobType: "feynman_evaluation",
+            targetType: "learning_concept",
+            targetId: conceptTarget(payload.concept),
+            input: payload,
+            idempotencyKey: headers["idempotency-key"]
+          }),
+        { uninterruptible: true }
+      )
+      .handle("listJobs", ({ urlParams }) =>
+        Effect.gen(function* () {
+          const user = yield* CurrentUser
+          return yield* views.page(
+            { userId: user.userId, statuses: urlParams.status === undefined ? undefined : [urlParams.status] },
+            urlParams,
+            statusOf
+          )
+        }))
+      .handle("getJob", ({ path }) =>
+        Effect.gen(function* () {
+          const user = yield* CurrentUser
+          return yield* statusOf(yield* views.findVisible(path.jobId, user, { admins: true }))
+        }))
+      .handle("getJobArtifacts", ({ path }) =>
+        Effect.gen(function* () {
+          const user = yield* CurrentUser
+          const job = yield* views.findVisible(path.jobId, user, { admins: true })
+          const artifacts = yield* views.artifactsOf(job)
+          const records = job.lifecycleStatus === "succeeded"
+            ? yield* Effect.gen(function* () {
+              const registered = yield* registry.get(job.jobType)
+              const key = registered.definition.projector
+              if (key === undefined) return []
+              const projector = yield* projectors.get(key)
+              return yield* projector.records(job)
+            }).pipe(
+              Effect.catchTags({
+                UnknownJobType: fromUnknownJobType,
+                UnknownProjectorKey: (error) =>
+                  Effect.logError("projector is not registered in this process").pipe(
+                    Effect.annotateLogs({ projector: error.key }),
+                    Effect.zipRight(fromUnknownJobType({ jobType: job.jobType }))
+                  ),
+                PersistenceError: fromPersistence
+              })
+            )
+            : []
+          return {
+            jobId: job.id,
+            jobType: job.jobType,
+            lifecycleStatus: job.lifecycleStatus,
+            artifacts: artifacts.map((a) => ({ artifactType: a.artifactType, artifactId: a.artifactId, ordinal: a.ordinal })),
+            records
+          }
+        }))
+      .handle(
+        "cancelJob",
+        ({ path }) =>
+          Effect.gen(function* () {
+            const user = yield* CurrentUser
+            const job = yield* views.findVisible(path.jobId, user, { admins: false })
+            const after = yield* lifecycle.requestCancel(job.id).pipe(
+              Effect.catchTags({
+                JobNotFound: () => Effect.fail(jobNotFound()),
+                JobNotCancellable: fromJobNotCancellable,
+                JobAlreadyCancelled: fromJobAlreadyCancelled,
+                PersistenceError: fromPersistence
+              })
+            )
+            // A running job only records the request: tell its worker now (DESIGN.md correction 8).
+            if (after.lifecycleStatus === "running") yield* cancelSignal.publish(after.id)
+            yield* Effect.logInfo("job cancel requested").pipe(
+              Effect.annotateLogs({ jobId: after.id, userId: user.userId, lifecycleStatus: after.lifecycleStatus })
+            )
+            return yield* statusOf(after)
+          }),
+        { uninterruptible: true }
+      )
+  }))

@@ -1,0 +1,162 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, HashMap, Redacted } from "effect"
+import { SignJWT } from "jose"
+import { signToken } from "../../src/http/AuthTokens.js"
+import { MemoryDatabase } from "../../src/layers/memory/MemoryDatabase.js"
+import { bodyAs, ErrorBody, JobBody, jwtSecret, memoryEngine, runtimeToken, startApi, tokenFor } from "./support/harness.js"
+import { adminRoutes, internalRoute, protectedRoutes, userRoutes } from "./support/routes.js"
+
+const b64url = (value: unknown) => Buffer.from(JSON.stringify(value), "utf8").toString("base64url")
+const nowSeconds = () => Math.floor(Date.now() / 1000)
+const secretBytes = new TextEncoder().encode(jwtSecret)
+
+/** Each way a bearer credential can be wrong, as the Authorization header to send (undefined: none). */
+const badAuthorizations = Effect.gen(function* () {
+  const valid = yield* tokenFor("user-a")
+  const otherSecret = yield* signToken({ sub: "user-a", role: "USER" }, Redacted.make("another-secret-another-secret-0123456789"))
+  const expired = yield* tokenFor("user-a", "USER", -60)
+  const algNone = `${b64url({ alg: "none", typ: "JWT" })}.${b64url({ sub: "user-a", role: "USER", exp: nowSeconds() + 3600 })}.`
+  const hs512 = yield* Effect.promise(() =>
+    new SignJWT({ role: "USER" }).setProtectedHeader({ alg: "HS512" }).setSubject("user-a").setExpirationTime(nowSeconds() + 3600).sign(secretBytes)
+  )
+  const noExp = yield* Effect.promise(() =>
+    new SignJWT({ role: "USER" }).setProtectedHeader({ alg: "HS256" }).setSubject("user-a").sign(secretBytes)
+  )
+  const noSub = yield* Effect.promise(() =>
+    new SignJWT({ role: "USER" }).setProtectedHeader({ alg: "HS256" }).setExpirationTime(nowSeconds() + 3600).sign(secretBytes)
+  )
+  const badRole = yield* Effect.promise(() =>
+    new SignJWT({ role: "ROOT" }).setProtectedHeader({ alg: "HS256" }).setSubject("user-a").setExpirationTime(nowSeconds() + 3600).sign(secretBytes)
+  )
+  const tampered = `${valid.split(".")[0]}.${b64url({ sub: "user-b", role: "SUPER_ADMIN", exp: nowSeconds() + 3600 })}.${valid.split(".")[2]}`
+  const cases: ReadonlyArray<readonly [string, string | undefined]> = [
+    ["missing header", undefined],
+    ["empty header", ""],
+    ["scheme without token", "Bearer"],
+    ["empty token", "Bearer "],
+    ["malformed token", "Bearer not-a-jwt"],
+    ["three garbage segments", "Bearer aaa.bbb.ccc"],
+    ["bad signature", `Bearer ${otherSecret}`],
+    ["tampered payload", `Bearer ${tampered}`],
+    ["alg none", `Bearer ${algNone}`],
+    ["HS512 instead of HS256", `Bearer ${hs512}`],
+    ["expired", `Bearer ${expired}`],
+    ["no exp claim", `Bearer ${noExp}`],
+    ["no sub claim", `Bearer ${noSub}`],
+    ["unknown role", `Bearer ${badRole}`],
+    ["Basic scheme", "Basic dXNlcjpwYXNz"],
+    ["a 7-character scheme that is not Bearer", `Xearer ${valid}`],
+    ["two tokens", `Bearer ${valid} ${valid}`]
+  ]
+  return cases
+})
+
+describe("authentication", () => {
+  it.live("every bad-token case is 401 UNAUTHORIZED on every protected route, and nothing is written", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const api = yield* startApi(memoryEngine())
+        const owner = yield* tokenFor("user-a")
+        const created = yield* api.request("POST", "/api/ai/flashcard-generations", {
+          token: owner,
+          body: { sourceText: "text", count: 1 }
+        })
+        const job = yield* bodyAs(JobBody)(created)
+        const cases = yield* badAuthorizations
+        const routes = protectedRoutes(job.jobId, "00000000-0000-7000-8000-000000000001")
+        const failures: Array<string> = []
+        for (const [name, authorization] of cases) {
+          for (const route of routes) {
+            const response = yield* api.request(route.method, route.path, { authorization, body: route.body })
+            const body = yield* bodyAs(ErrorBody)(response).pipe(Effect.option)
+            if (response.status !== 401 || body._tag === "None" || body.value.code !== "UNAUTHORIZED") {
+              failures.push(`${name}: ${route.method} ${route.path} → ${response.status} ${response.text}`)
+            }
+          }
+        }
+        expect(failures).toEqual([])
+        const challenged = yield* api.request("GET", "/api/ai/jobs")
+        expect(challenged.headers.get("www-authenticate")).toMatch(/^Bearer/)
+        const tables = yield* api.run(Effect.flatMap(MemoryDatabase, (db) => db.snapshot))
+        expect(HashMap.size(tables.aiJob)).toBe(1)
+        expect(HashMap.size(tables.userModelCredential)).toBe(0)
+      })
+    ))
+
+  it.live("a valid token passes on every user route (never 401/403)", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const api = yield* startApi(memoryEngine())
+        const token = yield* tokenFor("user-a")
+        const created = yield* api.request("POST", "/api/ai/feynman-evaluations", {
+          token,
+          body: { concept: "c", explanation: "e" }
+        })
+        const job = yield* bodyAs(JobBody)(created)
+        for (const route of userRoutes(job.jobId)) {
+          const response = yield* api.request(route.method, route.path, { token, body: route.body })
+          expect([401, 403], `${route.method} ${route.path}: ${response.text}`).not.toContain(response.status)
+        }
+        // The scheme name is case-insensitive (RFC 7235).
+        const lower = yield* api.request("GET", "/api/ai/jobs", { authorization: `bearer ${token}` })
+        expect(lower.status).toBe(200)
+      })
+    ))
+
+  it.live("a USER gets 403 FORBIDDEN on every admin route; a SUPER_ADMIN passes", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const api = yield* startApi(memoryEngine())
+        const user = yield* tokenFor("user-a")
+        const admin = yield* tokenFor("admin-1", "SUPER_ADMIN")
+        const created = yield* api.request("POST", "/api/ai/flashcard-generations", {
+          token: user,
+          body: { sourceText: "text", count: 1 }
+        })
+        const job = yield* bodyAs(JobBody)(created)
+        for (const route of adminRoutes(job.jobId, "00000000-0000-7000-8000-000000000001")) {
+          const refused = yield* api.request(route.method, route.path, { token: user, body: route.body })
+          expect(refused.status, `${route.method} ${route.path}`).toBe(403)
+          expect(yield* bodyAs(ErrorBody)(refused)).toEqual({ code: "FORBIDDEN", message: expect.any(String) })
+          const allowed = yield* api.request(route.method, route.path, { token: admin, body: route.body })
+          expect([401, 403], `${route.method} ${route.path}: ${allowed.text}`).not.toContain(allowed.status)
+        }
+      })
+    ))
+
+  it.live("the internal route takes only the runtime service token", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const api = yield* startApi(memoryEngine())
+        const route = internalRoute("00000000-0000-7000-8000-000000000000", "00000000-0000-7000-8000-000000000002")
+        const user = yield* tokenFor("user-a")
+        const admin = yield* tokenFor("admin-1", "SUPER_ADMIN")
+        for (const authorization of [
+          undefined,
+          "Bearer ",
+          `Bearer ${user}`,
+          `Bearer ${admin}`,
+          `Bearer ${runtimeToken}x`,
+          `Bearer ${runtimeToken.slice(0, -1)}`,
+          runtimeToken
+        ]) {
+          const response = yield* api.request(route.method, route.path, { authorization, body: route.body })
+          expect(response.status, String(authorization)).toBe(401)
+          expect(yield* bodyAs(ErrorBody)(response)).toMatchObject({ code: "UNAUTHORIZED" })
+        }
+        const accepted = yield* api.request(route.method, route.path, { token: runtimeToken, body: route.body })
+        expect(accepted.status).toBe(404)
+        expect(yield* bodyAs(ErrorBody)(accepted)).toMatchObject({ code: "CREDENTIAL_NOT_FOUND" })
+      })
+    ))
+
+  it.live("without RUNTIME_SERVICE_TOKEN configured the internal route refuses everyone", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const api = yield* startApi(memoryEngine(), { runtimeServiceToken: undefined })
+        const route = internalRoute("00000000-0000-7000-8000-000000000000", "00000000-0000-7000-8000-000000000002")
+        const response = yield* api.request(route.method, route.path, { token: runtimeToken, body: route.body })
+        expect(response.status).toBe(401)
+      })
+    ))
+})

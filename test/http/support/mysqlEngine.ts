@@ -1,0 +1,37 @@
+import { Layer } from "effect"
+import { AiJobServiceLive } from "../../../src/layers/core/AiJobServiceLive.js"
+import { JobCatalogLive } from "../../../src/layers/core/JobCatalogLive.js"
+import { OutboxAdminLive } from "../../../src/layers/core/OutboxAdminLive.js"
+import { SnapshotBuilderLive } from "../../../src/layers/core/SnapshotBuilderLive.js"
+import { TimingConfig } from "../../../src/layers/config.js"
+import { MysqlCredentialRepository } from "../../../src/layers/mysql/CredentialRepository.js"
+import { MysqlArtifactRepository } from "../../../src/layers/mysql/MysqlArtifactRepository.js"
+import { MysqlProjectionStore } from "../../../src/layers/mysql/MysqlProjectionStore.js"
+import { RedisCancelSignal } from "../../../src/layers/redis/RedisCancelSignal.js"
+import { RedisOutboxSignal } from "../../../src/layers/redis/RedisOutboxSignal.js"
+import { RedisWorkerDirectory } from "../../../src/layers/redis/RedisWorkerDirectory.js"
+import type { QuotaLimits } from "../../../src/services/Quotas.js"
+import { mysqlRepositories } from "../../support/foundationStack.js"
+import { testRedisLayer, uniqueRedisPrefix } from "../../support/redis.js"
+import { testVault } from "./harness.js"
+
+/**
+ * Every engine service the API needs on a migrated scratch MySQL database and the test Redis
+ * (its own key prefix), plus `SqlClient` and `RedisConnection` for the readiness probe.
+ */
+export const mysqlEngine = (name: string, limits: Partial<QuotaLimits> = {}) => {
+  const repositories = mysqlRepositories(name, { maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000, ...limits })
+  const redis = testRedisLayer(uniqueRedisPrefix(name))
+  const stores = Layer.mergeAll(
+    MysqlProjectionStore,
+    MysqlArtifactRepository,
+    MysqlCredentialRepository,
+    SnapshotBuilderLive.pipe(Layer.provide(TimingConfig.make()))
+  ).pipe(
+    Layer.provideMerge(Layer.mergeAll(RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory).pipe(Layer.provideMerge(redis))),
+    Layer.provideMerge(repositories)
+  )
+  return Layer.mergeAll(AiJobServiceLive, OutboxAdminLive, testVault).pipe(
+    Layer.provideMerge(JobCatalogLive.pipe(Layer.provideMerge(stores)))
+  )
+}
