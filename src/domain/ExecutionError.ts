@@ -100,3 +100,17 @@ const publicMessages: Readonly<Record<ErrorCode, string>> = {
 }
 
 export const publicMessageOf = (code: ErrorCode): string => publicMessages[code]
+
+const executionErrorTags: ReadonlySet<string> = new Set([
+  "ProviderError",
+  "ValidationError",
+  "ContentSafetyError",
+  "JobTimeoutError",
+  "CredentialError",
+  "JobCancelledError",
+  "InternalError"
+])
+
+export const isExecutionError = (value: unknown): value is ExecutionError =>
+  typeof value === "object" && value !== null && "_tag" in value && typeof value._tag === "string" &&
+  executionErrorTags.has(value._tag)

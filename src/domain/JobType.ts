@@ -11,7 +11,8 @@ export interface JobTypeSpec {
   /** Checked by the registry rule by rule; see `JobDefinitionRegistry.register`. */
   readonly definition: unknown
   readonly decodeInput: (input: unknown) => Effect.Effect<unknown, InvalidJobInput>
-  readonly decodeOutput: (output: unknown) => Effect.Effect<unknown, ValidationError>
+  /** Checks a provider's output against the output Schema and the job's own input. */
+  readonly decodeOutput: (output: unknown, input: unknown) => Effect.Effect<unknown, ValidationError>
 }
 
 export const formatProblems = (error: ParseResult.ParseError): ReadonlyArray<string> =>
@@ -23,6 +24,11 @@ export const defineJobType = <I, IE, O, OE>(spec: {
   readonly definition: unknown
   readonly input: Schema.Schema<I, IE>
   readonly output: Schema.Schema<O, OE>
+  /**
+   * Rules of the output that depend on the input (at most `count` flashcards, say): the
+   * problems found, phrased for the model, which sees them on its retry.
+   */
+  readonly checkOutput?: (input: I, output: O) => ReadonlyArray<string>
 }): JobTypeSpec => {
   const jobType =
     typeof spec.definition === "object" && spec.definition !== null && "jobType" in spec.definition
@@ -36,7 +42,7 @@ export const defineJobType = <I, IE, O, OE>(spec: {
       decodeInput(input).pipe(
         Effect.mapError((error) => new InvalidJobInput({ jobType, problems: formatProblems(error) }))
       ),
-    decodeOutput: (output) =>
+    decodeOutput: (output, input) =>
       decodeOutput(output).pipe(
         Effect.mapError((error) =>
           new ValidationError({
@@ -44,7 +50,27 @@ export const defineJobType = <I, IE, O, OE>(spec: {
             message: `output of ${jobType} does not match its schema`,
             problems: formatProblems(error)
           })
-        )
+        ),
+        Effect.tap((decoded) => {
+          if (spec.checkOutput === undefined) return Effect.void
+          return decodeInput(input).pipe(
+            Effect.orElseFail(() =>
+              new ValidationError({ code: "VALIDATION_OUTPUT_SCHEMA", message: `input of ${jobType} no longer decodes`, problems: [] })
+            ),
+            Effect.flatMap((typedInput) => {
+              const problems = spec.checkOutput?.(typedInput, decoded) ?? []
+              return problems.length === 0
+                ? Effect.void
+                : Effect.fail(
+                  new ValidationError({
+                    code: "VALIDATION_OUTPUT_SCHEMA",
+                    message: `output of ${jobType} breaks a rule of its input`,
+                    problems
+                  })
+                )
+            })
+          )
+        })
       )
   }
 }

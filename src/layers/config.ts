@@ -77,6 +77,7 @@ export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
     readonly outboxLockTtlMs: number
     readonly outboxPollMs: number
     readonly snapshotRetentionMs: number
+    readonly reaperIntervalMs: number
   }
 >() {
   static readonly config = Config.all({
@@ -85,7 +86,8 @@ export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
     reaperGraceMs: positiveMillis("REAPER_GRACE_MS", 30_000),
     outboxLockTtlMs: positiveMillis("OUTBOX_LOCK_TTL_MS", 60_000),
     outboxPollMs: positiveMillis("OUTBOX_POLL_MS", 1_000),
-    snapshotRetentionMs: positiveMillis("SNAPSHOT_RETENTION_MS", 7 * 24 * 60 * 60 * 1000)
+    snapshotRetentionMs: positiveMillis("SNAPSHOT_RETENTION_MS", 7 * 24 * 60 * 60 * 1000),
+    reaperIntervalMs: positiveMillis("REAPER_INTERVAL_MS", 30_000)
   }).pipe(
     Config.validate({
       message: "JOB_HEARTBEAT_MS must be shorter than JOB_LOCK_TTL_MS, or the lock lapses between heartbeats",
@@ -102,6 +104,7 @@ export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
       outboxLockTtlMs: 60_000,
       outboxPollMs: 1_000,
       snapshotRetentionMs: 7 * 24 * 60 * 60 * 1000,
+      reaperIntervalMs: 30_000,
       ...overrides
     })
 }

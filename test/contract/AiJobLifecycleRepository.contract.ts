@@ -1,4 +1,4 @@
-import { describe, expect, it } from "@effect/vitest"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Either, Layer, Option } from "effect"
 import type { AiJob, JobLease } from "../../src/domain/AiJob.js"
 import { byExpiredLock, byLease, leaseOf } from "../../src/domain/AiJob.js"
@@ -31,6 +31,11 @@ export interface RepositoryHarness {
   readonly layer: Layer.Layer<ContractServices, unknown>
   /** Lets the store's clock move on: TestClock in memory, real time against MySQL. */
   readonly advance: (millis: number) => Effect.Effect<void>
+  /**
+   * Run on the live clock: against MySQL the database's clock rules leases, and a library's own
+   * sleeps (a deadlock retry's backoff, say) must not wait on a TestClock nobody moves.
+   */
+  readonly liveClock: boolean
   /** A lock TTL short enough to outlive in a test, long enough not to lapse by itself. */
   readonly lockTtlMs: number
 }
@@ -78,7 +83,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
   describe(`AiJobLifecycleRepository contract (${harness.name})`, () => {
     const ttl = harness.lockTtlMs
 
-    it.layer(harness.layer, { timeout: 60_000 })((it) => {
+    layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("creates a queued job with its legacy status, snapshot and outbox event", () =>
         Effect.gen(function* () {
           const job = yield* freshJob

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "@effect/vitest"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Either, Option } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import { OutboxRepository } from "../../src/services/OutboxRepository.js"
@@ -29,7 +29,7 @@ const drain = (dispatcherId: string) =>
 
 export const outboxRepositoryContract = (harness: RepositoryHarness) =>
   describe(`OutboxRepository contract (${harness.name})`, () => {
-    it.layer(harness.layer, { timeout: 60_000 })((it) => {
+    layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("a duplicate dedupe key is an idempotent success", () =>
         Effect.gen(function* () {
           const outbox = yield* OutboxRepository

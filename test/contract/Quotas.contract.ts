@@ -1,13 +1,17 @@
-import { describe, expect, it } from "@effect/vitest"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Either, type Layer } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
 
 /** Run with `MAX_ACTIVE_JOBS_PER_USER = 5` and `DAILY_JOB_QUOTA = 8`. */
-export const quotasContract = (name: string, layer: Layer.Layer<AiJobService | AiJobLifecycleRepository, unknown>) =>
+export const quotasContract = (
+  name: string,
+  stack: Layer.Layer<AiJobService | AiJobLifecycleRepository, unknown>,
+  options: { readonly liveClock: boolean }
+) =>
   describe(`Quotas contract (${name})`, () => {
-    it.layer(layer, { timeout: 60_000 })((it) => {
+    layer(stack, { timeout: 60_000, excludeTestServices: options.liveClock })((it) => {
       const create = (userId: string, i: number) =>
         Effect.flatMap(AiJobService, (service) =>
           service.createJob({

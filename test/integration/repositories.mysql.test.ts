@@ -1,16 +1,17 @@
-import { Effect, Layer, TestServices } from "effect"
+import { Effect, Layer } from "effect"
 import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
 import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
 import { quotasContract } from "../contract/Quotas.contract.js"
 import { jobCreation, mysqlRepositories } from "../support/foundationStack.js"
 
 /** Against MariaDB the database's clock rules leases, so time has to pass for real. */
-const realSleep = (millis: number) => TestServices.provideLive(Effect.sleep(millis))
+const realSleep = (millis: number) => Effect.sleep(millis)
 
 lifecycleRepositoryContract({
   name: "mysql",
   layer: jobCreation(mysqlRepositories("lifecycle")).pipe(Layer.orDie),
   advance: realSleep,
+  liveClock: true,
   lockTtlMs: 300
 })
 
@@ -18,10 +19,12 @@ outboxRepositoryContract({
   name: "mysql",
   layer: jobCreation(mysqlRepositories("outbox")).pipe(Layer.orDie),
   advance: realSleep,
+  liveClock: true,
   lockTtlMs: 300
 })
 
 quotasContract(
   "mysql",
-  jobCreation(mysqlRepositories("quotas", { maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie)
+  jobCreation(mysqlRepositories("quotas", { maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie),
+  { liveClock: true }
 )

@@ -8,10 +8,13 @@ const harness = {
   name: "memory",
   layer: jobCreation(memoryRepositories).pipe(Layer.orDie),
   advance: (millis: number) => TestClock.adjust(millis),
+  liveClock: false,
   lockTtlMs: 1_000
 }
 
 lifecycleRepositoryContract(harness)
 outboxRepositoryContract(harness)
 
-quotasContract("memory", jobCreation(memoryRepositoriesWith({ maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie))
+quotasContract("memory", jobCreation(memoryRepositoriesWith({ maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie), {
+  liveClock: false
+})

@@ -1,17 +1,11 @@
-import { Schema } from "effect"
 import { correctionMessages, definePromptTemplate } from "../../services/PromptTemplates.js"
-
-/** The part of the job's input the prompt reads. */
-const PromptInput = Schema.Struct({
-  concept: Schema.String,
-  explanation: Schema.String
-})
+import { FeynmanEvaluationInput } from "./definition.js"
 
 /** v1: `{ score: 0..100, feedback, gaps: string[] }` for a learner's plain-words explanation. */
 export const feynmanEvaluationPromptV1 = definePromptTemplate({
   jobType: "feynman_evaluation",
   version: "v1",
-  input: PromptInput,
+  input: FeynmanEvaluationInput,
   render: ({ input, problems }) => [
     {
       role: "system",

@@ -1,18 +1,11 @@
-import { Schema } from "effect"
 import { correctionMessages, definePromptTemplate } from "../../services/PromptTemplates.js"
-
-/** The part of the job's input the prompt reads (the definition's input Schema is stricter). */
-const PromptInput = Schema.Struct({
-  sourceText: Schema.String,
-  count: Schema.Number,
-  deckId: Schema.optional(Schema.String)
-})
+import { FlashcardGenerationInput } from "./definition.js"
 
 /** v1: `{ flashcards: [{ front, back }] }` with 1..count cards, from the source text only. */
 export const flashcardGenerationPromptV1 = definePromptTemplate({
   jobType: "flashcard_generation",
   version: "v1",
-  input: PromptInput,
+  input: FlashcardGenerationInput,
   render: ({ input, problems }) => [
     {
       role: "system",

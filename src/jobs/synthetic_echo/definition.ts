@@ -1,14 +1,12 @@
 import { Schema } from "effect"
 import { defineJobType } from "../../domain/JobType.js"
+import { SyntheticEchoOutput } from "./output.js"
 
 /** The engine's own test job (ADR 2.3): its output echoes its input. */
 export const SyntheticEchoInput = Schema.Struct({
   message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000))
 })
 export type SyntheticEchoInput = typeof SyntheticEchoInput.Type
-
-export const SyntheticEchoOutput = Schema.Struct({ echo: Schema.String })
-export type SyntheticEchoOutput = typeof SyntheticEchoOutput.Type
 
 export const syntheticEchoDefinition = {
   jobType: "synthetic_echo",
@@ -36,5 +34,6 @@ export const syntheticEchoDefinition = {
 export const syntheticEcho = defineJobType({
   definition: syntheticEchoDefinition,
   input: SyntheticEchoInput,
-  output: SyntheticEchoOutput
+  output: SyntheticEchoOutput,
+  checkOutput: (input, output) => (output.echo === input.message ? [] : ["echo must repeat the message exactly"])
 })

@@ -1,14 +1,11 @@
-import { Schema } from "effect"
 import { correctionMessages, definePromptTemplate } from "../../services/PromptTemplates.js"
-
-/** The part of the job's input the prompt reads (see `definition.ts`). */
-const PromptInput = Schema.Struct({ message: Schema.String })
+import { SyntheticEchoInput } from "./definition.js"
 
 /** v1: the model is asked to answer `{ "echo": <message> }` (the engine's test job type). */
 export const syntheticEchoPromptV1 = definePromptTemplate({
   jobType: "synthetic_echo",
   version: "v1",
-  input: PromptInput,
+  input: SyntheticEchoInput,
   render: ({ input, problems }) => [
     {
       role: "system",

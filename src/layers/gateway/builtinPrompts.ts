@@ -1,14 +1,8 @@
-import { feynmanEvaluationPrompts } from "../../jobs/feynman_evaluation/prompt.js"
-import { flashcardGenerationPrompts } from "../../jobs/flashcard_generation/prompt.js"
-import { syntheticEchoPrompts } from "../../jobs/synthetic_echo/prompt.js"
+import { jobCatalog } from "../../jobs/catalog.js"
 import type { PromptTemplate } from "../../services/PromptTemplates.js"
 import { PromptTemplatesLayer } from "./PromptTemplatesLive.js"
 
-/** Every prompt of the built-in job types; a new job type adds its `prompt.ts` list here. */
-export const builtinPromptTemplates: ReadonlyArray<PromptTemplate> = [
-  ...syntheticEchoPrompts,
-  ...flashcardGenerationPrompts,
-  ...feynmanEvaluationPrompts
-]
+/** Every prompt of the job types in the catalog. */
+export const builtinPromptTemplates: ReadonlyArray<PromptTemplate> = jobCatalog.flatMap((jobType) => jobType.prompts)
 
 export const BuiltinPromptTemplatesLive = PromptTemplatesLayer(builtinPromptTemplates)

@@ -44,8 +44,8 @@ export interface CredentialRow {
   readonly updatedAt: Date
 }
 
-/** A business row written by a projector (`flashcard`, `learning_evaluation`, ...). */
-export type BusinessRow = Readonly<Record<string, unknown>> & { readonly id: string; readonly jobId: string }
+/** A business row written by a projector (`flashcard`, `learning_evaluation`, ...), keyed by its SQL column names. */
+export type BusinessRow = Readonly<Record<string, unknown>> & { readonly id: string; readonly job_id: string }
 
 /** Every table of the schema, as persistent maps keyed by primary key, plus unique-key indexes. */
 export interface MemoryTables {

@@ -291,6 +291,17 @@ export const aiUserJobGateTable = table(
   }
 )
 
+export const syntheticEchoResultTable = table(
+  "synthetic_echo_result",
+  [required("id", uuid), required("job_id", uuid), required("echo", text), required("created_at", datetime3)],
+  {
+    primaryKey: ["id"],
+    // One result per job: the echo projector's idempotency rests on this key.
+    uniqueKeys: [["job_id"]],
+    indexes: []
+  }
+)
+
 /** Every table the code needs, in migration order. */
 export const declaredSchema: ReadonlyArray<DeclaredTable> = [
   aiJobTable,
@@ -301,5 +312,6 @@ export const declaredSchema: ReadonlyArray<DeclaredTable> = [
   userModelCredentialTable,
   flashcardTable,
   learningEvaluationTable,
-  aiUserJobGateTable
+  aiUserJobGateTable,
+  syntheticEchoResultTable
 ]

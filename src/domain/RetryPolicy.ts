@@ -1,0 +1,25 @@
+import { categoryOf, type ExecutionError } from "./ExecutionError.js"
+import type { JobDefinition } from "./JobDefinition.js"
+
+/**
+ * ADR 5.2: whether an error may be retried, from its category and the job's definition.
+ * INTERNAL is retryable, but the engine's schedule allows it only once.
+ */
+export const isRetryable = (error: ExecutionError, definition: JobDefinition): boolean => {
+  switch (categoryOf(error)) {
+    case "PROVIDER":
+    case "VALIDATION":
+    case "INTERNAL":
+      return true
+    case "TIMEOUT":
+      return definition.execution.abortStrategy === "retry"
+    case "CONTENT_SAFETY":
+    case "CREDENTIAL":
+    case "CANCELLED":
+      return false
+  }
+}
+
+/** How long the provider asked us to wait before the next call, if it said. */
+export const retryAfterOf = (error: ExecutionError): number | undefined =>
+  error._tag === "ProviderError" ? error.retryAfterMs : undefined

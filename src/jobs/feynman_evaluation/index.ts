@@ -1,0 +1,10 @@
+import type { JobTypeModule } from "../JobTypeModule.js"
+import { feynmanEvaluation } from "./definition.js"
+import { feynmanEvaluationPrompts } from "./prompt.js"
+import { feynmanEvaluationProjector } from "./projector.js"
+
+export const feynmanEvaluationJobType: JobTypeModule = {
+  spec: feynmanEvaluation,
+  prompts: feynmanEvaluationPrompts,
+  projector: feynmanEvaluationProjector
+}

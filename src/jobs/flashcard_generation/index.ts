@@ -1,0 +1,10 @@
+import type { JobTypeModule } from "../JobTypeModule.js"
+import { flashcardGeneration } from "./definition.js"
+import { flashcardGenerationPrompts } from "./prompt.js"
+import { flashcardGenerationProjector } from "./projector.js"
+
+export const flashcardGenerationJobType: JobTypeModule = {
+  spec: flashcardGeneration,
+  prompts: flashcardGenerationPrompts,
+  projector: flashcardGenerationProjector
+}

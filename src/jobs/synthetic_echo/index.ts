@@ -1,0 +1,10 @@
+import type { JobTypeModule } from "../JobTypeModule.js"
+import { syntheticEcho } from "./definition.js"
+import { syntheticEchoPrompts } from "./prompt.js"
+import { syntheticEchoProjector } from "./projector.js"
+
+export const syntheticEchoJobType: JobTypeModule = {
+  spec: syntheticEcho,
+  prompts: syntheticEchoPrompts,
+  projector: syntheticEchoProjector
+}

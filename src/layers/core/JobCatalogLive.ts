@@ -1,0 +1,32 @@
+import { Effect, Layer } from "effect"
+import { jobCatalog } from "../../jobs/catalog.js"
+import type { JobTypeModule } from "../../jobs/JobTypeModule.js"
+import { ResultProjectors, UnknownProjectorKey } from "../../services/ResultProjectors.js"
+import { jobDefinitionRegistryWith } from "./JobDefinitionRegistryLive.js"
+
+/** The projectors of `modules`, by key; needs the `ProjectionStore` they write to. */
+export const resultProjectorsOf = (modules: ReadonlyArray<JobTypeModule>) =>
+  Layer.effect(
+    ResultProjectors,
+    Effect.gen(function* () {
+      const projectors = yield* Effect.forEach(modules, (module) => module.projector)
+      const byKey = new Map(projectors.map((projector) => [projector.key, projector]))
+      return ResultProjectors.of({
+        keys: Array.from(byKey.keys()),
+        get: (key) => {
+          const projector = byKey.get(key)
+          return projector === undefined ? Effect.fail(new UnknownProjectorKey({ key })) : Effect.succeed(projector)
+        }
+      })
+    })
+  )
+
+/**
+ * The registry and the projectors of `modules`: every definition checked at start (a broken
+ * one stops the process with its own error). Needs `ProjectionStore`.
+ */
+export const jobCatalogLayer = (modules: ReadonlyArray<JobTypeModule>) =>
+  jobDefinitionRegistryWith(modules.map((module) => module.spec)).pipe(Layer.provideMerge(resultProjectorsOf(modules)))
+
+/** The built-in job types. */
+export const JobCatalogLive = jobCatalogLayer(jobCatalog)

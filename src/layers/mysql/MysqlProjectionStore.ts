@@ -1,0 +1,75 @@
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer } from "effect"
+import { PersistenceError } from "../../domain/PersistenceError.js"
+import { ProjectionStore, type ProjectionRow, type ProjectionValue } from "../../services/ProjectionStore.js"
+import { affectedRows } from "./rows.js"
+import { toPersistenceError } from "./sqlErrors.js"
+
+/** Table and column names come from projector code, never from a request; still, check them. */
+const identifierPattern = /^[a-z][a-z0-9_]{0,63}$/
+
+const checkIdentifiers = (operation: string, names: ReadonlyArray<string>) => {
+  const bad = names.find((name) => !identifierPattern.test(name))
+  return bad === undefined
+    ? Effect.void
+    : Effect.fail(new PersistenceError({ operation, message: `not a plain SQL identifier: ${bad}` }))
+}
+
+const parseJsonColumns = (row: Readonly<Record<string, unknown>>, jsonColumns: ReadonlyArray<string>) => {
+  const parsed: Record<string, unknown> = { ...row }
+  for (const column of jsonColumns) {
+    const value = parsed[column]
+    // MariaDB stores JSON as LONGTEXT and hands it back as text; MySQL 8 parses it.
+    if (typeof value === "string") parsed[column] = JSON.parse(value)
+  }
+  return parsed
+}
+
+export const MysqlProjectionStore = Layer.effect(
+  ProjectionStore,
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+
+    const insert: ProjectionStore["Type"]["insert"] = (table, rows, options) =>
+      Effect.gen(function* () {
+        if (rows.length === 0) return { inserted: 0, duplicates: 0 }
+        const columns = Object.keys(rows[0]!)
+        yield* checkIdentifiers(`${table}.insert`, [table, ...columns])
+        const jsonColumns = options.jsonColumns ?? []
+        const toParameter = (column: string, value: ProjectionValue | undefined) => {
+          if (value === undefined || value === null) return null
+          if (jsonColumns.includes(column) || Array.isArray(value)) return JSON.stringify(value)
+          return value
+        }
+        const values = rows.map((row) => sql`(${sql.csv(columns.map((column) => sql`${toParameter(column, row[column])}`))})`)
+        const columnList = sql.literal(columns.map((column) => `\`${column}\``).join(", "))
+        // DESIGN.md correction 7: MySQL keeps the transaction alive on a duplicate key; IGNORE
+        // skips the rows a unique key already holds and `affectedRows` counts the new ones.
+        const inserted = yield* affectedRows(`${table}.insert`)(
+          sql`INSERT IGNORE INTO ${sql.literal(`\`${table}\``)} (${columnList}) VALUES ${sql.csv(values)}`.raw
+        )
+        return { inserted, duplicates: rows.length - inserted }
+      })
+
+    const findByJob: ProjectionStore["Type"]["findByJob"] = (table, jobId, options) =>
+      checkIdentifiers(`${table}.findByJob`, [table, options.orderBy]).pipe(
+        Effect.zipRight(
+          sql`SELECT * FROM ${sql.literal(`\`${table}\``)} WHERE job_id = ${jobId} ORDER BY ${sql.literal(`\`${options.orderBy}\``)}`
+            .withoutTransform.pipe(
+            Effect.mapError(toPersistenceError(`${table}.findByJob`))
+          )
+        ),
+        Effect.flatMap((rows) =>
+          Effect.try({
+            try: () => rows.map((row) => parseJsonColumns(row, options.jsonColumns ?? [])),
+            catch: (cause) =>
+              new PersistenceError({ operation: `${table}.findByJob`, message: `a JSON column does not parse: ${String(cause)}` })
+          })
+        )
+      )
+
+    return ProjectionStore.of({ insert, findByJob })
+  })
+)
+
+export type { ProjectionRow }

@@ -1,0 +1,49 @@
+import { Schema } from "effect"
+import type { AiJob, JobLease } from "../domain/AiJob.js"
+import type { ResolvedCredential } from "../services/AiGateway.js"
+import type { RegisteredJobType } from "../services/JobDefinitionRegistry.js"
+import type { ModelRoute } from "../services/ModelRouter.js"
+
+/** After PREPARE: the job, locked by this worker, with its definition. */
+export interface PreparedJob {
+  readonly job: AiJob
+  readonly lease: JobLease
+  readonly registered: RegisteredJobType
+}
+
+/** After RESOLVE: what the provider call needs. */
+export interface ResolvedJob extends PreparedJob {
+  /** The snapshot's (validated, redacted) input. */
+  readonly content: unknown
+  readonly credential: ResolvedCredential
+  readonly route: ModelRoute
+  /** The `attempt_no` of the first provider call of this run (usage rows number calls per job). */
+  readonly firstAttemptNo: number
+}
+
+/** After EXECUTE: the validated output and its hash. */
+export interface ExecutedJob extends ResolvedJob {
+  readonly output: unknown
+  readonly outputHash: string
+}
+
+/** The stages, as logs and progress name them (ADR 5.1). */
+export type Stage = "PREPARE" | "RESOLVE" | "EXECUTE" | "PROJECT" | "COMPLETE"
+
+/** `progress` at the end of each stage, so a client sees the job advance. */
+export const progressAfter: Readonly<Record<Stage, number>> = {
+  PREPARE: 10,
+  RESOLVE: 20,
+  EXECUTE: 80,
+  PROJECT: 100,
+  COMPLETE: 100
+}
+
+/**
+ * The worker gave the job back without finishing it (shutdown or a queue that took the job
+ * back): its lock is released, and the delivery fails so the queue hands it to another worker.
+ */
+export class JobHandedOff extends Schema.TaggedError<JobHandedOff>()("JobHandedOff", {
+  jobId: Schema.String,
+  reason: Schema.String
+}) {}

@@ -1,0 +1,68 @@
+import { Cause, Clock, Effect, Exit, Option } from "effect"
+import type { AiJob } from "../domain/AiJob.js"
+import type { ExecutionError } from "../domain/ExecutionError.js"
+import { newId } from "../domain/Ids.js"
+import { AiCostCalculator } from "../services/AiCostCalculator.js"
+import type { GenerateResult } from "../services/AiGateway.js"
+import { DomainEvents } from "../services/DomainEvents.js"
+import { UsageLog } from "../services/UsageLog.js"
+import type { ResolvedJob } from "./RunningJob.js"
+
+/**
+ * COMPLETE (ADR 5.7): one usage row per provider call, failed and interrupted calls included.
+ * A usage row that cannot be written is logged and does not fail the job: the call happened.
+ */
+export const recordUsage = (
+  resolved: ResolvedJob,
+  attemptNo: number,
+  startedAtMillis: number,
+  exit: Exit.Exit<GenerateResult, ExecutionError>
+) =>
+  Effect.gen(function* () {
+    const usageLog = yield* UsageLog
+    const costs = yield* AiCostCalculator
+    const finishedAtMillis = yield* Clock.currentTimeMillis
+    const result = Exit.isSuccess(exit) ? exit.value : undefined
+    const usage = result?.usage ?? { promptTokens: 0, completionTokens: 0, totalTokens: 0 }
+    const model = result?.model ?? resolved.route.model
+    const errorCode = Exit.isSuccess(exit) ? null : Exit.isInterrupted(exit) ? "CANCELLED" : failureCodeOf(exit)
+    yield* usageLog.record({
+      id: yield* newId,
+      jobId: resolved.job.id,
+      attemptNo,
+      credentialMode: resolved.credential.mode,
+      provider: result?.provider ?? resolved.route.provider,
+      model,
+      promptTokens: usage.promptTokens,
+      completionTokens: usage.completionTokens,
+      totalTokens: usage.totalTokens,
+      costMicros: yield* costs.costMicros(model, usage),
+      latencyMs: Math.max(0, Math.round(result?.latencyMs ?? finishedAtMillis - startedAtMillis)),
+      errorCode
+    })
+  }).pipe(
+    Effect.catchAll((error) =>
+      Effect.logWarning("usage row not written").pipe(Effect.annotateLogs({ operation: error.operation }))
+    ),
+    Effect.uninterruptible
+  )
+
+const failureCodeOf = (exit: Exit.Failure<GenerateResult, ExecutionError>): string =>
+  Option.match(Cause.failureOption(exit.cause), { onNone: () => "INTERNAL_ERROR", onSome: (error) => error.code })
+
+/** COMPLETE (ADR 5.1): the domain event of a job that reached a terminal state. */
+export const publishFinished = (job: AiJob) =>
+  Effect.gen(function* () {
+    const events = yield* DomainEvents
+    if (job.lifecycleStatus !== "succeeded" && job.lifecycleStatus !== "failed" && job.lifecycleStatus !== "cancelled") return
+    yield* events.publish({
+      _tag: "JobFinished",
+      jobId: job.id,
+      jobType: job.jobType,
+      userId: job.userId,
+      status: job.lifecycleStatus,
+      errorCode: job.errorCode,
+      outputHash: job.outputHash,
+      at: job.finishedAt ?? job.updatedAt
+    })
+  })

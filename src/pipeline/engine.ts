@@ -1,0 +1,245 @@
+import { type Context, Deferred, Effect, Either, HashSet, Option, Ref } from "effect"
+import { byLease } from "../domain/AiJob.js"
+import { type ExecutionError, publicMessageOf } from "../domain/ExecutionError.js"
+import { LockLost } from "../domain/LifecycleErrors.js"
+import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import type { AiCostCalculator } from "../services/AiCostCalculator.js"
+import type { AiGateway } from "../services/AiGateway.js"
+import type { ArtifactRepository } from "../services/ArtifactRepository.js"
+import { CancelSignal } from "../services/CancelSignal.js"
+import type { ContentSafety } from "../services/ContentSafety.js"
+import type { CredentialVault } from "../services/CredentialVault.js"
+import type { DomainEvents } from "../services/DomainEvents.js"
+import type { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
+import type { JobDelivery } from "../services/JobQueue.js"
+import type { ModelRouter } from "../services/ModelRouter.js"
+import type { PromptTemplates } from "../services/PromptTemplates.js"
+import type { ResultProjectors } from "../services/ResultProjectors.js"
+import type { SnapshotRepository } from "../services/SnapshotRepository.js"
+import type { UnitOfWork } from "../services/UnitOfWork.js"
+import type { UsageLog } from "../services/UsageLog.js"
+import { TimingConfig } from "../layers/config.js"
+import { publishFinished } from "./complete.js"
+import { execute } from "./execute.js"
+import { heartbeat } from "./heartbeat.js"
+import { defectsAsInternal, persistenceAsInternal } from "./internalErrors.js"
+import { prepare } from "./prepare.js"
+import { project } from "./project.js"
+import { resolve } from "./resolve.js"
+import { retrySchedule } from "./retrySchedule.js"
+import { JobHandedOff, type PreparedJob, progressAfter } from "./RunningJob.js"
+
+/** Every service the pipeline's stages use. */
+export type EngineServices =
+  | AiJobLifecycleRepository
+  | JobDefinitionRegistry
+  | SnapshotRepository
+  | CredentialVault
+  | ModelRouter
+  | PromptTemplates
+  | ContentSafety
+  | AiGateway
+  | AiCostCalculator
+  | UsageLog
+  | ResultProjectors
+  | ArtifactRepository
+  | UnitOfWork
+  | DomainEvents
+  | CancelSignal
+  | TimingConfig
+
+/** How the work ended by itself. */
+type WorkOutcome =
+  | { readonly _tag: "Succeeded" }
+  | { readonly _tag: "Failed"; readonly error: ExecutionError; readonly calls: number }
+  | { readonly _tag: "LockLost" }
+
+/** Why the work was stopped from outside. */
+type Interruption = "cancel-requested" | "lock-lost" | "hand-off"
+
+const failureRecord = (error: ExecutionError, calls: number) => ({
+  errorCode: error.code,
+  publicErrorMessage: publicMessageOf(error.code),
+  internalErrorMessage: `${error._tag} ${error.code} after ${calls} provider call(s): ${error.message}`
+})
+
+/** Completes when the queue takes the delivery back (its AbortSignal fires). */
+const aborted = (signal: AbortSignal) =>
+  Effect.async<void>((resume) => {
+    if (signal.aborted) return resume(Effect.void)
+    const onAbort = () => resume(Effect.void)
+    signal.addEventListener("abort", onAbort, { once: true })
+    return Effect.sync(() => signal.removeEventListener("abort", onAbort))
+  })
+
+/** A lifecycle write found the job no longer ours: the lease ended. */
+const leaseEnded = (prepared: PreparedJob) => () => Effect.fail(new LockLost({ ...prepared.lease }))
+
+/**
+ * ADR 5: the AiJobExecutionEngine of one worker. `run` takes a queue delivery through the five
+ * stages with a heartbeat beside it, catches every error (engine retries never become queue
+ * retries) and records the outcome. It fails only with `JobHandedOff`, when the worker gives a
+ * job back during shutdown so that the queue delivers it elsewhere at once.
+ */
+export const makeExecutionEngine = (workerId: string) =>
+  Effect.gen(function* () {
+    const context: Context.Context<EngineServices> = yield* Effect.context<EngineServices>()
+    const timing = yield* TimingConfig
+    const jobs = yield* AiJobLifecycleRepository
+    const cancels = yield* CancelSignal
+    const running = yield* Ref.make(HashSet.empty<string>())
+    const stopping = yield* Deferred.make<void>()
+
+    /** RESOLVE → EXECUTE (retried per the definition) → PROJECT → COMPLETE. */
+    const work = (prepared: PreparedJob): Effect.Effect<WorkOutcome, never, EngineServices> => {
+      const schedule = retrySchedule(prepared.registered.definition)
+      const calls = Ref.unsafeMake(0)
+      const problems = Ref.unsafeMake<ReadonlyArray<string>>([])
+      const progress = (value: number) =>
+        jobs.updateProgress(prepared.lease, value).pipe(
+          Effect.catchTag("PersistenceError", () => Effect.logDebug("progress not recorded"))
+        )
+
+      const pipeline = Effect.gen(function* () {
+        yield* progress(progressAfter.PREPARE)
+        const resolved = yield* resolve(prepared).pipe(defectsAsInternal, Effect.retry(schedule))
+        yield* progress(progressAfter.RESOLVE)
+
+        const attempt = Effect.gen(function* () {
+          const attemptNo = resolved.firstAttemptNo + (yield* Ref.getAndUpdate(calls, (n) => n + 1))
+          return yield* execute(resolved, attemptNo, yield* Ref.get(problems)).pipe(
+            defectsAsInternal,
+            // VALIDATION is retried with what was wrong added to the prompt (ADR 5.2).
+            Effect.tapError((error) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
+          )
+        })
+        const executed = yield* Effect.retry(attempt, schedule)
+        yield* progress(progressAfter.EXECUTE)
+
+        // Once projection starts it finishes: a cancel that arrives meanwhile finds the job
+        // succeeded with its artifacts, or (if the transaction failed) untouched; never a mix.
+        const succeeded = yield* project(executed).pipe(
+          Effect.catchTag("PersistenceError", persistenceAsInternal),
+          Effect.catchTags({ IllegalTransition: leaseEnded(prepared), JobNotFound: leaseEnded(prepared) }),
+          defectsAsInternal,
+          Effect.retry(schedule),
+          Effect.uninterruptible
+        )
+        yield* publishFinished(succeeded).pipe(Effect.annotateLogs({ stage: "COMPLETE" }))
+        return { _tag: "Succeeded" } satisfies WorkOutcome
+      })
+
+      return pipeline.pipe(
+        Effect.catchAll((error) =>
+          Effect.map(Ref.get(calls), (callCount): WorkOutcome =>
+            error._tag === "LockLost" ? { _tag: "LockLost" } : { _tag: "Failed", error, calls: callCount })
+        )
+      )
+    }
+
+    /** Records how the run ended; a lost lease records nothing (the new owner will). */
+    const finish = (prepared: PreparedJob, outcome: WorkOutcome | Interruption) =>
+      Effect.gen(function* () {
+        const fence = byLease(prepared.lease)
+        const ended = typeof outcome === "string" ? outcome : outcome._tag
+        if (ended === "Succeeded") return
+        if (ended === "LockLost" || ended === "lock-lost") {
+          return yield* Effect.logWarning("lock lost: another worker owns the job; this run's work is dropped")
+        }
+        if (ended === "hand-off") {
+          const released = yield* Effect.either(jobs.releaseLock(prepared.lease))
+          if (Either.isLeft(released)) return
+          yield* Effect.logInfo("job handed back: lock released for another worker")
+          return yield* Effect.fail(new JobHandedOff({ jobId: prepared.job.id, reason: "worker stopping" }))
+        }
+        const error = typeof outcome === "object" && outcome._tag === "Failed" ? outcome.error : undefined
+        if (ended === "cancel-requested" || error?._tag === "JobCancelledError") {
+          const cancelled = yield* Effect.either(jobs.markCancelled(fence))
+          return yield* Either.match(cancelled, {
+            onLeft: (refusal) =>
+              Effect.logInfo("cancel not applied: the job already ended").pipe(Effect.annotateLogs({ reason: refusal._tag })),
+            onRight: (job) => Effect.zipRight(Effect.logInfo("job cancelled"), publishFinished(job))
+          })
+        }
+        if (error !== undefined && typeof outcome === "object" && outcome._tag === "Failed") {
+          const failed = yield* Effect.either(jobs.markFailed(fence, failureRecord(error, outcome.calls)))
+          return yield* Either.match(failed, {
+            onLeft: (refusal) =>
+              Effect.logWarning("failure not recorded; the reaper will see the job").pipe(
+                Effect.annotateLogs({ reason: refusal._tag })
+              ),
+            onRight: (job) =>
+              Effect.zipRight(
+                Effect.logWarning("job failed").pipe(Effect.annotateLogs({ errorCode: error.code })),
+                publishFinished(job)
+              )
+          })
+        }
+      }).pipe(Effect.annotateLogs({ stage: "COMPLETE" }))
+
+    /** What stops the work from outside: the heartbeat's verdict, a cancel message, a hand-off. */
+    const interruptions = (prepared: PreparedJob, delivery: JobDelivery) => {
+      const cancellable = prepared.registered.definition.execution.cancellable
+      const beat = heartbeat(prepared.lease, { heartbeatMs: timing.jobHeartbeatMs, lockTtlMs: timing.jobLockTtlMs }).pipe(
+        Effect.flatMap((verdict): Effect.Effect<Interruption> =>
+          verdict === "cancel-requested" && !cancellable ? Effect.never : Effect.succeed(verdict)
+        )
+      )
+      const cancelMessage: Effect.Effect<Interruption> = cancellable
+        ? Effect.as(cancels.await(prepared.job.id), "cancel-requested")
+        : Effect.never
+      const handOff: Effect.Effect<Interruption> = Effect.as(
+        Effect.race(Deferred.await(stopping), aborted(delivery.signal)),
+        "hand-off"
+      )
+      return Effect.raceAll([beat, cancelMessage, handOff])
+    }
+
+    const runPrepared = (prepared: PreparedJob, delivery: JobDelivery) =>
+      Effect.gen(function* () {
+        if (prepared.job.cancelRequestedAt !== null && prepared.registered.definition.execution.cancellable) {
+          return yield* finish(prepared, "cancel-requested")
+        }
+        const outcome = yield* Effect.raceFirst(work(prepared), interruptions(prepared, delivery))
+        yield* finish(prepared, outcome)
+      }).pipe(
+        Effect.onExit(() => Ref.update(running, HashSet.remove(prepared.job.id))),
+        Effect.annotateLogs({ jobId: prepared.job.id, jobType: prepared.job.jobType, attempt: prepared.lease.attempt })
+      )
+
+    const run = (delivery: JobDelivery): Effect.Effect<void, JobHandedOff> =>
+      Effect.gen(function* () {
+        if (yield* Deferred.isDone(stopping)) {
+          return yield* Effect.fail(new JobHandedOff({ jobId: delivery.payload.jobId, reason: "worker stopping" }))
+        }
+        const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs).pipe(
+          Effect.catchAll((error) =>
+            Effect.as(
+              Effect.logWarning("PREPARE failed; the delivery is dropped and the reaper covers the job").pipe(
+                Effect.annotateLogs({ operation: error.operation })
+              ),
+              Option.none<PreparedJob>()
+            )
+          )
+        )
+        if (Option.isNone(prepared)) return
+        yield* Ref.update(running, HashSet.add(prepared.value.job.id))
+        yield* runPrepared(prepared.value, delivery)
+      }).pipe(
+        Effect.catchAllDefect((defect) => Effect.logError("engine defect; the reaper covers the job", defect)),
+        Effect.annotateLogs({ workerId }),
+        Effect.withSpan("engine.run", { attributes: { jobId: delivery.payload.jobId } }),
+        Effect.provide(context)
+      )
+
+    return {
+      workerId,
+      run,
+      /** Ids of the jobs this engine runs now (the worker's heartbeat shows them). */
+      runningJobIds: Effect.map(Ref.get(running), (ids): ReadonlyArray<string> => Array.from(ids)),
+      /** Stops every running job at once and gives it back (graceful shutdown). */
+      handOffAll: Effect.asVoid(Deferred.succeed(stopping, undefined))
+    }
+  })
+
+export type ExecutionEngine = Effect.Effect.Success<ReturnType<typeof makeExecutionEngine>>

@@ -1,0 +1,61 @@
+import { Clock, Effect } from "effect"
+import { outputHash } from "../domain/CanonicalJson.js"
+import { JobTimeoutError } from "../domain/ExecutionError.js"
+import { AiGateway } from "../services/AiGateway.js"
+import { ContentSafety } from "../services/ContentSafety.js"
+import { PromptTemplates } from "../services/PromptTemplates.js"
+import { recordUsage } from "./complete.js"
+import type { ExecutedJob, ResolvedJob } from "./RunningJob.js"
+
+/**
+ * EXECUTE (ADR 5.1), one attempt: the input safety check, the prompt (with the problems of the
+ * previous attempt's answer, if any), the provider call under the definition's timeout (the
+ * timeout interrupts the call, which aborts its HTTP request), then the output's validation,
+ * safety check and hash.
+ */
+export const execute = (resolved: ResolvedJob, attemptNo: number, problems: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const gateway = yield* AiGateway
+    const templates = yield* PromptTemplates
+    const safety = yield* ContentSafety
+    const { definition } = resolved.registered
+    const { job } = resolved
+    const checkSafety = definition.security.contentSafetyCheck
+
+    if (checkSafety) yield* safety.check({ stage: "input", jobType: job.jobType, content: resolved.content })
+    const prompt = yield* templates.render({
+      jobType: job.jobType,
+      promptVersion: job.promptVersion,
+      content: resolved.content,
+      problems
+    })
+
+    const startedAt = yield* Clock.currentTimeMillis
+    const timeoutMs = definition.execution.timeoutMs
+    const result = yield* gateway.generate({
+      job: { id: job.id, type: job.jobType, attemptNo },
+      messages: prompt.messages,
+      provider: resolved.route.provider,
+      model: resolved.route.model,
+      credential: resolved.credential,
+      temperature: resolved.route.temperature,
+      maxTokens: resolved.route.maxTokens,
+      jsonMode: resolved.route.jsonMode,
+      input: resolved.content
+    }).pipe(
+      Effect.timeoutFail({
+        duration: timeoutMs,
+        onTimeout: () => new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })
+      }),
+      Effect.onExit((exit) => recordUsage(resolved, attemptNo, startedAt, exit))
+    )
+
+    const output = yield* resolved.registered.decodeOutput(result.json, resolved.content)
+    if (checkSafety) yield* safety.check({ stage: "output", jobType: job.jobType, content: output })
+    const hash = outputHash(output)
+    yield* Effect.logInfo("output validated").pipe(Effect.annotateLogs({ outputHash: hash }))
+    return { ...resolved, output, outputHash: hash } satisfies ExecutedJob
+  }).pipe(
+    Effect.annotateLogs({ stage: "EXECUTE", attempt: attemptNo }),
+    Effect.withSpan("pipeline.execute", { attributes: { attemptNo } })
+  )

@@ -1,0 +1,32 @@
+import { Effect } from "effect"
+import type { JobLease } from "../domain/AiJob.js"
+import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+
+/** Why the heartbeat stopped the work. */
+export type HeartbeatVerdict = "cancel-requested" | "lock-lost"
+
+/**
+ * The lease's heartbeat (ADR 1.7): every `heartbeatMs` it extends the fenced lock. It ends with
+ * a verdict when the lock is lost (another worker took over, or the job left `running`) or when
+ * a cancel was requested; a storage error is logged and the next beat tries again (the lease
+ * outlives a few missed beats, and fencing covers the rest).
+ */
+export const heartbeat = (lease: JobLease, options: { readonly heartbeatMs: number; readonly lockTtlMs: number }) =>
+  Effect.gen(function* () {
+    const jobs = yield* AiJobLifecycleRepository
+    while (true) {
+      yield* Effect.sleep(options.heartbeatMs)
+      const beat = yield* jobs.extendLock(lease, options.lockTtlMs).pipe(
+        Effect.map((extension) => (extension.cancelRequested ? "cancel-requested" as const : "alive" as const)),
+        Effect.catchTags({
+          LockLost: () => Effect.succeed("lock-lost" as const),
+          PersistenceError: (error) =>
+            Effect.as(
+              Effect.logWarning("heartbeat could not extend the lock").pipe(Effect.annotateLogs({ operation: error.operation })),
+              "alive" as const
+            )
+        })
+      )
+      if (beat !== "alive") return beat satisfies HeartbeatVerdict
+    }
+  }).pipe(Effect.annotateLogs({ stage: "HEARTBEAT" }))

@@ -1,0 +1,68 @@
+import { Effect, Option } from "effect"
+import { type AiJob, leaseOf } from "../domain/AiJob.js"
+import type {
+  AttemptsExhausted,
+  IllegalTransition,
+  JobLockConflict,
+  JobNotFound
+} from "../domain/LifecycleErrors.js"
+import type { PersistenceError } from "../domain/PersistenceError.js"
+import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
+import type { AiJobQueuePayload } from "../services/JobQueue.js"
+import type { PreparedJob } from "./RunningJob.js"
+
+const skip = (reason: string) =>
+  Effect.as(Effect.logInfo(`delivery skipped: ${reason}`), Option.none<PreparedJob>())
+
+/**
+ * PREPARE (ADR 5.1): look the job type up, load the job, and lock it, either `queued → running`
+ * or by taking over a `running` job whose lock expired (DESIGN.md correction 5). Any other
+ * state is a duplicate or stale delivery: nothing to do, and the delivery is acknowledged.
+ */
+export const prepare = (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number) =>
+  Effect.gen(function* () {
+    const registry = yield* JobDefinitionRegistry
+    const jobs = yield* AiJobLifecycleRepository
+
+    const registered = yield* Effect.option(registry.get(payload.jobType))
+    if (Option.isNone(registered)) {
+      // A worker of an older release: leave the job queued for one that knows the type.
+      yield* Effect.logError("delivery names a job type this worker does not know")
+      return Option.none<PreparedJob>()
+    }
+    const found = yield* jobs.findById(payload.jobId)
+    if (Option.isNone(found)) return yield* skip("no such job")
+    const job = found.value
+    if (job.jobType !== payload.jobType) return yield* skip("the delivery's job type does not match the job")
+
+    if (job.lifecycleStatus !== "queued" && job.lifecycleStatus !== "running") {
+      return yield* skip(`the job is already ${job.lifecycleStatus}`)
+    }
+    const locked: Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError> =
+      job.lifecycleStatus === "queued" ? jobs.lockJob(job.id, workerId, lockTtlMs) : jobs.takeOver(job.id, workerId, lockTtlMs)
+    return yield* locked.pipe(
+      Effect.map((lockedJob) => {
+        const lease = leaseOf(lockedJob)
+        return lease === undefined
+          ? Option.none<PreparedJob>()
+          : Option.some<PreparedJob>({ job: lockedJob, lease, registered: registered.value })
+      }),
+      Effect.tap((prepared) =>
+        Option.isSome(prepared)
+          ? Effect.logInfo(job.lifecycleStatus === "queued" ? "job locked" : "expired lock taken over").pipe(
+            Effect.annotateLogs({ attempt: prepared.value.lease.attempt })
+          )
+          : Effect.void
+      ),
+      Effect.catchTags({
+        JobLockConflict: () => skip("another worker holds the job"),
+        IllegalTransition: () => skip("the job left the state this delivery expected"),
+        AttemptsExhausted: () => skip("the job used every attempt; the reaper ends it"),
+        JobNotFound: () => skip("no such job")
+      })
+    )
+  }).pipe(
+    Effect.annotateLogs({ stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType }),
+    Effect.withSpan("pipeline.prepare")
+  )

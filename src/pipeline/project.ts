@@ -1,0 +1,35 @@
+import { Effect } from "effect"
+import { InternalError } from "../domain/ExecutionError.js"
+import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import { ArtifactRepository } from "../services/ArtifactRepository.js"
+import { ResultProjectors } from "../services/ResultProjectors.js"
+import { UnitOfWork } from "../services/UnitOfWork.js"
+import type { ExecutedJob } from "./RunningJob.js"
+
+/**
+ * PROJECT (ADR 6.2): one transaction holding the projector's business rows, the artifacts and
+ * the fenced `markSucceeded`. A worker that lost its lease fails the fence and the whole
+ * projection rolls back (DESIGN.md correction 6); a repeated projection writes nothing new.
+ */
+export const project = (executed: ExecutedJob) =>
+  Effect.gen(function* () {
+    const projectors = yield* ResultProjectors
+    const artifacts = yield* ArtifactRepository
+    const jobs = yield* AiJobLifecycleRepository
+    const unitOfWork = yield* UnitOfWork
+    const { job } = executed
+    const key = executed.registered.definition.projector ?? job.jobType
+    const projector = yield* projectors.get(key).pipe(
+      Effect.mapError(() => new InternalError({ code: "INTERNAL_ERROR", message: `no projector registered as ${key}` }))
+    )
+    return yield* unitOfWork.transaction(
+      Effect.gen(function* () {
+        const projection = yield* projector.project(job, executed.output)
+        const recorded = yield* artifacts.record(job.id, projection.artifacts)
+        if (projection.duplicate || (recorded.inserted === 0 && recorded.duplicates > 0)) {
+          yield* Effect.logWarning("{{##duplicate}} projection already applied; nothing new written")
+        }
+        return yield* jobs.markSucceeded(executed.lease, executed.outputHash)
+      })
+    )
+  }).pipe(Effect.annotateLogs({ stage: "PROJECT" }), Effect.withSpan("pipeline.project"))

@@ -1,0 +1,40 @@
+import { Effect, Option } from "effect"
+import { InternalError } from "../domain/ExecutionError.js"
+import { CredentialVault } from "../services/CredentialVault.js"
+import { ModelRouter } from "../services/ModelRouter.js"
+import { SnapshotRepository } from "../services/SnapshotRepository.js"
+import { UsageLog } from "../services/UsageLog.js"
+import { persistenceAsInternal } from "./internalErrors.js"
+import type { PreparedJob, ResolvedJob } from "./RunningJob.js"
+
+/**
+ * RESOLVE (ADR 5.1): the snapshot the job runs on, the key that pays for it, and the model
+ * that serves it. The prompt is rendered per call in EXECUTE, since a retry may add problems.
+ */
+export const resolve = (prepared: PreparedJob) =>
+  Effect.gen(function* () {
+    const snapshots = yield* SnapshotRepository
+    const vault = yield* CredentialVault
+    const router = yield* ModelRouter
+    const usage = yield* UsageLog
+    const { job } = prepared
+
+    const snapshot = yield* snapshots.findByJobId(job.id).pipe(Effect.catchTag("PersistenceError", persistenceAsInternal))
+    if (Option.isNone(snapshot)) {
+      return yield* Effect.fail(
+        new InternalError({ code: "INTERNAL_ERROR", message: `job ${job.id} has no input snapshot (expired or never written)` })
+      )
+    }
+    const credential = yield* vault.resolve({ mode: job.credentialMode, credentialId: job.credentialId, userId: job.userId })
+      .pipe(Effect.catchTag("PersistenceError", persistenceAsInternal))
+    const route = yield* router.route({ jobType: job.jobType, credentialMode: job.credentialMode })
+    // Calls are numbered per job, across workers: a takeover continues the count.
+    const earlierCalls = yield* usage.listByJobId(job.id).pipe(Effect.catchTag("PersistenceError", persistenceAsInternal))
+    return {
+      ...prepared,
+      content: snapshot.value.content,
+      credential,
+      route,
+      firstAttemptNo: earlierCalls.length + 1
+    } satisfies ResolvedJob
+  }).pipe(Effect.annotateLogs({ stage: "RESOLVE" }), Effect.withSpan("pipeline.resolve"))

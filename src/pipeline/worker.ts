@@ -1,0 +1,61 @@
+import { Clock, Config, Effect, Schedule } from "effect"
+import { hostname } from "node:os"
+import { allQueueNames, type QueueName } from "../domain/QueueName.js"
+import { JobQueue } from "../services/JobQueue.js"
+import { WorkerDirectory } from "../services/WorkerDirectory.js"
+import { makeExecutionEngine } from "./engine.js"
+
+/** ADR 8.2: a worker refreshes its heartbeat key (TTL 90 s) every 30 s. */
+const directoryBeatMs = 30_000
+
+/** `WORKER_QUEUES`: the queues this process serves, comma-separated (default both). */
+export const workerQueuesConfig = Config.string("WORKER_QUEUES").pipe(
+  Config.withDefault(allQueueNames.join(",")),
+  Config.validate({
+    message: `WORKER_QUEUES must name one or more of ${allQueueNames.join(", ")}, comma-separated`,
+    validation: (value) => {
+      const names = value.split(",").map((name) => name.trim()).filter((name) => name.length > 0)
+      return names.length > 0 && names.every((name) => allQueueNames.some((known) => known === name))
+    }
+  }),
+  Config.map((value) =>
+    allQueueNames.filter((known) => value.split(",").map((name) => name.trim()).includes(known))
+  )
+)
+
+/**
+ * ADR 3.3: a worker consumes its queues and hands each delivery to its engine, keeps its
+ * heartbeat in the worker directory, and on shutdown (closing its scope) gives its running jobs
+ * back before the consumers close, so other workers take them at once.
+ */
+export const runWorker = (options: { readonly workerId: string; readonly queues: ReadonlyArray<QueueName> }) =>
+  Effect.gen(function* () {
+    const queue = yield* JobQueue
+    const directory = yield* WorkerDirectory
+    const engine = yield* makeExecutionEngine(options.workerId)
+    const startedAt = new Date(yield* Clock.currentTimeMillis).toISOString()
+
+    for (const queueName of options.queues) {
+      yield* queue.consume(queueName, engine.run)
+    }
+    // Finalizers run last-added first: hand the jobs back, then the consumers close.
+    yield* Effect.addFinalizer(() =>
+      Effect.zipRight(engine.handOffAll, directory.remove(options.workerId)).pipe(
+        Effect.zipLeft(Effect.logInfo("worker stopping: running jobs handed back"))
+      )
+    )
+    const beat = Effect.gen(function* () {
+      yield* directory.beat({
+        instanceId: options.workerId,
+        hostname: hostname(),
+        pid: process.pid,
+        queues: options.queues,
+        jobIds: yield* engine.runningJobIds,
+        startedAt,
+        beatAt: new Date(yield* Clock.currentTimeMillis).toISOString()
+      })
+    })
+    yield* Effect.forkScoped(Effect.repeat(beat, Schedule.spaced(directoryBeatMs)))
+    yield* Effect.logInfo("worker started").pipe(Effect.annotateLogs({ workerId: options.workerId, queues: options.queues.join(",") }))
+    return engine
+  })

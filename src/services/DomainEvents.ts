@@ -1,0 +1,25 @@
+import { Context, type Effect, type Queue, type Scope } from "effect"
+import type { LifecycleStatus } from "../domain/LifecycleStatus.js"
+
+/** ADR 5.1 COMPLETE: a job reached a terminal state. Ids and hashes only, never content. */
+export interface JobFinished {
+  readonly _tag: "JobFinished"
+  readonly jobId: string
+  readonly jobType: string
+  readonly userId: string
+  readonly status: Extract<LifecycleStatus, "succeeded" | "failed" | "cancelled">
+  readonly errorCode: string | null
+  readonly outputHash: string | null
+  readonly at: Date
+}
+
+export type DomainEvent = JobFinished
+
+/** The in-process event bus (ADR 9 EventBusService, synchronous publish). */
+export class DomainEvents extends Context.Tag("ai-job-engine/DomainEvents")<
+  DomainEvents,
+  {
+    readonly publish: (event: DomainEvent) => Effect.Effect<void>
+    readonly subscribe: Effect.Effect<Queue.Dequeue<DomainEvent>, never, Scope.Scope>
+  }
+>() {}

@@ -1,0 +1,99 @@
+import { Effect, Layer, Option, Redacted, TestClock } from "effect"
+import { jobCatalog } from "../../src/jobs/catalog.js"
+import type { JobTypeModule } from "../../src/jobs/JobTypeModule.js"
+import { TimingConfig, ProviderConfig } from "../../src/layers/config.js"
+import { AiJobServiceLive } from "../../src/layers/core/AiJobServiceLive.js"
+import { jobCatalogLayer } from "../../src/layers/core/JobCatalogLive.js"
+import { OutboxAdminLive } from "../../src/layers/core/OutboxAdminLive.js"
+import { SnapshotBuilderLive } from "../../src/layers/core/SnapshotBuilderLive.js"
+import { AiCostCalculatorLayer } from "../../src/layers/gateway/AiCostCalculatorLive.js"
+import { CredentialVaultLive } from "../../src/layers/gateway/CredentialVaultLive.js"
+import { ModelRouterLive } from "../../src/layers/gateway/ModelRouterLive.js"
+import { PromptTemplatesLayer } from "../../src/layers/gateway/PromptTemplatesLive.js"
+import { RuleBasedContentSafetyLive } from "../../src/layers/gateway/RuleBasedContentSafety.js"
+import { SyntheticGatewayLayer } from "../../src/layers/gateway/SyntheticGateway.js"
+import { MemoryInfrastructure } from "../../src/layers/AppLayers.js"
+import { QueueSettings } from "../../src/layers/queueSettings.js"
+import { DispatcherSettings, makeDispatcher } from "../../src/pipeline/dispatcher.js"
+import { runWorker } from "../../src/pipeline/worker.js"
+import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
+import { QuotaLimitsConfig } from "../../src/services/Quotas.js"
+import type { LifecycleStatus } from "../../src/domain/LifecycleStatus.js"
+import { allQueueNames } from "../../src/domain/QueueName.js"
+
+export const testPlatformKey = "sk-engine-test-platform-key"
+
+/**
+ * The whole engine on memory layers and the synthetic provider, for TestClock tests: job types,
+ * creation, gateway services and infrastructure. Fresh per use.
+ */
+export const memoryEngineStack = (options: {
+  readonly timing?: Partial<TimingConfig["Type"]>
+  readonly modules?: ReadonlyArray<JobTypeModule>
+  readonly seed?: string
+} = {}) => {
+  const modules = options.modules ?? jobCatalog
+  return Layer.fresh(
+    Layer.mergeAll(AiJobServiceLive, OutboxAdminLive).pipe(
+      Layer.provideMerge(
+        Layer.mergeAll(
+          jobCatalogLayer(modules),
+          SnapshotBuilderLive,
+          ModelRouterLive,
+          CredentialVaultLive,
+          RuleBasedContentSafetyLive,
+          AiCostCalculatorLayer(),
+          PromptTemplatesLayer(modules.flatMap((module) => module.prompts)),
+          SyntheticGatewayLayer({ seed: options.seed ?? "engine-test" })
+        )
+      ),
+      Layer.provideMerge(MemoryInfrastructure),
+      Layer.provideMerge(
+        Layer.mergeAll(
+          TimingConfig.make(options.timing),
+          QuotaLimitsConfig.make({ maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }),
+          QueueSettings.make(),
+          DispatcherSettings.make(),
+          Layer.succeed(ProviderConfig, {
+            baseUrl: "http://127.0.0.1:1",
+            apiKey: Option.some(Redacted.make(testPlatformKey)),
+            model: "deepseek-chat",
+            credentialEncryptionKey: Option.some(Redacted.make(Buffer.alloc(32, 7).toString("base64")))
+          })
+        )
+      )
+    )
+  )
+}
+
+/** Starts a dispatcher and a worker (both queues) in the caller's scope. */
+export const startEngine = (workerId = "worker-1") =>
+  Effect.gen(function* () {
+    const dispatcher = yield* makeDispatcher
+    yield* Effect.forkScoped(dispatcher.run)
+    return yield* runWorker({ workerId, queues: allQueueNames })
+  })
+
+/** Moves the TestClock on in small steps until the job is in one of `statuses`. */
+export const awaitStatus = (
+  jobId: string,
+  statuses: ReadonlyArray<LifecycleStatus>,
+  options: { readonly stepMs?: number; readonly maxSteps?: number } = {}
+) =>
+  Effect.gen(function* () {
+    const jobs = yield* AiJobLifecycleRepository
+    const stepMs = options.stepMs ?? 50
+    for (let step = 0; step < (options.maxSteps ?? 2_000); step++) {
+      const job = Option.getOrThrow(yield* jobs.findById(jobId))
+      if (statuses.includes(job.lifecycleStatus)) return job
+      yield* TestClock.adjust(stepMs)
+      yield* Effect.yieldNow()
+    }
+    const job = Option.getOrThrow(yield* jobs.findById(jobId))
+    return yield* Effect.dieMessage(`job ${jobId} is still ${job.lifecycleStatus}, never reached ${statuses.join("/")}`)
+  })
+
+/** Lets every fiber run without moving the clock. */
+export const settle = Effect.gen(function* () {
+  for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
+})
