@@ -7,8 +7,7 @@
  * On SIGTERM or SIGINT it finishes the batch it claimed, closes its queues and connections and
  * exits 0.
  */
-import { NodeRuntime } from "@effect/platform-node"
-import { Cause, ConfigError, Console, Data, Effect, Layer, Option } from "effect"
+import { Layer } from "effect"
 import { BullMqJobQueueLive } from "../layers/bullmq/BullMqJobQueue.js"
 import { StorageConfig, TimingConfig } from "../layers/config.js"
 import { MysqlFromConfig } from "../layers/mysql/MysqlDatabase.js"
@@ -17,24 +16,7 @@ import { QueueSettings } from "../layers/queueSettings.js"
 import { RedisConnection } from "../layers/redis/RedisConnection.js"
 import { RedisOutboxSignal } from "../layers/redis/RedisOutboxSignal.js"
 import { DispatcherSettings, OutboxDispatcherLive } from "../pipeline/dispatcher.js"
-
-class StorageMissing extends Data.TaggedError("StorageMissing")<{ readonly variables: ReadonlyArray<string> }> {
-  override get message() {
-    return `${this.variables.join(" and ")} must be set: the dispatcher reads MySQL and writes to Redis`
-  }
-}
-
-/** Fails with one readable line before any connection is attempted. */
-const requireStorage = Layer.effectDiscard(
-  Effect.gen(function* () {
-    const storage = yield* StorageConfig
-    const missing = [
-      ...(Option.isNone(storage.databaseUrl) ? ["DATABASE_URL"] : []),
-      ...(Option.isNone(storage.redisUrl) ? ["REDIS_URL"] : [])
-    ]
-    if (missing.length > 0) return yield* Effect.fail(new StorageMissing({ variables: missing }))
-  })
-)
+import { requireStorage, runProcess } from "./runProcess.js"
 
 const redis = RedisConnection.fromConfig
 
@@ -48,26 +30,8 @@ const DispatcherProcess = OutboxDispatcherLive.pipe(
       DispatcherSettings.layer
     )
   ),
-  Layer.provide(requireStorage),
-  Layer.provide(StorageConfig.layer)
+  Layer.provide(StorageConfig.layer),
+  Layer.provide(requireStorage("the dispatcher"))
 )
 
-const reportFailure = <E>(cause: Cause.Cause<E>) =>
-  Cause.isInterruptedOnly(cause)
-    ? Effect.void
-    : Console.error(
-      Option.match(Cause.failureOption(cause), {
-        onNone: () => Cause.pretty(cause),
-        onSome: (error) =>
-          ConfigError.isConfigError(error)
-            ? `dispatcher: ${String(error)}`
-            : error instanceof Error
-            ? `dispatcher: ${error.message}`
-            : `dispatcher: ${String(error)}`
-      })
-    )
-
-Layer.launch(DispatcherProcess).pipe(
-  Effect.tapErrorCause(reportFailure),
-  (program) => NodeRuntime.runMain(program, { disableErrorReporting: true })
-)
+runProcess("dispatcher", DispatcherProcess)

@@ -1,9 +1,11 @@
-import { Clock, Config, Effect, Schedule } from "effect"
+import { Clock, Config, Effect, Layer, Schedule } from "effect"
 import { hostname } from "node:os"
 import { allQueueNames, type QueueName } from "../domain/QueueName.js"
 import { JobQueue } from "../services/JobQueue.js"
 import { WorkerDirectory } from "../services/WorkerDirectory.js"
 import { makeExecutionEngine } from "./engine.js"
+import { runReaper } from "./reaper.js"
+import { workerIdFromConfig } from "./workerIdentity.js"
 
 /** ADR 8.2: a worker refreshes its heartbeat key (TTL 90 s) every 30 s. */
 const directoryBeatMs = 30_000
@@ -59,3 +61,16 @@ export const runWorker = (options: { readonly workerId: string; readonly queues:
     yield* Effect.logInfo("worker started").pipe(Effect.annotateLogs({ workerId: options.workerId, queues: options.queues.join(",") }))
     return engine
   })
+
+/**
+ * A worker process's work as a layer: a worker on `WORKER_QUEUES` under `WORKER_ID` (or a
+ * fresh id), and the lock reaper beside it (safe in every process: its writes are fenced).
+ */
+export const WorkerServiceLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const workerId = yield* workerIdFromConfig
+    const queues = yield* workerQueuesConfig
+    yield* runWorker({ workerId, queues })
+    yield* Effect.forkScoped(runReaper)
+  })
+)

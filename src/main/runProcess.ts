@@ -1,0 +1,53 @@
+import { NodeRuntime } from "@effect/platform-node"
+import { Cause, ConfigError, Console, Data, Effect, Layer, Option } from "effect"
+import { StorageConfig } from "../layers/config.js"
+import { LoggingLive } from "../layers/logging.js"
+
+export class StorageMissing extends Data.TaggedError("StorageMissing")<{
+  readonly process: string
+  readonly variables: ReadonlyArray<string>
+}> {
+  override get message() {
+    return `${this.variables.join(" and ")} must be set: ${this.process} runs on MySQL and Redis`
+  }
+}
+
+/** Fails with one readable line, before any connection is tried, when MySQL or Redis is not configured. */
+export const requireStorage = (process: string) =>
+  Layer.effectDiscard(
+    Effect.gen(function* () {
+      const storage = yield* StorageConfig
+      const missing = [
+        ...(Option.isNone(storage.databaseUrl) ? ["DATABASE_URL"] : []),
+        ...(Option.isNone(storage.redisUrl) ? ["REDIS_URL"] : [])
+      ]
+      if (missing.length > 0) return yield* Effect.fail(new StorageMissing({ process, variables: missing }))
+    })
+  ).pipe(Layer.provide(StorageConfig.layer))
+
+const reportFailure = (name: string) => <E>(cause: Cause.Cause<E>) =>
+  Cause.isInterruptedOnly(cause)
+    ? Effect.void
+    : Console.error(
+      Option.match(Cause.failureOption(cause), {
+        onNone: () => `${name}: ${Cause.pretty(cause)}`,
+        onSome: (error) =>
+          ConfigError.isConfigError(error)
+            ? `${name}: ${String(error)}`
+            : error instanceof Error
+            ? `${name}: ${error.message}`
+            : `${name}: ${String(error)}`
+      })
+    )
+
+/**
+ * Runs a process made of layers until SIGTERM or SIGINT, which interrupt it: every layer's
+ * finalizers run (workers hand their jobs back, servers drain, pools close) and it exits 0.
+ * A start-up failure prints one line naming the problem and exits 1.
+ */
+export const runProcess = <E>(name: string, process: Layer.Layer<never, E>) =>
+  Layer.launch(process).pipe(
+    Effect.provide(LoggingLive),
+    Effect.tapErrorCause(reportFailure(name)),
+    (program) => NodeRuntime.runMain(program, { disableErrorReporting: true })
+  )
