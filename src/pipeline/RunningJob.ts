@@ -30,14 +30,14 @@ export interface ExecutedJob extends ResolvedJob {
 /** The stages, as logs and progress name them (ADR 5.1). */
 export type Stage = "PREPARE" | "RESOLVE" | "EXECUTE" | "PROJECT" | "COMPLETE"
 
-/** `progress` at the end of each stage, so a client sees the job advance. */
-export const progressAfter: Readonly<Record<Stage, number>> = {
-  PREPARE: 10,
-  RESOLVE: 20,
-  EXECUTE: 80,
-  PROJECT: 100,
-  COMPLETE: 100
-}
+/**
+ * `progress` at the stage boundaries a client sees: resolved (the provider call begins) and
+ * projected (`markSucceeded` writes 100). Each boundary written is a database write per job.
+ */
+export const progressAfter = {
+  RESOLVE: 25,
+  PROJECT: 100
+} as const satisfies Partial<Record<Stage, number>>
 
 /**
  * The worker gave the job back without finishing it (shutdown or a queue that took the job

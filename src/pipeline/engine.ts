@@ -91,51 +91,50 @@ export const makeExecutionEngine = (workerId: string) =>
     const stopping = yield* Deferred.make<void>()
 
     /** RESOLVE → EXECUTE (retried per the definition) → PROJECT → COMPLETE. */
-    const work = (prepared: PreparedJob): Effect.Effect<WorkOutcome, never, EngineServices> => {
-      const schedule = retrySchedule(prepared.registered.definition)
-      const calls = Ref.unsafeMake(0)
-      const problems = Ref.unsafeMake<ReadonlyArray<string>>([])
-      const progress = (value: number) =>
-        jobs.updateProgress(prepared.lease, value).pipe(
-          Effect.catchTag("PersistenceError", () => Effect.logDebug("progress not recorded"))
-        )
+    const work = (prepared: PreparedJob): Effect.Effect<WorkOutcome, never, EngineServices> =>
+      Effect.gen(function* () {
+        const schedule = retrySchedule(prepared.registered.definition)
+        const calls = yield* Ref.make(0)
+        const problems = yield* Ref.make<ReadonlyArray<string>>([])
 
-      const pipeline = Effect.gen(function* () {
-        yield* progress(progressAfter.PREPARE)
-        const resolved = yield* resolve(prepared).pipe(defectsAsInternal, Effect.retry(schedule))
-        yield* progress(progressAfter.RESOLVE)
-
-        const attempt = Effect.gen(function* () {
-          const attemptNo = resolved.firstAttemptNo + (yield* Ref.getAndUpdate(calls, (n) => n + 1))
-          return yield* execute(resolved, attemptNo, yield* Ref.get(problems)).pipe(
-            defectsAsInternal,
-            // VALIDATION is retried with what was wrong added to the prompt (ADR 5.2).
-            Effect.tapError((error) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
+        const pipeline = Effect.gen(function* () {
+          const resolved = yield* resolve(prepared).pipe(defectsAsInternal, Effect.retry(schedule))
+          // One progress write per run: the job is resolved and its provider call begins. The
+          // lock showed `running`; markSucceeded shows 100.
+          yield* jobs.updateProgress(prepared.lease, progressAfter.RESOLVE).pipe(
+            Effect.catchTag("PersistenceError", () => Effect.logDebug("progress not recorded"))
           )
+
+          const attempt = Effect.gen(function* () {
+            const attemptNo = resolved.firstAttemptNo + (yield* Ref.getAndUpdate(calls, (n) => n + 1))
+            return yield* execute(resolved, attemptNo, yield* Ref.get(problems)).pipe(
+              defectsAsInternal,
+              // VALIDATION is retried with what was wrong added to the prompt (ADR 5.2).
+              Effect.tapError((error) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
+            )
+          })
+          const executed = yield* Effect.retry(attempt, schedule)
+
+          // Once projection starts it finishes: a cancel that arrives meanwhile finds the job
+          // succeeded with its artifacts, or (if the transaction failed) untouched; never a mix.
+          const succeeded = yield* project(executed).pipe(
+            Effect.catchTag("PersistenceError", persistenceAsInternal),
+            Effect.catchTags({ IllegalTransition: leaseEnded(prepared), JobNotFound: leaseEnded(prepared) }),
+            defectsAsInternal,
+            Effect.retry(schedule),
+            Effect.uninterruptible
+          )
+          yield* publishFinished(succeeded).pipe(Effect.annotateLogs({ stage: "COMPLETE" }))
+          return { _tag: "Succeeded" } satisfies WorkOutcome
         })
-        const executed = yield* Effect.retry(attempt, schedule)
-        yield* progress(progressAfter.EXECUTE)
 
-        // Once projection starts it finishes: a cancel that arrives meanwhile finds the job
-        // succeeded with its artifacts, or (if the transaction failed) untouched; never a mix.
-        const succeeded = yield* project(executed).pipe(
-          Effect.catchTag("PersistenceError", persistenceAsInternal),
-          Effect.catchTags({ IllegalTransition: leaseEnded(prepared), JobNotFound: leaseEnded(prepared) }),
-          defectsAsInternal,
-          Effect.retry(schedule),
-          Effect.uninterruptible
+        return yield* pipeline.pipe(
+          Effect.catchAll((error) =>
+            Effect.map(Ref.get(calls), (callCount): WorkOutcome =>
+              error._tag === "LockLost" ? { _tag: "LockLost" } : { _tag: "Failed", error, calls: callCount })
+          )
         )
-        yield* publishFinished(succeeded).pipe(Effect.annotateLogs({ stage: "COMPLETE" }))
-        return { _tag: "Succeeded" } satisfies WorkOutcome
       })
-
-      return pipeline.pipe(
-        Effect.catchAll((error) =>
-          Effect.map(Ref.get(calls), (callCount): WorkOutcome =>
-            error._tag === "LockLost" ? { _tag: "LockLost" } : { _tag: "Failed", error, calls: callCount })
-        )
-      )
-    }
 
     /** Records how the run ended; a lost lease records nothing (the new owner will). */
     const finish = (prepared: PreparedJob, outcome: WorkOutcome | Interruption) =>

@@ -216,6 +216,8 @@ describe("the execution engine (memory layers, TestClock)", () => {
       yield* awaitStatus(job.id, ["running"], { stepMs: 10 })
       yield* TestClock.adjust(100)
       yield* settle
+      // The client sees the job advance while the provider call runs.
+      expect(Option.getOrThrow(yield* jobs.findById(job.id)).progress).toBe(25)
       // Recorded in the database only: no message is published.
       yield* jobs.requestCancel(job.id)
       yield* TestClock.adjust(29_000)
