@@ -19,6 +19,7 @@ import { runWorker } from "../../src/pipeline/worker.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { QuotaLimitsConfig } from "../../src/services/Quotas.js"
 import type { LifecycleStatus } from "../../src/domain/LifecycleStatus.js"
+import type { AiGateway } from "../../src/services/AiGateway.js"
 import { allQueueNames } from "../../src/domain/QueueName.js"
 
 export const testPlatformKey = "sk-engine-test-platform-key"
@@ -31,6 +32,8 @@ export const memoryEngineStack = (options: {
   readonly timing?: Partial<TimingConfig["Type"]>
   readonly modules?: ReadonlyArray<JobTypeModule>
   readonly seed?: string
+  /** The provider; the synthetic one (with its control) by default. */
+  readonly gateway?: Layer.Layer<AiGateway>
 } = {}) => {
   const modules = options.modules ?? jobCatalog
   return Layer.fresh(
@@ -44,7 +47,10 @@ export const memoryEngineStack = (options: {
           RuleBasedContentSafetyLive,
           AiCostCalculatorLayer(),
           PromptTemplatesLayer(modules.flatMap((module) => module.prompts)),
-          SyntheticGatewayLayer({ seed: options.seed ?? "engine-test" })
+          // The given provider replaces the synthetic one (its control stays, unused).
+          options.gateway === undefined
+            ? SyntheticGatewayLayer({ seed: options.seed ?? "engine-test" })
+            : Layer.merge(SyntheticGatewayLayer({ seed: options.seed ?? "engine-test" }), options.gateway)
         )
       ),
       Layer.provideMerge(MemoryInfrastructure),
