@@ -4,8 +4,9 @@
  * readable diff; exits non-zero on any drift.
  */
 import { Command, Options } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Cause, ConfigError, Console, Effect, Option } from "effect"
+import { NodeContext } from "@effect/platform-node"
+import { Console, Effect, Option } from "effect"
+import { runOnce } from "../src/main/runProcess.js"
 import { StorageConfig } from "../src/layers/config.js"
 import { checkLiveDatabase, checkMigrationsBuildDeclaredSchema } from "./check.js"
 import { isDrift } from "./compare.js"
@@ -35,26 +36,7 @@ const migrationsCheck = Command.make("migrations-check", { live }, ({ live }) =>
 
 const cli = Command.run(migrationsCheck, { name: "migrations-check", version: "0.1.0" })
 
-/** One line for an expected failure; the full cause only for a defect, where the trace helps. */
-const reportFailure = <E>(cause: Cause.Cause<E>) =>
-  Cause.isInterruptedOnly(cause)
-    ? Effect.void
-    : Console.error(
-      Option.match(Cause.failureOption(cause), {
-        onNone: () => Cause.pretty(cause),
-        onSome: (error) =>
-          ConfigError.isConfigError(error)
-            ? `migrations-check: ${String(error)}`
-            : error instanceof Error
-            ? `migrations-check: ${error.message}`
-            // @effect/cli has already printed its own usage errors.
-            : "migrations-check: invalid arguments"
-      })
-    )
-
-cli(process.argv).pipe(
-  Effect.tapErrorCause(reportFailure),
-  Effect.provide(NodeContext.layer),
-  // Failures are reported above in one readable line; runMain still exits 1 on them.
-  (program) => NodeRuntime.runMain(program, { disableErrorReporting: true })
-)
+runOnce("migrations-check", cli(process.argv).pipe(Effect.provide(NodeContext.layer)), {
+  // @effect/cli has already printed its own usage errors.
+  otherwise: () => "invalid arguments"
+})

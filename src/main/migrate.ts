@@ -2,11 +2,12 @@
  * `npm run migrate`: applies every pending migration to the database at `DATABASE_URL`.
  * Safe to run again: a database that is up to date is left as it is.
  */
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Cause, ConfigError, Console, Data, Effect, Layer, Option, type Redacted } from "effect"
+import { NodeContext } from "@effect/platform-node"
+import { Data, Effect, Layer, Option, type Redacted } from "effect"
 import { StorageConfig } from "../layers/config.js"
 import { runMigrations } from "../layers/mysql/migrate.js"
 import { MysqlFromConfig, parseDatabaseUrl } from "../layers/mysql/MysqlDatabase.js"
+import { runOnce } from "./runProcess.js"
 
 /** Migrating is the one thing this program does: without a database it has nothing to do. */
 class DatabaseUrlMissing extends Data.TaggedError("DatabaseUrlMissing") {
@@ -44,33 +45,8 @@ const applyPendingMigrations = Effect.gen(function*() {
   }
 })
 
-/** One line for an expected failure; the full cause only for a defect, where the trace helps. */
-const reportFailure = <E>(cause: Cause.Cause<E>) =>
-  Cause.isInterruptedOnly(cause)
-    ? Effect.void
-    : Console.error(
-      Option.match(Cause.failureOption(cause), {
-        onNone: () => Cause.pretty(cause),
-        onSome: (error) =>
-          ConfigError.isConfigError(error)
-            ? `migrate: ${String(error)}`
-            : error instanceof Error
-            ? `migrate: ${failureMessage(error)}`
-            : `migrate: ${String(error)}`
-      })
-    )
-
-/** `SqlError`'s own message ("Failed to connect") hides the reason, which is in its cause. */
-const failureMessage = (error: Error): string => {
-  const inner: unknown = error.cause
-  return inner instanceof Error && inner.message !== error.message
-    ? `${error.message}: ${failureMessage(inner)}`
-    : error.message
-}
-
-applyPendingMigrations.pipe(
-  Effect.provide(Layer.merge(StorageConfig.layer, NodeContext.layer)),
-  // After provide, so a bad DATABASE_URL (rejected while building StorageConfig) is reported too.
-  Effect.tapErrorCause(reportFailure),
-  (program) => NodeRuntime.runMain(program, { disableErrorReporting: true })
+runOnce(
+  "migrate",
+  // StorageConfig is provided inside, so a bad DATABASE_URL (rejected while it is built) is reported too.
+  applyPendingMigrations.pipe(Effect.provide(Layer.merge(StorageConfig.layer, NodeContext.layer)))
 )

@@ -25,7 +25,17 @@ export const requireStorage = (process: string) =>
     })
   ).pipe(Layer.provide(StorageConfig.layer))
 
-const reportFailure = (name: string) => <E>(cause: Cause.Cause<E>) =>
+/** `SqlError`'s own message ("Failed to connect") hides the reason, which is in its cause. */
+const failureMessage = (error: Error): string => {
+  const inner: unknown = error.cause
+  return inner instanceof Error && inner.message !== error.message ? `${error.message}: ${failureMessage(inner)}` : error.message
+}
+
+/**
+ * One line for an expected failure (a bad variable, an unreachable database); the full cause
+ * only for a defect, where the trace helps. `otherwise` words a failure that is no `Error`.
+ */
+export const reportFailure = (name: string, otherwise: (error: unknown) => string = String) => <E>(cause: Cause.Cause<E>) =>
   Cause.isInterruptedOnly(cause)
     ? Effect.void
     : Console.error(
@@ -35,10 +45,18 @@ const reportFailure = (name: string) => <E>(cause: Cause.Cause<E>) =>
           ConfigError.isConfigError(error)
             ? `${name}: ${String(error)}`
             : error instanceof Error
-            ? `${name}: ${error.message}`
-            : `${name}: ${String(error)}`
+            ? `${name}: ${failureMessage(error)}`
+            : `${name}: ${otherwise(error)}`
       })
     )
+
+/** Runs a one-shot program (migrate, a check): its failure is one line and exit code 1. */
+export const runOnce = <A, E>(name: string, program: Effect.Effect<A, E>, options: { readonly otherwise?: (error: unknown) => string } = {}) =>
+  program.pipe(
+    Effect.provide(LoggingLive),
+    Effect.tapErrorCause(reportFailure(name, options.otherwise)),
+    (main) => NodeRuntime.runMain(main, { disableErrorReporting: true })
+  )
 
 /**
  * Runs a process made of layers until SIGTERM or SIGINT, which interrupt it: every layer's
