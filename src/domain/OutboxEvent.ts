@@ -16,7 +16,9 @@ export const EnqueuePayload = Schema.Struct({
   jobId: Schema.String,
   jobType: Schema.String,
   queueName: QueueName,
-  priority: Schema.Number
+  priority: Schema.Number,
+  /** Set by the reaper: the attempt whose worker was lost. Its queue job then has an id of its own. */
+  redispatchOf: Schema.optional(Schema.Number)
 })
 export type EnqueuePayload = typeof EnqueuePayload.Type
 

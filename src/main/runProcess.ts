@@ -55,7 +55,7 @@ export const runOnce = <A, E>(name: string, program: Effect.Effect<A, E>, option
   program.pipe(
     Effect.provide(LoggingLive),
     Effect.tapErrorCause(reportFailure(name, options.otherwise)),
-    (main) => NodeRuntime.runMain(main, { disableErrorReporting: true })
+    (main) => NodeRuntime.runMain(main, { disableErrorReporting: true, disablePrettyLogger: true })
   )
 
 /**
@@ -67,5 +67,5 @@ export const runProcess = <E>(name: string, process: Layer.Layer<never, E>) =>
   Layer.launch(process).pipe(
     Effect.provide(LoggingLive),
     Effect.tapErrorCause(reportFailure(name)),
-    (program) => NodeRuntime.runMain(program, { disableErrorReporting: true })
+    (program) => NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })
   )

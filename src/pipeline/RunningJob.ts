@@ -31,8 +31,8 @@ export interface ExecutedJob extends ResolvedJob {
 export type Stage = "PREPARE" | "RESOLVE" | "EXECUTE" | "PROJECT" | "COMPLETE"
 
 /**
- * `progress` at the stage boundaries a client sees: resolved (the provider call begins) and
- * projected (`markSucceeded` writes 100). Each boundary written is a database write per job.
+ * `progress` at the stage boundaries a client sees: resolved (the provider call begins; the
+ * heartbeat reports it) and projected (`markSucceeded` writes 100).
  */
 export const progressAfter = {
   RESOLVE: 25,

@@ -117,11 +117,6 @@ export const makeDispatcher = Effect.gen(function* () {
   const annotate = (event: OutboxEvent) =>
     Effect.annotateLogs({ dispatcherId, eventId: event.id, eventType: event.eventType, aggregateId: event.aggregateId })
 
-  const published = (event: OutboxEvent) =>
-    outbox.markPublished(event.id, dispatcherId).pipe(
-      Effect.map((held): DispatchOutcome => (held ? "published" : "claim_lost"))
-    )
-
   const failed = (event: OutboxEvent, error: string, maxAttempts: number) =>
     Effect.gen(function* () {
       const delay = yield* retryDelayMs(settings, event.attemptCount + 1)
@@ -132,13 +127,15 @@ export const makeDispatcher = Effect.gen(function* () {
       return Option.getOrElse(outcome, (): DispatchOutcome => "claim_lost")
     })
 
-  const dispatchEvent = (event: OutboxEvent): Effect.Effect<DispatchOutcome> =>
+  /** Added to the queue (or not ours to queue): to be marked published with the rest of the batch. */
+  type EventResult = DispatchOutcome | "to_publish" | "unknown_to_publish"
+
+  const dispatchEvent = (event: OutboxEvent): Effect.Effect<EventResult> =>
     Effect.gen(function* () {
       if (event.eventType !== enqueueEventType) {
         // ADR 4.4: never block the outbox on an event nobody handles.
         yield* Effect.logWarning("Unknown outbox event type; marked published, nothing queued")
-        const outcome = yield* published(event)
-        return outcome === "published" ? "unknown_type" : outcome
+        return "unknown_to_publish" as const
       }
       const payload = yield* Effect.either(decodeEnqueuePayload(event.payload))
       if (payload._tag === "Left") {
@@ -149,11 +146,16 @@ export const makeDispatcher = Effect.gen(function* () {
       const added = yield* Effect.either(
         jobQueue.add({
           queueName: payload.right.queueName,
-          payload: payloadFor({ jobId: payload.right.jobId, jobType: payload.right.jobType, createdAt: event.createdAt }),
+          payload: payloadFor({
+            jobId: payload.right.jobId,
+            jobType: payload.right.jobType,
+            createdAt: event.createdAt,
+            redispatchOf: payload.right.redispatchOf
+          }),
           priority: payload.right.priority
         })
       )
-      if (added._tag === "Right") return yield* published(event)
+      if (added._tag === "Right") return "to_publish" as const
       const outcome = yield* failed(event, `${added.left._tag}: ${added.left.message}`, settings.maxAttempts)
       yield* Effect.logWarning("Queue add failed").pipe(
         Effect.annotateLogs({ outcome, attempt: event.attemptCount + 1, error: added.left.message })
@@ -163,7 +165,7 @@ export const makeDispatcher = Effect.gen(function* () {
       // A storage error leaves the event `processing`: the lock TTL brings it back.
       Effect.catchAllCause((cause) =>
         Effect.logError("Dispatching an outbox event failed; its claim will expire", cause).pipe(
-          Effect.as<DispatchOutcome>("claim_lost")
+          Effect.as<EventResult>("claim_lost")
         )
       ),
       annotate(event)
@@ -191,7 +193,27 @@ export const makeDispatcher = Effect.gen(function* () {
         )
       )
       const results = yield* Effect.forEach(claimed, dispatchEvent, { concurrency: settings.dispatchConcurrency })
-      for (const outcome of results) outcomes[outcome] += 1
+      // Everything queued in this batch is marked published in one write.
+      const toPublish = claimed.filter((_, index) => results[index] === "to_publish" || results[index] === "unknown_to_publish")
+      const publishedCount = yield* outbox.markPublishedMany(toPublish.map((event) => event.id), dispatcherId).pipe(
+        Effect.catchAll((error) =>
+          Effect.logError("Marking a batch published failed; its claims will expire and it is queued again (a no-op)").pipe(
+            Effect.annotateLogs({ dispatcherId, error: error.message }),
+            Effect.as(0)
+          )
+        )
+      )
+      for (const result of results) {
+        if (result === "to_publish") outcomes.published += 1
+        else if (result === "unknown_to_publish") outcomes.unknown_type += 1
+        else outcomes[result] += 1
+      }
+      // A claim that expired under us while the batch ran was not ours to publish.
+      const lost = toPublish.length - publishedCount
+      if (lost > 0) {
+        outcomes.claim_lost += lost
+        outcomes.published = Math.max(0, outcomes.published - lost)
+      }
       return { claimed: claimed.length, outcomes }
     })
   )

@@ -91,7 +91,7 @@ export const makeExecutionEngine = (workerId: string) =>
     const stopping = yield* Deferred.make<void>()
 
     /** RESOLVE → EXECUTE (retried per the definition) → PROJECT → COMPLETE. */
-    const work = (prepared: PreparedJob): Effect.Effect<WorkOutcome, never, EngineServices> =>
+    const work = (prepared: PreparedJob, progress: Ref.Ref<number>): Effect.Effect<WorkOutcome, never, EngineServices> =>
       Effect.gen(function* () {
         const schedule = retrySchedule(prepared.registered.definition)
         const calls = yield* Ref.make(0)
@@ -99,11 +99,9 @@ export const makeExecutionEngine = (workerId: string) =>
 
         const pipeline = Effect.gen(function* () {
           const resolved = yield* resolve(prepared).pipe(defectsAsInternal, Effect.retry(schedule))
-          // One progress write per run: the job is resolved and its provider call begins. The
-          // lock showed `running`; markSucceeded shows 100.
-          yield* jobs.updateProgress(prepared.lease, progressAfter.RESOLVE).pipe(
-            Effect.catchTag("PersistenceError", () => Effect.logDebug("progress not recorded"))
-          )
+          // Resolved: the provider call begins. The next heartbeat reports it (no write of its
+          // own: every write per job is a commit); markSucceeded shows 100.
+          yield* Ref.set(progress, progressAfter.RESOLVE)
 
           const attempt = Effect.gen(function* () {
             const attemptNo = resolved.firstAttemptNo + (yield* Ref.getAndUpdate(calls, (n) => n + 1))
@@ -177,9 +175,13 @@ export const makeExecutionEngine = (workerId: string) =>
       }).pipe(Effect.annotateLogs({ stage: "COMPLETE" }))
 
     /** What stops the work from outside: the heartbeat's verdict, a cancel message, a hand-off. */
-    const interruptions = (prepared: PreparedJob, delivery: JobDelivery) => {
+    const interruptions = (prepared: PreparedJob, delivery: JobDelivery, progress: Ref.Ref<number>) => {
       const cancellable = prepared.registered.definition.execution.cancellable
-      const beat = heartbeat(prepared.lease, { heartbeatMs: timing.jobHeartbeatMs, lockTtlMs: timing.jobLockTtlMs }).pipe(
+      const beat = heartbeat(prepared.lease, {
+        heartbeatMs: timing.jobHeartbeatMs,
+        lockTtlMs: timing.jobLockTtlMs,
+        progress: Ref.get(progress)
+      }).pipe(
         Effect.flatMap((verdict): Effect.Effect<Interruption> =>
           verdict === "cancel-requested" && !cancellable ? Effect.never : Effect.succeed(verdict)
         )
@@ -199,7 +201,8 @@ export const makeExecutionEngine = (workerId: string) =>
         if (prepared.job.cancelRequestedAt !== null && prepared.registered.definition.execution.cancellable) {
           return yield* finish(prepared, "cancel-requested")
         }
-        const outcome = yield* Effect.raceFirst(work(prepared), interruptions(prepared, delivery))
+        const progress = yield* Ref.make(prepared.job.progress)
+        const outcome = yield* Effect.raceFirst(work(prepared, progress), interruptions(prepared, delivery, progress))
         yield* finish(prepared, outcome)
       }).pipe(
         Effect.onExit(() => Ref.update(running, HashSet.remove(prepared.job.id))),

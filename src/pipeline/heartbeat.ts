@@ -6,17 +6,26 @@ import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.j
 export type HeartbeatVerdict = "cancel-requested" | "lock-lost"
 
 /**
- * The lease's heartbeat (ADR 1.7): every `heartbeatMs` it extends the fenced lock. It ends with
+ * The lease's heartbeat (ADR 1.7): every `heartbeatMs` it extends the fenced lock and reports
+ * the work's progress in the same write. It ends with
  * a verdict when the lock is lost (another worker took over, or the job left `running`) or when
  * a cancel was requested; a storage error is logged and the next beat tries again (the lease
  * outlives a few missed beats, and fencing covers the rest).
  */
-export const heartbeat = (lease: JobLease, options: { readonly heartbeatMs: number; readonly lockTtlMs: number }) =>
+export const heartbeat = (
+  lease: JobLease,
+  options: {
+    readonly heartbeatMs: number
+    readonly lockTtlMs: number
+    /** The progress the work reached; each beat carries it to the job row. */
+    readonly progress: Effect.Effect<number>
+  }
+) =>
   Effect.gen(function* () {
     const jobs = yield* AiJobLifecycleRepository
     while (true) {
       yield* Effect.sleep(options.heartbeatMs)
-      const beat = yield* jobs.extendLock(lease, options.lockTtlMs).pipe(
+      const beat = yield* jobs.extendLock(lease, options.lockTtlMs, yield* options.progress).pipe(
         Effect.map((extension) => (extension.cancelRequested ? "cancel-requested" as const : "alive" as const)),
         Effect.catchTags({
           LockLost: () => Effect.succeed("lock-lost" as const),

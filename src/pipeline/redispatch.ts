@@ -14,7 +14,14 @@ export const redispatch = (job: AiJob) =>
   Effect.gen(function* () {
     const outbox = yield* OutboxRepository
     const signal = yield* OutboxSignal
-    const payload: EnqueuePayload = { jobId: job.id, jobType: job.jobType, queueName: job.queueName, priority: job.priority }
+    const payload: EnqueuePayload = {
+      jobId: job.id,
+      jobType: job.jobType,
+      queueName: job.queueName,
+      priority: job.priority,
+      // The lost worker's queue job may still be active; this one needs an id of its own.
+      redispatchOf: job.attemptCount
+    }
     const written = yield* outbox.createInTransaction({
       id: yield* newId,
       eventType: enqueueEventType,

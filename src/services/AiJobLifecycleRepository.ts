@@ -56,7 +56,15 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       workerId: string,
       lockTtlMs: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError>
-    readonly extendLock: (lease: JobLease, lockTtlMs: number) => Effect.Effect<LockExtension, LockLost | PersistenceError>
+    /**
+     * The heartbeat's write: the lock now ends `lockTtlMs` from now; `progress`, when given,
+     * rides along (raised, never lowered), so reporting progress costs no write of its own.
+     */
+    readonly extendLock: (
+      lease: JobLease,
+      lockTtlMs: number,
+      progress?: number
+    ) => Effect.Effect<LockExtension, LockLost | PersistenceError>
     /** Ends the lock now, so another worker may take the job over at once (graceful shutdown). */
     readonly releaseLock: (lease: JobLease) => Effect.Effect<void, LockLost | PersistenceError>
     readonly updateProgress: (lease: JobLease, progress: number) => Effect.Effect<void, LockLost | PersistenceError>

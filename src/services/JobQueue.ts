@@ -43,15 +43,21 @@ export const queuePriorityFor = (priority: number): number => {
 }
 
 /** The payload for a job row, built the same way by every producer. */
-export const payloadFor = (job: { readonly jobId: string; readonly jobType: string; readonly createdAt: Date }) =>
+export const payloadFor = (job: {
+  readonly jobId: string
+  readonly jobType: string
+  readonly createdAt: Date
+  /** A reaper's redispatch: a queue job of its own, since the lost worker's may still be active. */
+  readonly redispatchOf?: number | undefined
+}) =>
   AiJobQueuePayload.make({
     jobId: job.jobId,
     jobType: job.jobType,
-    dedupeKey: queueJobIdFor(job.jobId),
+    dedupeKey: job.redispatchOf === undefined ? queueJobIdFor(job.jobId) : `${queueJobIdFor(job.jobId)}-r${job.redispatchOf}`,
     createdAt: job.createdAt
   })
 
-/** A request to put one job on a queue. The queue job id is `queueJobIdFor(payload.jobId)`. */
+/** A request to put one job on a queue. The queue job id is the payload's `dedupeKey` (see `payloadFor`). */
 export interface JobQueueAddRequest {
   readonly queueName: QueueName
   readonly payload: AiJobQueuePayload

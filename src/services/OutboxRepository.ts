@@ -35,6 +35,11 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
     readonly claimBatch: (dispatcherId: string, limit: number) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
     /** `processing → published`, only while `dispatcherId` still holds the claim. */
     readonly markPublished: (eventId: string, dispatcherId: string) => Effect.Effect<boolean, PersistenceError>
+    /** `markPublished` for a whole dispatched batch in one write; returns how many it published. */
+    readonly markPublishedMany: (
+      eventIds: ReadonlyArray<string>,
+      dispatcherId: string
+    ) => Effect.Effect<number, PersistenceError>
     /**
      * Counts a failed dispatch. Below `maxAttempts` the event goes back to `pending`, available
      * after `retryDelayMs`; at `maxAttempts` it is `dead`.

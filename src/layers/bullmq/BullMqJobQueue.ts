@@ -11,7 +11,6 @@ import {
   type JobQueueAddRequest,
   JobQueueUnavailable,
   payloadErrorPaths,
-  queueJobIdFor,
   queuePriorityFor
 } from "../../services/JobQueue.js"
 import { QueueSettings } from "../queueSettings.js"
@@ -59,7 +58,7 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
   const add = (request: JobQueueAddRequest) => {
     const queue = queues[request.queueName]
     const setting = settings.queues[request.queueName]
-    const jobId = queueJobIdFor(request.payload.jobId)
+    const jobId = request.payload.dedupeKey
     return Effect.tryPromise({
       try: async () => {
         // `duplicate` is what the queue looked like just before the add: under a race both

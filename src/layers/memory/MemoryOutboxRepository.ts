@@ -83,6 +83,17 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     whileClaimed("outbox_event.markPublished", eventId, dispatcherId, (event, now) =>
       [true, changed(event, now, { status: "published", publishedAt: now })] as const).pipe(Effect.map(Option.isSome))
 
+  const markPublishedMany = (eventIds: ReadonlyArray<string>, dispatcherId: string) =>
+    db.write("outbox_event.markPublishedMany", (tables, now) => {
+      const held = eventIds.flatMap((eventId) =>
+        Option.toArray(HashMap.get(tables.outboxEvent, eventId)).filter((event) =>
+          event.status === "processing" && event.lockedBy === dispatcherId
+        )
+      )
+      const published = held.map((event) => changed(event, now, { status: "published", publishedAt: now }))
+      return Either.right([published.length, published.reduce(withEvent, tables)] as const)
+    })
+
   const markDispatchFailed: OutboxRepository["Type"]["markDispatchFailed"] = (eventId, dispatcherId, error, options) =>
     whileClaimed("outbox_event.markDispatchFailed", eventId, dispatcherId, (event, now) => {
       const attemptCount = event.attemptCount + 1
@@ -138,6 +149,7 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     findById,
     claimBatch,
     markPublished,
+    markPublishedMany,
     markDispatchFailed,
     releaseExpiredLocks,
     countByStatus,

@@ -17,7 +17,7 @@ export const makeMemorySnapshotRepository = Effect.gen(function* () {
         )
       }
       const row = new JobSnapshot({ ...snapshot, createdAt: now }, { disableValidation: true })
-      return Either.right([row, { ...tables, aiJobSnapshot: HashMap.set(tables.aiJobSnapshot, row.id, row) }] as const)
+      return Either.right([undefined, { ...tables, aiJobSnapshot: HashMap.set(tables.aiJobSnapshot, row.id, row) }] as const)
     })
 
   const findByJobId = (jobId: string) =>

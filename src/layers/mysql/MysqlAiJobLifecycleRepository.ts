@@ -14,7 +14,7 @@ import {
   requestCancelGuard,
   takeOverGuard
 } from "../../domain/LifecycleGuards.js"
-import { type IllegalTransition, JobLockConflict, type JobNotFound, LockLost } from "../../domain/LifecycleErrors.js"
+import { JobLockConflict, LockLost } from "../../domain/LifecycleErrors.js"
 import { reaperWorkerId } from "../../domain/LifecycleGuards.js"
 import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
@@ -154,33 +154,43 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       () => new LockLost({ ...lease })
     )
 
-  /** For writes that keep the job running, a job that left `running` (or vanished) is a lost lock. */
-  const keepingRunning = <A>(
-    lease: JobLease,
-    self: Effect.Effect<A, JobNotFound | IllegalTransition | LockLost | PersistenceError>
-  ): Effect.Effect<A, LockLost | PersistenceError> =>
-    Effect.catchTags(self, {
-      IllegalTransition: () => Effect.fail(new LockLost({ ...lease })),
-      JobNotFound: () => Effect.fail(new LockLost({ ...lease }))
-    })
+  const clampProgress = (progress: number) => Math.max(0, Math.min(100, Math.round(progress)))
 
-  const extendLock = (lease: JobLease, lockTtlMs: number) =>
-    keepingRunning(lease, leaseUpdate("ai_job.extendLock", lease, sql`lock_until = ${plusMillis(lockTtlMs)}`, "running")).pipe(
-      Effect.flatMap((job) =>
-        job.lockUntil === null
-          ? Effect.fail(new PersistenceError({ operation: "ai_job.extendLock", message: "lock_until is null after extend" }))
-          : Effect.succeed({ lockUntil: job.lockUntil, cancelRequested: job.cancelRequestedAt !== null })
+  /**
+   * A write that keeps the job running (heartbeat, progress, release): no read-back when it
+   * matched; when it did not, the lease is gone whatever the reason (another owner, the job left
+   * `running`, or vanished).
+   */
+  const leaseWrite = (operation: string, lease: JobLease, set: Fragment) =>
+    affectedRows(operation)(sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)}`.raw).pipe(
+      Effect.flatMap((changed) => (changed > 0 ? Effect.void : Effect.fail(new LockLost({ ...lease }))))
+    )
+
+  const extendLock = (lease: JobLease, lockTtlMs: number, progress?: number) =>
+    leaseWrite(
+      "ai_job.extendLock",
+      lease,
+      progress === undefined
+        ? sql`lock_until = ${plusMillis(lockTtlMs)}`
+        : sql`lock_until = ${plusMillis(lockTtlMs)}, progress = GREATEST(progress, ${clampProgress(progress)})`
+    ).pipe(
+      Effect.zipRight(
+        sql<{ readonly lockUntil: Date | null; readonly cancelRequestedAt: Date | null }>`
+          SELECT lock_until, cancel_requested_at FROM ai_job WHERE id = ${lease.jobId}`.pipe(
+          Effect.mapError(toPersistenceError("ai_job.extendLock"))
+        )
+      ),
+      Effect.flatMap(([row]) =>
+        row === undefined || row.lockUntil === null
+          ? Effect.fail(new LockLost({ ...lease }))
+          : Effect.succeed({ lockUntil: row.lockUntil, cancelRequested: row.cancelRequestedAt !== null })
       )
     )
 
-  const releaseLock = (lease: JobLease) =>
-    keepingRunning(lease, leaseUpdate("ai_job.releaseLock", lease, sql`lock_until = NULL`, "running")).pipe(Effect.asVoid)
+  const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`lock_until = NULL`)
 
   const updateProgress = (lease: JobLease, progress: number) =>
-    keepingRunning(
-      lease,
-      leaseUpdate("ai_job.updateProgress", lease, sql`progress = ${Math.max(0, Math.min(100, Math.round(progress)))}`, "running")
-    ).pipe(Effect.asVoid)
+    leaseWrite("ai_job.updateProgress", lease, sql`progress = ${clampProgress(progress)}`)
 
   const markSucceeded = (lease: JobLease, outputHash: string) =>
     leaseUpdate(

@@ -40,26 +40,38 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       Effect.mapError(toPersistenceError("outbox_event.create"))
     )
 
+  /**
+   * A claim is a compare-and-set on primary keys: read the oldest dispatchable ids (a plain,
+   * non-locking read), then `pending → processing` on exactly those rows in one UPDATE, and read
+   * back the rows this dispatcher won. No range is ever locked, so claims never deadlock with the
+   * inserts of concurrent job creations (a `FOR UPDATE SKIP LOCKED` range claim under REPEATABLE
+   * READ does); a row another dispatcher took in between simply is not won.
+   */
   const claimBatch = (dispatcherId: string, limit: number) =>
-    sql.withTransaction(
-      Effect.gen(function* () {
-        const candidates = yield* sql<{ readonly id: string }>`
-          SELECT id FROM outbox_event
-          WHERE status = 'pending' AND available_at <= ${now}
-          ORDER BY available_at, id
-          LIMIT ${limit}
-          FOR UPDATE SKIP LOCKED`
-        if (candidates.length === 0) return []
-        const ids = candidates.map((row) => row.id)
-        yield* sql`UPDATE outbox_event SET status = 'processing', locked_by = ${dispatcherId}, locked_at = ${now},
-                     updated_at = ${now}
-                   WHERE id IN ${sql.in(ids)}`
-        return ids
-      })
-    ).pipe(
-      retryOnLockContention,
+    Effect.gen(function* () {
+      const candidates = yield* sql<{ readonly id: string }>`
+        SELECT id FROM outbox_event
+        WHERE status = 'pending' AND available_at <= ${now}
+        ORDER BY available_at, id
+        LIMIT ${limit}`
+      if (candidates.length === 0) return []
+      const ids = candidates.map((row) => row.id)
+      yield* sql`UPDATE outbox_event SET status = 'processing', locked_by = ${dispatcherId}, locked_at = ${now},
+                   updated_at = ${now}
+                 WHERE id IN ${sql.in(ids)} AND status = 'pending'`.pipe(retryOnLockContention)
+      return ids
+    }).pipe(
       Effect.mapError(toPersistenceError("outbox_event.claimBatch")),
-      Effect.flatMap((ids) => ids.length === 0 ? Effect.succeed([]) : selectByIds("outbox_event.claimBatch", ids))
+      Effect.flatMap((ids) =>
+        ids.length === 0
+          ? Effect.succeed([])
+          : sql`SELECT * FROM outbox_event
+                WHERE id IN ${sql.in(ids)} AND status = 'processing' AND locked_by = ${dispatcherId}
+                ORDER BY available_at, id`.pipe(
+            Effect.mapError(toPersistenceError("outbox_event.claimBatch")),
+            Effect.flatMap(decodeOutboxEvents("outbox_event.claimBatch"))
+          )
+      )
     )
 
   const markPublished = (eventId: string, dispatcherId: string) =>
@@ -67,6 +79,14 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       sql`UPDATE outbox_event SET status = 'published', published_at = ${now}, updated_at = ${now}
           WHERE id = ${eventId} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
     ).pipe(Effect.map((changed) => changed > 0))
+
+  const markPublishedMany = (eventIds: ReadonlyArray<string>, dispatcherId: string) =>
+    eventIds.length === 0
+      ? Effect.succeed(0)
+      : affectedRows("outbox_event.markPublishedMany")(
+        sql`UPDATE outbox_event SET status = 'published', published_at = ${now}, updated_at = ${now}
+            WHERE id IN ${sql.in(eventIds)} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
+      )
 
   const markDispatchFailed: OutboxRepository["Type"]["markDispatchFailed"] = (eventId, dispatcherId, error, options) =>
     Effect.gen(function* () {
@@ -122,6 +142,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     findById,
     claimBatch,
     markPublished,
+    markPublishedMany,
     markDispatchFailed,
     releaseExpiredLocks,
     countByStatus,

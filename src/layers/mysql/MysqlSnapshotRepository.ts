@@ -1,7 +1,6 @@
 import { SqlClient } from "@effect/sql"
-import { Array as Arr, Effect, Layer, Option } from "effect"
+import { Array as Arr, Effect, Layer } from "effect"
 import type { NewJobSnapshot } from "../../domain/JobSnapshot.js"
-import { PersistenceError } from "../../domain/PersistenceError.js"
 import { SnapshotRepository } from "../../services/SnapshotRepository.js"
 import { affectedRows, decodeJobSnapshots, toJsonText } from "./rows.js"
 import { toPersistenceError } from "./sqlErrors.js"
@@ -20,17 +19,7 @@ export const makeMysqlSnapshotRepository = Effect.gen(function* () {
   const create = (snapshot: NewJobSnapshot) =>
     sql`INSERT INTO ai_job_snapshot (id, job_id, content, redaction_version, expires_at, created_at)
         VALUES (${snapshot.id}, ${snapshot.jobId}, ${toJsonText(snapshot.content)}, ${snapshot.redactionVersion},
-                ${snapshot.expiresAt}, ${now})`.pipe(
-      Effect.mapError(toPersistenceError("ai_job_snapshot.create")),
-      Effect.zipRight(findByJobId(snapshot.jobId)),
-      Effect.flatMap(
-        Option.match({
-          onNone: () =>
-            Effect.fail(new PersistenceError({ operation: "ai_job_snapshot.create", message: "snapshot vanished after insert" })),
-          onSome: Effect.succeed
-        })
-      )
-    )
+                ${snapshot.expiresAt}, ${now})`.pipe(Effect.mapError(toPersistenceError("ai_job_snapshot.create")), Effect.asVoid)
 
   const deleteExpired = (limit: number) =>
     affectedRows("ai_job_snapshot.deleteExpired")(

@@ -216,8 +216,8 @@ describe("the execution engine (memory layers, TestClock)", () => {
       yield* awaitStatus(job.id, ["running"], { stepMs: 10 })
       yield* TestClock.adjust(100)
       yield* settle
-      // The client sees the job advance while the provider call runs.
-      expect(Option.getOrThrow(yield* jobs.findById(job.id)).progress).toBe(25)
+      // Locked, not yet reported: the heartbeat carries the progress to the row.
+      expect(Option.getOrThrow(yield* jobs.findById(job.id)).progress).toBe(0)
       // Recorded in the database only: no message is published.
       yield* jobs.requestCancel(job.id)
       yield* TestClock.adjust(29_000)
@@ -227,6 +227,8 @@ describe("the execution engine (memory layers, TestClock)", () => {
       yield* settle
       const cancelled = Option.getOrThrow(yield* jobs.findById(job.id))
       expect(cancelled.lifecycleStatus).toBe("cancelled")
+      // The heartbeat that saw the cancel also reported that the provider call had begun.
+      expect(cancelled.progress).toBe(25)
       expect((yield* control.calls).map((call) => call.outcome)).toStrictEqual(["interrupted"])
       expect(yield* Effect.flatMap(ArtifactRepository, (artifacts) => artifacts.listByJob(job.id))).toHaveLength(0)
     }).pipe(Effect.provide(memoryEngineStack())))
