@@ -1,0 +1,68 @@
+/**
+ * The Redis ACL an engine process needs (ADR 8.2), for a deployment that gives the engine its
+ * own Redis user instead of `default`. Every process type (API, dispatcher, worker, all-in-one)
+ * uses the same rule. `REDIS_URL=redis://{user}:{password}@host:port` selects the user.
+ *
+ * Keys: everything the engine touches lives under `REDIS_KEY_PREFIX` (default `aije`):
+ * BullMQ's keys under `{prefix}:bull:*`, the worker heartbeats `{prefix}:worker:heartbeat:*`,
+ * the cancel markers `{prefix}:job:cancel:*`. Redis checks keys that BullMQ's Lua scripts build
+ * at run time too; they all stay under the prefix.
+ *
+ * Channels: `{prefix}:outbox:wake` (PUBLISH / SUBSCRIBE) and `{prefix}:job:cancel:{jobId}`
+ * (PUBLISH, and PSUBSCRIBE to `{prefix}:job:cancel:*`). Redis compares a PSUBSCRIBE pattern
+ * with the allowed channel patterns literally, so that pattern is granted by name.
+ *
+ * Commands, by who issues them:
+ * - ioredis on connect: INFO (ready check), CLIENT SETNAME (`connectionName`), SELECT when the
+ *   URL names a database; AUTH / HELLO need no grant. PING (readiness probe), QUIT (shutdown).
+ * - BullMQ from the client: EVALSHA (its Lua scripts; EVAL when a script is not cached yet),
+ *   BZPOPMIN (a worker waiting on the queue's marker), INFO (version check), CLIENT SETNAME,
+ *   MULTI / EXEC, EXISTS.
+ * - BullMQ's Lua scripts (Redis checks the user's ACL on every `redis.call`): the hash, list,
+ *   set, sorted-set, stream and string commands listed in `bullMqScriptCommands`, taken from
+ *   every script BullMQ 6.7 ships (not only the ones a run happens to hit).
+ * - The engine's own code: SET (with EX), GET, DEL, MGET, SCAN, EXISTS, PUBLISH, SUBSCRIBE,
+ *   PSUBSCRIBE (+ UNSUBSCRIBE / PUNSUBSCRIBE on close), MULTI / EXEC.
+ *
+ * Nothing else: no KEYS, FLUSH*, CONFIG, DEBUG, SHUTDOWN, SCRIPT, FUNCTION, ACL, MONITOR or
+ * CLIENT KILL / LIST, and no key or channel outside the prefix.
+ */
+
+/** Every command BullMQ 6.7's Lua scripts call (`rcall(...)` across `dist/esm/scripts`). */
+export const bullMqScriptCommands = [
+  "del", "exists", "get", "hdel", "hexists", "hget", "hgetall", "hincrby", "hlen", "hmget", "hmset", "hscan", "hset",
+  "incr", "incrby", "lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "ltrim", "persist", "pexpire",
+  "pexpireat", "pttl", "rename", "rpop", "rpoplpush", "rpush", "sadd", "scard", "set", "sismember", "smembers",
+  "srem", "sscan", "time", "type", "unlink", "xadd", "xdel", "xlen", "xrange", "xread", "xtrim", "zadd", "zcard", "zcount",
+  "zlexcount", "zpopmin", "zrange", "zrangebylex", "zrangebyscore", "zrem", "zremrangebyrank", "zremrangebyscore",
+  "zrevrange", "zrevrangebyscore", "zscore"
+] as const
+
+/** Commands issued from the client side: ioredis, BullMQ's client code and the engine's own. */
+export const clientCommands = [
+  "ping", "quit", "select", "info", "client|setname", "client|getname",
+  "evalsha", "eval", "bzpopmin", "multi", "exec", "discard",
+  "set", "get", "del", "mget", "scan", "exists",
+  "publish", "subscribe", "psubscribe", "unsubscribe", "punsubscribe"
+] as const
+
+/**
+ * The ACL rule of an engine user under `prefix`, as the words that follow `ACL SETUSER {name}`
+ * (without the `on` and `>{password}` that enable the user and set its password).
+ */
+export const engineAclRule = (prefix: string): string => {
+  const commands = Array.from(new Set<string>([...clientCommands, ...bullMqScriptCommands]))
+  return [
+    "resetkeys",
+    "resetchannels",
+    `~${prefix}:*`,
+    `&${prefix}:*`,
+    `&${prefix}:job:cancel:*`,
+    "-@all",
+    ...commands.map((command) => `+${command}`)
+  ].join(" ")
+}
+
+/** The full `ACL SETUSER` line for `user` with `password` (what the README shows). */
+export const engineAclSetUser = (user: string, password: string, prefix: string): string =>
+  `ACL SETUSER ${user} on >${password} ${engineAclRule(prefix)}`
