@@ -50,6 +50,9 @@ export class SyntheticGatewayControl extends Context.Tag("ai-job-engine/Syntheti
 /** A deterministic generator for one purpose of one call. */
 const randomFor = (...parts: ReadonlyArray<string | number>) => Random.make(sha256Hex(parts.join("\u0000")))
 
+/** How many calls `SyntheticGatewayControl.calls` remembers. */
+const maxRecordedCalls = 1_000
+
 const estimateTokens = (text: string) => Math.max(1, Math.ceil(text.length / 4))
 
 export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
@@ -128,7 +131,8 @@ export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
 
     const record = (request: GenerateRequest, outcome: SyntheticCall["outcome"], errorCode: string | null) =>
       Ref.update(calls, (all) => [
-        ...all,
+        // A long-running embedded process keeps only the most recent calls.
+        ...(all.length >= maxRecordedCalls ? all.slice(all.length - maxRecordedCalls + 1) : all),
         {
           jobId: request.job.id,
           jobType: request.job.type,
