@@ -1,0 +1,65 @@
+import { NodeContext } from "@effect/platform-node"
+import { ConfigProvider, Effect, Layer } from "effect"
+import { allQueueNames } from "../src/domain/QueueName.js"
+import { ConfigLive, LiveInfrastructure } from "../src/layers/AppLayers.js"
+import { AiJobServiceLive } from "../src/layers/core/AiJobServiceLive.js"
+import { JobCatalogLive } from "../src/layers/core/JobCatalogLive.js"
+import { OutboxAdminLive } from "../src/layers/core/OutboxAdminLive.js"
+import { SnapshotBuilderLive } from "../src/layers/core/SnapshotBuilderLive.js"
+import { GatewayServicesLive } from "../src/layers/gateway/GatewayLive.js"
+import { SyntheticGatewayLayer } from "../src/layers/gateway/SyntheticGateway.js"
+import { makeDispatcher } from "../src/pipeline/dispatcher.js"
+import { runWorker } from "../src/pipeline/worker.js"
+import type { BenchTarget } from "./infra.js"
+
+/** The JWT secret of the bench's API server (the bench signs its own tokens with it). */
+export const benchJwtSecret = "bench-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+
+/**
+ * The "environment" of a bench process, as the engine's own `Config` reads it: the scratch
+ * database, the bench's Redis prefix, a platform key (synthetic_echo runs on `platform_key`),
+ * worker concurrency, and quotas high enough that admission never refuses a bench job.
+ */
+export const benchConfigProvider = (target: BenchTarget, options: { readonly workerConcurrency: number }) =>
+  ConfigProvider.fromMap(
+    new Map([
+      ["DATABASE_URL", target.databaseUrl],
+      ["REDIS_URL", target.redisUrl],
+      ["REDIS_KEY_PREFIX", target.redisPrefix],
+      ["AI_API_KEY", "sk-bench-platform-key"],
+      ["AUTH_JWT_SECRET", benchJwtSecret],
+      ["WORKER_CONCURRENCY_INTERACTIVE", String(options.workerConcurrency)],
+      ["WORKER_CONCURRENCY_BACKGROUND", String(options.workerConcurrency)],
+      ["MAX_ACTIVE_JOBS_PER_USER", "1000000"],
+      ["DAILY_JOB_QUOTA", "1000000"]
+    ])
+  )
+
+/**
+ * The production composition (`AppLive` of src/layers/AppLayers.ts: `ConfigLive`,
+ * `LiveInfrastructure` = MySQL + BullMQ + Redis signals, the engine's services) with one swap:
+ * the gateway is the instant synthetic provider (`latencyMs: 0`) instead of the one chosen by
+ * `AI_GATEWAY`.
+ */
+export const benchEngineLayer = (target: BenchTarget, options: { readonly workerConcurrency: number }) =>
+  Layer.mergeAll(AiJobServiceLive, OutboxAdminLive).pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        JobCatalogLive,
+        SnapshotBuilderLive,
+        GatewayServicesLive,
+        SyntheticGatewayLayer({ seed: "bench", latencyMs: 0 })
+      )
+    ),
+    Layer.provideMerge(LiveInfrastructure),
+    Layer.provideMerge(Layer.merge(ConfigLive, NodeContext.layer)),
+    Layer.provide(Layer.setConfigProvider(benchConfigProvider(target, options)))
+  )
+
+/** The real dispatcher (its background loops) and one worker on every queue, in the caller's scope. */
+export const startDispatcherAndWorker = (workerId: string) =>
+  Effect.gen(function* () {
+    const dispatcher = yield* makeDispatcher
+    yield* dispatcher.run
+    return yield* runWorker({ workerId, queues: allQueueNames })
+  })

@@ -1,0 +1,22 @@
+import { Schema } from "effect"
+
+export const HttpServerMode = Schema.Literal("engine", "bare")
+export type HttpServerMode = typeof HttpServerMode.Type
+
+/** What the HTTP server child is started with (argv[2], JSON). */
+export const HttpServerArgs = Schema.Struct({
+  mode: HttpServerMode,
+  target: Schema.Struct({
+    databaseName: Schema.String,
+    databaseUrl: Schema.String,
+    redisUrl: Schema.String,
+    redisPrefix: Schema.String
+  })
+})
+
+/** Child → parent. */
+export const HttpServerReady = Schema.Struct({ type: Schema.Literal("listening"), port: Schema.Number })
+export type HttpServerReady = typeof HttpServerReady.Type
+
+/** Parent → child. */
+export const HttpServerCommand = Schema.Struct({ type: Schema.Literal("stop") })

@@ -1,0 +1,84 @@
+/**
+ * Child process of the HTTP part: one server on 127.0.0.1 (a free port), alone in its process.
+ * - `engine`: the engine's real API (`apiServer`: HttpApi, bearer JWT auth, error mapping) over
+ *   the production layers, so `GET /api/ai/jobs/:jobId` verifies the token, reads the job (and,
+ *   for a succeeded job, its artifacts) and encodes the response Schema.
+ * - `bare`: `node:http` with a mysql2 pool of the same size (10) running the same SELECTs
+ *   (the job row; the artifacts of a succeeded job) and `JSON.stringify`; no auth, no Schema.
+ *
+ * argv[2]: JSON `{ mode, target }`.
+ */
+import { createServer } from "node:http"
+import { HttpServer } from "@effect/platform"
+import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { Context, Effect, Layer, Logger, LogLevel, Queue, Schema } from "effect"
+import { ApiSettings } from "../src/http/ApiSettings.js"
+import { ReadinessProbeLive } from "../src/http/ReadinessProbe.js"
+import { apiServer } from "../src/http/server.js"
+import { parentMessages, toParent } from "./childProcess.js"
+import { benchEngineLayer, benchJwtSecret } from "./engineStack.js"
+import { HttpServerArgs, HttpServerCommand } from "./httpProtocol.js"
+import { type BenchTarget, rawPool } from "./infra.js"
+
+const engineServer = (target: BenchTarget) =>
+  Effect.gen(function* () {
+    const server = apiServer().pipe(
+      Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+      Layer.provide(Layer.merge(ApiSettings.make({ jwtSecret: benchJwtSecret }), ReadinessProbeLive)),
+      Layer.provide(benchEngineLayer(target, { workerConcurrency: 1 }))
+    )
+    const context = yield* Layer.build(server)
+    const address = Context.get(context, HttpServer.HttpServer).address
+    return address._tag === "TcpAddress" ? address.port : yield* Effect.dieMessage("expected a TCP address")
+  })
+
+const jobPath = /^\/api\/ai\/jobs\/([^/?]+)$/
+
+const bareServer = (target: BenchTarget) =>
+  Effect.gen(function* () {
+    const pool = yield* rawPool(target.databaseUrl, 10)
+    const server = createServer((request, response) => {
+      const match = jobPath.exec(request.url ?? "")
+      if (request.method !== "GET" || match === null) {
+        response.writeHead(404).end()
+        return
+      }
+      const jobId = decodeURIComponent(match[1] ?? "")
+      void (async () => {
+        const [jobs] = await pool.execute("SELECT * FROM ai_job WHERE id = ?", [jobId])
+        const job: unknown = Array.isArray(jobs) ? jobs[0] : undefined
+        if (job === undefined) {
+          response.writeHead(404, { "content-type": "application/json" }).end('{"code":"JOB_NOT_FOUND"}')
+          return
+        }
+        const succeeded = typeof job === "object" && job !== null && "lifecycle_status" in job && job.lifecycle_status === "succeeded"
+        const [artifacts] = succeeded
+          ? await pool.execute(
+            "SELECT * FROM ai_job_artifact WHERE job_id = ? ORDER BY ordinal, artifact_type, artifact_id",
+            [jobId]
+          )
+          : [[]]
+        response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ job, artifacts }))
+      })().catch(() => {
+        response.writeHead(500).end()
+      })
+    })
+    yield* Effect.acquireRelease(
+      Effect.async<void>((resume) => {
+        server.listen(0, "127.0.0.1", () => resume(Effect.void))
+      }),
+      () => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+    )
+    const address = server.address()
+    return typeof address === "object" && address !== null ? address.port : yield* Effect.dieMessage("no port")
+  })
+
+const program = Effect.gen(function* () {
+  const args = yield* Schema.decodeUnknown(Schema.parseJson(HttpServerArgs))(process.argv[2] ?? "")
+  const inbox = yield* parentMessages(HttpServerCommand)
+  const port = args.mode === "engine" ? yield* engineServer(args.target) : yield* bareServer(args.target)
+  yield* toParent({ type: "listening", port })
+  yield* Queue.take(inbox)
+}).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
+
+NodeRuntime.runMain(program)
