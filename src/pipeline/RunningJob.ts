@@ -3,6 +3,7 @@ import type { AiJob, JobLease } from "../domain/AiJob.js"
 import type { ResolvedCredential } from "../services/AiGateway.js"
 import type { RegisteredJobType } from "../services/JobDefinitionRegistry.js"
 import type { ModelRoute } from "../services/ModelRouter.js"
+import type { NewUsageLogEntry } from "../services/UsageLog.js"
 
 /** After PREPARE: the job, locked by this worker, with its definition. */
 export interface PreparedJob {
@@ -21,10 +22,11 @@ export interface ResolvedJob extends PreparedJob {
   readonly firstAttemptNo: number
 }
 
-/** After EXECUTE: the validated output and its hash. */
+/** After EXECUTE: the validated output, its hash, and the usage row of the call that made it. */
 export interface ExecutedJob extends ResolvedJob {
   readonly output: unknown
   readonly outputHash: string
+  readonly usage: NewUsageLogEntry
 }
 
 /** The stages, as logs and progress name them (ADR 5.1). */

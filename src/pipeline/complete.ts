@@ -5,28 +5,27 @@ import { newId } from "../domain/Ids.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { GenerateResult } from "../services/AiGateway.js"
 import { DomainEvents } from "../services/DomainEvents.js"
-import { UsageLog } from "../services/UsageLog.js"
+import { type NewUsageLogEntry, UsageLog } from "../services/UsageLog.js"
 import type { ResolvedJob } from "./RunningJob.js"
 
 /**
- * COMPLETE (ADR 5.7): one usage row per provider call, failed and interrupted calls included.
- * A usage row that cannot be written is logged and does not fail the job: the call happened.
+ * COMPLETE (ADR 5.7): the usage row of one provider call, failed and interrupted calls
+ * included (tokens 0, the error code set).
  */
-export const recordUsage = (
+export const usageEntryOf = (
   resolved: ResolvedJob,
   attemptNo: number,
   startedAtMillis: number,
   exit: Exit.Exit<GenerateResult, ExecutionError>
 ) =>
   Effect.gen(function* () {
-    const usageLog = yield* UsageLog
     const costs = yield* AiCostCalculator
     const finishedAtMillis = yield* Clock.currentTimeMillis
     const result = Exit.isSuccess(exit) ? exit.value : undefined
     const usage = result?.usage ?? { promptTokens: 0, completionTokens: 0, totalTokens: 0 }
     const model = result?.model ?? resolved.route.model
     const errorCode = Exit.isSuccess(exit) ? null : Exit.isInterrupted(exit) ? "CANCELLED" : failureCodeOf(exit)
-    yield* usageLog.record({
+    return {
       id: yield* newId,
       jobId: resolved.job.id,
       attemptNo,
@@ -39,11 +38,19 @@ export const recordUsage = (
       costMicros: yield* costs.costMicros(model, usage),
       latencyMs: Math.max(0, Math.round(result?.latencyMs ?? finishedAtMillis - startedAtMillis)),
       errorCode
-    })
-  }).pipe(
+    } satisfies NewUsageLogEntry
+  })
+
+/**
+ * Writes a usage row now. One that cannot be written is logged and does not fail the job: the
+ * call happened either way. (A successful call's row is written by PROJECT, in its transaction.)
+ */
+export const recordUsage = (entry: NewUsageLogEntry) =>
+  Effect.flatMap(UsageLog, (usageLog) => usageLog.record(entry)).pipe(
     Effect.catchAll((error) =>
       Effect.logWarning("usage row not written").pipe(Effect.annotateLogs({ operation: error.operation }))
     ),
+    Effect.asVoid,
     Effect.uninterruptible
   )
 

@@ -19,7 +19,7 @@ import type { SnapshotRepository } from "../services/SnapshotRepository.js"
 import type { UnitOfWork } from "../services/UnitOfWork.js"
 import type { UsageLog } from "../services/UsageLog.js"
 import { TimingConfig } from "../layers/config.js"
-import { publishFinished } from "./complete.js"
+import { publishFinished, recordUsage } from "./complete.js"
 import { execute } from "./execute.js"
 import { heartbeat } from "./heartbeat.js"
 import { defectsAsInternal, persistenceAsInternal } from "./internalErrors.js"
@@ -120,6 +120,8 @@ export const makeExecutionEngine = (workerId: string) =>
             Effect.catchTags({ IllegalTransition: leaseEnded(prepared), JobNotFound: leaseEnded(prepared) }),
             defectsAsInternal,
             Effect.retry(schedule),
+            // The projection rolled back for good: its call's usage row is written on its own.
+            Effect.tapError(() => recordUsage(executed.usage)),
             Effect.uninterruptible
           )
           yield* publishFinished(succeeded).pipe(Effect.annotateLogs({ stage: "COMPLETE" }))

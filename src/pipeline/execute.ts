@@ -1,10 +1,10 @@
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Exit } from "effect"
 import { outputHash } from "../domain/CanonicalJson.js"
 import { JobTimeoutError } from "../domain/ExecutionError.js"
 import { AiGateway } from "../services/AiGateway.js"
 import { ContentSafety } from "../services/ContentSafety.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
-import { recordUsage } from "./complete.js"
+import { recordUsage, usageEntryOf } from "./complete.js"
 import type { ExecutedJob, ResolvedJob } from "./RunningJob.js"
 
 /**
@@ -47,14 +47,21 @@ export const execute = (resolved: ResolvedJob, attemptNo: number, problems: Read
         duration: timeoutMs,
         onTimeout: () => new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })
       }),
-      Effect.onExit((exit) => recordUsage(resolved, attemptNo, startedAt, exit))
+      Effect.onExit((exit) =>
+        Exit.isSuccess(exit) ? Effect.void : Effect.flatMap(usageEntryOf(resolved, attemptNo, startedAt, exit), recordUsage)
+      )
     )
+    // The successful call's usage row goes into PROJECT's transaction; if this attempt ends here
+    // instead (an answer that does not validate, a cancel), it is written now.
+    const usage = yield* usageEntryOf(resolved, attemptNo, startedAt, Exit.succeed(result))
 
-    const output = yield* resolved.registered.decodeOutput(result.json, resolved.content)
-    if (checkSafety) yield* safety.check({ stage: "output", jobType: job.jobType, content: output })
-    const hash = outputHash(output)
-    yield* Effect.logInfo("output validated").pipe(Effect.annotateLogs({ outputHash: hash }))
-    return { ...resolved, output, outputHash: hash } satisfies ExecutedJob
+    return yield* Effect.gen(function* () {
+      const output = yield* resolved.registered.decodeOutput(result.json, resolved.content)
+      if (checkSafety) yield* safety.check({ stage: "output", jobType: job.jobType, content: output })
+      const hash = outputHash(output)
+      yield* Effect.logInfo("output validated").pipe(Effect.annotateLogs({ outputHash: hash }))
+      return { ...resolved, output, outputHash: hash, usage } satisfies ExecutedJob
+    }).pipe(Effect.onError(() => recordUsage(usage)))
   }).pipe(
     Effect.annotateLogs({ stage: "EXECUTE", attempt: attemptNo }),
     Effect.withSpan("pipeline.execute", { attributes: { attemptNo } })

@@ -4,11 +4,12 @@ import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.j
 import { ArtifactRepository } from "../services/ArtifactRepository.js"
 import { ResultProjectors } from "../services/ResultProjectors.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
+import { UsageLog } from "../services/UsageLog.js"
 import type { ExecutedJob } from "./RunningJob.js"
 
 /**
- * PROJECT (ADR 6.2): one transaction holding the projector's business rows, the artifacts and
- * the fenced `markSucceeded`. A worker that lost its lease fails the fence and the whole
+ * PROJECT (ADR 6.2): one transaction holding the projector's business rows, the artifacts, the
+ * usage row of the call that produced the output, and the fenced `markSucceeded`. A worker that lost its lease fails the fence and the whole
  * projection rolls back (DESIGN.md correction 6); a repeated projection writes nothing new.
  */
 export const project = (executed: ExecutedJob) =>
@@ -17,6 +18,7 @@ export const project = (executed: ExecutedJob) =>
     const artifacts = yield* ArtifactRepository
     const jobs = yield* AiJobLifecycleRepository
     const unitOfWork = yield* UnitOfWork
+    const usageLog = yield* UsageLog
     const { job } = executed
     const key = executed.registered.definition.projector ?? job.jobType
     const projector = yield* projectors.get(key).pipe(
@@ -29,6 +31,8 @@ export const project = (executed: ExecutedJob) =>
         if (projection.duplicate || (recorded.inserted === 0 && recorded.duplicates > 0)) {
           yield* Effect.logWarning("{{##duplicate}} projection already applied; nothing new written")
         }
+        // COMPLETE's usage row of the successful call commits with the result (one commit less).
+        yield* usageLog.record(executed.usage)
         return yield* jobs.markSucceeded(executed.lease, executed.outputHash)
       })
     )
