@@ -9,7 +9,7 @@ import {
   type NewAiJob
 } from "../../domain/AiJob.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
-import { LockLost } from "../../domain/LifecycleErrors.js"
+import { JobNotFound, LockLost } from "../../domain/LifecycleErrors.js"
 import {
   cancelGuard,
   cancelledFailure,
@@ -27,6 +27,8 @@ const idempotencyIndexKey = (userId: string, jobType: string, key: string) => `$
 
 const plus = (now: Date, millis: number) => new Date(now.getTime() + millis)
 
+const clampProgress = (progress: number) => Math.max(0, Math.min(100, Math.round(progress)))
+
 /** A copy of `job` with `changes`, stamped `updatedAt = now`, its legacy status kept in step. */
 const changed = (job: AiJob, now: Date, changes: Partial<AiJob>): AiJob => {
   const lifecycleStatus = changes.lifecycleStatus ?? job.lifecycleStatus
@@ -38,12 +40,34 @@ const changed = (job: AiJob, now: Date, changes: Partial<AiJob>): AiJob => {
 
 const withJob = (tables: MemoryTables, job: AiJob): MemoryTables => ({ ...tables, aiJob: HashMap.set(tables.aiJob, job.id, job) })
 
+/** Constructor options of the memory repository; the defaults are the real behaviour. */
+export interface MemoryAiJobLifecycleRepositoryOptions {
+  /**
+   * TEST-ONLY, A DELIBERATE BUG: skip the lease guard (status, owner and attempt) on every
+   * worker write (heartbeat, progress, release, markSucceeded, and markFailed / markCancelled
+   * by lease), as if the fencing `WHERE` clause had been dropped. The simulation switches it
+   * on to prove that its invariants catch a broken engine. Never set it anywhere else.
+   */
+  readonly unsafeDisableFencingForSimulation?: boolean
+}
+
 /**
  * `ai_job` in memory: the same guards as MySQL's `WHERE` clauses, checked and applied in one
  * serialized write, with Effect's Clock as the store's clock.
  */
-export const makeMemoryAiJobLifecycleRepository = Effect.gen(function* () {
+export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifecycleRepositoryOptions) => Effect.gen(function* () {
   const db = yield* MemoryDatabase
+  const unfenced = options.unsafeDisableFencingForSimulation === true
+
+  /** The lease guard, or (deliberate bug) only "the row exists". */
+  const leaseCheck = (lease: JobLease, current: Option.Option<AiJob>, to: LifecycleStatus) =>
+    unfenced
+      ? Either.fromOption(current, () => new JobNotFound({ jobId: lease.jobId }))
+      : leaseGuard(lease, current, to)
+  const fenceCheck = (fence: JobFence, current: Option.Option<AiJob>, now: Date, to: LifecycleStatus) =>
+    fence._tag === "Lease" ? leaseCheck(fence.lease, current, to) : fenceGuard(fence, current, now, to)
+  const cancelCheck = (fence: JobFence, current: Option.Option<AiJob>, now: Date) =>
+    fence._tag === "Lease" && unfenced ? leaseCheck(fence.lease, current, "cancelled") : cancelGuard(fence, current, now)
 
   const findById = (jobId: string) => db.read((tables) => HashMap.get(tables.aiJob, jobId))
 
@@ -130,12 +154,16 @@ export const makeMemoryAiJobLifecycleRepository = Effect.gen(function* () {
     guarded(
       operation,
       lease.jobId,
-      (current) => Either.mapLeft(leaseGuard(lease, current, "running"), () => new LockLost({ ...lease })),
+      (current) => Either.mapLeft(leaseCheck(lease, current, "running"), () => new LockLost({ ...lease })),
       next
     )
 
-  const extendLock = (lease: JobLease, lockTtlMs: number) =>
-    whileLeased("ai_job.extendLock", lease, (job, now) => changed(job, now, { lockUntil: plus(now, lockTtlMs) })).pipe(
+  const extendLock = (lease: JobLease, lockTtlMs: number, progress?: number) =>
+    whileLeased("ai_job.extendLock", lease, (job, now) =>
+      changed(job, now, {
+        lockUntil: plus(now, lockTtlMs),
+        progress: progress === undefined ? job.progress : Math.max(job.progress, clampProgress(progress))
+      })).pipe(
       Effect.map((job) => ({ lockUntil: job.lockUntil ?? new Date(0), cancelRequested: job.cancelRequestedAt !== null }))
     )
 
@@ -143,15 +171,16 @@ export const makeMemoryAiJobLifecycleRepository = Effect.gen(function* () {
     whileLeased("ai_job.releaseLock", lease, (job, now) => changed(job, now, { lockUntil: null })).pipe(Effect.asVoid)
 
   const updateProgress = (lease: JobLease, progress: number) =>
-    whileLeased("ai_job.updateProgress", lease, (job, now) =>
-      changed(job, now, { progress: Math.max(0, Math.min(100, Math.round(progress))) })).pipe(Effect.asVoid)
+    whileLeased("ai_job.updateProgress", lease, (job, now) => changed(job, now, { progress: clampProgress(progress) })).pipe(
+      Effect.asVoid
+    )
 
   const markSucceeded = (lease: JobLease, outputHash: string) =>
-    guarded("ai_job.markSucceeded", lease.jobId, (current) => leaseGuard(lease, current, "succeeded"), (job, now) =>
+    guarded("ai_job.markSucceeded", lease.jobId, (current) => leaseCheck(lease, current, "succeeded"), (job, now) =>
       changed(job, now, { lifecycleStatus: "succeeded", progress: 100, outputHash, finishedAt: now, lockUntil: null }))
 
   const markFailed = (fence: JobFence, failure: JobFailure) =>
-    guarded("ai_job.markFailed", fencedJobId(fence), (current, now) => fenceGuard(fence, current, now, "failed"), (job, now) =>
+    guarded("ai_job.markFailed", fencedJobId(fence), (current, now) => fenceCheck(fence, current, now, "failed"), (job, now) =>
       changed(job, now, {
         lifecycleStatus: "failed",
         errorCode: failure.errorCode,
@@ -162,7 +191,7 @@ export const makeMemoryAiJobLifecycleRepository = Effect.gen(function* () {
       }))
 
   const markCancelled = (fence: JobFence) =>
-    guarded("ai_job.markCancelled", fencedJobId(fence), (current, now) => cancelGuard(fence, current, now), (job, now) =>
+    guarded("ai_job.markCancelled", fencedJobId(fence), (current, now) => cancelCheck(fence, current, now), (job, now) =>
       changed(job, now, {
         lifecycleStatus: "cancelled",
         errorCode: cancelledFailure.errorCode,
@@ -256,4 +285,10 @@ export const makeMemoryAiJobLifecycleRepository = Effect.gen(function* () {
   })
 })
 
+export const makeMemoryAiJobLifecycleRepository = makeMemoryAiJobLifecycleRepositoryWith({})
+
 export const MemoryAiJobLifecycleRepository = Layer.effect(AiJobLifecycleRepository, makeMemoryAiJobLifecycleRepository)
+
+/** The memory repository with explicit options (simulations only; see the options). */
+export const MemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifecycleRepositoryOptions) =>
+  Layer.effect(AiJobLifecycleRepository, makeMemoryAiJobLifecycleRepositoryWith(options))

@@ -88,6 +88,13 @@ export type MemoryWrite<A, E> = (tables: MemoryTables, now: Date) => Either.Eith
 export type MemoryFaults = (operation: "read" | "write" | "commit") => Effect.Effect<Option.Option<string>>
 
 /**
+ * Observation for simulations: called after every commit to the shared tables (a write outside
+ * a transaction, or an outermost transaction), with the tables before and after, while the
+ * write lock is still held, so observers see commits one at a time and in order.
+ */
+export type MemoryCommitObserver = (before: MemoryTables, after: MemoryTables) => Effect.Effect<void>
+
+/**
  * The in-memory database behind every memory repository. Writes are serialized; a transaction
  * works on its own copy of the (persistent, so cheaply copied) tables and publishes it on
  * success, so concurrent readers see only committed state, as with InnoDB.
@@ -102,6 +109,8 @@ export class MemoryDatabase extends Context.Tag("ai-job-engine/MemoryDatabase")<
     /** Committed state, for tests and invariant checks. */
     readonly snapshot: Effect.Effect<MemoryTables>
     readonly setFaults: (faults: Option.Option<MemoryFaults>) => Effect.Effect<void>
+    /** Simulation hook (default none): see `MemoryCommitObserver`. */
+    readonly setCommitObserver: (observer: Option.Option<MemoryCommitObserver>) => Effect.Effect<void>
   }
 >() {}
 
@@ -110,6 +119,14 @@ export const makeMemoryDatabase = Effect.gen(function* () {
   const writeLock = yield* Effect.makeSemaphore(1)
   const currentTransaction = yield* Effect.sync(() => FiberRef.unsafeMake(Option.none<Ref.Ref<MemoryTables>>()))
   const faults = yield* Ref.make(Option.none<MemoryFaults>())
+  const commitObserver = yield* Ref.make(Option.none<MemoryCommitObserver>())
+
+  /** Publishes `next` as the committed state and tells the observer, if any. */
+  const commit = (before: MemoryTables, next: MemoryTables) =>
+    Effect.zipRight(
+      Ref.set(committed, next),
+      Effect.flatMap(Ref.get(commitObserver), Option.match({ onNone: () => Effect.void, onSome: (observe) => observe(before, next) }))
+    )
 
   const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -141,10 +158,12 @@ export const makeMemoryDatabase = Effect.gen(function* () {
 
   const apply = <A, E>(target: Ref.Ref<MemoryTables>, f: MemoryWrite<A, E>) =>
     Effect.gen(function* () {
-      const result = f(yield* Ref.get(target), yield* now)
+      const before = yield* Ref.get(target)
+      const result = f(before, yield* now)
       if (Either.isLeft(result)) return yield* Effect.fail(result.left)
       const [value, next] = result.right
-      yield* Ref.set(target, next)
+      if (target === committed) yield* commit(before, next)
+      else yield* Ref.set(target, next)
       return value
     })
 
@@ -163,7 +182,9 @@ export const makeMemoryDatabase = Effect.gen(function* () {
       const working = yield* Ref.make(yield* Ref.get(parent))
       const result = yield* Effect.locally(effect, currentTransaction, Option.some(working))
       yield* checkFault("commit", "commit")
-      yield* Ref.set(parent, yield* Ref.get(working))
+      const next = yield* Ref.get(working)
+      if (parent === committed) yield* commit(yield* Ref.get(committed), next)
+      else yield* Ref.set(parent, next)
       return result
     })
 
@@ -182,7 +203,8 @@ export const makeMemoryDatabase = Effect.gen(function* () {
     write,
     transaction,
     snapshot: Ref.get(committed),
-    setFaults: (next) => Ref.set(faults, next)
+    setFaults: (next) => Ref.set(faults, next),
+    setCommitObserver: (next) => Ref.set(commitObserver, next)
   })
 })
 

@@ -25,7 +25,6 @@ import {
   type JobQueueAddRequest,
   JobQueueUnavailable,
   payloadErrorPaths,
-  queueJobIdFor,
   queuePriorityFor
 } from "../../services/JobQueue.js"
 import { QueueSettings } from "../queueSettings.js"
@@ -143,7 +142,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
   const add = (request: JobQueueAddRequest): Effect.Effect<JobQueueAddOutcome, JobQueueUnavailable> =>
     Effect.gen(function* () {
       const delayMs = Math.max(0, Math.round(request.delayMs ?? 0))
-      const queueJobId = queueJobIdFor(request.payload.jobId)
+      const queueJobId = request.payload.dedupeKey
       const outcome = yield* STM.commit(
         STM.zipRight(
           refuseWhenUnreachable("add"),

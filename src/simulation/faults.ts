@@ -1,0 +1,156 @@
+import { Effect, Random } from "effect"
+
+/**
+ * Where a worker dies like `kill -9`: its fibers stop there and every write it still attempts
+ * is refused. The points are the ones the engine's recovery must cover.
+ */
+export const crashPoints = [
+  /** A delivery arrived; the worker dies before its compare-and-set on the job. */
+  "before-lock",
+  /** The lock is taken (committed); the worker dies right after. */
+  "after-lock",
+  /** During EXECUTE, while the provider call is in flight. */
+  "mid-execute",
+  /** Inside the PROJECT transaction, after the business rows: the transaction must roll back. */
+  "inside-project",
+  /** The PROJECT transaction committed; the worker dies before the queue acknowledgement. */
+  "after-commit",
+  /** Wherever the worker is right now. */
+  "anywhere"
+] as const
+export type CrashPoint = (typeof crashPoints)[number]
+
+/** A scripted answer of the synthetic provider (see `SyntheticGatewayControl.script`). */
+export type ProviderTrouble =
+  | { readonly _tag: "Unavailable" }
+  | { readonly _tag: "RateLimited"; readonly retryAfterMs: number }
+  | { readonly _tag: "Slow"; readonly ms: number }
+  | { readonly _tag: "Hang" }
+  | { readonly _tag: "NotJson" }
+
+/** What goes wrong, decided by the seed. */
+export type FaultAction =
+  /** Arms `point` on the worker in `slot`; it restarts (new id) `restartAfterMs` after dying. */
+  | { readonly _tag: "CrashWorker"; readonly at: number; readonly slot: number; readonly point: CrashPoint; readonly restartAfterMs: number }
+  /** The dispatcher in `slot` dies between its claim and its queue add; restarts later. */
+  | { readonly _tag: "CrashDispatcher"; readonly at: number; readonly slot: number; readonly restartAfterMs: number }
+  /**
+   * The worker in `slot` freezes (GC pause, VM stall) at its next provider call, past its lock,
+   * then wakes: a zombie. With `cancelHeldJob`, a client cancels the job it holds meanwhile.
+   */
+  | {
+    readonly _tag: "PauseWorker"
+    readonly at: number
+    readonly slot: number
+    readonly durationMs: number
+    readonly cancelHeldJob: boolean
+  }
+  | { readonly _tag: "Provider"; readonly at: number; readonly trouble: ReadonlyArray<ProviderTrouble> }
+  | { readonly _tag: "QueueOutage"; readonly at: number; readonly durationMs: number }
+  /** Transient database errors: each read, write or commit fails with probability `rate`. */
+  | { readonly _tag: "DatabaseFaults"; readonly at: number; readonly durationMs: number; readonly rate: number }
+  /** A second delivery of a job that is already on the queue or done (another queue job id). */
+  | { readonly _tag: "DuplicateDelivery"; readonly at: number; readonly pick: number }
+
+/** Faults applied to every queue add a dispatcher makes, while the fault phase lasts. */
+export interface DeliveryFaults {
+  /** Chance that an add is delayed by up to `maxDelayMs`. */
+  readonly delayRate: number
+  readonly maxDelayMs: number
+  /** Chance that an add is delivered twice (a second queue job for the same AiJob). */
+  readonly duplicateRate: number
+}
+
+export interface FaultSettings {
+  readonly phaseMs: number
+  readonly workers: number
+  readonly dispatchers: number
+  readonly workerCrashes: number
+  readonly dispatcherCrashes: number
+  readonly pauses: number
+  readonly providerTroubles: number
+  readonly queueOutages: number
+  readonly databaseFaultWindows: number
+  readonly duplicateDeliveries: number
+  /** A pause must outlive the lock for the worker to become a zombie. */
+  readonly minPauseMs: number
+}
+
+export interface FaultPlan {
+  readonly actions: ReadonlyArray<FaultAction>
+  readonly delivery: DeliveryFaults
+}
+
+const troubleOf = Effect.gen(function* () {
+  const roll = yield* Random.nextIntBetween(0, 10)
+  if (roll < 4) return { _tag: "Unavailable" } satisfies ProviderTrouble
+  if (roll < 5) return { _tag: "RateLimited", retryAfterMs: yield* Random.nextIntBetween(500, 6_000) } satisfies ProviderTrouble
+  if (roll < 7) return { _tag: "Slow", ms: yield* Random.nextIntBetween(2_000, 20_000) } satisfies ProviderTrouble
+  if (roll < 8) return { _tag: "Hang" } satisfies ProviderTrouble
+  return { _tag: "NotJson" } satisfies ProviderTrouble
+})
+
+/**
+ * The faults of one run from the `Random` in context (seed it). Counts are upper bounds: each
+ * kind of fault is present in a seed with some probability, so seeds differ in kind as well as
+ * in timing, and some seeds are nearly fault-free.
+ */
+export const generateFaults = (settings: FaultSettings) =>
+  Effect.gen(function* () {
+    const actions: Array<FaultAction> = []
+    const at = Random.nextIntBetween(0, settings.phaseMs)
+    const upTo = (max: number) => Random.nextIntBetween(0, max + 1)
+
+    for (let i = yield* upTo(settings.workerCrashes); i > 0; i--) {
+      actions.push({
+        _tag: "CrashWorker",
+        at: yield* at,
+        slot: yield* Random.nextIntBetween(0, settings.workers),
+        point: crashPoints[yield* Random.nextIntBetween(0, crashPoints.length)]!,
+        restartAfterMs: yield* Random.nextIntBetween(1_000, 30_000)
+      })
+    }
+    for (let i = yield* upTo(settings.dispatcherCrashes); i > 0; i--) {
+      actions.push({
+        _tag: "CrashDispatcher",
+        at: yield* at,
+        slot: yield* Random.nextIntBetween(0, settings.dispatchers),
+        restartAfterMs: yield* Random.nextIntBetween(1_000, 20_000)
+      })
+    }
+    for (let i = yield* upTo(settings.pauses); i > 0; i--) {
+      actions.push({
+        _tag: "PauseWorker",
+        at: yield* at,
+        slot: yield* Random.nextIntBetween(0, settings.workers),
+        durationMs: settings.minPauseMs + (yield* Random.nextIntBetween(0, 20_000)),
+        cancelHeldJob: (yield* Random.next) < 0.5
+      })
+    }
+    for (let i = yield* upTo(settings.providerTroubles); i > 0; i--) {
+      const count = yield* Random.nextIntBetween(1, 4)
+      const trouble: Array<ProviderTrouble> = []
+      for (let k = 0; k < count; k++) trouble.push(yield* troubleOf)
+      actions.push({ _tag: "Provider", at: yield* at, trouble })
+    }
+    for (let i = yield* upTo(settings.queueOutages); i > 0; i--) {
+      actions.push({ _tag: "QueueOutage", at: yield* at, durationMs: yield* Random.nextIntBetween(500, 12_000) })
+    }
+    for (let i = yield* upTo(settings.databaseFaultWindows); i > 0; i--) {
+      actions.push({
+        _tag: "DatabaseFaults",
+        at: yield* at,
+        durationMs: yield* Random.nextIntBetween(500, 8_000),
+        rate: (yield* Random.nextIntBetween(5, 40)) / 100
+      })
+    }
+    for (let i = yield* upTo(settings.duplicateDeliveries); i > 0; i--) {
+      actions.push({ _tag: "DuplicateDelivery", at: yield* at, pick: yield* Random.nextInt })
+    }
+    const delivery: DeliveryFaults = {
+      delayRate: (yield* Random.nextIntBetween(0, 30)) / 100,
+      maxDelayMs: yield* Random.nextIntBetween(100, 10_000),
+      duplicateRate: (yield* Random.nextIntBetween(0, 20)) / 100
+    }
+    return { actions, delivery } satisfies FaultPlan
+  })

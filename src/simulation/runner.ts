@@ -1,0 +1,316 @@
+import { Clock, ConfigProvider, Effect, Exit, FiberRef, HashMap, HashSet, Random, Scope } from "effect"
+import { isTerminal } from "../domain/LifecycleStatus.js"
+import { feynmanEvaluationDefinition } from "../jobs/feynman_evaluation/definition.js"
+import { flashcardGenerationDefinition } from "../jobs/flashcard_generation/definition.js"
+import { syntheticEchoDefinition } from "../jobs/synthetic_echo/definition.js"
+import type { TimingConfig } from "../layers/config.js"
+import { adrQueueSettings } from "../layers/queueSettings.js"
+import { makeSimulatedClock } from "./clock.js"
+import { makeSimulationScheduler } from "./scheduler.js"
+import { type FaultSettings, generateFaults } from "./faults.js"
+import { invariantNames, makeMonitor, type Violation } from "./invariants.js"
+import { formatEntry, makeTrace, traceLogger, type TraceEntry } from "./trace.js"
+import { type WorkloadSettings, defaultWorkloadSettings, generateWorkload } from "./workload.js"
+import { makeWorld, type WorldSettings } from "./world.js"
+
+/** Everything one run depends on besides its seed. */
+export interface SimulationSettings {
+  readonly workers: number
+  readonly dispatchers: number
+  readonly reapers: number
+  readonly timing: TimingConfig["Type"]
+  readonly dispatcherReleaseIntervalMs: number
+  readonly providerLatencyMs: { readonly min: number; readonly max: number }
+  /** The fault phase: workload and faults happen within it; then a fault-free tail. */
+  readonly phaseMs: number
+  /** A step of the fault phase advances the clock at most this far. */
+  readonly tickMs: number
+  readonly tailTickMs: number
+  readonly workload: Omit<WorkloadSettings, "phaseMs">
+  readonly faults: Omit<FaultSettings, "phaseMs" | "workers" | "dispatchers" | "minPauseMs">
+  readonly unsafeDisableFencing: boolean
+}
+
+export const defaultSimulationSettings: SimulationSettings = {
+  workers: 3,
+  dispatchers: 2,
+  reapers: 2,
+  timing: {
+    jobLockTtlMs: 20_000,
+    jobHeartbeatMs: 5_000,
+    reaperGraceMs: 5_000,
+    reaperIntervalMs: 5_000,
+    outboxLockTtlMs: 15_000,
+    outboxPollMs: 1_000,
+    snapshotRetentionMs: 7 * 24 * 60 * 60 * 1000
+  },
+  dispatcherReleaseIntervalMs: 5_000,
+  providerLatencyMs: { min: 50, max: 2_000 },
+  phaseMs: 60_000,
+  tickMs: 1_000,
+  tailTickMs: 2_000,
+  workload: {
+    jobs: defaultWorkloadSettings.jobs,
+    users: defaultWorkloadSettings.users,
+    cancels: defaultWorkloadSettings.cancels,
+    adminRetries: defaultWorkloadSettings.adminRetries,
+    duplicateRate: defaultWorkloadSettings.duplicateRate
+  },
+  faults: {
+    workerCrashes: 3,
+    dispatcherCrashes: 1,
+    pauses: 1,
+    providerTroubles: 4,
+    queueOutages: 1,
+    databaseFaultWindows: 1,
+    duplicateDeliveries: 3
+  },
+  unsafeDisableFencing: false
+}
+
+/** The definitions of the simulated job types (their timeouts and backoffs bound the checks). */
+const definitions = [syntheticEchoDefinition, flashcardGenerationDefinition, feynmanEvaluationDefinition] as const
+
+/** The longest a Retry-After from the simulated provider asks for (see `faults.ts`). */
+const maxRetryAfterMs = 6_000
+
+/**
+ * How long after the faults stop every job must be terminal. Each term is one way a job can
+ * still be held up when the tail starts, taken at its worst:
+ * - a lost lock: the lock TTL, then the reaper's grace, then up to one reaper interval;
+ * - a lost outbox claim: the outbox lock TTL, then up to one release interval, then one poll;
+ * - a delivery the queue took back: its longest redelivery backoff;
+ * - the run itself: the longest timeout, then the longest jittered backoff (or Retry-After),
+ *   then one provider call.
+ */
+export const livenessBoundMs = (settings: SimulationSettings): number => {
+  const { timing } = settings
+  const lostLock = timing.jobLockTtlMs + timing.reaperGraceMs + timing.reaperIntervalMs
+  const lostClaim = timing.outboxLockTtlMs + settings.dispatcherReleaseIntervalMs + timing.outboxPollMs
+  const redelivery = Math.max(
+    ...Object.values(adrQueueSettings).map((queue) => queue.backoffDelayMs * 2 ** (queue.attempts - 1))
+  )
+  const execution = Math.max(
+    ...definitions.map((definition) =>
+      definition.execution.timeoutMs +
+      Math.max(maxRetryAfterMs, 1.2 * definition.execution.retryBackoff.delay * 2 ** (definition.execution.maxRetries - 1)) +
+      settings.providerLatencyMs.max
+    )
+  )
+  return lostLock + lostClaim + redelivery + execution
+}
+
+/** The least gap between two provider calls of one lease: the schedule's first delay, jittered down (x0.8). */
+const minRetryGapMs = (): Readonly<Record<string, number>> =>
+  Object.fromEntries(
+    definitions.map((definition) => [definition.jobType, Math.floor(0.8 * definition.execution.retryBackoff.delay) - 1])
+  )
+
+export interface SeedResult {
+  readonly seed: number
+  readonly ok: boolean
+  readonly violation: Violation | undefined
+  readonly traceHash: string
+  readonly steps: number
+  readonly jobs: number
+  readonly commits: number
+  readonly traceLength: number
+  /** The last entries of the trace (all of them when asked). */
+  readonly lastEntries: ReadonlyArray<TraceEntry>
+  readonly virtualMs: number
+  readonly outcomes: Readonly<Record<string, number>>
+}
+
+/** Virtual time starts here (2025-01-01T00:00:00Z), so ids and timestamps are the same every run. */
+const epochMillis = 1_735_689_600_000
+
+/** One seed: plan the workload and faults, run the world step by step, check after each step. */
+export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {}, options: { readonly keepEntries?: number } = {}) => {
+  const settings: SimulationSettings = { ...defaultSimulationSettings, ...overrides }
+  const clock = makeSimulatedClock({ startMillis: epochMillis })
+  const elapsed = () => clock.now() - epochMillis
+  const trace = makeTrace(elapsed)
+  const monitor = makeMonitor({ minRetryGapMs: minRetryGapMs(), trace })
+  const keep = options.keepEntries ?? 30
+
+  const program = Effect.gen(function* () {
+    const workload = yield* generateWorkload({ ...settings.workload, phaseMs: settings.phaseMs }).pipe(
+      Effect.withRandom(Random.make(`workload:${seed}`))
+    )
+    const faults = yield* generateFaults({
+      ...settings.faults,
+      phaseMs: settings.phaseMs,
+      workers: settings.workers,
+      dispatchers: settings.dispatchers,
+      minPauseMs: settings.timing.jobLockTtlMs + settings.timing.reaperGraceMs + settings.timing.reaperIntervalMs
+    }).pipe(Effect.withRandom(Random.make(`faults:${seed}`)))
+
+    const worldSettings: WorldSettings = {
+      seed: String(seed),
+      workers: settings.workers,
+      dispatchers: settings.dispatchers,
+      reapers: settings.reapers,
+      timing: settings.timing,
+      dispatcherReleaseIntervalMs: settings.dispatcherReleaseIntervalMs,
+      providerLatencyMs: settings.providerLatencyMs,
+      unsafeDisableFencing: settings.unsafeDisableFencing
+    }
+    const world = yield* makeWorld({ settings: worldSettings, trace, monitor, now: elapsed })
+    world.setDeliveryFaults(faults.delivery)
+    trace.record("plan", {
+      creates: workload.filter((a) => a._tag === "Create").length,
+      faults: faults.actions.map((a) => a._tag).join(","),
+      delayRate: faults.delivery.delayRate,
+      duplicateRate: faults.delivery.duplicateRate
+    })
+    for (const action of workload) world.schedule(action.at, action._tag, world.applyWorkload(action))
+    for (const action of faults.actions) world.schedule(action.at, action._tag, world.applyFault(action))
+
+    let step = 0
+    const check = Effect.gen(function* () {
+      monitor.checkState(yield* world.db.snapshot)
+      return monitor.violation() === undefined
+    })
+    const nextStep = () => {
+      step += 1
+      trace.setStep(step)
+    }
+    /** Moves the clock to `target` in ticks, checking after each. */
+    const advance = (target: number, tickMs: number) =>
+      Effect.gen(function* () {
+        while (elapsed() < target) {
+          nextStep()
+          yield* clock.advanceTo(epochMillis + Math.min(target, elapsed() + tickMs))
+          if (!(yield* check)) return false
+        }
+        return true
+      })
+    /** Runs the agenda up to `until`. */
+    const runAgenda = (until: number, tickMs: number) =>
+      Effect.gen(function* () {
+        while (world.agenda.length > 0 && world.agenda[0]!.at <= until) {
+          const item = world.agenda.shift()!
+          if (!(yield* advance(item.at, tickMs))) return false
+          nextStep()
+          yield* item.run.pipe(
+            Effect.catchAllCause((cause) => Effect.sync(() => trace.record("action-error", { label: item.label, cause: String(cause) })))
+          )
+          yield* clock.settle
+          if (!(yield* check)) return false
+        }
+        return yield* advance(until, tickMs)
+      })
+
+    const faultPhaseOk = yield* runAgenda(settings.phaseMs, settings.tickMs)
+    if (faultPhaseOk) {
+      nextStep()
+      yield* world.endFaults
+      yield* world.replayDeadEvents
+      yield* clock.settle
+      const tailStart = elapsed()
+      const bound = livenessBoundMs(settings)
+      while (monitor.violation() === undefined) {
+        const tables = yield* world.db.snapshot
+        const open = Array.from(HashMap.values(tables.aiJob)).filter((job) => !isTerminal(job.lifecycleStatus))
+        const unsettled = Array.from(HashMap.values(tables.outboxEvent)).filter((e) => e.status !== "published" && e.status !== "dead")
+        if (open.length === 0 && unsettled.length === 0) break
+        if (elapsed() - tailStart >= bound) {
+          if (open.length > 0) {
+            const described: Array<string> = []
+            for (const job of open) {
+              const entries = yield* world.queueEntriesOf(job)
+              described.push(
+                `${trace.alias(job.id)} is ${job.lifecycleStatus} (attempt ${job.attemptCount}/${job.maxAttempts}, ` +
+                  `lock ${job.lockUntil === null ? "none" : `until ${job.lockUntil.getTime() - epochMillis} ms`}, ${entries} queue entries)`
+              )
+            }
+            monitor.fail(invariantNames.liveness, `${bound} ms after the faults stopped, ${described.join("; ")}`)
+          } else monitor.checkSettled(tables)
+          break
+        }
+        if (!(yield* runAgenda(elapsed() + settings.tailTickMs, settings.tailTickMs))) break
+      }
+      if (monitor.violation() === undefined) monitor.checkSettled(yield* world.db.snapshot)
+    }
+    const tables = yield* world.db.snapshot
+    const outcomes: Record<string, number> = {}
+    for (const job of HashMap.values(tables.aiJob)) outcomes[job.lifecycleStatus] = (outcomes[job.lifecycleStatus] ?? 0) + 1
+    yield* world.shutdown
+    const entries = trace.entries()
+    const violation = monitor.violation()
+    return {
+      seed,
+      ok: violation === undefined,
+      violation,
+      traceHash: trace.hash(),
+      steps: step,
+      jobs: HashMap.size(tables.aiJob),
+      commits: monitor.commits(),
+      traceLength: entries.length,
+      lastEntries: keep === Infinity ? entries : entries.slice(-keep),
+      virtualMs: elapsed(),
+      outcomes
+    } satisfies SeedResult
+  })
+
+  // The world's scope is closed in the background: closing it may wait on fibers that need
+  // simulated time, which no longer moves once the run is over.
+  const scoped = Effect.gen(function* () {
+    const scope = yield* Scope.make()
+    const result = yield* program.pipe(Scope.extend(scope))
+    yield* Effect.forkDaemon(Scope.close(scope, Exit.void))
+    return result
+  })
+
+  return scoped.pipe(
+    Effect.withScheduler(makeSimulationScheduler()),
+    Effect.withClock(clock),
+    Effect.withRandom(Random.make(`engine:${seed}`)),
+    Effect.withConfigProvider(ConfigProvider.fromMap(new Map())),
+    // Fiber-local, so the fibers that outlive the run (closing in the background) keep it too.
+    Effect.locally(FiberRef.currentLoggers, HashSet.make(traceLogger(trace)))
+  )
+}
+
+/** The lines a failing seed prints: the seed, the invariant, the last steps, the replay command. */
+export const describeFailure = (result: SeedResult): ReadonlyArray<string> => [
+  `SEED ${result.seed} FAILED: ${result.violation?.invariant ?? "?"}`,
+  `  ${result.violation?.detail ?? ""}`,
+  `  trace ${result.traceHash} (${result.traceLength} entries, ${result.steps} steps); the last ${result.lastEntries.length}:`,
+  ...result.lastEntries.map((entry) => `    ${formatEntry(entry)}`),
+  `  replay: npm run simulate -- --seed ${result.seed}`
+]
+
+export interface RunSummary {
+  readonly seeds: number
+  readonly failures: ReadonlyArray<SeedResult>
+  readonly wallMs: number
+}
+
+/** Seeds `from` .. `from + count - 1`, one after another; stops at the first failure when asked. */
+export const runSeeds = (
+  from: number,
+  count: number,
+  options: {
+    readonly overrides?: Partial<SimulationSettings>
+    readonly stopAtFirstFailure?: boolean
+    readonly onResult?: (result: SeedResult) => Effect.Effect<void>
+  } = {}
+) =>
+  Effect.gen(function* () {
+    const failures: Array<SeedResult> = []
+    let seeds = 0
+    const started = yield* Clock.currentTimeMillis
+    for (let seed = from; seed < from + count; seed++) {
+      const result = yield* runSeed(seed, options.overrides)
+      seeds += 1
+      if (options.onResult !== undefined) yield* options.onResult(result)
+      if (!result.ok) {
+        failures.push(result)
+        if (options.stopAtFirstFailure === true) break
+      }
+    }
+    const wallMs = (yield* Clock.currentTimeMillis) - started
+    return { seeds, failures, wallMs } satisfies RunSummary
+  })
+

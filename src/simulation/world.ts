@@ -1,0 +1,544 @@
+import { Context, Effect, Either, Exit, HashMap, Layer, Option, Random, Redacted, Scope } from "effect"
+import type { AiJob } from "../domain/AiJob.js"
+import { ProviderError } from "../domain/ExecutionError.js"
+import { allQueueNames } from "../domain/QueueName.js"
+import { jobCatalog } from "../jobs/catalog.js"
+import { MemoryAiJobLifecycleRepositoryWith } from "../layers/memory/MemoryAiJobLifecycleRepository.js"
+import { ProviderConfig, TimingConfig } from "../layers/config.js"
+import { AiJobServiceLive } from "../layers/core/AiJobServiceLive.js"
+import { jobCatalogLayer } from "../layers/core/JobCatalogLive.js"
+import { OutboxAdminLive } from "../layers/core/OutboxAdminLive.js"
+import { SnapshotBuilderLive } from "../layers/core/SnapshotBuilderLive.js"
+import { AiCostCalculatorLayer } from "../layers/gateway/AiCostCalculatorLive.js"
+import { CredentialVaultLive } from "../layers/gateway/CredentialVaultLive.js"
+import { ModelRouterLive } from "../layers/gateway/ModelRouterLive.js"
+import { PromptTemplatesLayer } from "../layers/gateway/PromptTemplatesLive.js"
+import { RuleBasedContentSafetyLive } from "../layers/gateway/RuleBasedContentSafety.js"
+import { SyntheticGatewayControl, SyntheticGatewayLayer, type SyntheticStep } from "../layers/gateway/SyntheticGateway.js"
+import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
+import { InProcessDomainEvents } from "../layers/memory/InProcessDomainEvents.js"
+import { InProcessOutboxSignal } from "../layers/memory/InProcessOutboxSignal.js"
+import { MemoryArtifactRepository } from "../layers/memory/MemoryArtifactRepository.js"
+import { MemoryCredentialRepository } from "../layers/memory/MemoryCredentialRepository.js"
+import { MemoryDatabase, MemoryDatabaseLive } from "../layers/memory/MemoryDatabase.js"
+import { MemoryJobQueueControl, MemoryJobQueueLive } from "../layers/memory/MemoryJobQueue.js"
+import { MemoryOutboxRepository } from "../layers/memory/MemoryOutboxRepository.js"
+import { MemoryProjectionStore } from "../layers/memory/MemoryProjectionStore.js"
+import { MemoryQuotas } from "../layers/memory/MemoryQuotas.js"
+import { MemorySnapshotRepository } from "../layers/memory/MemorySnapshotRepository.js"
+import { MemoryUnitOfWork } from "../layers/memory/MemoryUnitOfWork.js"
+import { MemoryUsageLogRepository } from "../layers/memory/MemoryUsageLogRepository.js"
+import { MemoryWorkerDirectory } from "../layers/memory/MemoryWorkerDirectory.js"
+import { QueueSettings } from "../layers/queueSettings.js"
+import { DispatcherSettings, makeDispatcher } from "../pipeline/dispatcher.js"
+import { runReaper } from "../pipeline/reaper.js"
+import { runWorker } from "../pipeline/worker.js"
+import { AiGateway } from "../services/AiGateway.js"
+import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import { AiJobService } from "../services/AiJobService.js"
+import { CancelSignal } from "../services/CancelSignal.js"
+import { encodeQueuePayload, JobQueue, payloadFor } from "../services/JobQueue.js"
+import { OutboxAdmin } from "../services/OutboxAdmin.js"
+import { QuotaLimitsConfig } from "../services/Quotas.js"
+import type { FaultAction, ProviderTrouble } from "./faults.js"
+import type { DeliveryFaults } from "./faults.js"
+import type { Monitor } from "./invariants.js"
+import { invariantNames } from "./invariants.js"
+import {
+  makeProcess,
+  processCancelSignal,
+  processDatabase,
+  processGateway,
+  processQueue,
+  processQueueAdds,
+  type SimProcess
+} from "./process.js"
+import type { Trace } from "./trace.js"
+import type { WorkloadAction } from "./workload.js"
+
+/** The shape of one simulated deployment. */
+export interface WorldSettings {
+  readonly seed: string
+  readonly workers: number
+  readonly dispatchers: number
+  readonly reapers: number
+  readonly timing: TimingConfig["Type"]
+  readonly dispatcherReleaseIntervalMs: number
+  readonly providerLatencyMs: { readonly min: number; readonly max: number }
+  /** The deliberate bug (see `MemoryAiJobLifecycleRepositoryOptions`); off unless proving the simulator. */
+  readonly unsafeDisableFencing: boolean
+}
+
+const simulationPlatformKey = "sk-simulation-platform-key"
+
+/** Everything the processes share: the memory infrastructure and the engine's services. */
+const sharedLayer = (settings: WorldSettings) => {
+  const lifecycle = MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: settings.unsafeDisableFencing })
+  const storage = MemoryQuotas.pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        lifecycle,
+        MemoryOutboxRepository,
+        MemorySnapshotRepository,
+        MemoryUnitOfWork,
+        MemoryArtifactRepository,
+        MemoryProjectionStore,
+        MemoryCredentialRepository,
+        MemoryUsageLogRepository
+      )
+    ),
+    Layer.provideMerge(MemoryDatabaseLive)
+  )
+  const infrastructure = Layer.mergeAll(
+    storage,
+    MemoryJobQueueLive,
+    InProcessOutboxSignal,
+    InProcessCancelSignal,
+    MemoryWorkerDirectory,
+    InProcessDomainEvents
+  )
+  return Layer.mergeAll(AiJobServiceLive, OutboxAdminLive).pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        jobCatalogLayer(jobCatalog),
+        SnapshotBuilderLive,
+        ModelRouterLive,
+        CredentialVaultLive,
+        RuleBasedContentSafetyLive,
+        AiCostCalculatorLayer(),
+        PromptTemplatesLayer(jobCatalog.flatMap((module) => module.prompts)),
+        SyntheticGatewayLayer({ seed: `provider:${settings.seed}`, latencyMs: settings.providerLatencyMs })
+      )
+    ),
+    Layer.provideMerge(infrastructure),
+    Layer.provideMerge(
+      Layer.mergeAll(
+        Layer.succeed(TimingConfig, settings.timing),
+        QuotaLimitsConfig.make({ maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }),
+        QueueSettings.make({ shutdownGraceMs: 5_000 }),
+        Layer.succeed(ProviderConfig, {
+          baseUrl: "http://127.0.0.1:1",
+          apiKey: Option.some(Redacted.make(simulationPlatformKey)),
+          model: "deepseek-chat",
+          credentialEncryptionKey: Option.some(Redacted.make(Buffer.alloc(32, 7).toString("base64")))
+        })
+      )
+    )
+  )
+}
+
+export type SharedServices = Layer.Layer.Success<ReturnType<typeof sharedLayer>>
+
+/** A worker's own view of the shared services: its repositories on its own connection. */
+const workerLayer = (settings: WorldSettings, shared: Context.Context<SharedServices>, process: SimProcess) => {
+  const db = processDatabase(Context.get(shared, MemoryDatabase), process)
+  return Layer.mergeAll(jobCatalogLayer(jobCatalog), CredentialVaultLive).pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: settings.unsafeDisableFencing }),
+        MemorySnapshotRepository,
+        MemoryUnitOfWork,
+        MemoryArtifactRepository,
+        MemoryProjectionStore,
+        MemoryCredentialRepository,
+        MemoryUsageLogRepository
+      )
+    ),
+    Layer.provideMerge(Layer.succeed(MemoryDatabase, db)),
+    Layer.merge(Layer.succeed(AiGateway, processGateway(Context.get(shared, AiGateway), process))),
+    Layer.merge(Layer.succeed(JobQueue, processQueue(Context.get(shared, JobQueue), process))),
+    Layer.merge(Layer.succeed(CancelSignal, processCancelSignal(Context.get(shared, CancelSignal), process)))
+  )
+}
+
+interface AgendaItem {
+  readonly at: number
+  readonly seq: number
+  readonly label: string
+  readonly run: Effect.Effect<void>
+}
+
+const providerStep = (trouble: ProviderTrouble): SyntheticStep => {
+  switch (trouble._tag) {
+    case "Unavailable":
+      return { _tag: "Fail", error: new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "simulated 503" }) }
+    case "RateLimited":
+      return {
+        _tag: "Fail",
+        error: new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "simulated 429", retryAfterMs: trouble.retryAfterMs })
+      }
+    case "Slow":
+      return { _tag: "Delay", ms: trouble.ms }
+    case "Hang":
+      return { _tag: "Hang" }
+    case "NotJson":
+      return { _tag: "RespondText", text: "Sure! Here is your answer (not JSON)." }
+  }
+}
+
+const positive = (n: number, length: number) => ((n % length) + length) % length
+
+/**
+ * One simulated deployment: the shared memory infrastructure, several worker and dispatcher
+ * processes, reapers, and the clients' and operators' actions. The simulator only swaps layers
+ * and injects faults; every decision is the engine's own code.
+ */
+export const makeWorld = (options: {
+  readonly settings: WorldSettings
+  readonly trace: Trace
+  readonly monitor: Monitor
+  readonly now: () => number
+}) =>
+  Effect.gen(function* () {
+    const { monitor, settings, trace } = options
+    const worldScope = yield* Effect.scope
+    const shared = yield* Layer.build(sharedLayer(settings))
+    const db = Context.get(shared, MemoryDatabase)
+    const queueControl = Context.get(shared, MemoryJobQueueControl)
+    const gatewayControl = Context.get(shared, SyntheticGatewayControl)
+    const jobs = Context.get(shared, AiJobLifecycleRepository)
+    const service = Context.get(shared, AiJobService)
+    const cancels = Context.get(shared, CancelSignal)
+    const outboxAdmin = Context.get(shared, OutboxAdmin)
+    yield* db.setCommitObserver(Option.some(monitor.observe))
+
+    const agenda: Array<AgendaItem> = []
+    let agendaSeq = 0
+    const schedule = (at: number, label: string, run: Effect.Effect<void>) => {
+      const item: AgendaItem = { at, seq: agendaSeq++, label, run }
+      let index = agenda.length
+      while (index > 0 && (agenda[index - 1]!.at > at || (agenda[index - 1]!.at === at && agenda[index - 1]!.seq > item.seq))) index--
+      agenda.splice(index, 0, item)
+    }
+
+    const workers: Array<SimProcess | undefined> = Array.from({ length: settings.workers }, () => undefined)
+    const dispatchers: Array<SimProcess | undefined> = Array.from({ length: settings.dispatchers }, () => undefined)
+    const incarnations = { worker: new Array<number>(settings.workers).fill(0), dispatcher: new Array<number>(settings.dispatchers).fill(0) }
+    let deliveryFaults: DeliveryFaults | undefined
+    let faultsOn = true
+    const restartDelays = new Map<string, number>()
+
+    const onCrash = (process: SimProcess, where: string) =>
+      Effect.sync(() => {
+        trace.record("crash", { process: process.id, at: where })
+        if (process.kind === "worker" && workers[process.slot] === process) workers[process.slot] = undefined
+        if (process.kind === "dispatcher" && dispatchers[process.slot] === process) dispatchers[process.slot] = undefined
+        const delay = restartDelays.get(process.id) ?? 1_000
+        schedule(options.now() + delay, `restart ${process.kind} ${process.slot}`, start(process.kind, process.slot))
+      })
+
+    const startWorker = (slot: number) =>
+      Effect.gen(function* () {
+        const incarnation = incarnations.worker[slot]!
+        incarnations.worker[slot] = incarnation + 1
+        const id = `w${slot + 1}${incarnation === 0 ? "" : `.${incarnation}`}`
+        const process = yield* makeProcess({ id, slot, kind: "worker", hooks: { onCrash } })
+        const own = yield* Layer.build(workerLayer(settings, shared, process)).pipe(
+          Effect.provide(shared),
+          Scope.extend(process.scope)
+        )
+        yield* runWorker({ workerId: id, queues: allQueueNames }).pipe(
+          Effect.provide(Context.merge(shared, own)),
+          Scope.extend(process.scope)
+        )
+        workers[slot] = process
+        trace.record("start", { process: id })
+      })
+
+    const startDispatcher = (slot: number) =>
+      Effect.gen(function* () {
+        const incarnation = incarnations.dispatcher[slot]!
+        incarnations.dispatcher[slot] = incarnation + 1
+        const id = `d${slot + 1}${incarnation === 0 ? "" : `.${incarnation}`}`
+        const process = yield* makeProcess({ id, slot, kind: "dispatcher", hooks: { onCrash } })
+        const storage = yield* Layer.build(
+          MemoryOutboxRepository.pipe(Layer.provide(Layer.succeed(MemoryDatabase, processDatabase(db, process))))
+        ).pipe(Scope.extend(process.scope))
+        const own = storage.pipe(
+          Context.add(
+            JobQueue,
+            processQueueAdds(Context.get(shared, JobQueue), queueControl, process, () => (faultsOn ? deliveryFaults : undefined), (what, jobId, ms) =>
+              trace.record("delivery", { job: trace.alias(jobId), what, ms, by: id }))
+          ),
+          Context.add(DispatcherSettings, {
+            ...DispatcherSettings.defaults,
+            dispatcherId: id,
+            releaseIntervalMs: settings.dispatcherReleaseIntervalMs
+          })
+        )
+        yield* Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run).pipe(
+          Effect.provide(Context.merge(shared, own)),
+          Scope.extend(process.scope)
+        )
+        dispatchers[slot] = process
+        trace.record("start", { process: id })
+      })
+
+    const start = (kind: "worker" | "dispatcher", slot: number): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const current = kind === "worker" ? workers[slot] : dispatchers[slot]
+        if (current !== undefined) return Effect.void
+        return kind === "worker" ? startWorker(slot) : startDispatcher(slot)
+      }).pipe(Effect.orDie)
+
+    // The deployment: dispatchers, workers and reapers.
+    for (let slot = 0; slot < settings.dispatchers; slot++) yield* start("dispatcher", slot)
+    for (let slot = 0; slot < settings.workers; slot++) yield* start("worker", slot)
+    for (let i = 0; i < settings.reapers; i++) {
+      yield* Effect.forkIn(runReaper.pipe(Effect.provide(shared)), worldScope)
+    }
+
+    // ---- the clients and operators ----
+
+    /** Jobs the clients know, in the order they learned of them. */
+    const known: Array<string> = []
+    const keyOwner = new Map<string, string>()
+
+    const findJob = (pick: number): Effect.Effect<Option.Option<AiJob>> =>
+      known.length === 0
+        ? Effect.succeed(Option.none())
+        : jobs.findById(known[positive(pick, known.length)]!).pipe(Effect.orElseSucceed(() => Option.none<AiJob>()))
+
+    const create = (action: Extract<WorkloadAction, { _tag: "Create" }>) =>
+      Effect.gen(function* () {
+        const request = {
+          userId: action.userId,
+          jobType: action.jobType,
+          targetType: "simulation",
+          targetId: `target-${action.at}`,
+          idempotencyKey: action.idempotencyKey ?? undefined,
+          input: action.input
+        }
+        const results = yield* Effect.all(
+          Array.from({ length: action.copies }, () => Effect.either(service.createJob(request))),
+          { concurrency: "unbounded" }
+        )
+        for (const result of results) {
+          if (Either.isLeft(result)) {
+            trace.record("create", { type: action.jobType, key: action.idempotencyKey, outcome: result.left._tag })
+            continue
+          }
+          const { created, job } = result.right
+          trace.record("create", { job: trace.alias(job.id), type: action.jobType, key: action.idempotencyKey, created })
+          if (!known.includes(job.id)) known.push(job.id)
+          if (action.idempotencyKey !== null) {
+            const key = `${action.userId}/${action.jobType}/${action.idempotencyKey}`
+            const owner = keyOwner.get(key)
+            if (owner === undefined) keyOwner.set(key, job.id)
+            else if (owner !== job.id) {
+              monitor.fail(invariantNames.oneJobPerKey, `${key} answered ${trace.alias(owner)} and ${trace.alias(job.id)}`)
+            }
+          }
+        }
+      })
+
+    /** As the HTTP API's cancel: record the request, then publish it if the job is running. */
+    const cancelJob = (jobId: string) =>
+      Effect.gen(function* () {
+        const after = yield* Effect.either(jobs.requestCancel(jobId))
+        if (Either.isLeft(after)) {
+          trace.record("cancel", { job: trace.alias(jobId), outcome: after.left._tag })
+          return
+        }
+        trace.record("cancel", { job: trace.alias(jobId), outcome: after.right.lifecycleStatus })
+        if (after.right.lifecycleStatus === "running") yield* cancels.publish(after.right.id)
+      })
+
+    const cancel = (pick: number) =>
+      Effect.flatMap(findJob(pick), Option.match({ onNone: () => Effect.void, onSome: (job) => cancelJob(job.id) }))
+
+    /** As the admin API's retry: a new job with the same input, for a failed or cancelled job. */
+    const adminRetry = (pick: number) =>
+      Effect.gen(function* () {
+        const original = yield* findJob(pick)
+        if (Option.isNone(original)) return
+        const job = original.value
+        if (job.lifecycleStatus !== "failed" && job.lifecycleStatus !== "cancelled") {
+          trace.record("retry", { job: trace.alias(job.id), outcome: `not retryable (${job.lifecycleStatus})` })
+          return
+        }
+        const retried = yield* Effect.either(service.createJob({
+          userId: job.userId,
+          jobType: job.jobType,
+          targetType: job.targetType,
+          targetId: job.targetId,
+          input: job.input,
+          enforceQuotas: false,
+          overrides: { priority: job.priority }
+        }))
+        if (Either.isLeft(retried)) {
+          trace.record("retry", { job: trace.alias(job.id), outcome: retried.left._tag })
+          return
+        }
+        known.push(retried.right.job.id)
+        trace.record("retry", { job: trace.alias(job.id), as: trace.alias(retried.right.job.id) })
+      })
+
+    const applyWorkload = (action: WorkloadAction): Effect.Effect<void> => {
+      switch (action._tag) {
+        case "Create":
+          return create(action)
+        case "Cancel":
+          return cancel(action.pick)
+        case "AdminRetry":
+          return adminRetry(action.pick)
+      }
+    }
+
+    // ---- the faults ----
+
+    let databaseFaultWindows = 0
+    let queueOutages = 0
+
+    const applyFault = (action: FaultAction): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        if (!faultsOn) return
+        switch (action._tag) {
+          case "CrashWorker": {
+            const process = workers[action.slot]
+            if (process === undefined) return
+            restartDelays.set(process.id, action.restartAfterMs)
+            trace.record("fault", { kind: "crash-armed", process: process.id, point: action.point })
+            if (action.point === "anywhere") yield* process.crash("anywhere")
+            else process.arm(action.point)
+            return
+          }
+          case "CrashDispatcher": {
+            const process = dispatchers[action.slot]
+            if (process === undefined) return
+            restartDelays.set(process.id, action.restartAfterMs)
+            trace.record("fault", { kind: "crash-armed", process: process.id, point: "after-claim" })
+            process.arm("after-claim")
+            return
+          }
+          case "PauseWorker": {
+            const process = workers[action.slot]
+            if (process === undefined || process.isPaused()) return
+            trace.record("fault", { kind: "pause-armed", process: process.id, ms: action.durationMs })
+            process.armPause((jobId) =>
+              Effect.sync(() => {
+                if (!faultsOn) return
+                trace.record("fault", { kind: "pause", process: process.id, holding: trace.alias(jobId), ms: action.durationMs })
+                schedule(options.now() + action.durationMs, `resume ${process.id}`, Effect.suspend(() => {
+                  if (!process.isPaused()) return Effect.void
+                  trace.record("fault", { kind: "resume", process: process.id })
+                  return process.resume
+                }))
+                if (action.cancelHeldJob) {
+                  schedule(options.now() + Math.floor(action.durationMs / 2), "cancel the zombie's job", cancelJob(jobId))
+                }
+              })
+            )
+            return
+          }
+          case "Provider": {
+            trace.record("fault", { kind: "provider", steps: action.trouble.map((t) => t._tag).join(",") })
+            yield* gatewayControl.script(action.trouble.map(providerStep))
+            return
+          }
+          case "QueueOutage": {
+            trace.record("fault", { kind: "queue-down", ms: action.durationMs })
+            queueOutages += 1
+            yield* queueControl.setUnreachable(true)
+            schedule(options.now() + action.durationMs, "queue back", Effect.suspend(() => {
+              queueOutages -= 1
+              if (queueOutages > 0) return Effect.void
+              trace.record("fault", { kind: "queue-up" })
+              return queueControl.setUnreachable(false)
+            }))
+            return
+          }
+          case "DatabaseFaults": {
+            trace.record("fault", { kind: "db-faults", rate: action.rate, ms: action.durationMs })
+            databaseFaultWindows += 1
+            yield* db.setFaults(Option.some(() =>
+              Effect.map(Random.next, (roll) => (roll < action.rate ? Option.some("simulated transient database error") : Option.none()))
+            ))
+            schedule(options.now() + action.durationMs, "db faults end", Effect.suspend(() => {
+              databaseFaultWindows -= 1
+              if (databaseFaultWindows > 0) return Effect.void
+              trace.record("fault", { kind: "db-ok" })
+              return db.setFaults(Option.none())
+            }))
+            return
+          }
+          case "DuplicateDelivery": {
+            const job = yield* findJob(action.pick)
+            if (Option.isNone(job)) return
+            const payload = payloadFor({ jobId: job.value.id, jobType: job.value.jobType, createdAt: job.value.createdAt })
+            trace.record("fault", { kind: "duplicate-delivery", job: trace.alias(job.value.id) })
+            yield* queueControl.addRaw(job.value.queueName, `${payload.dedupeKey}-extra-${action.at}`, encodeQueuePayload(payload))
+            return
+          }
+        }
+      })
+
+    /**
+     * The fault-free tail: every fault ends, dead processes restart, and the operator replays
+     * dead outbox events (the runbook's answer to an outage longer than the dispatch retries).
+     */
+    const endFaults = Effect.gen(function* () {
+      faultsOn = false
+      deliveryFaults = undefined
+      trace.record("tail", { note: "faults off" })
+      yield* queueControl.setUnreachable(false)
+      yield* db.setFaults(Option.none())
+      yield* gatewayControl.reset
+      for (const process of [...workers, ...dispatchers]) {
+        if (process === undefined) continue
+        process.arm(null)
+        process.armPause(null)
+        if (process.isPaused()) {
+          trace.record("fault", { kind: "resume", process: process.id })
+          yield* process.resume
+        }
+      }
+      for (let slot = 0; slot < settings.workers; slot++) yield* start("worker", slot)
+      for (let slot = 0; slot < settings.dispatchers; slot++) yield* start("dispatcher", slot)
+    })
+
+    const replayDeadEvents = Effect.gen(function* () {
+      const tables = yield* db.snapshot
+      for (const event of HashMap.values(tables.outboxEvent)) {
+        if (event.status !== "dead") continue
+        const replayed = yield* Effect.either(outboxAdmin.replayDead(event.id))
+        trace.record("operator", {
+          replay: trace.alias(event.aggregateId),
+          outcome: Either.isRight(replayed) ? "pending" : replayed.left._tag
+        })
+      }
+    })
+
+    const shutdown = Effect.gen(function* () {
+      yield* db.setCommitObserver(Option.none())
+      for (const process of [...workers, ...dispatchers]) {
+        if (process !== undefined) yield* Effect.forkDaemon(Scope.close(process.scope, Exit.void))
+      }
+    })
+
+    /** For a failure report: is the job on its queue at all (under its own or a duplicate's id)? */
+    const queueEntriesOf = (job: AiJob) =>
+      Effect.map(queueControl.jobIds(job.queueName), (ids) => {
+        const own = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt }).dedupeKey
+        return ids.filter((id) => id.startsWith(own)).length
+      })
+
+    return {
+      shared,
+      db,
+      queueEntriesOf,
+      agenda,
+      schedule,
+      applyWorkload,
+      applyFault,
+      setDeliveryFaults: (faults: DeliveryFaults) => {
+        deliveryFaults = faults
+      },
+      endFaults,
+      replayDeadEvents,
+      shutdown,
+      knownJobs: () => known.length
+    }
+  })
+
+export type World = Effect.Effect.Success<ReturnType<typeof makeWorld>>
