@@ -17,8 +17,12 @@ export const EnqueuePayload = Schema.Struct({
   jobType: Schema.String,
   queueName: QueueName,
   priority: Schema.Number,
-  /** Set by the reaper: the attempt whose worker was lost. Its queue job then has an id of its own. */
-  redispatchOf: Schema.optional(Schema.Number)
+  /**
+   * Set by the reaper for a job whose worker was lost: which redispatch this is (the lost
+   * attempt and the reaper's window). Its queue job then has an id of its own, since the lost
+   * worker's may still be held as active.
+   */
+  redispatchOf: Schema.optional(Schema.String.pipe(Schema.pattern(/^[0-9a-z-]{1,40}$/)))
 })
 export type EnqueuePayload = typeof EnqueuePayload.Type
 

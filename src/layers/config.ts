@@ -78,6 +78,7 @@ export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
     readonly outboxPollMs: number
     readonly snapshotRetentionMs: number
     readonly reaperIntervalMs: number
+    readonly queuedRedispatchMs: number
   }
 >() {
   static readonly config = Config.all({
@@ -87,7 +88,8 @@ export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
     outboxLockTtlMs: positiveMillis("OUTBOX_LOCK_TTL_MS", 60_000),
     outboxPollMs: positiveMillis("OUTBOX_POLL_MS", 1_000),
     snapshotRetentionMs: positiveMillis("SNAPSHOT_RETENTION_MS", 7 * 24 * 60 * 60 * 1000),
-    reaperIntervalMs: positiveMillis("REAPER_INTERVAL_MS", 30_000)
+    reaperIntervalMs: positiveMillis("REAPER_INTERVAL_MS", 30_000),
+    queuedRedispatchMs: positiveMillis("QUEUED_REDISPATCH_MS", 300_000)
   }).pipe(
     Config.validate({
       message: "JOB_HEARTBEAT_MS must be shorter than JOB_LOCK_TTL_MS, or the lock lapses between heartbeats",
@@ -105,6 +107,7 @@ export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
       outboxPollMs: 1_000,
       snapshotRetentionMs: 7 * 24 * 60 * 60 * 1000,
       reaperIntervalMs: 30_000,
+      queuedRedispatchMs: 300_000,
       ...overrides
     })
 }

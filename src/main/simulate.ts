@@ -7,6 +7,7 @@
  * bug of the memory store, to watch the simulator catch it.
  */
 import { Command, Options } from "@effect/cli"
+import { defaultTeardown, type Teardown } from "@effect/platform/Runtime"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Option, Schema } from "effect"
 import { describeFailure, runSeed, runSeeds, type SeedResult } from "../simulation/runner.js"
@@ -83,4 +84,18 @@ const simulate = Command.make(
 
 const cli = Command.run(simulate, { name: "simulate", version: "0.1.0" })
 
-cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain({ disableErrorReporting: true }))
+/**
+ * The run is over once its report is printed: exit then, with its code. A seed's world can
+ * leave fibers of "killed" processes parked for good (as a real kill -9 would leave their
+ * deliveries), and they must not keep the process alive.
+ */
+const exitWhenDone: Teardown = (exit, onExit) =>
+  defaultTeardown(exit, (code) => {
+    onExit(code)
+    process.exit(code)
+  })
+
+cli(process.argv).pipe(
+  Effect.provide(NodeContext.layer),
+  NodeRuntime.runMain({ disableErrorReporting: true, teardown: exitWhenDone })
+)

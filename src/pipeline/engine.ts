@@ -216,13 +216,15 @@ export const makeExecutionEngine = (workerId: string) =>
         if (yield* Deferred.isDone(stopping)) {
           return yield* Effect.fail(new JobHandedOff({ jobId: delivery.payload.jobId, reason: "worker stopping" }))
         }
+        // A storage failure here gives the delivery back to the queue, which tries again after its
+        // backoff; acknowledging it would strand a queued job (the simulator found that).
         const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs).pipe(
           Effect.catchAll((error) =>
-            Effect.as(
-              Effect.logWarning("PREPARE failed; the delivery is dropped and the reaper covers the job").pipe(
+            Effect.zipRight(
+              Effect.logWarning("PREPARE failed; the delivery goes back to the queue").pipe(
                 Effect.annotateLogs({ operation: error.operation })
               ),
-              Option.none<PreparedJob>()
+              Effect.fail(new JobHandedOff({ jobId: delivery.payload.jobId, reason: "storage unavailable during PREPARE" }))
             )
           )
         )

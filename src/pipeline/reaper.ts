@@ -1,11 +1,13 @@
-import { Effect, Either, Schedule } from "effect"
+import { Clock, Effect, Either, Schedule } from "effect"
 import { byExpiredLock } from "../domain/AiJob.js"
 import { publicMessageOf } from "../domain/ExecutionError.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { TimingConfig } from "../layers/config.js"
 import { publishFinished } from "./complete.js"
-import { redispatch } from "./redispatch.js"
+import { redispatch, requeue } from "./redispatch.js"
+import { OutboxSignal } from "../services/OutboxSignal.js"
+import { UnitOfWork } from "../services/UnitOfWork.js"
 
 const batchSize = 100
 
@@ -15,13 +17,17 @@ const batchSize = 100
  * attempts left is queued again (its next worker takes it over); a job without is failed as
  * `INTERNAL_WORKER_LOST`. Every write is fenced on the attempt the reaper saw and on the lock
  * still being expired, so a worker that comes back in time, or a second reaper, wins cleanly.
- * Then expired snapshots are deleted (ADR 8.4).
+ * Then queued jobs untouched for `QUEUED_REDISPATCH_MS` are queued again (a lost delivery must
+ * not strand a job), and expired snapshots are deleted (ADR 8.4).
  */
 export const reapOnce = Effect.gen(function* () {
   const jobs = yield* AiJobLifecycleRepository
   const snapshots = yield* SnapshotRepository
-  const { reaperGraceMs } = yield* TimingConfig
+  const unitOfWork = yield* UnitOfWork
+  const signal = yield* OutboxSignal
+  const { queuedRedispatchMs, reaperGraceMs } = yield* TimingConfig
   const expired = yield* jobs.findExpiredLocks(reaperGraceMs, batchSize)
+  const window = Math.floor((yield* Clock.currentTimeMillis) / queuedRedispatchMs)
   let cancelled = 0
   let requeued = 0
   let failed = 0
@@ -34,7 +40,7 @@ export const reapOnce = Effect.gen(function* () {
         yield* publishFinished(result.right)
       }
     } else if (job.attemptCount < job.maxAttempts) {
-      const written = yield* redispatch(job)
+      const written = yield* redispatch(job, window)
       if (!written.duplicate) requeued += 1
     } else {
       const result = yield* Effect.either(
@@ -50,11 +56,24 @@ export const reapOnce = Effect.gen(function* () {
       }
     }
   }
-  const snapshotsDeleted = yield* snapshots.deleteExpired(500)
-  if (cancelled + requeued + failed + snapshotsDeleted > 0) {
-    yield* Effect.logInfo("reaper pass").pipe(Effect.annotateLogs({ cancelled, requeued, failed, snapshotsDeleted }))
+  // A queued job that nobody touched for long may have lost its delivery (dropped by the queue
+  // after its attempts, or acknowledged by a worker that could not reach the database).
+  const stale = yield* jobs.findStaleQueued(queuedRedispatchMs, batchSize)
+  let requeuedQueued = 0
+  for (const job of stale) {
+    const again = yield* unitOfWork.transaction(
+      Effect.flatMap(jobs.touchQueued(job), (touched) => (touched ? Effect.as(requeue(job), true) : Effect.succeed(false)))
+    )
+    if (again) requeuedQueued += 1
   }
-  return { cancelled, requeued, failed, snapshotsDeleted }
+  if (requeuedQueued > 0) yield* signal.notify
+  const snapshotsDeleted = yield* snapshots.deleteExpired(500)
+  if (cancelled + requeued + failed + requeuedQueued + snapshotsDeleted > 0) {
+    yield* Effect.logInfo("reaper pass").pipe(
+      Effect.annotateLogs({ cancelled, requeued, failed, requeuedQueued, snapshotsDeleted })
+    )
+  }
+  return { cancelled, requeued, failed, requeuedQueued, snapshotsDeleted }
 }).pipe(Effect.annotateLogs({ stage: "REAPER" }), Effect.withSpan("reaper.pass"))
 
 /** The reaper as a background loop, every `REAPER_INTERVAL_MS`; a failed pass is logged, not fatal. */

@@ -6,11 +6,40 @@ import { OutboxRepository } from "../services/OutboxRepository.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
 
 /**
- * Queues a running job whose worker is gone once more, through the outbox like any enqueue.
- * The dedupe key names the attempt that was lost, so a reaper that sees the job again (or two
- * reapers at once) adds no second event for the same attempt.
+ * Queues a queued job again whose delivery may have been lost. The new queue job has an id of
+ * its own (the lost one may be held as active forever by a queue that lost its consumer); if
+ * the first delivery was only slow, the second finds the job taken and is dropped by PREPARE.
+ * The dedupe key names the moment the job was looked after: one event per requeue.
  */
-export const redispatch = (job: AiJob) =>
+export const requeue = (job: AiJob) =>
+  Effect.gen(function* () {
+    const outbox = yield* OutboxRepository
+    const payload: EnqueuePayload = {
+      jobId: job.id,
+      jobType: job.jobType,
+      queueName: job.queueName,
+      priority: job.priority,
+      redispatchOf: `q${job.updatedAt.getTime()}`
+    }
+    return yield* outbox.createInTransaction({
+      id: yield* newId,
+      eventType: enqueueEventType,
+      aggregateType: aiJobAggregateType,
+      aggregateId: job.id,
+      dedupeKey: `ai.job.requeue:${job.id}:${job.updatedAt.getTime()}`,
+      payload,
+      delayMs: 0
+    })
+  })
+
+/**
+ * Queues a running job whose worker is gone once more, through the outbox like any enqueue.
+ * The dedupe key names the lost attempt and the reaper's window (`QUEUED_REDISPATCH_MS` long):
+ * a reaper that sees the job again in the same window, or two reapers at once, add no second
+ * event, and a redispatch that went astray (its delivery held by a queue that never gives it
+ * back) is tried again in the next window.
+ */
+export const redispatch = (job: AiJob, window: number) =>
   Effect.gen(function* () {
     const outbox = yield* OutboxRepository
     const signal = yield* OutboxSignal
@@ -20,14 +49,14 @@ export const redispatch = (job: AiJob) =>
       queueName: job.queueName,
       priority: job.priority,
       // The lost worker's queue job may still be active; this one needs an id of its own.
-      redispatchOf: job.attemptCount
+      redispatchOf: `${job.attemptCount}-${window}`
     }
     const written = yield* outbox.createInTransaction({
       id: yield* newId,
       eventType: enqueueEventType,
       aggregateType: aiJobAggregateType,
       aggregateId: job.id,
-      dedupeKey: `ai.job.redispatch:${job.id}:${job.attemptCount}`,
+      dedupeKey: `ai.job.redispatch:${job.id}:${job.attemptCount}:${window}`,
       payload,
       delayMs: 0
     })

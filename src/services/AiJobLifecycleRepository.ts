@@ -83,6 +83,16 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       statuses: ReadonlyArray<LifecycleStatus>,
       options?: { readonly queueName?: QueueName; readonly limit?: number }
     ) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
+    /**
+     * Queued jobs untouched for more than `olderThanMs`: their delivery may have been lost (a
+     * queue that dropped it, a delivery acknowledged without work). Oldest first.
+     */
+    readonly findStaleQueued: (olderThanMs: number, limit: number) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
+    /**
+     * Marks a queued job as looked after now (its `updated_at`), if it is still queued and still
+     * as `seen`; false when anything changed it meanwhile. Call inside the requeue's transaction.
+     */
+    readonly touchQueued: (job: AiJob) => Effect.Effect<boolean, PersistenceError>
     /** Running jobs whose lock ended more than `graceMs` ago (ADR 1.7), oldest first. */
     readonly findExpiredLocks: (graceMs: number, limit: number) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
     /** Newest first, keyset-paginated. */

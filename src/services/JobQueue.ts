@@ -48,7 +48,7 @@ export const payloadFor = (job: {
   readonly jobType: string
   readonly createdAt: Date
   /** A reaper's redispatch: a queue job of its own, since the lost worker's may still be active. */
-  readonly redispatchOf?: number | undefined
+  readonly redispatchOf?: string | undefined
 }) =>
   AiJobQueuePayload.make({
     jobId: job.jobId,

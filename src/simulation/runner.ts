@@ -40,6 +40,7 @@ export const defaultSimulationSettings: SimulationSettings = {
     jobHeartbeatMs: 5_000,
     reaperGraceMs: 5_000,
     reaperIntervalMs: 5_000,
+    queuedRedispatchMs: 15_000,
     outboxLockTtlMs: 15_000,
     outboxPollMs: 1_000,
     snapshotRetentionMs: 7 * 24 * 60 * 60 * 1000
@@ -78,6 +79,7 @@ const maxRetryAfterMs = 6_000
  * How long after the faults stop every job must be terminal. Each term is one way a job can
  * still be held up when the tail starts, taken at its worst:
  * - a lost lock: the lock TTL, then the reaper's grace, then up to one reaper interval;
+ * - a lost delivery of a queued job: the requeue age, then up to one reaper interval;
  * - a lost outbox claim: the outbox lock TTL, then up to one release interval, then one poll;
  * - a delivery the queue took back: its longest redelivery backoff;
  * - the run itself: the longest timeout, then the longest jittered backoff (or Retry-After),
@@ -86,6 +88,7 @@ const maxRetryAfterMs = 6_000
 export const livenessBoundMs = (settings: SimulationSettings): number => {
   const { timing } = settings
   const lostLock = timing.jobLockTtlMs + timing.reaperGraceMs + timing.reaperIntervalMs
+  const lostDelivery = timing.queuedRedispatchMs + timing.reaperIntervalMs
   const lostClaim = timing.outboxLockTtlMs + settings.dispatcherReleaseIntervalMs + timing.outboxPollMs
   const redelivery = Math.max(
     ...Object.values(adrQueueSettings).map((queue) => queue.backoffDelayMs * 2 ** (queue.attempts - 1))
@@ -97,7 +100,7 @@ export const livenessBoundMs = (settings: SimulationSettings): number => {
       settings.providerLatencyMs.max
     )
   )
-  return lostLock + lostClaim + redelivery + execution
+  return lostLock + lostDelivery + lostClaim + redelivery + execution
 }
 
 /** The least gap between two provider calls of one lease: the schedule's first delay, jittered down (x0.8). */

@@ -278,6 +278,23 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(taken.lockedBy).toBe("worker-b")
         }))
 
+      it.effect("finds queued jobs nobody touched for long, and touching one is a compare-and-set", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          expect((yield* repo.findStaleQueued(ttl, 10_000)).map((row) => row.id)).not.toContain(job.id)
+          yield* harness.advance(ttl * 2)
+          const stale = (yield* repo.findStaleQueued(ttl, 10_000)).find((row) => row.id === job.id)
+          expect(stale).toBeDefined()
+          expect(yield* repo.touchQueued(stale!)).toBe(true)
+          // A second reaper that saw the same row loses.
+          expect(yield* repo.touchQueued(stale!)).toBe(false)
+          expect((yield* repo.findStaleQueued(ttl, 10_000)).map((row) => row.id)).not.toContain(job.id)
+          const locked = yield* repo.lockJob(job.id, "worker-a", ttl)
+          yield* harness.advance(ttl * 2)
+          expect(yield* repo.touchQueued(locked)).toBe(false)
+        }))
+
       it.effect("progress moves only under the lease", () =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository

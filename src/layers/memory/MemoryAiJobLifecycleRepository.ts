@@ -240,6 +240,26 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
         .slice(0, limit)
     )
 
+  const findStaleQueued = (olderThanMs: number, limit: number) =>
+    db.read((tables, now) =>
+      allJobs(tables)
+        .filter((job) => job.lifecycleStatus === "queued" && job.updatedAt.getTime() < now.getTime() - olderThanMs)
+        .sort((a, b) => a.updatedAt.getTime() - b.updatedAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+        .slice(0, limit)
+    )
+
+  const touchQueued = (seen: AiJob) =>
+    db.write("ai_job.touchQueued", (tables, now) => {
+      const current = HashMap.get(tables.aiJob, seen.id)
+      if (
+        Option.isNone(current) || current.value.lifecycleStatus !== "queued" ||
+        current.value.updatedAt.getTime() !== seen.updatedAt.getTime()
+      ) {
+        return Either.right([false, tables] as const)
+      }
+      return Either.right([true, withJob(tables, changed(current.value, now, {}))] as const)
+    })
+
   const list: AiJobLifecycleRepository["Type"]["list"] = (filter, page) =>
     db.read((tables) =>
       allJobs(tables)
@@ -271,6 +291,8 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
     requestCancel,
     findByLifecycleStatus,
     findExpiredLocks,
+    findStaleQueued,
+    touchQueued,
     list,
     countActive: (userId) =>
       db.read((tables) =>

@@ -284,6 +284,20 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       Effect.flatMap(decodeAiJobs("ai_job.findExpiredLocks"))
     )
 
+  const findStaleQueued = (olderThanMs: number, limit: number) =>
+    sql`SELECT * FROM ai_job
+        WHERE lifecycle_status = 'queued' AND updated_at < ${minusMillis(olderThanMs)}
+        ORDER BY updated_at LIMIT ${limit}`.pipe(
+      Effect.mapError(toPersistenceError("ai_job.findStaleQueued")),
+      Effect.flatMap(decodeAiJobs("ai_job.findStaleQueued"))
+    )
+
+  const touchQueued = (job: AiJob) =>
+    affectedRows("ai_job.touchQueued")(
+      sql`UPDATE ai_job SET updated_at = ${now}
+          WHERE id = ${job.id} AND lifecycle_status = 'queued' AND updated_at = ${job.updatedAt}`.raw
+    ).pipe(Effect.map((changed) => changed > 0))
+
   const list: AiJobLifecycleRepository["Type"]["list"] = (filter, page) => {
     const clauses: Array<Fragment> = []
     if (filter.userId !== undefined) clauses.push(sql`user_id = ${filter.userId}`)
@@ -327,6 +341,8 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     requestCancel,
     findByLifecycleStatus,
     findExpiredLocks,
+    findStaleQueued,
+    touchQueued,
     list,
     countActive: (userId) =>
       count("ai_job.countActive", sql`user_id = ${userId} AND lifecycle_status IN ('queued', 'running')`),

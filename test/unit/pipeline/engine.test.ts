@@ -19,6 +19,7 @@ import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { CancelSignal } from "../../../src/services/CancelSignal.js"
 import { JobDefinitionRegistry } from "../../../src/services/JobDefinitionRegistry.js"
+import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
 import { definePromptTemplate } from "../../../src/services/PromptTemplates.js"
 import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
@@ -339,6 +340,26 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(yield* Effect.flatMap(ArtifactRepository, (repo) => repo.listByJob(job.id))).toHaveLength(1)
       // A second pass finds nothing to do.
       expect((yield* reapOnce).requeued).toBe(0)
+    }).pipe(Effect.provide(memoryEngineStack())))
+
+  it.scoped("a queued job whose delivery was lost is queued again by the reaper and runs", () =>
+    Effect.gen(function* () {
+      const outbox = yield* OutboxRepository
+      const job = yield* createEcho("lost delivery")
+      // The event was published but the queue lost the delivery.
+      const [event] = yield* outbox.claimBatch("careless-dispatcher", 10)
+      expect(event?.aggregateId).toBe(job.id)
+      yield* outbox.markPublished(event!.id, "careless-dispatcher")
+      yield* startEngine()
+      yield* TestClock.adjust(60_000)
+      yield* settle
+      expect(Option.getOrThrow(yield* Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.findById(job.id))).lifecycleStatus)
+        .toBe("queued")
+      yield* TestClock.adjust(300_000)
+      const pass = yield* reapOnce
+      expect(pass.requeuedQueued).toBe(1)
+      const done = yield* awaitStatus(job.id, ["succeeded", "failed"])
+      expect(done.lifecycleStatus).toBe("succeeded")
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("the reaper fails a lost job with no attempts left, and cancels one whose cancel was requested", () =>
