@@ -78,8 +78,8 @@ const leaseEnded = (prepared: PreparedJob) => () => Effect.fail(new LockLost({ .
 /**
  * ADR 5: the AiJobExecutionEngine of one worker. `run` takes a queue delivery through the five
  * stages with a heartbeat beside it, catches every error (engine retries never become queue
- * retries) and records the outcome. It fails only with `JobHandedOff`, when the worker gives a
- * job back during shutdown so that the queue delivers it elsewhere at once.
+ * retries) and records the outcome. It fails only with `JobHandedOff`, when the worker gives the
+ * delivery back (shutdown, or no database to prepare it with) so the queue delivers it again.
  */
 export const makeExecutionEngine = (workerId: string) =>
   Effect.gen(function* () {
