@@ -20,6 +20,14 @@ export const formatProblems = (error: ParseResult.ParseError): ReadonlyArray<str
     issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`
   )
 
+/**
+ * Where a decode failed, as field paths only: a parse error's messages quote the values, and
+ * stored rows hold job input and provider output, which must not reach a log or an error column.
+ */
+export const failedPaths = (error: ParseResult.ParseError): string =>
+  [...new Set(ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => issue.path.map(String).join(".") || "(root)"))]
+    .join(", ")
+
 export const defineJobType = <I, IE, O, OE>(spec: {
   readonly definition: unknown
   readonly input: Schema.Schema<I, IE>

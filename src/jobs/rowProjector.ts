@@ -2,7 +2,7 @@ import { Effect, Schema } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { derivedId } from "../domain/DerivedId.js"
 import { ValidationError } from "../domain/ExecutionError.js"
-import { formatProblems } from "../domain/JobType.js"
+import { failedPaths, formatProblems } from "../domain/JobType.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import { ProjectionStore, type ProjectionValue } from "../services/ProjectionStore.js"
 import type { ResultProjector } from "../services/ResultProjectors.js"
@@ -63,7 +63,7 @@ export const rowProjector = <O, OE, R extends Readonly<Record<string, unknown>>,
           Effect.forEach(rows, (row) =>
             decodeRecord(row).pipe(
               Effect.mapError((error) =>
-                new PersistenceError({ operation: `${spec.table}.records`, message: `row does not decode: ${error.message}` })
+                new PersistenceError({ operation: `${spec.table}.records`, message: `row does not decode at ${failedPaths(error)}` })
               )
             ))
         )

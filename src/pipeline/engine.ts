@@ -174,7 +174,7 @@ export const makeExecutionEngine = (workerId: string) =>
               )
           })
         }
-      }).pipe(Effect.annotateLogs({ stage: "COMPLETE" }))
+      }).pipe(Effect.annotateLogs({ stage: "COMPLETE" }), Effect.uninterruptible)
 
     /** What stops the work from outside: the heartbeat's verdict, a cancel message, a hand-off. */
     const interruptions = (prepared: PreparedJob, delivery: JobDelivery, progress: Ref.Ref<number>) => {
@@ -182,12 +182,9 @@ export const makeExecutionEngine = (workerId: string) =>
       const beat = heartbeat(prepared.lease, {
         heartbeatMs: timing.jobHeartbeatMs,
         lockTtlMs: timing.jobLockTtlMs,
-        progress: Ref.get(progress)
-      }).pipe(
-        Effect.flatMap((verdict): Effect.Effect<Interruption> =>
-          verdict === "cancel-requested" && !cancellable ? Effect.never : Effect.succeed(verdict)
-        )
-      )
+        progress: Ref.get(progress),
+        honourCancel: cancellable
+      })
       const cancelMessage: Effect.Effect<Interruption> = cancellable
         ? Effect.as(cancels.await(prepared.job.id), "cancel-requested")
         : Effect.never

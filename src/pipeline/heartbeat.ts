@@ -19,6 +19,8 @@ export const heartbeat = (
     readonly lockTtlMs: number
     /** The progress the work reached; each beat carries it to the job row. */
     readonly progress: Effect.Effect<number>
+    /** False for a job type that cannot be cancelled: a request is then ignored and beats go on. */
+    readonly honourCancel: boolean
   }
 ) =>
   Effect.gen(function* () {
@@ -26,7 +28,9 @@ export const heartbeat = (
     while (true) {
       yield* Effect.sleep(options.heartbeatMs)
       const beat = yield* jobs.extendLock(lease, options.lockTtlMs, yield* options.progress).pipe(
-        Effect.map((extension) => (extension.cancelRequested ? "cancel-requested" as const : "alive" as const)),
+        Effect.map((extension) =>
+          extension.cancelRequested && options.honourCancel ? "cancel-requested" as const : "alive" as const
+        ),
         Effect.catchTags({
           LockLost: () => Effect.succeed("lock-lost" as const),
           PersistenceError: (error) =>

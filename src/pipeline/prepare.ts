@@ -27,7 +27,8 @@ export const prepare = (payload: AiJobQueuePayload, workerId: string, lockTtlMs:
 
     const registered = yield* Effect.option(registry.get(payload.jobType))
     if (Option.isNone(registered)) {
-      // A worker of an older release: leave the job queued for one that knows the type.
+      // A worker of an older release: the job stays queued, and the reaper queues it again after
+      // QUEUED_REDISPATCH_MS, for a worker that knows the type.
       yield* Effect.logError("delivery names a job type this worker does not know")
       return Option.none<PreparedJob>()
     }

@@ -11,6 +11,17 @@ import { UnitOfWork } from "../services/UnitOfWork.js"
 
 const batchSize = 100
 
+/** One job's trouble (a storage error) is logged and the pass goes on with the next. */
+const skipOnFailure = (jobId: string) => <A, E extends { readonly message: string }, R>(self: Effect.Effect<A, E, R>) =>
+  self.pipe(
+    Effect.catchAll((error) =>
+      Effect.as(
+        Effect.logWarning("reaper skipped a job this pass").pipe(Effect.annotateLogs({ jobId, error: error.message })),
+        undefined
+      )
+    )
+  )
+
 /**
  * One pass of the lock reaper (ADR 1.7, DESIGN.md correction 5), over running jobs whose lock
  * expired more than `REAPER_GRACE_MS` ago: a requested cancel is carried out; a job with
@@ -32,6 +43,7 @@ export const reapOnce = Effect.gen(function* () {
   let requeued = 0
   let failed = 0
   for (const job of expired) {
+    yield* Effect.gen(function* () {
     const fence = byExpiredLock(job, reaperGraceMs)
     if (job.cancelRequestedAt !== null) {
       const result = yield* Effect.either(jobs.markCancelled(fence))
@@ -55,6 +67,7 @@ export const reapOnce = Effect.gen(function* () {
         yield* publishFinished(result.right)
       }
     }
+    }).pipe(skipOnFailure(job.id))
   }
   // A queued job that nobody touched for long may have lost its delivery (dropped by the queue
   // after its attempts, or acknowledged by a worker that could not reach the database).
@@ -63,7 +76,7 @@ export const reapOnce = Effect.gen(function* () {
   for (const job of stale) {
     const again = yield* unitOfWork.transaction(
       Effect.flatMap(jobs.touchQueued(job), (touched) => (touched ? Effect.as(requeue(job), true) : Effect.succeed(false)))
-    )
+    ).pipe(skipOnFailure(job.id), Effect.map((done) => done === true))
     if (again) requeuedQueued += 1
   }
   if (requeuedQueued > 0) yield* signal.notify
@@ -79,10 +92,9 @@ export const reapOnce = Effect.gen(function* () {
 /** The reaper as a background loop, every `REAPER_INTERVAL_MS`; a failed pass is logged, not fatal. */
 export const runReaper = Effect.gen(function* () {
   const { reaperIntervalMs } = yield* TimingConfig
+  // Whatever a pass meets, failure or defect, the loop goes on: the reaper is the safety net.
   yield* reapOnce.pipe(
-    Effect.catchAll((error) =>
-      Effect.logWarning("reaper pass failed; trying again next interval").pipe(Effect.annotateLogs({ error: error.message }))
-    ),
+    Effect.catchAllCause((cause) => Effect.logWarning("reaper pass failed; trying again next interval", cause)),
     Effect.repeat(Schedule.spaced(reaperIntervalMs))
   )
 })

@@ -136,7 +136,9 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
           maxAttempts: job.opts.attempts ?? setting.attempts,
           signal: deliverySignal
         }
-        const exit = await Runtime.runPromiseExit(handlerRuntime)(handler(delivery), { signal: deliverySignal })
+        // The handler watches `delivery.signal` itself (the engine hands its job back when it
+        // fires); interrupting its fiber from outside would skip that hand-off.
+        const exit = await Runtime.runPromiseExit(handlerRuntime)(handler(delivery))
         if (Exit.isFailure(exit)) {
           const reason = Cause.isInterruptedOnly(exit.cause)
             ? "interrupted"

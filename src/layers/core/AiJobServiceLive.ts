@@ -1,6 +1,7 @@
 import { Effect, Layer, Option } from "effect"
 import { newId } from "../../domain/Ids.js"
 import { InvalidJobInput } from "../../domain/JobCreationErrors.js"
+import { PersistenceError } from "../../domain/PersistenceError.js"
 import { aiJobAggregateType, enqueueEventType, type EnqueuePayload } from "../../domain/OutboxEvent.js"
 import { priorityBounds } from "../../domain/JobDefinition.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
@@ -122,7 +123,10 @@ export const makeAiJobService = Effect.gen(function* () {
           existing(request).pipe(
             Effect.flatMap(
               Option.match({
-                onNone: () => Effect.dieMessage("the idempotency key conflicted but its job cannot be read"),
+                onNone: () =>
+                  Effect.fail(
+                    new PersistenceError({ operation: "ai_job.create", message: "the idempotency key conflicted but its job cannot be read" })
+                  ),
                 onSome: (job) => Effect.succeed<CreatedJob>({ job, created: false })
               })
             )

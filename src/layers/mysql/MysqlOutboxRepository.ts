@@ -34,7 +34,8 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       Effect.as({ eventId: event.id, duplicate: false }),
       // ADR 4.2: the unique dedupe key refused the row; MySQL keeps the transaction alive.
       Effect.catchIf(isDuplicateKey, () =>
-        sql<{ readonly id: string }>`SELECT id FROM outbox_event WHERE dedupe_key = ${event.dedupeKey}`.pipe(
+        // A locking read sees the winner's committed row; a plain one may read an older snapshot.
+        sql<{ readonly id: string }>`SELECT id FROM outbox_event WHERE dedupe_key = ${event.dedupeKey} LOCK IN SHARE MODE`.pipe(
           Effect.map((rows) => ({ eventId: rows[0]?.id ?? event.id, duplicate: true }))
         )),
       Effect.mapError(toPersistenceError("outbox_event.create"))

@@ -5,6 +5,7 @@ import { JobSnapshot } from "../../domain/JobSnapshot.js"
 import { OutboxEvent } from "../../domain/OutboxEvent.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import { toPersistenceError } from "./sqlErrors.js"
+import { failedPaths } from "../../domain/JobType.js"
 
 /**
  * A JSON column: MySQL 8 hands it over parsed, MariaDB (where JSON is LONGTEXT) as a string.
@@ -33,7 +34,7 @@ export const affectedRows = (operation: string) => (self: Effect.Effect<unknown,
     Effect.flatMap((raw) =>
       Schema.decodeUnknown(ResultHeader)(raw).pipe(
         Effect.map((header) => header.affectedRows),
-        Effect.mapError((error) => new PersistenceError({ operation, message: `unexpected result header: ${error.message}` }))
+        Effect.mapError((error) => new PersistenceError({ operation, message: `unexpected result header at ${failedPaths(error)}` }))
       )
     )
   )
@@ -42,7 +43,7 @@ const decodeRows = <A, I>(schema: Schema.Schema<A, I>, operation: string) => {
   const decode = Schema.decodeUnknown(Schema.Array(schema))
   return (rows: ReadonlyArray<unknown>) =>
     decode(rows).pipe(
-      Effect.mapError((error) => new PersistenceError({ operation, message: `row does not decode: ${error.message}` }))
+      Effect.mapError((error) => new PersistenceError({ operation, message: `row does not decode at ${failedPaths(error)}` }))
     )
 }
 

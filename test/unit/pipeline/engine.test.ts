@@ -182,6 +182,27 @@ describe("the execution engine (memory layers, TestClock)", () => {
     ]
   }
 
+  const steadyEcho = {
+    ...syntheticEchoJobType,
+    spec: defineJobType({
+      definition: {
+        ...syntheticEchoDefinition,
+        jobType: "steady_echo",
+        execution: { ...syntheticEchoDefinition.execution, cancellable: false, timeoutMs: 300_000 }
+      },
+      input: SyntheticEchoInput,
+      output: SyntheticEchoOutput
+    }),
+    prompts: [
+      definePromptTemplate({
+        jobType: "steady_echo",
+        version: "v1",
+        input: SyntheticEchoInput,
+        render: ({ input }) => [{ role: "user", content: JSON.stringify({ echo: input.message }) }]
+      })
+    ]
+  }
+
   it.scoped("a timeout with abortStrategy fail aborts the call and fails the job", () =>
     Effect.gen(function* () {
       const control = yield* SyntheticGatewayControl
@@ -250,6 +271,27 @@ describe("the execution engine (memory layers, TestClock)", () => {
       yield* settle
       expect(Option.getOrThrow(yield* jobs.findById(job.id)).lifecycleStatus).toBe("cancelled")
     }).pipe(Effect.provide(memoryEngineStack())))
+
+  it.scoped("a cancel request on a job type that cannot be cancelled is ignored: the heartbeat goes on", () =>
+    Effect.gen(function* () {
+      const control = yield* SyntheticGatewayControl
+      const jobs = yield* AiJobLifecycleRepository
+      yield* control.script([{ _tag: "Delay", ms: 200_000 }])
+      yield* startEngine()
+      const job = yield* createEcho("x", "steady_echo")
+      yield* awaitStatus(job.id, ["running"], { stepMs: 10 })
+      yield* jobs.requestCancel(job.id)
+      // Three heartbeats past the request, and past the first lock's end.
+      for (let i = 0; i < 12; i++) {
+        yield* TestClock.adjust(10_000)
+        yield* settle
+      }
+      const running = Option.getOrThrow(yield* jobs.findById(job.id))
+      expect(running.lifecycleStatus).toBe("running")
+      expect(running.lockUntil!.getTime()).toBeGreaterThan(running.lockedAt!.getTime() + 60_000)
+      const done = yield* awaitStatus(job.id, ["succeeded", "failed", "cancelled"], { stepMs: 1_000 })
+      expect(done.lifecycleStatus).toBe("succeeded")
+    }).pipe(Effect.provide(memoryEngineStack({ modules: [...jobCatalog, steadyEcho] }))))
 
   it.scoped("a cancel that arrives during PROJECT leaves the job succeeded with its artifacts, never a mix", () =>
     Effect.gen(function* () {
