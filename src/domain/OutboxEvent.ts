@@ -56,3 +56,29 @@ export interface NewOutboxEvent {
 }
 
 export type OutboxCounts = Readonly<Record<OutboxStatus, number>>
+
+/**
+ * The `ai.job.enqueue` event of a job (ADR 4.1): the only shape in which a job reaches the
+ * queue, whether first created, requeued or redispatched. `dedupeKey` says which of those it is.
+ */
+export const enqueueEventFor = (
+  job: { readonly id: string; readonly jobType: string; readonly queueName: QueueName; readonly priority: number },
+  options: { readonly eventId: string; readonly dedupeKey: string; readonly redispatchOf?: string }
+): NewOutboxEvent => {
+  const payload: EnqueuePayload = {
+    jobId: job.id,
+    jobType: job.jobType,
+    queueName: job.queueName,
+    priority: job.priority,
+    ...(options.redispatchOf === undefined ? {} : { redispatchOf: options.redispatchOf })
+  }
+  return {
+    id: options.eventId,
+    eventType: enqueueEventType,
+    aggregateType: aiJobAggregateType,
+    aggregateId: job.id,
+    dedupeKey: options.dedupeKey,
+    payload,
+    delayMs: 0
+  }
+}

@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { newId } from "../domain/Ids.js"
-import { aiJobAggregateType, enqueueEventType, type EnqueuePayload } from "../domain/OutboxEvent.js"
+import { enqueueEventFor } from "../domain/OutboxEvent.js"
 import { OutboxRepository } from "../services/OutboxRepository.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
 
@@ -14,22 +14,14 @@ import { OutboxSignal } from "../services/OutboxSignal.js"
 export const requeue = (job: AiJob) =>
   Effect.gen(function* () {
     const outbox = yield* OutboxRepository
-    const payload: EnqueuePayload = {
-      jobId: job.id,
-      jobType: job.jobType,
-      queueName: job.queueName,
-      priority: job.priority,
-      redispatchOf: `q${job.updatedAt.getTime()}`
-    }
-    return yield* outbox.createInTransaction({
-      id: yield* newId,
-      eventType: enqueueEventType,
-      aggregateType: aiJobAggregateType,
-      aggregateId: job.id,
-      dedupeKey: `ai.job.requeue:${job.id}:${job.updatedAt.getTime()}`,
-      payload,
-      delayMs: 0
-    })
+    const touchedAt = job.updatedAt.getTime()
+    return yield* outbox.createInTransaction(
+      enqueueEventFor(job, {
+        eventId: yield* newId,
+        dedupeKey: `ai.job.requeue:${job.id}:${touchedAt}`,
+        redispatchOf: `q${touchedAt}`
+      })
+    )
   })
 
 /**
@@ -37,29 +29,20 @@ export const requeue = (job: AiJob) =>
  * The dedupe key names the lost attempt and the reaper's window (`QUEUED_REDISPATCH_MS` long):
  * a reaper that sees the job again in the same window, or two reapers at once, add no second
  * event, and a redispatch that went astray (its delivery held by a queue that never gives it
- * back) is tried again in the next window.
+ * back) is tried again in the next window. The lost worker's queue job may still be active, so
+ * this one gets an id of its own.
  */
 export const redispatch = (job: AiJob, window: number) =>
   Effect.gen(function* () {
     const outbox = yield* OutboxRepository
     const signal = yield* OutboxSignal
-    const payload: EnqueuePayload = {
-      jobId: job.id,
-      jobType: job.jobType,
-      queueName: job.queueName,
-      priority: job.priority,
-      // The lost worker's queue job may still be active; this one needs an id of its own.
-      redispatchOf: `${job.attemptCount}-${window}`
-    }
-    const written = yield* outbox.createInTransaction({
-      id: yield* newId,
-      eventType: enqueueEventType,
-      aggregateType: aiJobAggregateType,
-      aggregateId: job.id,
-      dedupeKey: `ai.job.redispatch:${job.id}:${job.attemptCount}:${window}`,
-      payload,
-      delayMs: 0
-    })
+    const written = yield* outbox.createInTransaction(
+      enqueueEventFor(job, {
+        eventId: yield* newId,
+        dedupeKey: `ai.job.redispatch:${job.id}:${job.attemptCount}:${window}`,
+        redispatchOf: `${job.attemptCount}-${window}`
+      })
+    )
     if (!written.duplicate) yield* signal.notify
     return written
   })

@@ -2,7 +2,7 @@ import { Effect, Layer, Option } from "effect"
 import { newId } from "../../domain/Ids.js"
 import { InvalidJobInput } from "../../domain/JobCreationErrors.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
-import { aiJobAggregateType, enqueueEventType, type EnqueuePayload } from "../../domain/OutboxEvent.js"
+import { enqueueEventFor, enqueueEventType } from "../../domain/OutboxEvent.js"
 import { priorityBounds } from "../../domain/JobDefinition.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { AiJobService, type CreateJobRequest, type CreatedJob } from "../../services/AiJobService.js"
@@ -74,12 +74,6 @@ export const makeAiJobService = Effect.gen(function* () {
       const eventId = yield* newId
       const overrides = request.overrides ?? {}
       const priority = overrides.priority ?? definition.queue.defaultPriority
-      const payload: EnqueuePayload = {
-        jobId,
-        jobType: definition.jobType,
-        queueName: definition.queue.queueName,
-        priority
-      }
 
       const created = yield* unitOfWork.transaction(
         Effect.gen(function* () {
@@ -105,15 +99,9 @@ export const makeAiJobService = Effect.gen(function* () {
           // The job id already carries the idempotency (the job's unique key decided it), so the
           // dedupe key is per job: the ADR's `{jobType}:{userId}:{key}` is ambiguous when a user id
           // contains ':' and would then swallow another job's event.
-          yield* outbox.createInTransaction({
-            id: eventId,
-            eventType: enqueueEventType,
-            aggregateType: aiJobAggregateType,
-            aggregateId: jobId,
-            dedupeKey: `${enqueueEventType}:${jobId}`,
-            payload,
-            delayMs: 0
-          })
+          yield* outbox.createInTransaction(
+            enqueueEventFor(job, { eventId, dedupeKey: `${enqueueEventType}:${jobId}` })
+          )
           return job
         })
       ).pipe(

@@ -19,6 +19,7 @@ import { reaperWorkerId } from "../../domain/LifecycleGuards.js"
 import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
+import { sqlClock } from "./sqlClock.js"
 import { affectedRows, decodeAiJobs, toJsonText } from "./rows.js"
 import { isDuplicateKey, toPersistenceError } from "./sqlErrors.js"
 
@@ -31,10 +32,7 @@ import { isDuplicateKey, toPersistenceError } from "./sqlErrors.js"
 export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
 
-  const now = sql.literal("UTC_TIMESTAMP(3)")
-  const plusMillis = (millis: number) => sql`DATE_ADD(UTC_TIMESTAMP(3), INTERVAL ${Math.round(millis) * 1000} MICROSECOND)`
-  const minusMillis = (millis: number) =>
-    sql`DATE_SUB(UTC_TIMESTAMP(3), INTERVAL ${Math.round(millis) * 1000} MICROSECOND)`
+  const { minusMillis, now, plusMillis } = sqlClock(sql)
   /**
    * When a compare-and-set matched nothing, the guards are asked why with a clock at the end of
    * time: the database's own clock already judged expiry, so only the other reasons (missing,

@@ -4,16 +4,14 @@ import type { NewOutboxEvent, OutboxCounts, OutboxStatus } from "../../domain/Ou
 import { allOutboxStatuses } from "../../domain/OutboxEvent.js"
 
 import { OutboxEventNotDead, OutboxEventNotFound, OutboxRepository } from "../../services/OutboxRepository.js"
+import { sqlClock } from "./sqlClock.js"
 import { affectedRows, decodeOutboxEvents, toJsonText } from "./rows.js"
 import { isDuplicateKey, retryOnLockContention, toPersistenceError } from "./sqlErrors.js"
 
 /** `outbox_event` on MySQL; claims use `FOR UPDATE SKIP LOCKED`, times the server's clock. */
 export const makeMysqlOutboxRepository = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const now = sql.literal("UTC_TIMESTAMP(3)")
-  const plusMillis = (millis: number) => sql`DATE_ADD(UTC_TIMESTAMP(3), INTERVAL ${Math.round(millis) * 1000} MICROSECOND)`
-  const minusMillis = (millis: number) =>
-    sql`DATE_SUB(UTC_TIMESTAMP(3), INTERVAL ${Math.round(millis) * 1000} MICROSECOND)`
+  const { minusMillis, now, plusMillis } = sqlClock(sql)
 
   const selectByIds = (operation: string, ids: ReadonlyArray<string>) =>
     sql`SELECT * FROM outbox_event WHERE id IN ${sql.in(ids)} ORDER BY available_at, id`.pipe(

@@ -2,12 +2,13 @@ import { SqlClient } from "@effect/sql"
 import { Array as Arr, Effect, Layer } from "effect"
 import type { NewJobSnapshot } from "../../domain/JobSnapshot.js"
 import { SnapshotRepository } from "../../services/SnapshotRepository.js"
+import { sqlClock } from "./sqlClock.js"
 import { affectedRows, decodeJobSnapshots, toJsonText } from "./rows.js"
 import { toPersistenceError } from "./sqlErrors.js"
 
 export const makeMysqlSnapshotRepository = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const now = sql.literal("UTC_TIMESTAMP(3)")
+  const { now } = sqlClock(sql)
 
   const findByJobId = (jobId: string) =>
     sql`SELECT * FROM ai_job_snapshot WHERE job_id = ${jobId}`.pipe(
