@@ -157,7 +157,7 @@ describe("writing handlers are uninterruptible", () => {
           Effect.flatMap(MemoryDatabase, (db) =>
             db.setFaults(
               Option.some((operation) =>
-                operation === "commit" ? Effect.as(Effect.sleep("300 millis"), Option.none()) : Effect.succeed(Option.none())
+                operation === "commit" ? Effect.as(Effect.sleep("1 second"), Option.none()) : Effect.succeed(Option.none())
               )
             ))
         )
@@ -174,7 +174,7 @@ describe("writing handlers are uninterruptible", () => {
           )
         )
         expect(aborted).toBe(true)
-        yield* Effect.sleep("600 millis")
+        yield* Effect.sleep("1500 millis")
         expect(yield* api.run(sizes)).toEqual({ jobs: 1, snapshots: 1, outbox: 1 })
       })
     ))
