@@ -24,6 +24,12 @@ export type SchemaDifference = Data.TaggedEnum<{
     readonly column: string
     readonly expectedNullable: boolean
   }
+  ColumnDefaultMismatch: {
+    readonly table: string
+    readonly column: string
+    readonly expected: string
+    readonly actual: string | undefined
+  }
   PrimaryKeyMismatch: {
     readonly table: string
     readonly expected: ReadonlyArray<string>
@@ -45,6 +51,7 @@ export const isDrift: (difference: SchemaDifference) => boolean = SchemaDifferen
   UndeclaredColumn: () => false,
   ColumnTypeMismatch: () => true,
   ColumnNullabilityMismatch: () => true,
+  ColumnDefaultMismatch: () => true,
   PrimaryKeyMismatch: () => true,
   MissingUniqueKey: () => true,
   MissingIndex: () => true,
@@ -102,6 +109,15 @@ const compareTable = (declared: DeclaredTable, actual: IntrospectedTable): Reado
       ]),
       ...(actualColumn.nullable === column.nullable ? [] : [
         SchemaDifference.ColumnNullabilityMismatch({ table, column: column.name, expectedNullable: column.nullable })
+      ]),
+      // Only a default the code relies on is part of the contract.
+      ...(column.defaultValue === undefined || actualColumn.defaultValue === column.defaultValue ? [] : [
+        SchemaDifference.ColumnDefaultMismatch({
+          table,
+          column: column.name,
+          expected: column.defaultValue,
+          actual: actualColumn.defaultValue
+        })
       ])
     ]
   })

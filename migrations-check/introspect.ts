@@ -2,7 +2,7 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import { Array as Arr, Effect, Option, Schema } from "effect"
 import { migrationsTable } from "../migrations/index.js"
 import { IntrospectionFailed } from "./errors.js"
-import { jsonValidatedColumn, normalizeColumnType } from "./normalizeType.js"
+import { jsonValidatedColumn, normalizeColumnDefault, normalizeColumnType } from "./normalizeType.js"
 
 /** A column as the database has it, its type normalized (see normalizeType.ts). */
 export interface IntrospectedColumn {
@@ -11,6 +11,8 @@ export interface IntrospectedColumn {
   /** The type exactly as information_schema reported it, for the diff. */
   readonly reportedType: string
   readonly nullable: boolean
+  /** The default, normalized (lower case, no quotes); undefined when the column has none. */
+  readonly defaultValue?: string | undefined
 }
 
 export interface IntrospectedIndex {
@@ -47,7 +49,8 @@ const ColumnRow = Schema.Struct({
   table_name: Schema.String,
   column_name: Schema.String,
   column_type: Schema.String,
-  is_nullable: Schema.Literal("YES", "NO")
+  is_nullable: Schema.Literal("YES", "NO"),
+  column_default: Schema.NullOr(Schema.String)
 })
 
 /** Numbers may arrive as strings depending on the driver's big-number settings. */
@@ -103,7 +106,7 @@ export const introspectCurrentDatabase: Effect.Effect<IntrospectedSchema, Intros
       Result: ColumnRow,
       execute: (schema) =>
         sql`SELECT TABLE_NAME AS table_name, COLUMN_NAME AS column_name,
-                   COLUMN_TYPE AS column_type, IS_NULLABLE AS is_nullable
+                   COLUMN_TYPE AS column_type, IS_NULLABLE AS is_nullable, COLUMN_DEFAULT AS column_default
             FROM information_schema.COLUMNS
             WHERE TABLE_SCHEMA = ${schema}
             ORDER BY TABLE_NAME, ORDINAL_POSITION`
@@ -149,7 +152,8 @@ export const introspectCurrentDatabase: Effect.Effect<IntrospectedSchema, Intros
           name: column.column_name,
           type: normalizeColumnType(column.column_type, jsonColumns.has(`${row.table_name}.${column.column_name}`)),
           reportedType: column.column_type,
-          nullable: column.is_nullable === "YES"
+          nullable: column.is_nullable === "YES",
+          defaultValue: normalizeColumnDefault(column.column_default)
         })),
         indexes: indexesOf(indexRowsByTable[row.table_name] ?? [])
       }))

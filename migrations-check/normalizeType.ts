@@ -24,3 +24,15 @@ export const normalizeColumnType = (reportedType: string, hasJsonValidCheck: boo
   if (lowered === "longtext" && hasJsonValidCheck) return "json"
   return lowered.replace(integerDisplayWidth, "$1")
 }
+
+/**
+ * The normalized form of a reported `COLUMN_DEFAULT`. MariaDB reports "no default" on a nullable
+ * column as the text `NULL` and quotes literals (`'pending'`); MySQL 8 reports SQL NULL and bare
+ * literals. Both reduce to undefined or the lower-case unquoted value.
+ */
+export const normalizeColumnDefault = (reported: string | null): string | undefined => {
+  if (reported === null || reported === "NULL") return undefined
+  const trimmed = reported.trim()
+  const unquoted = /^'(.*)'$/s.exec(trimmed)?.[1] ?? trimmed
+  return unquoted.toLowerCase()
+}

@@ -14,7 +14,8 @@ export interface CheckSubject {
 
 const columnList = (columns: ReadonlyArray<string>) => `(${columns.join(", ")})`
 
-const describeColumn = (column: DeclaredColumn) => `${column.type} ${column.nullable ? "NULL" : "NOT NULL"}`
+const describeColumn = (column: DeclaredColumn) =>
+  `${column.type} ${column.nullable ? "NULL" : "NOT NULL"}${column.defaultValue === undefined ? "" : ` DEFAULT ${column.defaultValue}`}`
 
 const nullability = (nullable: boolean) => (nullable ? "NULL" : "NOT NULL")
 
@@ -30,6 +31,8 @@ export const describeDifference: (difference: SchemaDifference) => string = Sche
     `${table}.${column}: type is ${actual}${reportedType === actual ? "" : ` (reported as ${reportedType})`}, expected ${expected}`,
   ColumnNullabilityMismatch: ({ table, column, expectedNullable }) =>
     `${table}.${column}: column is ${nullability(!expectedNullable)}, expected ${nullability(expectedNullable)}`,
+  ColumnDefaultMismatch: ({ table, column, expected, actual }) =>
+    `${table}.${column}: default is ${actual ?? "none"}, expected ${expected}`,
   PrimaryKeyMismatch: ({ table, expected, actual }) =>
     actual.length === 0
       ? `${table}: primary key is missing (expected ${columnList(expected)})`

@@ -8,7 +8,7 @@ import { checkLiveDatabase, checkMigrationsBuildDeclaredSchema } from "../../mig
 import { compareSchemas, isDrift, SchemaDifference } from "../../migrations-check/compare.js"
 import type { IntrospectedSchema } from "../../migrations-check/introspect.js"
 import { introspectCurrentDatabase } from "../../migrations-check/introspect.js"
-import { jsonValidatedColumn, normalizeColumnType } from "../../migrations-check/normalizeType.js"
+import { jsonValidatedColumn, normalizeColumnDefault, normalizeColumnType } from "../../migrations-check/normalizeType.js"
 import { describeDifference, renderReport } from "../../migrations-check/report.js"
 import { type DeclaredColumnType, declaredSchema } from "../../src/layers/mysql/DeclaredSchema.js"
 import { runMigrations } from "../../src/layers/mysql/migrate.js"
@@ -65,6 +65,15 @@ describe("normalizing reported column types", () => {
     expect(normalizeColumnType("datetime(3)", false)).toBe("datetime(3)")
   })
 
+  it("reads column defaults the same from MariaDB and MySQL 8", () => {
+    expect(normalizeColumnDefault(null)).toBeUndefined()
+    expect(normalizeColumnDefault("NULL")).toBeUndefined()
+    expect(normalizeColumnDefault("current_timestamp(3)")).toBe("current_timestamp(3)")
+    expect(normalizeColumnDefault("CURRENT_TIMESTAMP(3)")).toBe("current_timestamp(3)")
+    expect(normalizeColumnDefault("'pending'")).toBe("pending")
+    expect(normalizeColumnDefault("0")).toBe("0")
+  })
+
   it("reads MariaDB's longtext with a json_valid check as json, and nothing else", () => {
     expect(jsonValidatedColumn("json_valid(`input`)")).toBe("input")
     expect(jsonValidatedColumn("`score` between 0 and 100")).toBeUndefined()
@@ -93,7 +102,11 @@ describe("normalizing reported column types", () => {
             name: column.name,
             type: normalizeColumnType(reported.reportedType, reported.hasJsonCheck),
             reportedType: reported.reportedType,
-            nullable: column.nullable
+            nullable: column.nullable,
+            defaultValue: normalizeColumnDefault(
+              column.defaultValue === undefined ? (flavor === "mariadb" && column.nullable ? "NULL" : null)
+              : flavor === "mysql8" ? column.defaultValue.toUpperCase() : column.defaultValue
+            )
           }
         }),
         indexes: [
@@ -125,7 +138,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "7_flashcard",
         "8_learning_evaluation",
         "9_ai_user_job_gate",
-        "10_synthetic_echo_result"
+        "10_synthetic_echo_result",
+        "13_business_created_at_default"
       ])
       expect(second).toEqual([])
     }))
@@ -154,6 +168,20 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
       expect(report).toContain("FAILED: 1 drift(s)")
     }))
 
+  it.scoped("a business created_at without its default is drift, named with the default it needs", () =>
+    Effect.gen(function*() {
+      const scratch = yield* acquireScratchDatabase("migrations_default")
+      yield* Effect.gen(function*() {
+        yield* runMigrations
+        const sql = yield* SqlClient.SqlClient
+        yield* sql.unsafe("ALTER TABLE flashcard MODIFY COLUMN created_at DATETIME(3) NOT NULL")
+      }).pipe(Effect.provide(clientFor(scratch.url)))
+      const live = yield* checkLiveDatabase(Redacted.make(scratch.url))
+      const report = renderReport(live.subject, live.differences)
+      expect(report).toContain("flashcard.created_at: default is none, expected current_timestamp(3)")
+      expect(report).toContain("FAILED: 1 drift(s)")
+    }))
+
   it.scoped("an operator's extra column is a note, not drift", () =>
     Effect.gen(function*() {
       const scratch = yield* acquireScratchDatabase("migrations_extra")
@@ -170,7 +198,7 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
   it.scoped("the default check builds, compares and drops its own scratch database", () =>
     Effect.gen(function*() {
       const outcome = yield* checkMigrationsBuildDeclaredSchema(Redacted.make(testServerUrl))
-      expect(outcome.subject.appliedMigrations).toHaveLength(10)
+      expect(outcome.subject.appliedMigrations).toHaveLength(11)
       expect(outcome.differences).toEqual([])
       const scratchName = outcome.subject.target.split("/").at(-1) ?? ""
       expect(scratchName).toMatch(/^migrations_check_[0-9a-f]+$/)

@@ -1,6 +1,8 @@
 import { Effect, Layer } from "effect"
 import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
 import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
+import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
+import { MysqlProjectionStore } from "../../src/layers/mysql/MysqlProjectionStore.js"
 import { quotasContract } from "../contract/Quotas.contract.js"
 import { jobCreation, mysqlRepositories } from "../support/foundationStack.js"
 
@@ -28,3 +30,9 @@ quotasContract(
   jobCreation(mysqlRepositories("quotas", { maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie),
   { liveClock: true }
 )
+
+projectionStoreContract({
+  name: "mysql",
+  layer: jobCreation(Layer.fresh(MysqlProjectionStore).pipe(Layer.provideMerge(mysqlRepositories("projection")))).pipe(Layer.orDie),
+  liveClock: true
+})

@@ -1,6 +1,8 @@
 import { Layer, TestClock } from "effect"
 import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
 import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
+import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
+import { MemoryProjectionStore } from "../../src/layers/memory/MemoryProjectionStore.js"
 import { quotasContract } from "../contract/Quotas.contract.js"
 import { jobCreation, memoryRepositories, memoryRepositoriesWith } from "../support/foundationStack.js"
 
@@ -16,5 +18,11 @@ lifecycleRepositoryContract(harness)
 outboxRepositoryContract(harness)
 
 quotasContract("memory", jobCreation(memoryRepositoriesWith({ maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie), {
+  liveClock: false
+})
+
+projectionStoreContract({
+  name: "memory",
+  layer: jobCreation(Layer.fresh(MemoryProjectionStore).pipe(Layer.provideMerge(memoryRepositories))).pipe(Layer.orDie),
   liveClock: false
 })

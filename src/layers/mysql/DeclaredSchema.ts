@@ -26,6 +26,11 @@ export interface DeclaredColumn<Name extends string = string> {
   readonly name: Name
   readonly type: DeclaredColumnType
   readonly nullable: boolean
+  /**
+   * The column default the code relies on, normalized (lower case, no quotes), e.g.
+   * `current_timestamp(3)`; left out where the code always writes the column itself.
+   */
+  readonly defaultValue?: string
 }
 
 export interface DeclaredTable<Name extends string = string, ColumnName extends string = string> {
@@ -77,6 +82,15 @@ const table = <const Name extends string, const Columns extends ReadonlyArray<De
   uniqueKeys: keys.uniqueKeys ?? [],
   indexes: keys.indexes ?? []
 })
+
+/**
+ * A business row's `created_at`: the insert leaves it to the database clock, so a projector
+ * that forgets it cannot store a zero date.
+ */
+const stampedCreatedAt: DeclaredColumn<"created_at"> = {
+  ...required("created_at", ColumnType.datetime3),
+  defaultValue: "current_timestamp(3)"
+}
 
 const { int, bigint, text, json, datetime3, char, varchar } = ColumnType
 const uuid = char(36)
@@ -251,7 +265,7 @@ export const flashcardTable = table(
     required("ordinal", int),
     required("front", text),
     required("back", text),
-    required("created_at", datetime3)
+    stampedCreatedAt
   ],
   {
     primaryKey: ["id"],
@@ -271,7 +285,7 @@ export const learningEvaluationTable = table(
     required("score", int),
     required("feedback", text),
     required("gaps", json),
-    required("created_at", datetime3)
+    stampedCreatedAt
   ],
   {
     primaryKey: ["id"],
@@ -293,7 +307,7 @@ export const aiUserJobGateTable = table(
 
 export const syntheticEchoResultTable = table(
   "synthetic_echo_result",
-  [required("id", uuid), required("job_id", uuid), required("echo", text), required("created_at", datetime3)],
+  [required("id", uuid), required("job_id", uuid), required("echo", text), stampedCreatedAt],
   {
     primaryKey: ["id"],
     // One result per job: the echo projector's idempotency rests on this key.

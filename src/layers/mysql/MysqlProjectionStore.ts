@@ -2,8 +2,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import { ProjectionStore, type ProjectionRow, type ProjectionValue } from "../../services/ProjectionStore.js"
-import { affectedRows } from "./rows.js"
-import { toPersistenceError } from "./sqlErrors.js"
+import { sqlClock } from "./sqlClock.js"
+import { isDuplicateKey, toPersistenceError } from "./sqlErrors.js"
 
 /** Table and column names come from projector code, never from a request; still, check them. */
 const identifierPattern = /^[a-z][a-z0-9_]{0,63}$/
@@ -29,6 +29,7 @@ export const MysqlProjectionStore = Layer.effect(
   ProjectionStore,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const { now } = sqlClock(sql)
 
     const insert: ProjectionStore["Type"]["insert"] = (table, rows, options) =>
       Effect.gen(function* () {
@@ -41,12 +42,29 @@ export const MysqlProjectionStore = Layer.effect(
           if (jsonColumns.includes(column) || Array.isArray(value)) return JSON.stringify(value)
           return value
         }
-        const values = rows.map((row) => sql`(${sql.csv(columns.map((column) => sql`${toParameter(column, row[column])}`))})`)
-        const columnList = sql.literal(columns.map((column) => `\`${column}\``).join(", "))
-        // DESIGN.md correction 7: MySQL keeps the transaction alive on a duplicate key; IGNORE
-        // skips the rows a unique key already holds and `affectedRows` counts the new ones.
-        const inserted = yield* affectedRows(`${table}.insert`)(
-          sql`INSERT IGNORE INTO ${sql.literal(`\`${table}\``)} (${columnList}) VALUES ${sql.csv(values)}`.raw
+        // `created_at` is the database clock's UTC time, like every other time the engine writes
+        // (the column default follows the session time zone, so it is only a fallback).
+        const stamped = !columns.includes("created_at")
+        const columnList = sql.literal([...columns, ...(stamped ? ["created_at"] : [])].map((column) => `\`${column}\``).join(", "))
+        const valuesOf = (row: ProjectionRow) =>
+          sql.csv([...columns.map((column) => sql`${toParameter(column, row[column])}`), ...(stamped ? [now] : [])])
+        const insertRows = (batch: ReadonlyArray<ProjectionRow>) =>
+          sql`INSERT INTO ${sql.literal(`\`${table}\``)} (${columnList}) VALUES ${sql.csv(batch.map((row) => sql`(${valuesOf(row)})`))}`.raw
+        // A duplicate key refuses the statement without aborting the transaction: the rows a
+        // unique key already holds are skipped and the rest inserted. Any other data error fails
+        // loudly (no IGNORE, which would also turn a missing value into a zero or empty one).
+        const insertMissing = Effect.gen(function* () {
+          const existing = yield* sql<{ readonly id: string }>`
+            SELECT id FROM ${sql.literal(`\`${table}\``)} WHERE id IN ${sql.in(rows.map((row) => row.id))}`
+          const taken = new Set(existing.map((row) => row.id))
+          const missing = rows.filter((row) => !taken.has(row.id))
+          if (missing.length > 0) yield* insertRows(missing)
+          return missing.length
+        })
+        const inserted = yield* insertRows(rows).pipe(
+          Effect.as(rows.length),
+          Effect.catchIf(isDuplicateKey, () => insertMissing),
+          Effect.mapError(toPersistenceError(`${table}.insert`))
         )
         return { inserted, duplicates: rows.length - inserted }
       })
