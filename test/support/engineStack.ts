@@ -20,6 +20,7 @@ import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepos
 import { QuotaLimitsConfig } from "../../src/services/Quotas.js"
 import type { LifecycleStatus } from "../../src/domain/LifecycleStatus.js"
 import type { AiGateway } from "../../src/services/AiGateway.js"
+import type { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
 import { allQueueNames } from "../../src/domain/QueueName.js"
 
 export const testPlatformKey = "sk-engine-test-platform-key"
@@ -34,6 +35,8 @@ export const memoryEngineStack = (options: {
   readonly seed?: string
   /** The provider; the synthetic one (with its control) by default. */
   readonly gateway?: Layer.Layer<AiGateway>
+  /** How inputs are frozen into snapshots; the engine's redaction by default. */
+  readonly snapshotBuilder?: Layer.Layer<SnapshotBuilder, never, TimingConfig>
 } = {}) => {
   const modules = options.modules ?? jobCatalog
   return Layer.fresh(
@@ -41,7 +44,7 @@ export const memoryEngineStack = (options: {
       Layer.provideMerge(
         Layer.mergeAll(
           jobCatalogLayer(modules),
-          SnapshotBuilderLive,
+          options.snapshotBuilder ?? SnapshotBuilderLive,
           ModelRouterLive,
           CredentialVaultLive,
           RuleBasedContentSafetyLive,
