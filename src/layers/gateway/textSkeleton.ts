@@ -79,6 +79,13 @@ const regexSyntax = /[\\^$.*+?()[\]{}|/]/g
 /** A literal for a `u`-flag regular expression (outside a class, `-` must not be escaped there). */
 const regexLiteral = (text: string) => text.replace(regexSyntax, "\\$&")
 
+/** The whole escape sequence that starts at `index` (a backslash) in a `u`-flag pattern. */
+const escapeAt = (codePoints: ReadonlyArray<string>, index: number): string => {
+  const rest = codePoints.slice(index, index + 64).join("")
+  const escape = /^\\(?:[pP]\{[^}]*\}|u\{[0-9a-fA-F]*\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[a-zA-Z]|k<[^>]*>|[1-9][0-9]*|[\s\S]?)/u.exec(rest)
+  return escape?.[0] ?? "\\"
+}
+
 /**
  * A regular expression's source with each literal character replaced by its skeleton of `form`,
  * so that the pattern can be matched on that skeleton of a text. Escapes (`\d`, `\.`, `\u0431`...),
@@ -93,13 +100,9 @@ export const skeletonPatternSource = (source: string, form: keyof TextSkeletons)
   while (index < codePoints.length) {
     const char = at(index)
     if (char === "\\") {
-      // `\p{...}`, `\u{...}`, `\k<...>` carry a bracketed argument; other escapes are one character.
-      const next = at(index + 1)
-      const close = next === "p" || next === "P" || (next === "u" && at(index + 2) === "{") ? "}" : next === "k" ? ">" : ""
-      let end = index + 2
-      if (close !== "") while (end < codePoints.length && at(end - 1) !== close) end++
-      out += codePoints.slice(index, end).join("")
-      index = end
+      const escape = escapeAt(codePoints, index)
+      out += escape
+      index += Array.from(escape).length
     } else if (char === "[") {
       let end = index + 1
       while (end < codePoints.length && at(end) !== "]") end += at(end) === "\\" ? 2 : 1

@@ -5,7 +5,7 @@ import { ContentSafety } from "../../../src/services/ContentSafety.js"
 
 const rules = {
   blockedTerms: ["bomb", "\u0455ecret Plan", "бомба", "dead drop"],
-  blockedPatterns: ["\\bkill\\s+switch\\b", "\\bm[a4]lware\\b"]
+  blockedPatterns: ["\\bkill\\s+switch\\b", "\\bm[a4]lware\\b", "\\x64irty\\s\\u0064eal"]
 }
 
 const outcomeOf = (content: unknown) =>
@@ -64,7 +64,8 @@ describe("content safety matches on the normalised skeleton", () => {
       expectBlocked("the kill\u200B switch", "pattern #1"),
       expectBlocked("the k\u0456ll switch", "pattern #1"),
       expectBlocked("some m\u00AD4lware", "pattern #2"),
-      expectBlocked("some m\u0430lware", "pattern #2")
+      expectBlocked("some m\u0430lware", "pattern #2"),
+      expectBlocked("a dirty d\u0435al", "pattern #3")
     ]).pipe(Effect.provide(layer)))
 
   it.effect("harmless text still passes", () =>
