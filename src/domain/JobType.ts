@@ -13,6 +13,8 @@ export interface JobTypeSpec {
   readonly decodeInput: (input: unknown) => Effect.Effect<unknown, InvalidJobInput>
   /** Checks a provider's output against the output Schema and the job's own input. */
   readonly decodeOutput: (output: unknown, input: unknown) => Effect.Effect<unknown, ValidationError>
+  /** The prompt version new jobs of this type are stamped with (`v1` when absent). */
+  readonly promptVersion?: string | undefined
 }
 
 export const formatProblems = (error: ParseResult.ParseError): ReadonlyArray<string> =>

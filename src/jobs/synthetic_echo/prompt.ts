@@ -1,7 +1,7 @@
-import { correctionMessages, definePromptTemplate } from "../../services/PromptTemplates.js"
+import { correctionMessages, dataMessage, dataMessageRule, definePromptTemplate } from "../../services/PromptTemplates.js"
 import { SyntheticEchoInput } from "./definition.js"
 
-/** v1: the model is asked to answer `{ "echo": <message> }` (the engine's test job type). */
+/** v1 (jobs stamped before v2 only): the message as the whole user message. */
 export const syntheticEchoPromptV1 = definePromptTemplate({
   jobType: "synthetic_echo",
   version: "v1",
@@ -19,4 +19,25 @@ export const syntheticEchoPromptV1 = definePromptTemplate({
   ]
 })
 
-export const syntheticEchoPrompts = [syntheticEchoPromptV1] as const
+/** v2: the model is asked to answer `{ "echo": <message> }`, the message given as JSON data. */
+export const syntheticEchoPromptV2 = definePromptTemplate({
+  jobType: "synthetic_echo",
+  version: "v2",
+  input: SyntheticEchoInput,
+  render: ({ input, problems }) => [
+    {
+      role: "system",
+      content: [
+        "You are an echo service.",
+        'The user message is one JSON object: {"message": the text to echo}.',
+        dataMessageRule,
+        'Reply with one JSON object of this exact shape and nothing else: {"echo": "<message, unchanged>"}'
+      ].join("\n")
+    },
+    dataMessage({ message: input.message }),
+    ...correctionMessages(problems)
+  ]
+})
+
+/** The last one is the version new jobs get. */
+export const syntheticEchoPrompts = [syntheticEchoPromptV1, syntheticEchoPromptV2] as const

@@ -90,7 +90,7 @@ export const makeAiJobService = Effect.gen(function* () {
             input,
             credentialMode: overrides.credentialMode ?? definition.credential.defaultMode,
             credentialId: overrides.credentialId ?? null,
-            promptVersion: overrides.promptVersion ?? "v1",
+            promptVersion: overrides.promptVersion ?? registered.promptVersion ?? "v1",
             inputSchemaVersion: definition.input.schemaVersion,
             outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,
             maxAttempts: adrQueueSettings[definition.queue.queueName].attempts

@@ -26,7 +26,10 @@ export const resultProjectorsOf = (modules: ReadonlyArray<JobTypeModule>) =>
  * one stops the process with its own error). Needs `ProjectionStore`.
  */
 export const jobCatalogLayer = (modules: ReadonlyArray<JobTypeModule>) =>
-  jobDefinitionRegistryWith(modules.map((module) => module.spec)).pipe(Layer.provideMerge(resultProjectorsOf(modules)))
+  jobDefinitionRegistryWith(
+    // New jobs get the module's current prompt: the last version it lists.
+    modules.map((module) => ({ ...module.spec, promptVersion: module.spec.promptVersion ?? module.prompts.at(-1)?.version }))
+  ).pipe(Layer.provideMerge(resultProjectorsOf(modules)))
 
 /** The built-in job types. */
 export const JobCatalogLive = jobCatalogLayer(jobCatalog)

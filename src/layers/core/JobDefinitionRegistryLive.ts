@@ -80,7 +80,8 @@ export const makeJobDefinitionRegistry = Effect.gen(function* () {
       const entry: RegisteredJobType = {
         definition,
         decodeInput: spec.decodeInput,
-        decodeOutput: spec.decodeOutput
+        decodeOutput: spec.decodeOutput,
+        promptVersion: spec.promptVersion
       }
       return yield* Ref.modify(registered, (map) =>
         HashMap.has(map, definition.jobType)

@@ -1,15 +1,32 @@
 import { Config, ConfigError, Effect, Either, Layer } from "effect"
 import { ContentSafetyError } from "../../domain/ExecutionError.js"
 import { ContentSafety } from "../../services/ContentSafety.js"
+import { foldedText, skeletonPatternSource, type TextSkeletons, textSkeletons } from "./textSkeleton.js"
 
 export interface ContentSafetyRules {
-  /** Matched case-insensitively, after Unicode NFKC normalisation, anywhere in a string. */
+  /**
+   * Matched anywhere in a string, on the `textSkeletons` of both term and string: NFKC, invisible
+   * characters removed, Unicode TR39 confusables mapped, case folded.
+   */
   readonly blockedTerms: ReadonlyArray<string>
-  /** Regular expressions (source text, matched with the `iu` flags). */
+  /**
+   * Regular expressions (source text, `iu` flags), matched on the string as sent, on its
+   * `foldedText`, and (with their literal characters skeletonised) on its `textSkeletons`.
+   */
   readonly blockedPatterns: ReadonlyArray<string>
 }
 
-const normalise = (text: string) => text.normalize("NFKC").toLowerCase()
+/** One pattern as written, and its skeleton forms (absent when one does not compile). */
+interface CompiledPattern {
+  readonly written: RegExp
+  readonly upper: RegExp | undefined
+  readonly lower: RegExp | undefined
+}
+
+const skeletonForms = ["upper", "lower"] as const
+
+const containsTerm = (term: TextSkeletons, text: TextSkeletons) =>
+  skeletonForms.some((form) => term[form].length > 0 && text[form].includes(term[form]))
 
 /** Every string in a JSON value (keys included), depth first. */
 const stringsOf = (value: unknown, out: Array<string> = [], depth = 0): Array<string> => {
@@ -39,20 +56,29 @@ const compile = (pattern: string): Either.Either<RegExp, string> => {
  */
 export const makeRuleBasedContentSafety = (rules: ContentSafetyRules) =>
   Effect.gen(function* () {
-    const terms = rules.blockedTerms.map(normalise).filter((term) => term.length > 0)
-    const patterns: Array<RegExp> = []
+    // Rules are normalised once, here; each string of a check is normalised once.
+    const terms = rules.blockedTerms.map(textSkeletons)
+    const patterns: Array<CompiledPattern> = []
     for (const source of rules.blockedPatterns) {
       const compiled = compile(source)
       if (Either.isLeft(compiled)) return yield* Effect.dieMessage(`content safety: pattern #${patterns.length + 1} is not a valid regular expression`)
-      patterns.push(compiled.right)
+      patterns.push({
+        written: compiled.right,
+        upper: Either.getOrUndefined(compile(skeletonPatternSource(source, "upper"))),
+        lower: Either.getOrUndefined(compile(skeletonPatternSource(source, "lower")))
+      })
     }
+    const matchesPattern = (pattern: CompiledPattern, text: string, folded: string, skeletons: TextSkeletons) =>
+      pattern.written.test(folded) || pattern.written.test(text) ||
+      skeletonForms.some((form) => pattern[form]?.test(skeletons[form]) === true)
     return ContentSafety.of({
       check: ({ content, jobType, stage }) =>
         Effect.suspend(() => {
           for (const text of stringsOf(content)) {
-            const normalised = normalise(text)
-            const term = terms.findIndex((t) => normalised.includes(t))
-            const pattern = term >= 0 ? -1 : patterns.findIndex((p) => p.test(normalised) || p.test(text))
+            const skeletons = textSkeletons(text)
+            const term = terms.findIndex((t) => containsTerm(t, skeletons))
+            const folded = term >= 0 || patterns.length === 0 ? "" : foldedText(text)
+            const pattern = term >= 0 ? -1 : patterns.findIndex((p) => matchesPattern(p, text, folded, skeletons))
             if (term >= 0 || pattern >= 0) {
               const rule = term >= 0 ? `blocked term #${term + 1}` : `blocked pattern #${pattern + 1}`
               return Effect.logWarning("content blocked by safety rules").pipe(

@@ -77,13 +77,13 @@ it.effect("model router: defaults from AI_MODEL, overrides by job type and crede
     }))))
   ))
 
-it.effect("prompt templates: v1 for each built-in type, problems appended, unknown version is INTERNAL_ERROR", () =>
+it.effect("prompt templates: v1 (kept for stored jobs) and v2 for each built-in type, problems appended, unknown version is INTERNAL_ERROR", () =>
   Effect.gen(function* () {
     const prompts = yield* PromptTemplates
     expect(builtinPromptTemplates.map((t) => `${t.jobType}@${t.version}`)).toEqual([
-      "synthetic_echo@v1", "flashcard_generation@v1", "feynman_evaluation@v1"
+      "synthetic_echo@v1", "synthetic_echo@v2", "flashcard_generation@v1", "flashcard_generation@v2", "feynman_evaluation@v1", "feynman_evaluation@v2"
     ])
-    expect(prompts.currentVersion("flashcard_generation")).toEqual(Option.some("v1"))
+    expect(prompts.currentVersion("flashcard_generation")).toEqual(Option.some("v2"))
     const first = yield* prompts.render({ jobType: "flashcard_generation", promptVersion: "v1", content: { sourceText: "Cells divide.", count: 3 } })
     expect(first.messages.map((m) => m.role)).toEqual(["system", "user"])
     expect(first.messages.map((m) => m.content).join("\n")).toContain("Cells divide.")

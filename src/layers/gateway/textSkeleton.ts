@@ -1,0 +1,135 @@
+import { createRequire } from "node:module"
+import { Schema } from "effect"
+
+/**
+ * Unicode TR39's confusables table (source code point → prototype), as the `unhomoglyph` package
+ * ships it from Unicode's confusables.txt. Decoded once, at load.
+ */
+const confusables: ReadonlyMap<string, string> = new Map(
+  Object.entries(
+    Schema.decodeUnknownSync(Schema.Record({ key: Schema.String, value: Schema.String }))(
+      createRequire(import.meta.url)("unhomoglyph/data.json")
+    )
+  )
+)
+
+/**
+ * Characters that render as nothing or only change how a neighbour looks: every format character
+ * (`Cf`: U+200B..U+200F, U+FEFF, the soft hyphen U+00AD, bidi controls...) and every default
+ * ignorable (variation selectors U+FE00..FE0F and U+E0100..E01EF, the combining grapheme joiner
+ * U+034F, Hangul fillers...).
+ */
+const invisible = /[\p{Cf}\p{Default_Ignorable_Code_Point}]/gu
+
+/** Full case folding as far as JavaScript has it: upper then lower (ß → ss), final sigma as sigma. */
+const caseFold = (text: string) => text.toUpperCase().toLowerCase().replaceAll("\u03C2", "\u03C3")
+
+/** Which UTF-16 code units start a mapped code point (surrogates are looked up as pairs). */
+const mappedUnits = new Uint8Array(0x10000)
+for (const key of confusables.keys()) mappedUnits[key.charCodeAt(0)] = 1
+
+/** Each code point replaced by its prototype; runs of unmapped text are copied, not rebuilt. */
+const mapConfusables = (text: string) => {
+  let mapped = ""
+  let copiedUpTo = 0
+  for (let index = 0; index < text.length; index++) {
+    if (mappedUnits[text.charCodeAt(index)] !== 1) continue
+    const width = (text.codePointAt(index) ?? 0) > 0xffff ? 2 : 1
+    const prototype = confusables.get(text.slice(index, index + width))
+    if (prototype !== undefined) {
+      mapped += text.slice(copiedUpTo, index) + prototype
+      copiedUpTo = index + width
+    }
+    index += width - 1
+  }
+  return copiedUpTo === 0 ? text : mapped + text.slice(copiedUpTo)
+}
+
+/** TR39 `skeleton(X) = NFD(map(NFD(X)))`. */
+const tr39Skeleton = (text: string) => mapConfusables(text.normalize("NFD")).normalize("NFD")
+
+const visibleText = (text: string) => text.normalize("NFKC").replace(invisible, "")
+
+/**
+ * NFKC, invisible characters removed and case folded: what a reader sees, without the confusable
+ * mapping (patterns that use digits or punctuation are matched on this too).
+ */
+export const foldedText = (text: string) => caseFold(visibleText(text))
+
+/**
+ * Two skeletons of a text: NFKC, invisible characters removed, then the TR39 skeleton of its
+ * upper case form and of its folded (lower case) form, each case folded. TR39's table maps by
+ * case (Cyrillic `В` → `B` but `в` → `ʙ`; `I` → `l` but `i` → `i`; `m` → `rn` but `M` → `M`), so
+ * one case alone would tell case variants apart or miss look-alikes that exist in one case only:
+ * each form is consistent across case, and a rule matches when it is found in either (its own
+ * skeleton of the same form). `ВOMB`, `bоmb`, `ＢＯＭＢ` and `b\u200Bomb` all match `bomb`.
+ */
+export interface TextSkeletons {
+  readonly upper: string
+  readonly lower: string
+}
+
+export const textSkeletons = (text: string): TextSkeletons => {
+  const visible = visibleText(text)
+  return { upper: caseFold(tr39Skeleton(visible.toUpperCase())), lower: caseFold(tr39Skeleton(caseFold(visible))) }
+}
+
+const regexSyntax = /[\\^$.*+?()[\]{}|/]/g
+
+/** A literal for a `u`-flag regular expression (outside a class, `-` must not be escaped there). */
+const regexLiteral = (text: string) => text.replace(regexSyntax, "\\$&")
+
+/** The whole escape sequence that starts at `index` (a backslash) in a `u`-flag pattern. */
+const escapeAt = (codePoints: ReadonlyArray<string>, index: number): string => {
+  const rest = codePoints.slice(index, index + 64).join("")
+  const escape = /^\\(?:[pP]\{[^}]*\}|u\{[0-9a-fA-F]*\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[a-zA-Z]|k<[^>]*>|[1-9][0-9]*|[\s\S]?)/u.exec(rest)
+  return escape?.[0] ?? "\\"
+}
+
+/**
+ * A regular expression's source with each literal character replaced by its skeleton of `form`,
+ * so that the pattern can be matched on that skeleton of a text. Escapes (`\d`, `\.`, `\u0431`...),
+ * character classes, groups, quantifiers and anchors are kept as written: a class or an escape
+ * is matched on `foldedText` by the original pattern instead.
+ */
+export const skeletonPatternSource = (source: string, form: keyof TextSkeletons): string => {
+  let out = ""
+  let index = 0
+  const codePoints = Array.from(source)
+  const at = (i: number) => codePoints[i] ?? ""
+  while (index < codePoints.length) {
+    const char = at(index)
+    if (char === "\\") {
+      const escape = escapeAt(codePoints, index)
+      out += escape
+      index += Array.from(escape).length
+    } else if (char === "[") {
+      let end = index + 1
+      while (end < codePoints.length && at(end) !== "]") end += at(end) === "\\" ? 2 : 1
+      out += codePoints.slice(index, end + 1).join("")
+      index = end + 1
+    } else if (char === "{") {
+      let end = index
+      while (end < codePoints.length && at(end) !== "}") end++
+      out += codePoints.slice(index, end + 1).join("")
+      index = end + 1
+    } else if (char === "(" && at(index + 1) === "?") {
+      // `(?:`, `(?=`, `(?!`, `(?<=`, `(?<!` and `(?<name>` open a group without a literal.
+      let end = index + 2
+      if (at(end) === "<" && at(end + 1) !== "=" && at(end + 1) !== "!") {
+        while (end < codePoints.length && at(end) !== ">") end++
+      } else if (at(end) === "<") end++
+      out += codePoints.slice(index, end + 1).join("")
+      index = end + 1
+    } else if ("^$.*+?()|".includes(char)) {
+      out += char
+      index++
+    } else {
+      const skeleton = textSkeletons(char)[form]
+      // A group, so that a quantifier after the character applies to all of its skeleton.
+      out += skeleton === char ? regexLiteral(char) : `(?:${regexLiteral(skeleton)})`
+      index++
+    }
+  }
+  return out
+}
