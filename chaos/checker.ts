@@ -30,9 +30,14 @@ export const rules = {
     defect: "issue 18 defect 6: the cancel answer does not match what was written"
   },
   internalFailure: {
-    title: "job failed for an internal reason although no worker holding it crashed",
+    title: "job failed for an internal reason that no crash of its worker explains",
     defect: "issue 18 defect 1 (a SIGTERM hand-off used up an attempt) or defect 2 (a frozen owner's transaction failed the new owner)"
-  }
+  },
+  serverError: {
+    title: "a request answered 5xx other than 503",
+    defect: "issue 18 defect 4: a commit whose outcome is unknown answers 500 instead of 503"
+  },
+  unexpectedAnswer: { title: "a request answered 4xx that a well-behaved client never gets" }
 } as const satisfies Record<string, { readonly title: string; readonly defect?: string }>
 
 export type RuleName = keyof typeof rules
@@ -54,8 +59,13 @@ export interface CheckContext {
    * internal code once their attempts run out. Without it, the internal-failure rule is skipped.
    */
   readonly crashedJobs?: ReadonlySet<string>
+  /** Jobs held by a worker when it was frozen (SIGSTOP), to name defect 2 in a message. */
+  readonly frozenJobs?: ReadonlySet<string>
   /** Jobs held by a worker when it was asked to stop (SIGTERM), to name defect 1 in a message. */
   readonly handedOffJobs?: ReadonlySet<string>
+  /** What clients were answered besides success: 5xx other than 503, and 4xx. */
+  readonly serverErrorAnswers?: ReadonlyArray<string>
+  readonly unexpectedAnswers?: ReadonlyArray<string>
   /** The provider always answers `count` cards: a succeeded flashcard job then has exactly that many rows. */
   readonly exactFlashcardCount?: boolean
 }
@@ -208,10 +218,20 @@ export const checkDatabase = (
       if (job.attemptCount > job.maxAttempts) {
         violations.push({ rule: "attemptsOverMax", jobId: job.id, detail: `${job.attemptCount} attempts, at most ${job.maxAttempts}` })
       }
+      // A lost worker explains INTERNAL_WORKER_LOST only if a worker holding the job crashed;
+      // no crash explains any other internal failure.
       const crashed = context.crashedJobs
-      if (crashed !== undefined && job.lifecycleStatus === "failed" && job.errorCode?.startsWith("INTERNAL_") === true && !crashed.has(job.id)) {
-        const handedOff = context.handedOffJobs?.has(job.id) === true ? "; its worker was stopped with SIGTERM while holding it" : ""
-        violations.push({ rule: "internalFailure", jobId: job.id, detail: `${job.errorCode} after ${job.attemptCount} of ${job.maxAttempts} attempts${handedOff}` })
+      const code = job.errorCode ?? ""
+      if (crashed !== undefined && job.lifecycleStatus === "failed" && code.startsWith("INTERNAL_") && !(code === "INTERNAL_WORKER_LOST" && crashed.has(job.id))) {
+        const hints = [
+          ...(context.handedOffJobs?.has(job.id) === true ? ["its worker was stopped with SIGTERM while holding it (defect 1)"] : []),
+          ...(context.frozenJobs?.has(job.id) === true ? ["its worker was frozen with SIGSTOP while holding it (defect 2)"] : [])
+        ]
+        violations.push({
+          rule: "internalFailure",
+          jobId: job.id,
+          detail: `${code} after ${job.attemptCount} of ${job.maxAttempts} attempts${hints.length === 0 ? "" : `; ${hints.join("; ")}`}`
+        })
       }
     }
 
@@ -224,6 +244,9 @@ export const checkDatabase = (
         violations.push({ rule: "cancelAnswerMismatch", jobId, detail: `answered 409; the job is ${job.lifecycleStatus} with cancel_requested_at set` })
       }
     }
+
+    for (const answer of context.serverErrorAnswers ?? []) violations.push({ rule: "serverError", detail: answer })
+    for (const answer of context.unexpectedAnswers ?? []) violations.push({ rule: "unexpectedAnswer", detail: answer })
 
     for (const orphan of yield* rowsOf(OrphanRow, orphansQuery)) {
       if (orphan.n > 0) violations.push({ rule: "orphanRows", detail: `${orphan.n} ${orphan.source} rows whose job does not exist` })

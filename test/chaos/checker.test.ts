@@ -117,14 +117,20 @@ describe("chaos checker", () => {
         yield* Effect.all([insertUsage("job-healthy", 2, "2"), insertUsage("job-healthy", 2, "3")])
         // Failed for lost workers although none crashed while holding it.
         yield* Effect.all([insertJob("job-lost", { status: "failed", attempts: 2, maxAttempts: 2, errorCode: "INTERNAL_WORKER_LOST" }), insertEvent("job-lost", "e", "published")])
+        // Failed in PROJECT for the frozen owner's row locks: no crash explains that.
+        yield* Effect.all([insertJob("job-frozen", { status: "failed", attempts: 2, errorCode: "INTERNAL_PERSISTENCE" }), insertEvent("job-frozen", "e", "published")])
+        // Failed for lost workers after a crash: explained.
+        yield* Effect.all([insertJob("job-crashed", { status: "failed", attempts: 3, errorCode: "INTERNAL_WORKER_LOST" }), insertEvent("job-crashed", "e", "published")])
         // A cancel refused with 409 that stamped the request all the same.
         yield* Effect.all([insertJob("job-cancel", { status: "succeeded", count: 1, cancelRequested: true }), insertFlashcards("job-cancel", 1), insertEvent("job-cancel", "e", "published")])
 
         const report = yield* checkDatabase({
           acknowledged: ["job-healthy", "job-vanished"],
           cancelRefused: ["job-cancel"],
-          crashedJobs: new Set(),
+          crashedJobs: new Set(["job-frozen", "job-crashed"]),
+          frozenJobs: new Set(["job-frozen"]),
           handedOffJobs: new Set(["job-lost"]),
+          serverErrorAnswers: ["create: 500"],
           exactFlashcardCount: true
         })
         const v = report.violations
@@ -138,12 +144,17 @@ describe("chaos checker", () => {
         expect(rulesOf(v, "job-lost")).toEqual(["internalFailure"])
         expect(rulesOf(v, "job-cancel")).toEqual(["cancelAnswerMismatch"])
         expect(rulesOf(v, "job-vanished")).toEqual(["acknowledgedMissing"])
-        expect(v).toHaveLength(11)
+        expect(rulesOf(v, "job-frozen")).toEqual(["internalFailure"])
+        expect(rulesOf(v, "job-crashed")).toEqual([])
+        expect(v.filter((x) => x.rule === "serverError").map((x) => x.detail)).toEqual(["create: 500"])
+        expect(v).toHaveLength(13)
         // The report names the defects of issue 18 where one explains the rule.
         const text = describeViolations(v).join("\n")
         expect(text).toContain("issue 18 defect 3")
         expect(text).toContain("issue 18 defect 1")
+        expect(text).toContain("issue 18 defect 4")
         expect(v.find((x) => x.jobId === "job-lost")?.detail).toContain("SIGTERM")
+        expect(v.find((x) => x.jobId === "job-frozen")?.detail).toContain("SIGSTOP")
       }))
 
     it.effect("counts usage per call once the schema numbers calls", () =>

@@ -1,0 +1,304 @@
+import { SqlClient } from "@effect/sql"
+import { Array as Arr, Clock, Duration, Effect, FiberSet, Random, Schema, type Scope } from "effect"
+import type { Fleet, Role, Slot } from "./fleet.js"
+import type { ChaosProvider, ProviderMode } from "./provider.js"
+import type { ChaosRedis } from "./redis.js"
+
+/**
+ * The seeded fault schedule and the injector that carries it out while the load runs. A plan
+ * holds every fault kind at least once, in an order and at times drawn from the seed; a process
+ * fault waits until another process of the same role is serving, so the fleet degrades but
+ * never loses a whole role at once. Killing or stopping a worker records the jobs it held and
+ * watches them until another worker has them (or they end): the recovery times.
+ */
+
+export const faultKinds = [
+  "kill9:api",
+  "kill9:dispatcher",
+  "kill9:worker",
+  "sigterm:api",
+  "sigterm:dispatcher",
+  "sigterm:worker",
+  "sigstop:api",
+  "sigstop:dispatcher",
+  "sigstop:worker",
+  "mysql:kill-connections",
+  "redis:restart",
+  "redis:pause",
+  "provider:500",
+  "provider:429",
+  "provider:slow",
+  "provider:malformed"
+] as const
+export type FaultKind = (typeof faultKinds)[number]
+
+export interface PlannedFault {
+  readonly atMs: number
+  readonly kind: FaultKind
+  /** Which process of the role, when it is serving (another one otherwise). */
+  readonly pick: number
+}
+
+export interface FaultTiming {
+  /** How long a SIGSTOP lasts, per role: longer than the lease for workers, the claim for dispatchers. */
+  readonly stopMs: Readonly<Record<Role, number>>
+  readonly providerWindowMs: number
+  readonly redisPauseMs: number
+}
+
+/** Every kind once, then `extra` more drawn at random; spread over [startMs, endMs] with jitter. */
+export const planFaults = (seed: number, options: { readonly startMs: number; readonly endMs: number; readonly extra: number }) =>
+  Effect.gen(function* () {
+    const extras = yield* Effect.forEach(Array.from({ length: options.extra }), () =>
+      Effect.map(Random.nextIntBetween(0, faultKinds.length), (i) => faultKinds[i] ?? "redis:pause"))
+    const kinds = yield* Random.shuffle([...faultKinds, ...extras])
+    const count = Math.max(1, kinds.length)
+    const step = (options.endMs - options.startMs) / count
+    return yield* Effect.forEach(kinds, (kind, i) =>
+      Effect.gen(function* () {
+        const jitter = (yield* Random.next) * step * 0.6
+        return { atMs: Math.round(options.startMs + i * step + jitter), kind, pick: yield* Random.nextIntBetween(0, 100) } satisfies PlannedFault
+      }))
+  }).pipe(Effect.withRandom(Random.make(`faults:${seed}`)))
+
+export interface InjectedFault {
+  readonly kind: FaultKind
+  readonly atMs: number
+  readonly target: string
+}
+
+export interface Recovery {
+  readonly kind: "kill9" | "sigstop" | "sigterm"
+  readonly jobId: string
+  /** From the fault to the first sight of the job with another owner or finished; undefined if never. */
+  readonly ms: number | undefined
+}
+
+export interface InjectionReport {
+  readonly injected: ReadonlyArray<InjectedFault>
+  readonly skipped: ReadonlyArray<{ readonly kind: FaultKind; readonly reason: string }>
+  readonly problems: ReadonlyArray<string>
+  readonly recoveries: ReadonlyArray<Recovery>
+  readonly killedConnections: number
+  readonly crashedJobs: ReadonlySet<string>
+  readonly frozenJobs: ReadonlySet<string>
+  readonly handedOffJobs: ReadonlySet<string>
+}
+
+const HeldJob = Schema.Struct({ id: Schema.String })
+const JobOwner = Schema.Struct({ id: Schema.String, lockedBy: Schema.NullOr(Schema.String), lifecycleStatus: Schema.String })
+const ConnectionId = Schema.Struct({ id: Schema.Int })
+
+const processFaults: Partial<Record<FaultKind, { readonly role: Role; readonly signal: "SIGKILL" | "SIGTERM" | "SIGSTOP" }>> = {
+  "kill9:api": { role: "api", signal: "SIGKILL" },
+  "kill9:dispatcher": { role: "dispatcher", signal: "SIGKILL" },
+  "kill9:worker": { role: "worker", signal: "SIGKILL" },
+  "sigterm:api": { role: "api", signal: "SIGTERM" },
+  "sigterm:dispatcher": { role: "dispatcher", signal: "SIGTERM" },
+  "sigterm:worker": { role: "worker", signal: "SIGTERM" },
+  "sigstop:api": { role: "api", signal: "SIGSTOP" },
+  "sigstop:dispatcher": { role: "dispatcher", signal: "SIGSTOP" },
+  "sigstop:worker": { role: "worker", signal: "SIGSTOP" }
+}
+
+const providerModeOf: Partial<Record<FaultKind, ProviderMode>> = {
+  "provider:500": "error500",
+  "provider:429": "rateLimited",
+  "provider:slow": "slow",
+  "provider:malformed": "malformed"
+}
+
+/**
+ * Runs `plan` against the fleet. `sql` is an admin connection that is NOT on the scratch
+ * database, so `KILL CONNECTION` of the scratch database's sessions never kills the run's own.
+ */
+export const injectFaults = (options: {
+  readonly plan: ReadonlyArray<PlannedFault>
+  readonly fleet: Fleet
+  readonly redis: ChaosRedis
+  readonly provider: ChaosProvider
+  readonly database: string
+  readonly timing: FaultTiming
+  readonly startedAtMs: number
+  /** How long a process fault may wait for its role to have a spare process. */
+  readonly eligibleWithin: Duration.Duration
+}): Effect.Effect<
+  { readonly report: InjectionReport; readonly monitorsDone: Effect.Effect<void> },
+  never,
+  SqlClient.SqlClient | Scope.Scope
+> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const injected: Array<InjectedFault> = []
+    const skipped: Array<{ kind: FaultKind; reason: string }> = []
+    const problems: Array<string> = []
+    const recoveries: Array<Recovery> = []
+    const crashedJobs = new Set<string>()
+    const frozenJobs = new Set<string>()
+    const handedOffJobs = new Set<string>()
+    let killedConnections = 0
+    let providerGeneration = 0
+    // Repairs (continue, restart, provider back to health) end with the injection; the recovery
+    // monitors run on into the drain.
+    const background = yield* FiberSet.make()
+    const monitors = yield* FiberSet.make()
+    const table = `\`${options.database}\`.ai_job`
+    const sinceStart = Effect.map(Clock.currentTimeMillis, (now) => now - options.startedAtMs)
+
+    const note = (what: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      effect.pipe(Effect.catchAllCause((cause) => Effect.sync(() => void problems.push(`${what}: ${cause.toString().split("\n")[0]}`))))
+
+    const heldBy = (workerId: string) =>
+      sql.unsafe(`SELECT id FROM ${table} WHERE locked_by = ? AND lifecycle_status = 'running'`, [workerId]).pipe(
+        Effect.flatMap(Schema.decodeUnknown(Schema.Array(HeldJob))),
+        Effect.map(Arr.map((row) => row.id)),
+        Effect.orElseSucceed((): ReadonlyArray<string> => [])
+      )
+
+    /** Polls the jobs a lost worker held until each has another owner or has ended. */
+    const watchRecovery = (kind: Recovery["kind"], workerId: string, jobIds: ReadonlyArray<string>, t0: number) =>
+      Effect.gen(function* () {
+        const pending = new Set(jobIds)
+        const deadline = t0 + 120_000
+        while (pending.size > 0 && (yield* Clock.currentTimeMillis) < deadline) {
+          yield* Effect.sleep(Duration.millis(250))
+          const rows = yield* sql.unsafe(`SELECT id, locked_by, lifecycle_status FROM ${table} WHERE id IN (${[...pending].map(() => "?").join(", ")})`, [...pending]).pipe(
+            Effect.flatMap(Schema.decodeUnknown(Schema.Array(JobOwner))),
+            Effect.orElseSucceed((): ReadonlyArray<typeof JobOwner.Type> => [])
+          )
+          const now = yield* Clock.currentTimeMillis
+          for (const row of rows) {
+            const ended = row.lifecycleStatus === "succeeded" || row.lifecycleStatus === "failed" || row.lifecycleStatus === "cancelled"
+            if (ended || (row.lockedBy !== null && row.lockedBy !== workerId)) {
+              pending.delete(row.id)
+              recoveries.push({ kind, jobId: row.id, ms: now - t0 })
+            }
+          }
+        }
+        for (const jobId of pending) recoveries.push({ kind, jobId, ms: undefined })
+      })
+
+    const serving = (role: Role) =>
+      Effect.map(options.fleet.slots, (slots) => slots.filter((s) => s.role === role && s.state === "running"))
+
+    /**
+     * A serving process of `role` while another one serves too; none if that never happens in
+     * time. Of the workers, the one holding the most jobs: a fault there tests the most.
+     */
+    const targetOf = (role: Role, pick: number) =>
+      Effect.gen(function* () {
+        const until = (yield* Clock.currentTimeMillis) + Duration.toMillis(options.eligibleWithin)
+        while (true) {
+          const up = yield* serving(role)
+          if (up.length >= 2) {
+            if (role !== "worker") return up[pick % up.length]
+            const held = yield* Effect.forEach(up, (slot) => Effect.map(heldBy(slot.workerId ?? ""), (jobs) => jobs.length))
+            const most = Math.max(...held)
+            const busiest = up.filter((_, i) => held[i] === most)
+            return busiest[pick % busiest.length]
+          }
+          if ((yield* Clock.currentTimeMillis) > until) return undefined
+          yield* Effect.sleep(Duration.millis(250))
+        }
+      })
+
+    const restartAfterExit = (slot: Slot, timeout: Duration.DurationInput) =>
+      Effect.gen(function* () {
+        yield* options.fleet.awaitDown(slot.name, timeout)
+        yield* options.fleet.start(slot.name)
+      }).pipe(note(`restart ${slot.name}`))
+
+    const processFault = (kind: FaultKind, role: Role, signal: "SIGKILL" | "SIGTERM" | "SIGSTOP", pick: number) =>
+      Effect.gen(function* () {
+        const slot = yield* targetOf(role, pick)
+        if (slot === undefined) {
+          skipped.push({ kind, reason: `no spare ${role} within ${Duration.format(options.eligibleWithin)}` })
+          return
+        }
+        const t0 = yield* Clock.currentTimeMillis
+        const held = slot.workerId === undefined ? [] : yield* heldBy(slot.workerId)
+        yield* options.fleet.signal(slot.name, signal)
+        injected.push({ kind, atMs: t0 - options.startedAtMs, target: slot.child?.name ?? slot.name })
+        const recoveryKind: Recovery["kind"] = signal === "SIGKILL" ? "kill9" : signal === "SIGTERM" ? "sigterm" : "sigstop"
+        for (const jobId of held) (recoveryKind === "sigterm" ? handedOffJobs : crashedJobs).add(jobId)
+        if (recoveryKind === "sigstop") for (const jobId of held) frozenJobs.add(jobId)
+        if (slot.workerId !== undefined && held.length > 0) yield* FiberSet.run(monitors, watchRecovery(recoveryKind, slot.workerId, held, t0))
+        if (signal === "SIGSTOP") {
+          yield* options.fleet.setState(slot.name, "stopped")
+          yield* FiberSet.run(
+            background,
+            Effect.sleep(Duration.millis(options.timing.stopMs[role])).pipe(
+              Effect.zipRight(options.fleet.signal(slot.name, "SIGCONT")),
+              Effect.zipRight(options.fleet.setState(slot.name, "running"))
+            )
+          )
+        } else {
+          yield* options.fleet.setState(slot.name, "down")
+          // A stopping process gets its shutdown grace; a killed one is gone at once.
+          yield* FiberSet.run(background, restartAfterExit(slot, Duration.seconds(signal === "SIGTERM" ? 20 : 5)))
+        }
+      })
+
+    const killConnections = Effect.gen(function* () {
+      const ids = yield* sql.unsafe("SELECT id FROM information_schema.PROCESSLIST WHERE db = ?", [options.database]).pipe(
+        Effect.flatMap(Schema.decodeUnknown(Schema.Array(ConnectionId)))
+      )
+      for (const { id } of ids) {
+        // The id is a decoded integer; KILL takes no placeholder.
+        yield* sql.unsafe(`KILL CONNECTION ${id}`).pipe(Effect.ignore)
+      }
+      killedConnections += ids.length
+      return ids.length
+    })
+
+    const providerWindow = (mode: ProviderMode) =>
+      Effect.gen(function* () {
+        const generation = ++providerGeneration
+        yield* options.provider.setMode(mode)
+        yield* FiberSet.run(
+          background,
+          Effect.sleep(Duration.millis(options.timing.providerWindowMs)).pipe(
+            Effect.zipRight(Effect.suspend(() => (providerGeneration === generation ? options.provider.setMode("ok") : Effect.void)))
+          )
+        )
+      })
+
+    const apply = (fault: PlannedFault) =>
+      Effect.gen(function* () {
+        const processFault_ = processFaults[fault.kind]
+        if (processFault_ !== undefined) return yield* processFault(fault.kind, processFault_.role, processFault_.signal, fault.pick)
+        const at = yield* sinceStart
+        const mode = providerModeOf[fault.kind]
+        let target = "redis"
+        if (mode !== undefined) {
+          yield* providerWindow(mode)
+          target = `provider ${mode}`
+        } else if (fault.kind === "mysql:kill-connections") {
+          target = `${yield* killConnections} connections`
+        } else if (fault.kind === "redis:restart") yield* options.redis.restart
+        else if (fault.kind === "redis:pause") yield* options.redis.pause(options.timing.redisPauseMs)
+        injected.push({ kind: fault.kind, atMs: at, target })
+      }).pipe(note(fault.kind))
+
+    for (const fault of options.plan) {
+      const wait = fault.atMs - (yield* sinceStart)
+      if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+      yield* apply(fault)
+    }
+    // Every stop is continued, every stopped process restarted, the provider healthy again.
+    yield* FiberSet.awaitEmpty(background)
+    yield* options.provider.setMode("ok")
+    const report: InjectionReport = {
+      injected,
+      skipped,
+      problems,
+      recoveries,
+      get killedConnections() {
+        return killedConnections
+      },
+      crashedJobs,
+      frozenJobs,
+      handedOffJobs
+    }
+    return { report, monitorsDone: FiberSet.awaitEmpty(monitors) }
+  })
