@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Array as Arr, Clock, Duration, Effect, FiberSet, Random, Schema, type Scope } from "effect"
-import type { Fleet, Role, Slot } from "./fleet.js"
+import type { Fleet, Role } from "./fleet.js"
 import type { ChaosProvider, ProviderMode } from "./provider.js"
 import type { ChaosRedis } from "./redis.js"
 
@@ -70,8 +70,10 @@ export interface InjectedFault {
 export interface Recovery {
   readonly kind: "kill9" | "sigstop" | "sigterm"
   readonly jobId: string
-  /** From the fault to the first sight of the job with another owner or finished; undefined if never. */
+  /** From the fault to the first sight of the job with another owner (or ended); undefined if never. */
   readonly ms: number | undefined
+  /** Another worker took it over, or it ended without one (a frozen owner finished it, a cancel). */
+  readonly how: "taken over" | "ended" | "never"
 }
 
 export interface InjectionReport {
@@ -137,10 +139,7 @@ export const injectFaults = (options: {
     const frozenJobs = new Set<string>()
     const handedOffJobs = new Set<string>()
     let killedConnections = 0
-    let providerGeneration = 0
-    // Repairs (continue, restart, provider back to health) end with the injection; the recovery
-    // monitors run on into the drain.
-    const background = yield* FiberSet.make()
+    // The recovery monitors run on into the drain.
     const monitors = yield* FiberSet.make()
     const table = `\`${options.database}\`.ai_job`
     const sinceStart = Effect.map(Clock.currentTimeMillis, (now) => now - options.startedAtMs)
@@ -169,13 +168,14 @@ export const injectFaults = (options: {
           const now = yield* Clock.currentTimeMillis
           for (const row of rows) {
             const ended = row.lifecycleStatus === "succeeded" || row.lifecycleStatus === "failed" || row.lifecycleStatus === "cancelled"
-            if (ended || (row.lockedBy !== null && row.lockedBy !== workerId)) {
+            const takenOver = row.lockedBy !== null && row.lockedBy !== workerId
+            if (ended || takenOver) {
               pending.delete(row.id)
-              recoveries.push({ kind, jobId: row.id, ms: now - t0 })
+              recoveries.push({ kind, jobId: row.id, ms: now - t0, how: takenOver ? "taken over" : "ended" })
             }
           }
         }
-        for (const jobId of pending) recoveries.push({ kind, jobId, ms: undefined })
+        for (const jobId of pending) recoveries.push({ kind, jobId, ms: undefined, how: "never" })
       })
 
     const serving = (role: Role) =>
@@ -202,12 +202,6 @@ export const injectFaults = (options: {
         }
       })
 
-    const restartAfterExit = (slot: Slot, timeout: Duration.DurationInput) =>
-      Effect.gen(function* () {
-        yield* options.fleet.awaitDown(slot.name, timeout)
-        yield* options.fleet.start(slot.name)
-      }).pipe(note(`restart ${slot.name}`))
-
     const processFault = (kind: FaultKind, role: Role, signal: "SIGKILL" | "SIGTERM" | "SIGSTOP", pick: number) =>
       Effect.gen(function* () {
         const slot = yield* targetOf(role, pick)
@@ -215,27 +209,26 @@ export const injectFaults = (options: {
           skipped.push({ kind, reason: `no spare ${role} within ${Duration.format(options.eligibleWithin)}` })
           return
         }
-        const t0 = yield* Clock.currentTimeMillis
-        const held = slot.workerId === undefined ? [] : yield* heldBy(slot.workerId)
-        yield* options.fleet.signal(slot.name, signal)
-        injected.push({ kind, atMs: t0 - options.startedAtMs, target: slot.child?.name ?? slot.name })
         const recoveryKind: Recovery["kind"] = signal === "SIGKILL" ? "kill9" : signal === "SIGTERM" ? "sigterm" : "sigstop"
+        // A stopping worker hands its jobs back at once: what it held is read before the signal.
+        // A killed or frozen one holds its rows as they are: read after, so none ended in between.
+        const before = recoveryKind === "sigterm" && slot.workerId !== undefined ? yield* heldBy(slot.workerId) : []
+        const t0 = yield* Clock.currentTimeMillis
+        yield* options.fleet.signal(slot.name, signal)
+        yield* options.fleet.setState(slot.name, signal === "SIGSTOP" ? "stopped" : "down")
+        injected.push({ kind, atMs: t0 - options.startedAtMs, target: slot.child?.name ?? slot.name })
+        const held = recoveryKind === "sigterm" || slot.workerId === undefined ? before : yield* heldBy(slot.workerId)
         for (const jobId of held) (recoveryKind === "sigterm" ? handedOffJobs : crashedJobs).add(jobId)
         if (recoveryKind === "sigstop") for (const jobId of held) frozenJobs.add(jobId)
         if (slot.workerId !== undefined && held.length > 0) yield* FiberSet.run(monitors, watchRecovery(recoveryKind, slot.workerId, held, t0))
         if (signal === "SIGSTOP") {
-          yield* options.fleet.setState(slot.name, "stopped")
-          yield* FiberSet.run(
-            background,
-            Effect.sleep(Duration.millis(options.timing.stopMs[role])).pipe(
-              Effect.zipRight(options.fleet.signal(slot.name, "SIGCONT")),
-              Effect.zipRight(options.fleet.setState(slot.name, "running"))
-            )
-          )
+          yield* Effect.sleep(Duration.millis(options.timing.stopMs[role]))
+          yield* options.fleet.signal(slot.name, "SIGCONT")
+          yield* options.fleet.setState(slot.name, "running")
         } else {
-          yield* options.fleet.setState(slot.name, "down")
           // A stopping process gets its shutdown grace; a killed one is gone at once.
-          yield* FiberSet.run(background, restartAfterExit(slot, Duration.seconds(signal === "SIGTERM" ? 20 : 5)))
+          yield* options.fleet.awaitDown(slot.name, Duration.seconds(signal === "SIGTERM" ? 20 : 5))
+          yield* options.fleet.start(slot.name).pipe(note(`restart ${slot.name}`))
         }
       })
 
@@ -251,42 +244,45 @@ export const injectFaults = (options: {
       return ids.length
     })
 
-    const providerWindow = (mode: ProviderMode) =>
-      Effect.gen(function* () {
-        const generation = ++providerGeneration
-        yield* options.provider.setMode(mode)
-        yield* FiberSet.run(
-          background,
-          Effect.sleep(Duration.millis(options.timing.providerWindowMs)).pipe(
-            Effect.zipRight(Effect.suspend(() => (providerGeneration === generation ? options.provider.setMode("ok") : Effect.void)))
-          )
-        )
-      })
-
     const apply = (fault: PlannedFault) =>
       Effect.gen(function* () {
         const processFault_ = processFaults[fault.kind]
         if (processFault_ !== undefined) return yield* processFault(fault.kind, processFault_.role, processFault_.signal, fault.pick)
         const at = yield* sinceStart
         const mode = providerModeOf[fault.kind]
-        let target = "redis"
         if (mode !== undefined) {
-          yield* providerWindow(mode)
-          target = `provider ${mode}`
+          injected.push({ kind: fault.kind, atMs: at, target: `provider ${mode}` })
+          yield* options.provider.setMode(mode)
+          yield* Effect.sleep(Duration.millis(options.timing.providerWindowMs))
+          yield* options.provider.setMode("ok")
         } else if (fault.kind === "mysql:kill-connections") {
-          target = `${yield* killConnections} connections`
-        } else if (fault.kind === "redis:restart") yield* options.redis.restart
-        else if (fault.kind === "redis:pause") yield* options.redis.pause(options.timing.redisPauseMs)
-        injected.push({ kind: fault.kind, atMs: at, target })
+          injected.push({ kind: fault.kind, atMs: at, target: `${yield* killConnections} connections` })
+        } else if (fault.kind === "redis:restart") {
+          yield* options.redis.restart
+          injected.push({ kind: fault.kind, atMs: at, target: "redis" })
+        } else if (fault.kind === "redis:pause") {
+          yield* options.redis.pause(options.timing.redisPauseMs)
+          injected.push({ kind: fault.kind, atMs: at, target: "redis" })
+          yield* Effect.sleep(Duration.millis(options.timing.redisPauseMs))
+        }
       }).pipe(note(fault.kind))
 
-    for (const fault of options.plan) {
-      const wait = fault.atMs - (yield* sinceStart)
-      if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
-      yield* apply(fault)
-    }
-    // Every stop is continued, every stopped process restarted, the provider healthy again.
-    yield* FiberSet.awaitEmpty(background)
+    // One lane per role, one for the provider, one for the stores: a lane carries out its faults
+    // in order, each at its time or as soon as the previous one is over (a restart included), so
+    // a slow restart delays only faults of its own kind and provider windows never overlap.
+    const laneOf = (kind: FaultKind) => processFaults[kind]?.role ?? (providerModeOf[kind] !== undefined ? "provider" : "stores")
+    const lanes = Arr.groupBy(options.plan, (fault) => laneOf(fault.kind))
+    yield* Effect.forEach(
+      Object.values(lanes),
+      (lane) =>
+        Effect.forEach(lane, (fault) =>
+          Effect.gen(function* () {
+            const wait = fault.atMs - (yield* sinceStart)
+            if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+            yield* apply(fault)
+          }), { discard: true }),
+      { concurrency: "unbounded", discard: true }
+    )
     yield* options.provider.setMode("ok")
     const report: InjectionReport = {
       injected,

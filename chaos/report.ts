@@ -30,14 +30,16 @@ export const recoveryLines = (recoveries: ReadonlyArray<Recovery>): ReadonlyArra
   (["kill9", "sigstop", "sigterm"] as const).flatMap((kind) => {
     const of = recoveries.filter((r) => r.kind === kind)
     if (of.length === 0) return [row(`${kind} of a worker`, "-", "no job was held at the time")]
-    const times = of.flatMap((r) => (r.ms === undefined ? [] : [r.ms])).sort((a, b) => a - b)
-    const never = of.length - times.length
+    const times = of.flatMap((r) => (r.how === "taken over" && r.ms !== undefined ? [r.ms] : [])).sort((a, b) => a - b)
+    const ended = of.filter((r) => r.how === "ended").length
+    const never = of.filter((r) => r.how === "never").length
     return [
       row(
         `${kind} of a worker: jobs held`,
         of.length,
-        times.length === 0 ? "none resumed" : `resumed p50 ${seconds(percentile(times, 0.5))}, max ${seconds(percentile(times, 1))}` +
-          (never > 0 ? `, ${never} never resumed` : "")
+        (times.length === 0 ? "none taken over" : `taken over p50 ${seconds(percentile(times, 0.5))}, max ${seconds(percentile(times, 1))}`) +
+          (ended > 0 ? `; ${ended} ended without a new owner` : "") +
+          (never > 0 ? `; ${never} never resumed` : "")
       )
     ]
   })
