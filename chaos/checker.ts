@@ -79,6 +79,12 @@ export interface CheckReport {
   /** Outbox events beyond the first per job (requeues and redispatches). */
   readonly extraOutboxEvents: number
   readonly attempts: number
+  /**
+   * Jobs that took more than one attempt although no worker holding them crashed, and how many
+   * of those a SIGTERM hand-off touched (issue 18 defect 1 counts a hand-off as an attempt).
+   * Not a violation: a lease can also lapse on an overloaded machine.
+   */
+  readonly retakenWithoutCrash: { readonly jobs: number; readonly handedOff: number } | undefined
   readonly usageRows: number
 }
 
@@ -292,6 +298,10 @@ export const checkDatabase = (
       outboxByStatus,
       extraOutboxEvents: Math.max(0, outboxTotal - jobs.length),
       attempts: jobs.reduce((total, job) => total + job.attemptCount, 0),
+      retakenWithoutCrash: context.crashedJobs === undefined ? undefined : (() => {
+        const retaken = jobs.filter((job) => job.attemptCount > 1 && context.crashedJobs?.has(job.id) !== true)
+        return { jobs: retaken.length, handedOff: retaken.filter((job) => context.handedOffJobs?.has(job.id) === true).length }
+      })(),
       usageRows: usage?.n ?? 0
     }
   })

@@ -65,6 +65,11 @@ export const formatSummary = (summary: RunSummary): string => {
     ...Object.entries(check.jobsByStatus).sort().map(([status, n]) =>
       row(status, n, status === "failed" ? listOf(check.failuresByCode) : "")),
     row("attempts", check.attempts),
+    ...(check.retakenWithoutCrash === undefined ? [] : [row(
+      "more than one attempt, no crash",
+      check.retakenWithoutCrash.jobs,
+      `${check.retakenWithoutCrash.handedOff} of them handed off by a SIGTERM (issue 18 defect 1 counts that as an attempt)`
+    )]),
     "",
     "clients",
     row("HTTP requests", load.requests),

@@ -161,10 +161,13 @@ describe("chaos checker", () => {
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         yield* sql.unsafe("ALTER TABLE ai_usage_log ADD COLUMN call_no INT NOT NULL DEFAULT 1")
-        // The two rows above now differ by call: no longer a duplicate.
-        yield* sql`UPDATE ai_usage_log SET call_no = 2 WHERE id = ${"job-healthy-u3"}`
+        // Two calls of one attempt, numbered apart: not a duplicate. Two rows of one call are.
+        yield* Effect.all([insertUsage("job-per-call", 1, "1"), insertUsage("job-per-call", 1, "2"), insertUsage("job-per-call", 2, "3"), insertUsage("job-per-call", 2, "4")])
+        yield* sql`UPDATE ai_usage_log SET call_no = 2 WHERE id = ${"job-per-call-u2"}`
         const report = yield* checkDatabase()
-        expect(report.violations.filter((x) => x.rule === "usageNotUnique")).toEqual([])
+        expect(report.violations.filter((x) => x.rule === "usageNotUnique" && x.jobId === "job-per-call").map((x) => x.detail)).toEqual([
+          "2 usage rows with attempt_no 2 and the same call_no"
+        ])
       }))
 
     it.effect("finds business rows of no job", () =>
