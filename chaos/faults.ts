@@ -124,6 +124,8 @@ export const injectFaults = (options: {
   readonly startedAtMs: number
   /** How long a process fault may wait for its role to have a spare process. */
   readonly eligibleWithin: Duration.Duration
+  /** A fault not started by then (since `startedAtMs`) is skipped, so a slow fleet cannot stretch the run. */
+  readonly lastStartMs: number
 }): Effect.Effect<
   { readonly report: InjectionReport; readonly monitorsDone: Effect.Effect<void> },
   never,
@@ -277,8 +279,12 @@ export const injectFaults = (options: {
       (lane) =>
         Effect.forEach(lane, (fault) =>
           Effect.gen(function* () {
-            const wait = fault.atMs - (yield* sinceStart)
-            if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+            const now = yield* sinceStart
+            if (now > options.lastStartMs) {
+              skipped.push({ kind: fault.kind, reason: `its lane was still busy at +${Math.round(options.lastStartMs / 1000)} s` })
+              return
+            }
+            if (fault.atMs > now) yield* Effect.sleep(Duration.millis(fault.atMs - now))
             yield* apply(fault)
           }), { discard: true }),
       { concurrency: "unbounded", discard: true }

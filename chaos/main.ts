@@ -169,7 +169,7 @@ const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; 
           cancelShare: 0.1,
           patience: Duration.seconds(60)
         }),
-        injectFaults({ plan, fleet, redis, provider, database, timing: faultTiming, startedAtMs, eligibleWithin: Duration.seconds(40) })
+        injectFaults({ plan, fleet, redis, provider, database, timing: faultTiming, startedAtMs, eligibleWithin: Duration.seconds(40), lastStartMs: loadMs + 20_000 })
       ],
       { concurrency: "unbounded" }
     )
