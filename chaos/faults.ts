@@ -248,8 +248,8 @@ export const injectFaults = (options: {
 
     const apply = (fault: PlannedFault) =>
       Effect.gen(function* () {
-        const processFault_ = processFaults[fault.kind]
-        if (processFault_ !== undefined) return yield* processFault(fault.kind, processFault_.role, processFault_.signal, fault.pick)
+        const signalled = processFaults[fault.kind]
+        if (signalled !== undefined) return yield* processFault(fault.kind, signalled.role, signalled.signal, fault.pick)
         const at = yield* sinceStart
         const mode = providerModeOf[fault.kind]
         if (mode !== undefined) {
