@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
-import { Effect, Either, Schema, type Scope } from "effect"
+import { Effect, Either, Option, Schema, type Scope } from "effect"
 import { randomBytes } from "node:crypto"
 
 /**
@@ -32,11 +32,20 @@ const Request = Schema.parseJson(Schema.Struct({
 }))
 const decodeRequest = Schema.decodeUnknownEither(Request)
 
+const CountData = Schema.parseJson(Schema.Struct({ count: Schema.Int }))
+const decodeCount = Schema.decodeUnknownOption(CountData)
+
+/**
+ * How many cards the prompt allows: the user message's JSON data (`{ sourceText, count }`), or
+ * the count written into the system message (prompts stamped v1).
+ */
+const cardCountOf = (system: string, user: string): number =>
+  Option.getOrElse(Option.map(decodeCount(user), (data) => data.count), () => Number(/between 1 and (\d+) flashcards/.exec(system)?.[1] ?? 1))
+
 /** The answer a well-behaved model would give to the prompt. */
-const contentFor = (system: string): string => {
-  const cards = /between 1 and (\d+) flashcards/.exec(system)
-  if (cards !== null) {
-    const n = Number(cards[1])
+const contentFor = (system: string, user: string): string => {
+  if (system.includes("flashcards")) {
+    const n = cardCountOf(system, user)
     return JSON.stringify({
       flashcards: Array.from({ length: n }, (_, i) => ({ front: `What is point ${i + 1}?`, back: `Point ${i + 1} of the text.` }))
     })
@@ -92,20 +101,23 @@ export const startChaosProvider = (options: {
       if (req.headers.authorization !== `Bearer ${apiKey}`) return answer(res, 401, JSON.stringify({ error: { type: "authentication_error" } }))
       calls++
       byMode[mode] = (byMode[mode] ?? 0) + 1
-      const system = Either.match(decodeRequest(raw), {
-        onLeft: () => "",
-        onRight: (body) => body.messages.find((m) => m.role === "system")?.content ?? ""
+      const [system, user] = Either.match(decodeRequest(raw), {
+        onLeft: () => ["", ""],
+        onRight: (body) => [
+          body.messages.find((m) => m.role === "system")?.content ?? "",
+          body.messages.find((m) => m.role === "user")?.content ?? ""
+        ]
       })
       const latency = minLatency + Math.floor(Math.random() * (maxLatency - minLatency + 1))
       switch (mode) {
         case "ok":
-          return later(res, latency, () => answer(res, 200, completion(contentFor(system))))
+          return later(res, latency, () => answer(res, 200, completion(contentFor(system, user))))
         case "error500":
           return answer(res, 500, JSON.stringify({ error: { message: "The server had an error", type: "server_error" } }))
         case "rateLimited":
           return answer(res, 429, JSON.stringify({ error: { message: "Rate limit reached", type: "rate_limit_error" } }), { "retry-after": "1" })
         case "slow":
-          return later(res, options.slowMs, () => answer(res, 200, completion(contentFor(system))))
+          return later(res, options.slowMs, () => answer(res, 200, completion(contentFor(system, user))))
         case "malformed":
           return later(res, latency, () => answer(res, 200, `{"id": "chatcmpl-chaos", "choices": [{"message": {"content": "{\\"flash`))
       }
