@@ -176,6 +176,7 @@ it.layer(NodeContext.layer, { timeout: "90 seconds" })("exact identifiers on Mar
       expect(drift.join("\n")).toContain("ai_job.user_id")
       expect(drift.join("\n")).toContain("varbinary(256)")
       expect(drift.join("\n")).toContain("user_model_credential.id")
+      expect(drift.join("\n")).toContain("identifiers must compare exactly: run migration 0011")
       expect(renderReport(live.subject, live.differences)).toContain("FAILED: 2 drift(s)")
     }))
 
