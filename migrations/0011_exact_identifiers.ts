@@ -62,7 +62,9 @@ const alterations: ReadonlyArray<readonly [table: string, columns: ReadonlyArray
   ["synthetic_echo_result", ["id VARBINARY(36) NOT NULL", "job_id VARBINARY(36) NOT NULL"]]
 ]
 
-const ColumnCount = Schema.Struct({ found: Schema.Union(Schema.Number, Schema.NumberFromString) })
+const decodeColumnCount = Schema.decodeUnknown(
+  Schema.Array(Schema.Struct({ found: Schema.Union(Schema.Number, Schema.NumberFromString) }))
+)
 
 export default Effect.gen(function* () {
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
@@ -72,7 +74,7 @@ export default Effect.gen(function* () {
   const rows = yield* sql`
     SELECT COUNT(*) AS found FROM information_schema.COLUMNS
     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'ai_job' AND COLUMN_NAME = 'request_hash'`
-  const [existing] = yield* Schema.decodeUnknown(Schema.Array(ColumnCount))(rows)
+  const [existing] = yield* decodeColumnCount(rows)
   if ((existing?.found ?? 0) === 0) {
     yield* sql.unsafe("ALTER TABLE ai_job ADD COLUMN request_hash CHAR(64) NULL AFTER idempotency_key")
   }
