@@ -2,7 +2,7 @@ import { Effect, Layer, Redacted, Schema } from "effect"
 import { NodeContext } from "@effect/platform-node"
 import { Redis } from "ioredis"
 import mysql from "mysql2/promise"
-import { mysqlClientLayer } from "../src/layers/mysql/MysqlDatabase.js"
+import { mysqlClientLayer, stringColumnsAsText } from "../src/layers/mysql/MysqlDatabase.js"
 import { runMigrations } from "../src/layers/mysql/migrate.js"
 
 /** What one bench run owns: a migrated scratch database and a Redis key prefix. */
@@ -35,7 +35,9 @@ export const rawPool = (url: string, connectionLimit: number) =>
         database: decodeURIComponent(parsed.pathname.slice(1)) || undefined,
         connectionLimit,
         timezone: "Z",
-        dateStrings: false
+        dateStrings: false,
+        // Identifier columns are VARBINARY: read them as text, as the engine's pool does.
+        typeCast: stringColumnsAsText
       })
     }),
     (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption("5 seconds"), Effect.ignore)

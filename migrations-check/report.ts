@@ -19,6 +19,10 @@ const describeColumn = (column: DeclaredColumn) =>
 
 const nullability = (nullable: boolean) => (nullable ? "NULL" : "NOT NULL")
 
+/** An identifier the code declares VARBINARY that is still a PAD SPACE text column. */
+const paddedIdentifier = (expected: string, actual: string) =>
+  expected.startsWith("varbinary(") && (actual.startsWith("varchar(") || actual.startsWith("char("))
+
 /** One line per difference, naming `table.column` so it can be searched for. */
 export const describeDifference: (difference: SchemaDifference) => string = SchemaDifference.$match({
   MissingTable: ({ table }) => `${table}: table is missing`,
@@ -28,7 +32,9 @@ export const describeDifference: (difference: SchemaDifference) => string = Sche
   UndeclaredColumn: ({ table, column, reportedType }) =>
     `${table}.${column}: column ${reportedType} is not declared (allowed: operators may add columns)`,
   ColumnTypeMismatch: ({ table, column, expected, actual, reportedType }) =>
-    `${table}.${column}: type is ${actual}${reportedType === actual ? "" : ` (reported as ${reportedType})`}, expected ${expected}`,
+    `${table}.${column}: type is ${actual}${reportedType === actual ? "" : ` (reported as ${reportedType})`}, expected ${expected}${
+      paddedIdentifier(expected, actual) ? " (text columns ignore trailing spaces; identifiers must compare exactly: run migration 0011)" : ""
+    }`,
   ColumnNullabilityMismatch: ({ table, column, expectedNullable }) =>
     `${table}.${column}: column is ${nullability(!expectedNullable)}, expected ${nullability(expectedNullable)}`,
   ColumnDefaultMismatch: ({ table, column, expected, actual }) =>

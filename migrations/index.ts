@@ -9,6 +9,7 @@ import flashcard from "./0007_flashcard.js"
 import learning_evaluation from "./0008_learning_evaluation.js"
 import ai_user_job_gate from "./0009_ai_user_job_gate.js"
 import synthetic_echo_result from "./0010_synthetic_echo_result.js"
+import exact_identifiers from "./0011_exact_identifiers.js"
 import business_created_at_default from "./0013_business_created_at_default.js"
 
 /** Every migration, by `{id}_{name}`; the Migrator runs those above the last one recorded. */
@@ -23,6 +24,7 @@ export const migrations = Migrator.fromRecord({
   "0008_learning_evaluation": learning_evaluation,
   "0009_ai_user_job_gate": ai_user_job_gate,
   "0010_synthetic_echo_result": synthetic_echo_result,
+  "0011_exact_identifiers": exact_identifiers,
   "0013_business_created_at_default": business_created_at_default
 })
 

@@ -11,6 +11,8 @@ export class AiJob extends Schema.Class<AiJob>("AiJob")({
   targetType: Schema.String,
   targetId: Schema.String,
   idempotencyKey: Schema.NullOr(Schema.String),
+  /** SHA-256 of the request the idempotency key was first used with; null on older rows. */
+  requestHash: Schema.NullOr(Schema.String),
   status: LegacyStatus,
   lifecycleStatus: LifecycleStatus,
   queueName: QueueName,
@@ -46,6 +48,7 @@ export interface NewAiJob {
   readonly targetType: string
   readonly targetId: string
   readonly idempotencyKey: string | null
+  readonly requestHash: string | null
   readonly queueName: QueueName
   readonly priority: number
   readonly input: unknown

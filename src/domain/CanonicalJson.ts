@@ -23,5 +23,12 @@ const canonicalize = (value: unknown): unknown => {
 
 export const sha256Hex = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex")
 
+/**
+ * What an idempotency key binds: the job type and the canonical JSON of its validated input.
+ * The same key with another request is refused rather than answered with the first job.
+ */
+export const requestHash = (jobType: string, validatedInput: unknown): string =>
+  sha256Hex(canonicalJson({ jobType, input: validatedInput }))
+
 /** ADR 5.6: the hash of the validated output, stored on the job and used to spot duplicates. */
 export const outputHash = (validatedOutput: unknown): string => sha256Hex(canonicalJson(validatedOutput))

@@ -10,6 +10,16 @@ export class InvalidJobInput extends Schema.TaggedError<InvalidJobInput>()("Inva
   }
 }
 
+/**
+ * The idempotency key already names a job of this user created from a different request (job
+ * type and input): answering with that job would silently drop the new request.
+ */
+export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", {
+  jobType: Schema.String,
+  /** The job the key already names. */
+  jobId: Schema.String
+}) {}
+
 /** The unique key (user_id, job_type, idempotency_key) already holds a job. */
 export class DuplicateIdempotencyKey extends Schema.TaggedError<DuplicateIdempotencyKey>()("DuplicateIdempotencyKey", {
   userId: Schema.String,

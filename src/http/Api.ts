@@ -1,6 +1,7 @@
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import {
   CredentialNotFoundError,
+  IdempotencyKeyReusedError,
   InternalServerError,
   InvalidRequest,
   JobAlreadyCancelledError,
@@ -51,6 +52,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .setHeaders(CreationHeaders)
       .addSuccess(AcceptedJobStatusResponse, { status: 202 })
       .addSuccess(JobStatusResponse)
+      .addError(IdempotencyKeyReusedError)
       .addError(TooManyJobsError)
       .addError(QuotaExceededError)
       .annotate(OpenApi.Summary, "Generate flashcards from a source text (job type flashcard_generation)")
@@ -61,6 +63,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .setHeaders(CreationHeaders)
       .addSuccess(AcceptedJobStatusResponse, { status: 202 })
       .addSuccess(JobStatusResponse)
+      .addError(IdempotencyKeyReusedError)
       .addError(TooManyJobsError)
       .addError(QuotaExceededError)
       .annotate(OpenApi.Summary, "Evaluate a Feynman explanation of a concept (job type feynman_evaluation)")

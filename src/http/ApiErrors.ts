@@ -59,6 +59,14 @@ export class OutboxEventNotDeadError extends Schema.Class<OutboxEventNotDeadErro
   HttpApiSchema.annotations({ status: 409, description: "Only a dead outbox event can be replayed." })
 ) {}
 
+export class IdempotencyKeyReusedError extends Schema.Class<IdempotencyKeyReusedError>("IdempotencyKeyReusedError")(
+  { code: Schema.tag("IDEMPOTENCY_KEY_REUSED"), message: Schema.String },
+  HttpApiSchema.annotations({
+    status: 409,
+    description: "The Idempotency-Key already names a job of this caller created from a different request body."
+  })
+) {}
+
 export class TooManyJobsError extends Schema.Class<TooManyJobsError>("TooManyJobsError")(
   { code: Schema.tag("TOO_MANY_JOBS"), message: Schema.String },
   HttpApiSchema.annotations({ status: 429, description: "The caller has the most queued and running jobs allowed." })

@@ -12,10 +12,20 @@ import { errors as joseErrors, jwtVerify, SignJWT } from "jose"
 export const Role = Schema.Literal("USER", "SUPER_ADMIN")
 export type Role = typeof Role.Type
 
+/**
+ * A user id as a token may carry it: 1 to 64 of `A-Z a-z 0-9 . _ : @ -`. No spaces, no control
+ * characters: a user id is compared byte for byte everywhere (MySQL included), so "a" and "a "
+ * are never one user, and a newline cannot forge a log line.
+ */
+export const userIdPattern = /^[A-Za-z0-9._:@-]{1,64}$/
+
+export const UserId = Schema.String.pipe(
+  Schema.pattern(userIdPattern, { message: () => "sub: 1 to 64 of A-Z a-z 0-9 . _ : @ -" })
+)
+
 /** The claims the API relies on; anything else in the token is ignored. */
 export const TokenClaims = Schema.Struct({
-  /** `ai_job.user_id` is VARCHAR(64). */
-  sub: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)),
+  sub: UserId,
   role: Role,
   exp: Schema.Number
 })

@@ -1,13 +1,14 @@
 import { HttpApiBuilder, HttpApiError, HttpServerError } from "@effect/platform"
 import { Cause, Effect, Option, Schema } from "effect"
 import type { CredentialError } from "../domain/ExecutionError.js"
-import type { InvalidJobInput } from "../domain/JobCreationErrors.js"
+import type { IdempotencyKeyReused, InvalidJobInput } from "../domain/JobCreationErrors.js"
 import type { JobAlreadyCancelled, JobNotCancellable } from "../domain/LifecycleErrors.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
 import type { UnknownJobType } from "../domain/RegistryErrors.js"
 import {
   CredentialNotFoundError,
+  IdempotencyKeyReusedError,
   type InternalServerError,
   internalServerError,
   InvalidRequest,
@@ -44,6 +45,18 @@ export const fromQuotaExceeded = (error: QuotaExceeded) =>
 
 export const fromInvalidJobInput = (error: InvalidJobInput) =>
   Effect.fail(new InvalidRequest({ message: error.problems.join("; ") }))
+
+export const fromIdempotencyKeyReused = (error: IdempotencyKeyReused) =>
+  Effect.logInfo("idempotency key reused with a different request").pipe(
+    Effect.annotateLogs({ jobId: error.jobId, jobType: error.jobType }),
+    Effect.zipRight(
+      Effect.fail(
+        new IdempotencyKeyReusedError({
+          message: "This Idempotency-Key was already used with a different request. Use a new key for a new request."
+        })
+      )
+    )
+  )
 
 export const fromUnknownJobType = (error: Pick<UnknownJobType, "jobType">) =>
   Effect.logError("job type is not registered in this process").pipe(

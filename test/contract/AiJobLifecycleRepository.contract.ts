@@ -371,6 +371,84 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(event.duplicate).toBe(true)
         }))
 
+      it.effect("user ids and idempotency keys compare exactly: a trailing space is another user and another key", () =>
+        Effect.gen(function* () {
+          const service = yield* AiJobService
+          const repo = yield* AiJobLifecycleRepository
+          const victim = `victim-${yield* newId}`
+          const padded = `${victim} `
+          const request = { jobType: "synthetic_echo", targetType: "test", targetId: "t", idempotencyKey: "key-1", input: { message: "mine" } }
+          const { job: victimJob } = yield* service.createJob({ ...request, userId: victim })
+
+          expect(yield* repo.list({ userId: padded }, { limit: 10 })).toEqual([])
+          expect(yield* repo.countActive(padded)).toBe(0)
+          expect(Option.isNone(yield* repo.findByIdempotencyKey(padded, "synthetic_echo", "key-1"))).toBe(true)
+          expect(Option.isNone(yield* repo.findByIdempotencyKey(victim, "synthetic_echo", "key-1 "))).toBe(true)
+
+          // The padded user's own job under the same key is a new job, not the victim's.
+          const padded1 = yield* service.createJob({ ...request, userId: padded })
+          expect(padded1.created).toBe(true)
+          expect(padded1.job.id).not.toBe(victimJob.id)
+          expect(padded1.job.userId).toBe(padded)
+          const spaced = yield* service.createJob({ ...request, userId: victim, idempotencyKey: "key-1 " })
+          expect(spaced.created).toBe(true)
+          expect(spaced.job.idempotencyKey).toBe("key-1 ")
+          expect((yield* repo.list({ userId: padded }, { limit: 10 })).map((job) => job.id)).toEqual([padded1.job.id])
+          expect(new Set((yield* repo.list({ userId: victim }, { limit: 10 })).map((job) => job.id))).toEqual(
+            new Set([victimJob.id, spaced.job.id])
+          )
+        }))
+
+      it.effect("an idempotency key reused with another input is refused; the same input returns the first job", () =>
+        Effect.gen(function* () {
+          const service = yield* AiJobService
+          const repo = yield* AiJobLifecycleRepository
+          const userId = `reuse-${yield* newId}`
+          const request = { userId, jobType: "synthetic_echo", targetType: "test", targetId: "t", idempotencyKey: "key-1" }
+          const first = yield* service.createJob({ ...request, input: { message: "first" } })
+          expect(first.created).toBe(true)
+          expect(first.job.requestHash).toMatch(/^[0-9a-f]{64}$/)
+
+          const again = yield* service.createJob({ ...request, input: { message: "first" } })
+          expect(again).toEqual({ job: first.job, created: false })
+
+          const other = yield* Effect.either(service.createJob({ ...request, input: { message: "second" } }))
+          expect(Either.isLeft(other) && other.left._tag).toBe("IdempotencyKeyReused")
+          expect(Either.isLeft(other) && other.left._tag === "IdempotencyKeyReused" && other.left.jobId).toBe(first.job.id)
+          expect((yield* repo.list({ userId }, { limit: 10 })).map((job) => job.id)).toEqual([first.job.id])
+
+          // A job without a key stores no hash: there is nothing to bind.
+          const unkeyed = yield* service.createJob({ ...request, idempotencyKey: undefined, input: { message: "second" } })
+          expect(unkeyed.job.requestHash).toBeNull()
+        }))
+
+      it.effect("concurrent creates with one key and two inputs: one job; the other input is refused", () =>
+        Effect.gen(function* () {
+          const service = yield* AiJobService
+          const repo = yield* AiJobLifecycleRepository
+          const userId = `race-${yield* newId}`
+          const results = yield* Effect.forEach(
+            Array.from({ length: 20 }, (_, i) => i),
+            (i) =>
+              Effect.either(service.createJob({
+                userId,
+                jobType: "synthetic_echo",
+                targetType: "test",
+                targetId: "same",
+                idempotencyKey: "key-1",
+                input: { message: i % 2 === 0 ? "even" : "odd" }
+              })),
+            { concurrency: "unbounded" }
+          )
+          const jobs = yield* repo.list({ userId }, { limit: 100 })
+          expect(jobs).toHaveLength(1)
+          const answered = results.filter(Either.isRight).map((result) => result.right.job.id)
+          const refused = results.filter(Either.isLeft).map((result) => result.left._tag)
+          expect(answered).toHaveLength(10)
+          expect(new Set(answered)).toEqual(new Set([jobs[0]!.id]))
+          expect(refused).toEqual(Array.from({ length: 10 }, () => "IdempotencyKeyReused"))
+        }))
+
       it.effect("50 concurrent creates without a key make 50 jobs", () =>
         Effect.gen(function* () {
           const service = yield* AiJobService

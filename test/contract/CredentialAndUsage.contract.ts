@@ -102,6 +102,25 @@ export const credentialAndUsageContract = <E>(
         expect(yield* repository.findActive(userId, "deepseek")).toEqual(Option.none())
       }))
 
+    it.effect("credentials: user ids compare exactly: the owner with a trailing space is another user", () =>
+      Effect.gen(function* () {
+        const repository = yield* CredentialRepository
+        const owner = user()
+        const padded = `${owner} `
+        const row = yield* repository.insertReplacingActive({
+          id: randomUUID(), userId: owner, provider: "deepseek", encryptedKey: "ZW5j", iv: "aXY=", authTag: "dGFn", keyVersion: 1, keyFingerprint: "b".repeat(64)
+        })
+        expect(yield* repository.findActive(padded, "deepseek")).toEqual(Option.none())
+        expect(yield* repository.listByUser(padded)).toEqual([])
+        expect(yield* repository.revoke(row.id, padded)).toBe(false)
+        // The padded user's own key does not revoke the owner's either.
+        yield* repository.insertReplacingActive({
+          id: randomUUID(), userId: padded, provider: "deepseek", encryptedKey: "ZW5j", iv: "aXY=", authTag: "dGFn", keyVersion: 1, keyFingerprint: "c".repeat(64)
+        })
+        expect(Option.map(yield* repository.findActive(owner, "deepseek"), (active) => active.id)).toEqual(Option.some(row.id))
+        expect((yield* repository.listByUser(padded)).map((listed) => listed.userId)).toEqual([padded])
+      }))
+
     it.effect("credentials: re-encryption is a compare-and-set on the key version", () =>
       Effect.gen(function* () {
         const repository = yield* CredentialRepository

@@ -93,6 +93,8 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
               InvalidJobInput: fromInvalidJobInput,
               // Impossible with enforceQuotas: false; a defect (500) if it ever happens.
               TooManyJobs: Effect.die,
+              // Impossible without an idempotency key.
+              IdempotencyKeyReused: Effect.die,
               QuotaExceeded: Effect.die,
               PersistenceError: fromPersistence
             })

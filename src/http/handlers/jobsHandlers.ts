@@ -12,6 +12,7 @@ import { jobNotFound } from "../ApiErrors.js"
 import { JobStatusResponse } from "../ApiSchemas.js"
 import { CurrentUser } from "../Auth.js"
 import {
+  fromIdempotencyKeyReused,
   fromInvalidJobInput,
   fromJobAlreadyCancelled,
   fromJobNotCancellable,
@@ -91,6 +92,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
         Effect.catchTags({
           UnknownJobType: fromUnknownJobType,
           InvalidJobInput: fromInvalidJobInput,
+          IdempotencyKeyReused: fromIdempotencyKeyReused,
           TooManyJobs: fromTooManyJobs,
           QuotaExceeded: fromQuotaExceeded,
           PersistenceError: fromPersistence

@@ -1,6 +1,8 @@
 import { Effect, Layer, Option } from "effect"
 import { newId } from "../../domain/Ids.js"
-import { InvalidJobInput } from "../../domain/JobCreationErrors.js"
+import { requestHash } from "../../domain/CanonicalJson.js"
+import type { AiJob } from "../../domain/AiJob.js"
+import { IdempotencyKeyReused, InvalidJobInput } from "../../domain/JobCreationErrors.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import { enqueueEventFor, enqueueEventType } from "../../domain/OutboxEvent.js"
 import { priorityBounds } from "../../domain/JobDefinition.js"
@@ -57,6 +59,12 @@ export const makeAiJobService = Effect.gen(function* () {
       ? Effect.succeed(Option.none())
       : jobs.findByIdempotencyKey(request.userId, request.jobType, request.idempotencyKey)
 
+  /** The job a key already names, if it was made from this request; a row without a hash (older than the check) matches. */
+  const sameRequest = (job: AiJob, hash: string): Effect.Effect<CreatedJob, IdempotencyKeyReused> =>
+    job.requestHash === null || job.requestHash === hash
+      ? Effect.succeed<CreatedJob>({ job, created: false })
+      : Effect.fail(new IdempotencyKeyReused({ jobType: job.jobType, jobId: job.id }))
+
   const createJob = (request: CreateJobRequest) =>
     Effect.gen(function* () {
       const registered = yield* registry.get(request.jobType)
@@ -65,8 +73,9 @@ export const makeAiJobService = Effect.gen(function* () {
       const problems = checkOverrides(registered, request)
       if (problems.length > 0) return yield* Effect.fail(new InvalidJobInput({ jobType: request.jobType, problems }))
 
+      const hash = requestHash(definition.jobType, input)
       const found = yield* existing(request)
-      if (Option.isSome(found)) return { job: found.value, created: false }
+      if (Option.isSome(found)) return yield* sameRequest(found.value, hash)
 
       const snapshot = yield* snapshotBuilder.build(definition, input)
       const jobId = yield* newId
@@ -85,6 +94,7 @@ export const makeAiJobService = Effect.gen(function* () {
             targetType: request.targetType,
             targetId: request.targetId,
             idempotencyKey: request.idempotencyKey ?? null,
+            requestHash: request.idempotencyKey === undefined ? null : hash,
             queueName: definition.queue.queueName,
             priority,
             input,
@@ -111,11 +121,11 @@ export const makeAiJobService = Effect.gen(function* () {
           existing(request).pipe(
             Effect.flatMap(
               Option.match({
-                onNone: () =>
+                onNone: (): Effect.Effect<CreatedJob, IdempotencyKeyReused | PersistenceError> =>
                   Effect.fail(
                     new PersistenceError({ operation: "ai_job.create", message: "the idempotency key conflicted but its job cannot be read" })
                   ),
-                onSome: (job) => Effect.succeed<CreatedJob>({ job, created: false })
+                onSome: (job) => sameRequest(job, hash)
               })
             )
           ))

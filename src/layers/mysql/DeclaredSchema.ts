@@ -21,6 +21,7 @@ export type DeclaredColumnType =
   | "datetime(3)"
   | `char(${number})`
   | `varchar(${number})`
+  | `varbinary(${number})`
 
 export interface DeclaredColumn<Name extends string = string> {
   readonly name: Name
@@ -51,7 +52,8 @@ export const ColumnType = {
   json: "json",
   datetime3: "datetime(3)",
   char: (length: number): DeclaredColumnType => `char(${length})`,
-  varchar: (length: number): DeclaredColumnType => `varchar(${length})`
+  varchar: (length: number): DeclaredColumnType => `varchar(${length})`,
+  varbinary: (length: number): DeclaredColumnType => `varbinary(${length})`
 } as const
 
 const required = <const Name extends string>(name: Name, type: DeclaredColumnType): DeclaredColumn<Name> => ({
@@ -83,27 +85,32 @@ const table = <const Name extends string, const Columns extends ReadonlyArray<De
   indexes: keys.indexes ?? []
 })
 
+const { int, bigint, text, json, datetime3, char, varchar, varbinary } = ColumnType
+
+// Identifiers are VARBINARY so that they compare byte for byte (no trailing-space padding):
+// engine-generated UUIDs in 36 bytes, anything a client may have chosen in 4 bytes per character.
+const uuid = varbinary(36)
+const userId = varbinary(256)
+
 /**
- * A business row's `created_at`: the insert leaves it to the database clock, so a projector
- * that forgets it cannot store a zero date.
+ * A business row's `created_at`: the insert stamps the database clock, and the default keeps a
+ * writer that forgets it from storing a zero date.
  */
 const stampedCreatedAt: DeclaredColumn<"created_at"> = {
-  ...required("created_at", ColumnType.datetime3),
+  ...required("created_at", datetime3),
   defaultValue: "current_timestamp(3)"
 }
-
-const { int, bigint, text, json, datetime3, char, varchar } = ColumnType
-const uuid = char(36)
 
 export const aiJobTable = table(
   "ai_job",
   [
     required("id", uuid),
-    required("user_id", varchar(64)),
+    required("user_id", userId),
     required("job_type", varchar(64)),
     required("target_type", varchar(64)),
-    required("target_id", varchar(191)),
-    nullable("idempotency_key", varchar(191)),
+    required("target_id", varbinary(764)),
+    nullable("idempotency_key", varbinary(764)),
+    nullable("request_hash", char(64)),
     required("status", varchar(32)),
     required("lifecycle_status", varchar(16)),
     required("queue_name", varchar(32)),
@@ -117,7 +124,7 @@ export const aiJobTable = table(
     required("output_schema_version", varchar(32)),
     required("attempt_count", int),
     required("max_attempts", int),
-    nullable("locked_by", varchar(128)),
+    nullable("locked_by", varbinary(512)),
     nullable("locked_at", datetime3),
     nullable("lock_until", datetime3),
     nullable("cancel_requested_at", datetime3),
@@ -168,7 +175,7 @@ export const aiJobArtifactTable = table(
     required("id", uuid),
     required("job_id", uuid),
     required("artifact_type", varchar(64)),
-    required("artifact_id", varchar(191)),
+    required("artifact_id", varbinary(764)),
     required("ordinal", int),
     required("created_at", datetime3)
   ],
@@ -184,13 +191,13 @@ export const outboxEventTable = table(
     required("id", uuid),
     required("event_type", varchar(64)),
     required("aggregate_type", varchar(64)),
-    required("aggregate_id", varchar(64)),
-    required("dedupe_key", varchar(255)),
+    required("aggregate_id", varbinary(256)),
+    required("dedupe_key", varbinary(1020)),
     required("payload", json),
     required("status", varchar(16)),
     required("attempt_count", int),
     required("available_at", datetime3),
-    nullable("locked_by", varchar(128)),
+    nullable("locked_by", varbinary(512)),
     nullable("locked_at", datetime3),
     nullable("published_at", datetime3),
     nullable("last_error", text),
@@ -238,7 +245,7 @@ export const userModelCredentialTable = table(
   "user_model_credential",
   [
     required("id", uuid),
-    required("user_id", varchar(64)),
+    required("user_id", userId),
     required("provider", varchar(32)),
     required("encrypted_key", text),
     required("iv", varchar(32)),
@@ -260,8 +267,8 @@ export const flashcardTable = table(
   [
     required("id", uuid),
     required("job_id", uuid),
-    required("user_id", varchar(64)),
-    nullable("deck_id", varchar(64)),
+    required("user_id", userId),
+    nullable("deck_id", varbinary(256)),
     required("ordinal", int),
     required("front", text),
     required("back", text),
@@ -280,7 +287,7 @@ export const learningEvaluationTable = table(
   [
     required("id", uuid),
     required("job_id", uuid),
-    required("user_id", varchar(64)),
+    required("user_id", userId),
     required("concept", varchar(255)),
     required("score", int),
     required("feedback", text),
@@ -297,7 +304,7 @@ export const learningEvaluationTable = table(
 
 export const aiUserJobGateTable = table(
   "ai_user_job_gate",
-  [required("user_id", varchar(64)), required("updated_at", datetime3)],
+  [required("user_id", userId), required("updated_at", datetime3)],
   {
     primaryKey: ["user_id"],
     uniqueKeys: [],

@@ -93,11 +93,11 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
 
   const createJob = (job: NewAiJob) =>
     sql`INSERT INTO ai_job (
-        id, user_id, job_type, target_type, target_id, idempotency_key, status, lifecycle_status, queue_name,
+        id, user_id, job_type, target_type, target_id, idempotency_key, request_hash, status, lifecycle_status, queue_name,
         priority, progress, input, credential_mode, credential_id, prompt_version, input_schema_version,
         output_schema_version, attempt_count, max_attempts, created_at, updated_at)
       VALUES (
-        ${job.id}, ${job.userId}, ${job.jobType}, ${job.targetType}, ${job.targetId}, ${job.idempotencyKey},
+        ${job.id}, ${job.userId}, ${job.jobType}, ${job.targetType}, ${job.targetId}, ${job.idempotencyKey}, ${job.requestHash},
         ${legacyStatusOf.queued}, 'queued', ${job.queueName}, ${job.priority}, 0, ${toJsonText(job.input)},
         ${job.credentialMode}, ${job.credentialId}, ${job.promptVersion}, ${job.inputSchemaVersion},
         ${job.outputSchemaVersion}, 0, ${job.maxAttempts}, ${now}, ${now})`.pipe(

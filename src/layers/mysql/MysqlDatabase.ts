@@ -1,4 +1,5 @@
 import { MysqlClient } from "@effect/sql-mysql2"
+import type { PoolOptions } from "mysql2"
 import { Effect, Layer, Option, Redacted, String as Str } from "effect"
 import { StorageConfig } from "../config.js"
 
@@ -15,6 +16,15 @@ export const parseDatabaseUrl = (url: Redacted.Redacted<string>) => {
 }
 
 /**
+ * Identifier columns are VARBINARY (exact comparison, see migration 0011), which mysql2 hands
+ * over as a Buffer. Every fixed or variable-length string column is read as UTF-8 text here,
+ * once for every query: text columns read the same as without it, binary ones become the strings
+ * they were written as.
+ */
+export const stringColumnsAsText: PoolOptions["typeCast"] = (field, next) =>
+  field.type === "VAR_STRING" || field.type === "STRING" ? field.string("utf8") : next()
+
+/**
  * A MySQL pool for `url`. Rows come back camelCased; dates are read and written as UTC, and
  * every SQL time comparison uses the server's `UTC_TIMESTAMP(3)`, so no worker clock and no
  * session time zone can skew a lease.
@@ -28,7 +38,7 @@ export const mysqlClientLayer = (url: Redacted.Redacted<string>, options: { read
     password: parts.password,
     database: parts.database,
     maxConnections: options.maxConnections ?? 10,
-    poolConfig: { timezone: "Z", dateStrings: false, decimalNumbers: true },
+    poolConfig: { timezone: "Z", dateStrings: false, decimalNumbers: true, typeCast: stringColumnsAsText },
     transformResultNames: Str.snakeToCamel,
     transformQueryNames: Str.camelToSnake
   })
