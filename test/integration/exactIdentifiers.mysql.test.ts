@@ -106,7 +106,8 @@ it.layer(NodeContext.layer, { timeout: "90 seconds" })("exact identifiers on Mar
         // The flaw this migration removes: PAD SPACE makes "victim1 " victim1.
         expect(yield* countWhere("SELECT COUNT(*) AS n FROM ai_job WHERE user_id = ?", ["victim1 "])).toBe(1)
         const applied = yield* runMigrations
-        expect(applied.map(([id, name]) => `${id}_${name}`)).toEqual(["11_exact_identifiers"])
+        // The pending migrations start with 0011 (later ones follow it).
+        expect(applied.map(([id, name]) => `${id}_${name}`)[0]).toBe("11_exact_identifiers")
         // Re-runnable: a half-applied 0011 can simply run again.
         yield* exactIdentifiers
       }).pipe(Effect.provide(clientFor(scratch.url)))
