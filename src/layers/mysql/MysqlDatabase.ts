@@ -21,14 +21,17 @@ export const parseDatabaseUrl = (url: Redacted.Redacted<string>) => {
  */
 export const mysqlClientLayer = (url: Redacted.Redacted<string>, options: { readonly maxConnections?: number } = {}) => {
   const parts = parseDatabaseUrl(url)
+  const maxConnections = options.maxConnections ?? 10
   return MysqlClient.layer({
     host: parts.host,
     port: parts.port,
     username: parts.username,
     password: parts.password,
     database: parts.database,
-    maxConnections: options.maxConnections ?? 10,
-    poolConfig: { timezone: "Z", dateStrings: false, decimalNumbers: true },
+    maxConnections,
+    // Released connections stay open (until the server's wait_timeout): a pool that closes
+    // every released connection reconnects on each burst, which then queues behind handshakes.
+    poolConfig: { timezone: "Z", dateStrings: false, decimalNumbers: true, maxIdle: maxConnections },
     transformResultNames: Str.snakeToCamel,
     transformQueryNames: Str.camelToSnake
   })
