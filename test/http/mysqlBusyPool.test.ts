@@ -4,7 +4,7 @@ import { Deferred, Effect, Fiber, Redacted, Schedule, Schema } from "effect"
 import { ReadinessProbeLive } from "../../src/http/ReadinessProbe.js"
 import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
 import { testServerUrl } from "../support/scratchDatabase.js"
-import { startTcpProxy } from "../support/tcpProxy.js"
+import { routeThroughProxy, type TcpProxy } from "../support/tcpProxy.js"
 import { apiLayer, bodyAs, ErrorBody, flashcardBody, TestApi, tokenFor } from "./support/harness.js"
 import { mysqlEngine } from "./support/mysqlEngine.js"
 
@@ -57,18 +57,9 @@ layer(apiLayer(mysqlEngine("http_busy_pool"), { probe: ReadinessProbeLive }), { 
 )
 
 /** How the test stops the database: the engine reaches MariaDB only through this proxy. */
-const stopDatabase = Effect.runSync(Deferred.make<Effect.Effect<void>>())
-const throughProxy = (url: string) =>
-  Effect.gen(function* () {
-    const proxy = yield* startTcpProxy({ host: "127.0.0.1", port: Number(new URL(url).port || 3306) })
-    yield* Deferred.succeed(stopDatabase, proxy.stop)
-    const routed = new URL(url)
-    routed.port = String(proxy.port)
-    return routed.toString()
-  })
-
+const proxied = Effect.runSync(Deferred.make<TcpProxy>())
 layer(
-  apiLayer(mysqlEngine("http_stopped_db", {}, { route: throughProxy }), { probe: ReadinessProbeLive }),
+  apiLayer(mysqlEngine("http_stopped_db", {}, { route: routeThroughProxy(proxied) }), { probe: ReadinessProbeLive }),
   { excludeTestServices: true, ...timeout }
 )("a stopped database", (it) => {
   it.effect("creates are 503 PLATFORM_UNAVAILABLE and /readyz is 503 naming the database", () =>
@@ -78,7 +69,7 @@ layer(
       expect((yield* api.request("POST", "/api/ai/flashcard-generations", { token, body: flashcardBody() })).status).toBe(202)
       expect((yield* api.request("GET", "/readyz")).status).toBe(200)
 
-      yield* Effect.flatten(Deferred.await(stopDatabase))
+      yield* Effect.flatMap(Deferred.await(proxied), (proxy) => proxy.stop)
       const created = yield* api.request("POST", "/api/ai/flashcard-generations", { token, body: flashcardBody() })
       expect(created.status, created.text).toBe(503)
       expect(yield* bodyAs(ErrorBody)(created)).toMatchObject({ code: "PLATFORM_UNAVAILABLE" })

@@ -1,8 +1,39 @@
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Layer, Option, Schedule } from "effect"
+import { Effect, Layer, Option, Ref, Schedule } from "effect"
+import { PersistenceError } from "../../domain/PersistenceError.js"
 import { UnitOfWork } from "../../services/UnitOfWork.js"
-import { isLockContention, toPersistenceError } from "./sqlErrors.js"
+import { describeSqlError, isLockContention, toPersistenceError } from "./sqlErrors.js"
+
+/**
+ * `@effect/sql` turns a failed COMMIT or ROLLBACK into a defect. A failed COMMIT (the body had
+ * succeeded) leaves the outcome unknown: the server may have committed before the connection
+ * went. Both become typed `PersistenceError`s, the first marked `commitOutcome: "unknown"`.
+ */
+const withCommitOutcome = <A, E, R>(
+  withTransaction: <A1, E1, R1>(self: Effect.Effect<A1, E1, R1>) => Effect.Effect<A1, E1 | SqlError, R1>,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | SqlError | PersistenceError, R> =>
+  Effect.flatMap(Ref.make(false), (bodySucceeded) =>
+    withTransaction(Effect.tap(effect, () => Ref.set(bodySucceeded, true))).pipe(
+      Effect.catchSomeDefect((defect) =>
+        defect instanceof SqlError
+          ? Option.some(
+            Effect.flatMap(Ref.get(bodySucceeded), (committing) =>
+              Effect.fail(
+                committing
+                  ? new PersistenceError({
+                    operation: "transaction.commit",
+                    message: describeSqlError(defect),
+                    cause: defect,
+                    commitOutcome: "unknown"
+                  })
+                  : toPersistenceError("transaction.rollback")(defect)
+              ))
+          )
+          : Option.none()
+      )
+    ))
 
 /**
  * `UnitOfWork` as a MySQL transaction (`@effect/sql` nests with savepoints). Repositories take
@@ -19,7 +50,7 @@ export const MysqlUnitOfWork = Layer.effect(
     return UnitOfWork.of({
       transaction: (effect) =>
         Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
-          const once = sql.withTransaction(effect)
+          const once = withCommitOutcome(sql.withTransaction, effect)
           const attempt = Option.isNone(outer)
             ? Effect.retry(once, {
               while: (error) => error instanceof SqlError && isLockContention(error),
