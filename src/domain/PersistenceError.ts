@@ -13,5 +13,10 @@ export class PersistenceError extends Schema.TaggedError<PersistenceError>()("Pe
    * committed. Never retried blindly; a caller checks what was written (an idempotency key
    * finds a committed job) before doing the work again.
    */
-  commitOutcome: Schema.optional(Schema.Literal("unknown"))
+  commitOutcome: Schema.optional(Schema.Literal("unknown")),
+  /**
+   * A lock wait timed out or a deadlock was broken: the statement (for a deadlock, the whole
+   * transaction) was rolled back and nothing of it stands; running the transaction again is safe.
+   */
+  lockContention: Schema.optional(Schema.Boolean)
 }) {}
