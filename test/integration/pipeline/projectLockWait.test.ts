@@ -30,8 +30,10 @@ import { scratchMysqlLayer } from "../../support/scratchDatabase.js"
  * PROJECT, whose lock waits time out meanwhile, retries within its lease and succeeds.
  */
 
-/** Short bounds so the test takes seconds: a lock wait of 1 s, an idle write transaction of 10 s (longer
- * than the engine's own one INTERNAL retry of PROJECT covers). */
+/**
+ * Short bounds so the test takes seconds: a lock wait of 1 s, an idle write transaction of 10 s
+ * (longer than the engine's own one INTERNAL retry of PROJECT would cover).
+ */
 const bounds = ConfigProvider.fromMap(new Map([["DB_LOCK_WAIT_TIMEOUT_S", "1"], ["DB_IDLE_TRANSACTION_TIMEOUT_S", "10"]]))
 
 const mysqlInfrastructure = Layer.mergeAll(
@@ -58,6 +60,52 @@ const mysqlInfrastructure = Layer.mergeAll(
 
 const EchoRows = Schema.Array(Schema.Struct({ echo: Schema.String }))
 
+const frozenOwnerScenario = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function* () {
+    const service = yield* AiJobService
+    const unitOfWork = yield* UnitOfWork
+    const { job } = yield* service.createJob({
+      userId: "frozen-owner-user",
+      jobType: "synthetic_echo",
+      targetType: "t",
+      targetId: "t",
+      input: { message: "hello" }
+    })
+
+    // The frozen owner: an engine transaction that wrote the job's business row, then stopped.
+    const holding = yield* Deferred.make<void>()
+    const thaw = yield* Deferred.make<void>()
+    const frozen = yield* Effect.fork(
+      unitOfWork.transaction(
+        Effect.gen(function* () {
+          yield* sql`INSERT INTO synthetic_echo_result (id, job_id, echo, created_at)
+                     VALUES (${"00000000-0000-0000-0000-000000000000"}, ${job.id}, ${"from the frozen owner"}, UTC_TIMESTAMP(3))`
+          yield* Deferred.succeed(holding, undefined)
+          yield* Deferred.await(thaw)
+          yield* sql`SELECT 1`
+        }).pipe(Effect.orDie)
+      )
+    )
+    yield* Deferred.await(holding)
+
+    yield* startEngine("new-owner")
+    const jobs = yield* AiJobLifecycleRepository
+    const done = yield* waitUntil(
+      Effect.map(jobs.findById(job.id), Option.getOrThrow),
+      (row) => row.lifecycleStatus === "succeeded" || row.lifecycleStatus === "failed",
+      { timeout: Duration.seconds(40), every: Duration.millis(100) }
+    )
+    expect({ status: done.lifecycleStatus, errorCode: done.errorCode }).toEqual({ status: "succeeded", errorCode: null })
+    const rows = yield* Effect.flatMap(sql`SELECT echo FROM synthetic_echo_result WHERE job_id = ${job.id}`, Schema.decodeUnknown(EchoRows))
+    expect(rows).toHaveLength(1)
+    expect(rows[0]?.echo).not.toBe("from the frozen owner")
+
+    // The frozen owner wakes up to find its connection gone: the server killed it.
+    yield* Deferred.succeed(thaw, undefined)
+    const woke = yield* frozen.await
+    expect(Exit.isFailure(woke)).toBe(true)
+  }).pipe(Effect.scoped)
+
 describe("PROJECT against a frozen owner's open transaction (MariaDB)", () => {
   it.live("the server ends the idle transaction; the new owner's PROJECT retries its lock waits and succeeds", () =>
     Effect.gen(function* () {
@@ -68,49 +116,3 @@ describe("PROJECT against a frozen owner's open transaction (MariaDB)", () => {
       )
     }).pipe(Effect.scoped), { timeout: 90_000 })
 })
-
-const frozenOwnerScenario = (sql: SqlClient.SqlClient) =>
-    Effect.gen(function* () {
-      const service = yield* AiJobService
-      const unitOfWork = yield* UnitOfWork
-      const { job } = yield* service.createJob({
-        userId: "frozen-owner-user",
-        jobType: "synthetic_echo",
-        targetType: "t",
-        targetId: "t",
-        input: { message: "hello" }
-      })
-
-      // The frozen owner: an engine transaction that wrote the job's business row, then stopped.
-      const holding = yield* Deferred.make<void>()
-      const thaw = yield* Deferred.make<void>()
-      const frozen = yield* Effect.fork(
-        unitOfWork.transaction(
-          Effect.gen(function* () {
-            yield* sql`INSERT INTO synthetic_echo_result (id, job_id, echo, created_at)
-                       VALUES (${"00000000-0000-0000-0000-000000000000"}, ${job.id}, ${"from the frozen owner"}, UTC_TIMESTAMP(3))`
-            yield* Deferred.succeed(holding, undefined)
-            yield* Deferred.await(thaw)
-            yield* sql`SELECT 1`
-          }).pipe(Effect.orDie)
-        )
-      )
-      yield* Deferred.await(holding)
-
-      yield* startEngine("new-owner")
-      const jobs = yield* AiJobLifecycleRepository
-      const done = yield* waitUntil(
-        Effect.map(jobs.findById(job.id), Option.getOrThrow),
-        (row) => row.lifecycleStatus === "succeeded" || row.lifecycleStatus === "failed",
-        { timeout: Duration.seconds(40), every: Duration.millis(100) }
-      )
-      expect({ status: done.lifecycleStatus, errorCode: done.errorCode }).toEqual({ status: "succeeded", errorCode: null })
-      const rows = yield* Effect.flatMap(sql`SELECT echo FROM synthetic_echo_result WHERE job_id = ${job.id}`, Schema.decodeUnknown(EchoRows))
-      expect(rows).toHaveLength(1)
-      expect(rows[0]?.echo).not.toBe("from the frozen owner")
-
-      // The frozen owner wakes up to find its connection gone: the server killed it.
-      yield* Deferred.succeed(thaw, undefined)
-      const woke = yield* frozen.await
-      expect(Exit.isFailure(woke)).toBe(true)
-    }).pipe(Effect.scoped)
