@@ -5,8 +5,10 @@ import { ReadinessProbe } from "./ReadinessProbe.js"
 
 /**
  * Whether a request may create AI work: not when `AI_PLATFORM_ENABLED=false`, and not while
- * the database or Redis does not answer (a job created then would sit undispatched). The
- * readiness answer is reused for a second, so a burst of creates costs one round trip.
+ * Redis does not answer (a job created then would sit undispatched). The database is not
+ * asked here: the create's own write answers 503 when it really fails, while a ping on a busy
+ * pool would refuse work that could be done. The answer is reused for a second, so a burst of
+ * creates costs one round trip.
  */
 export class PlatformGate extends Context.Tag("ai-job-engine/http/PlatformGate")<
   PlatformGate,
@@ -18,7 +20,7 @@ export const PlatformGateLive = Layer.effect(
   Effect.gen(function* () {
     const settings = yield* ApiSettings
     const probe = yield* ReadinessProbe
-    const readiness = yield* Effect.cachedWithTTL(probe.check, Duration.seconds(1))
+    const readiness = yield* Effect.cachedWithTTL(probe.checkWritePath, Duration.seconds(1))
     const ensureOpen = Effect.gen(function* () {
       if (!settings.platformEnabled) {
         return yield* Effect.fail(new PlatformUnavailable({ message: publicMessages.platformDisabled }))

@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Resource } from "effect"
 import { RedisConnection } from "../layers/redis/RedisConnection.js"
 
 /**
@@ -16,6 +16,12 @@ export interface ReadinessCheck {
   readonly backend: string
   /** One round trip; any failure (or the timeout) means down. */
   readonly ping: Effect.Effect<void, unknown>
+  /**
+   * Whether a create is refused while this check is down (default true). The database's is
+   * not: a create writes to it, so its own failure answers 503, and a ping that only waited
+   * for a busy pool must not refuse work the write would have done.
+   */
+  readonly gatesWrites?: boolean
 }
 
 export interface CheckResult {
@@ -35,6 +41,8 @@ export class ReadinessProbe extends Context.Tag("ai-job-engine/ReadinessProbe")<
   {
     /** Runs every check now, concurrently. */
     readonly check: Effect.Effect<ReadinessReport>
+    /** Runs only the checks that gate writes (`gatesWrites`), concurrently. */
+    readonly checkWritePath: Effect.Effect<ReadinessReport>
   }
 >() {}
 
@@ -56,21 +64,39 @@ export const makeReadinessProbe = (
   checks: ReadonlyArray<ReadinessCheck>,
   options: { readonly timeout?: Duration.DurationInput } = {}
 ) =>
-  ReadinessProbe.of({
-    check: Effect.forEach(checks, (c) => run(c, options.timeout ?? defaultCheckTimeout), { concurrency: "unbounded" }).pipe(
-      Effect.map((results) => ({ ready: results.every((r) => r.status === "up"), checks: results }))
+{
+  const runAll = (selected: ReadonlyArray<ReadinessCheck>) =>
+    Effect.forEach(selected, (c) => run(c, options.timeout ?? defaultCheckTimeout), { concurrency: "unbounded" }).pipe(
+      Effect.map((results): ReadinessReport => ({ ready: results.every((r) => r.status === "up"), checks: results }))
     )
+  return ReadinessProbe.of({
+    check: runAll(checks),
+    checkWritePath: runAll(checks.filter((c) => c.gatesWrites !== false))
   })
+}
 
 /** A store that lives in this process: always up. */
 export const memoryCheck = (name: string): ReadinessCheck => ({ name, backend: "memory", ping: Effect.void })
 
-/** `SELECT 1` on the pool. */
-export const mysqlCheck = Effect.map(SqlClient.SqlClient, (sql): ReadinessCheck => ({
-  name: "database",
-  backend: "mysql",
-  ping: sql`SELECT 1`.pipe(Effect.asVoid)
-}))
+/**
+ * `SELECT 1` on a connection of its own, taken from the pool once and held: a pool busy with
+ * work never makes the database look down. A failed ping takes a fresh connection and tries
+ * once more, so a connection the server dropped is not mistaken for a stopped server.
+ */
+export const mysqlCheck = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const connection = yield* Resource.manual(sql.reserve)
+  const selectOne = Effect.flatMap(Resource.get(connection), (conn) => conn.executeRaw("SELECT 1", []))
+  return {
+    name: "database",
+    backend: "mysql",
+    ping: selectOne.pipe(
+      Effect.catchAll(() => Effect.zipRight(Resource.refresh(connection), selectOne)),
+      Effect.asVoid
+    ),
+    gatesWrites: false
+  } satisfies ReadinessCheck
+})
 
 /** `PING` on the shared command connection. */
 export const redisCheck = Effect.map(RedisConnection, (redis): ReadinessCheck => ({
@@ -85,8 +111,8 @@ export const ReadinessProbeMemory = Layer.succeed(
   makeReadinessProbe([memoryCheck("database"), memoryCheck("queue")])
 )
 
-/** MySQL and Redis; needs `SqlClient` and `RedisConnection`. */
-export const ReadinessProbeLive = Layer.effect(
+/** MySQL and Redis; needs `SqlClient` (one of its connections is held) and `RedisConnection`. */
+export const ReadinessProbeLive = Layer.scoped(
   ReadinessProbe,
   Effect.gen(function* () {
     const database = yield* mysqlCheck

@@ -1,4 +1,4 @@
-import { HttpApiBuilder, HttpApiError, HttpServerError } from "@effect/platform"
+import { HttpApiBuilder, HttpApiError, HttpApp, HttpServerError, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Option, Schema } from "effect"
 import type { CredentialError } from "../domain/ExecutionError.js"
 import type { IdempotencyKeyReused, InvalidJobInput } from "../domain/JobCreationErrors.js"
@@ -25,9 +25,27 @@ import { AiJobApi } from "./Api.js"
  * codes), never input, keys or tokens, and answers with fixed or composed public text.
  */
 
+/** Seconds a client waits before retrying a 503 the storage caused. */
+export const storageRetryAfterSeconds = 1
+
+/** Sets `Retry-After` on this request's response (whatever status it ends with). */
+const retryAfter = (seconds: number) =>
+  HttpApp.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(seconds)))
+  )
+
+/**
+ * Storage did not answer: 503 with `Retry-After`. A commit whose outcome is unknown answers the
+ * same: a retry with the same `Idempotency-Key` finds the job if the commit did happen.
+ */
 export const fromPersistence = (error: PersistenceError) =>
-  Effect.logWarning("storage unavailable; answering 503").pipe(
+  Effect.logWarning(
+    error.commitOutcome === "unknown"
+      ? "the connection failed during COMMIT (outcome unknown); answering 503"
+      : "storage unavailable; answering 503"
+  ).pipe(
     Effect.annotateLogs({ operation: error.operation }),
+    Effect.zipRight(retryAfter(storageRetryAfterSeconds)),
     Effect.zipRight(Effect.fail(platformUnavailable()))
   )
 

@@ -169,3 +169,27 @@ export const loadAllConfig = Effect.all(
   },
   { mode: "validate" }
 )
+
+const positiveSeconds = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be a positive whole number of seconds`, validation: (n) => n > 0 })
+  )
+
+/**
+ * Bounds on the engine's MySQL transactions, set on their sessions. `lockWaitTimeoutS`: how
+ * long a statement waits for a row lock (`innodb_lock_wait_timeout`). `idleTransactionTimeoutS`:
+ * how long a write transaction may sit idle before the server kills its connection and rolls it
+ * back (MariaDB's `idle_write_transaction_timeout`; MySQL has no such bound), so a frozen
+ * worker's transaction cannot hold a job's rows from the worker that took it over.
+ */
+export class DatabaseSessionConfig extends Context.Tag("ai-job-engine/DatabaseSessionConfig")<
+  DatabaseSessionConfig,
+  { readonly lockWaitTimeoutS: number; readonly idleTransactionTimeoutS: number }
+>() {
+  static readonly config = Config.all({
+    lockWaitTimeoutS: positiveSeconds("DB_LOCK_WAIT_TIMEOUT_S", 5),
+    idleTransactionTimeoutS: positiveSeconds("DB_IDLE_TRANSACTION_TIMEOUT_S", 10)
+  })
+  static readonly layer = Layer.effect(DatabaseSessionConfig, DatabaseSessionConfig.config)
+}

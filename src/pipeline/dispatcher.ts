@@ -3,6 +3,7 @@ import { Chunk, Clock, Config, Context, Duration, Effect, Layer, Option, Schedul
 import { newId } from "../domain/Ids.js"
 import { EnqueuePayload, enqueueEventType, type OutboxEvent } from "../domain/OutboxEvent.js"
 import { TimingConfig } from "../layers/config.js"
+import type { QueueName } from "../domain/QueueName.js"
 import { JobQueue, payloadFor } from "../services/JobQueue.js"
 import { OutboxRepository } from "../services/OutboxRepository.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
@@ -22,6 +23,12 @@ export interface DispatcherSettingsShape {
   readonly retryMaxDelayMs: number
   /** ADR 4.4: how often expired claims are released. */
   readonly releaseIntervalMs: number
+  /**
+   * After an add whose outcome is unknown (timed out, connection lost), how many times to ask
+   * whether the queue job exists before counting a failure; each ask is bounded by the queue's
+   * own timeout, so a paused Redis is waited for about this many add timeouts.
+   */
+  readonly addChecks: number
 }
 
 const defaults: Omit<DispatcherSettingsShape, "dispatcherId"> = {
@@ -30,7 +37,8 @@ const defaults: Omit<DispatcherSettingsShape, "dispatcherId"> = {
   maxAttempts: 3,
   retryBaseDelayMs: 1_000,
   retryMaxDelayMs: 60_000,
-  releaseIntervalMs: 30_000
+  releaseIntervalMs: 30_000,
+  addChecks: 3
 }
 
 const positiveInt = (name: string, fallback: number) =>
@@ -127,6 +135,16 @@ export const makeDispatcher = Effect.gen(function* () {
       return Option.getOrElse(outcome, (): DispatchOutcome => "claim_lost")
     })
 
+  /**
+   * Whether an add whose outcome is unknown did land: asked up to `addChecks` times while the
+   * queue does not answer; `false` when it never answers (then the failure counts).
+   */
+  const addLanded = (queueName: QueueName, queueJobId: string) =>
+    jobQueue.contains(queueName, queueJobId).pipe(
+      Effect.retry(Schedule.spaced(Duration.millis(200)).pipe(Schedule.intersect(Schedule.recurs(settings.addChecks - 1)))),
+      Effect.orElseSucceed(() => false)
+    )
+
   /** Added to the queue (or not ours to queue): to be marked published with the rest of the batch. */
   type EventResult = DispatchOutcome | "to_publish" | "unknown_to_publish"
 
@@ -143,19 +161,21 @@ export const makeDispatcher = Effect.gen(function* () {
         yield* Effect.logError("Outbox enqueue payload does not decode; event marked dead")
         return yield* failed(event, "payload does not decode as { jobId, jobType, queueName, priority }", 1)
       }
+      const queuePayload = payloadFor({
+        jobId: payload.right.jobId,
+        jobType: payload.right.jobType,
+        createdAt: event.createdAt,
+        redispatchOf: payload.right.redispatchOf
+      })
+      const queueJobId = queuePayload.dedupeKey
       const added = yield* Effect.either(
-        jobQueue.add({
-          queueName: payload.right.queueName,
-          payload: payloadFor({
-            jobId: payload.right.jobId,
-            jobType: payload.right.jobType,
-            createdAt: event.createdAt,
-            redispatchOf: payload.right.redispatchOf
-          }),
-          priority: payload.right.priority
-        })
+        jobQueue.add({ queueName: payload.right.queueName, payload: queuePayload, priority: payload.right.priority })
       )
       if (added._tag === "Right") return "to_publish" as const
+      if (added.left.outcomeUnknown === true && (yield* addLanded(payload.right.queueName, queueJobId))) {
+        yield* Effect.logInfo("Queue add went unanswered but the job is on the queue; published")
+        return "to_publish" as const
+      }
       const outcome = yield* failed(event, `${added.left._tag}: ${added.left.message}`, settings.maxAttempts)
       yield* Effect.logWarning("Queue add failed").pipe(
         Effect.annotateLogs({ outcome, attempt: event.attemptCount + 1, error: added.left.message })

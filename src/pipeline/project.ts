@@ -1,5 +1,7 @@
-import { Effect } from "effect"
+import { Duration, Effect, Schedule } from "effect"
 import { InternalError } from "../domain/ExecutionError.js"
+import { PersistenceError } from "../domain/PersistenceError.js"
+import { TimingConfig } from "../layers/config.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { ArtifactRepository } from "../services/ArtifactRepository.js"
 import { ResultProjectors } from "../services/ResultProjectors.js"
@@ -24,6 +26,7 @@ export const project = (executed: ExecutedJob) =>
     const projector = yield* projectors.get(key).pipe(
       Effect.mapError(() => new InternalError({ code: "INTERNAL_ERROR", message: `no projector registered as ${key}` }))
     )
+    const timing = yield* TimingConfig
     return yield* unitOfWork.transaction(
       Effect.gen(function* () {
         const projection = yield* projector.project(job, executed.output)
@@ -34,6 +37,18 @@ export const project = (executed: ExecutedJob) =>
         // COMPLETE's usage row of the successful call commits with the result (one commit less).
         yield* usageLog.record(executed.usage)
         return yield* jobs.markSucceeded(executed.lease, executed.outputHash)
+      })
+    ).pipe(
+      // A lock wait that timed out (rows held by a frozen former owner, until the server ends
+      // its idle transaction) rolled back and can run again: retried within one lease; a lease
+      // lost meanwhile fails the fence instead.
+      Effect.retry({
+        while: (error) => error instanceof PersistenceError && error.lockContention === true,
+        schedule: Schedule.exponential(Duration.millis(100)).pipe(
+          Schedule.union(Schedule.spaced(Duration.seconds(1))),
+          Schedule.jittered,
+          Schedule.upTo(Duration.millis(timing.jobLockTtlMs))
+        )
       })
     )
   }).pipe(Effect.annotateLogs({ stage: "PROJECT" }), Effect.withSpan("pipeline.project"))

@@ -74,10 +74,15 @@ export interface JobQueueAddRequest {
  */
 export type JobQueueAddOutcome = "added" | "duplicate"
 
-/** The queue (Redis) could not be reached, or refused the command. */
+/**
+ * The queue (Redis) could not be reached, or refused the command. `outcomeUnknown`: the
+ * command may have been sent and may still run (a timeout abandons it without cancelling it;
+ * a connection lost mid-command may have run it): ask `contains` before treating it as not done.
+ */
 export class JobQueueUnavailable extends Schema.TaggedError<JobQueueUnavailable>()("JobQueueUnavailable", {
   operation: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  outcomeUnknown: Schema.optional(Schema.Boolean)
 }) {}
 
 /** One delivery of a queued job to a consumer. */
@@ -143,5 +148,11 @@ export class JobQueue extends Context.Tag("ai-job-engine/JobQueue")<
       options?: ConsumeOptions
     ) => Effect.Effect<void, JobQueueUnavailable, Scope.Scope | R>
     readonly counts: (queueName: QueueName) => Effect.Effect<QueueCounts, JobQueueUnavailable>
+    /**
+     * Whether a queue job with this id is on the queue now (waiting, delayed or active;
+     * finished jobs are removed). Settles an add whose outcome is unknown: on one connection a
+     * later command runs after the abandoned add, so its answer includes that add.
+     */
+    readonly contains: (queueName: QueueName, queueJobId: string) => Effect.Effect<boolean, JobQueueUnavailable>
   }
 >() {}

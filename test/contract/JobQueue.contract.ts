@@ -99,6 +99,20 @@ export const jobQueueContract = (name: string, queueLayer: Layer.Layer<JobQueue 
         expect(yield* Queue.size(consumer.deliveries)).toBe(0)
       }))
 
+    it.scoped("contains: a waiting job's id, on its own queue only; not once it finished", () =>
+      Effect.gen(function* () {
+        const jobQueue = yield* JobQueue
+        const jobId = newJobId("contains")
+        const queueJobId = queueJobIdFor(jobId)
+        expect(yield* jobQueue.contains("ai-background", queueJobId)).toBe(false)
+        yield* jobQueue.add({ queueName: "ai-background", payload: payload(jobId), priority: 50 })
+        expect(yield* jobQueue.contains("ai-background", queueJobId)).toBe(true)
+        expect(yield* jobQueue.contains("ai-interactive", queueJobId)).toBe(false)
+        const consumer = yield* recordingConsumer("ai-background")
+        expect((yield* consumer.next).payload.jobId).toBe(jobId)
+        yield* pollUntil(jobQueue.contains("ai-background", queueJobId), (found) => !found)
+      }))
+
     it.scoped("a finished job's id can be queued and delivered again", () =>
       Effect.gen(function* () {
         const jobQueue = yield* JobQueue

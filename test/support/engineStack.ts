@@ -12,7 +12,7 @@ import { ModelRouterLive } from "../../src/layers/gateway/ModelRouterLive.js"
 import { PromptTemplatesLayer } from "../../src/layers/gateway/PromptTemplatesLive.js"
 import { RuleBasedContentSafetyLive } from "../../src/layers/gateway/RuleBasedContentSafety.js"
 import { SyntheticGatewayLayer } from "../../src/layers/gateway/SyntheticGateway.js"
-import { MemoryInfrastructure } from "../../src/layers/AppLayers.js"
+import { type Infrastructure, MemoryInfrastructure } from "../../src/layers/AppLayers.js"
 import { QueueSettings } from "../../src/layers/queueSettings.js"
 import { DispatcherSettings, makeDispatcher } from "../../src/pipeline/dispatcher.js"
 import { runWorker } from "../../src/pipeline/worker.js"
@@ -37,6 +37,8 @@ export const memoryEngineStack = (options: {
   readonly gateway?: Layer.Layer<AiGateway>
   /** How inputs are frozen into snapshots; the engine's redaction by default. */
   readonly snapshotBuilder?: Layer.Layer<SnapshotBuilder, never, TimingConfig>
+  /** Storage, queue and signals; the in-memory ones by default. */
+  readonly infrastructure?: Layer.Layer<Infrastructure, never, QuotaLimitsConfig | QueueSettings>
 } = {}) => {
   const modules = options.modules ?? jobCatalog
   return Layer.fresh(
@@ -56,7 +58,7 @@ export const memoryEngineStack = (options: {
             : Layer.merge(SyntheticGatewayLayer({ seed: options.seed ?? "engine-test" }), options.gateway)
         )
       ),
-      Layer.provideMerge(MemoryInfrastructure),
+      Layer.provideMerge(options.infrastructure ?? MemoryInfrastructure),
       Layer.provideMerge(
         Layer.mergeAll(
           TimingConfig.make(options.timing),

@@ -21,7 +21,7 @@ import { projectorKeysOnly } from "./projectorKeys.js"
 
 /** Limits no contract test reaches; the quota tests set their own. */
 const generousLimits: Partial<QuotaLimits> = { maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }
-import { scratchMysqlLayer } from "./scratchDatabase.js"
+import { type ScratchClientOptions, scratchMysqlLayer } from "./scratchDatabase.js"
 
 /**
  * Every stack is `Layer.fresh`: `it.layer` blocks of one file share a memo map, and the module
@@ -39,10 +39,16 @@ export const memoryRepositoriesWith = (limits: Partial<QuotaLimits>) =>
 
 export const memoryRepositories = memoryRepositoriesWith(generousLimits)
 
-export const mysqlRepositories = (prefix: string, limits: Partial<QuotaLimits> = generousLimits) =>
+export const mysqlRepositories = (
+  prefix: string,
+  limits: Partial<QuotaLimits> = generousLimits,
+  client: ScratchClientOptions = {}
+) =>
   Layer.fresh(
     Layer.mergeAll(MysqlAiJobLifecycleRepository, MysqlOutboxRepository, MysqlSnapshotRepository, MysqlUnitOfWork, MysqlQuotas)
-  ).pipe(Layer.provideMerge(Layer.merge(scratchMysqlLayer(prefix, { maxConnections: 20 }), QuotaLimitsConfig.make(limits))))
+  ).pipe(
+    Layer.provideMerge(Layer.merge(scratchMysqlLayer(prefix, { maxConnections: 20, ...client }), QuotaLimitsConfig.make(limits)))
+  )
 
 /** Job creation over a set of repositories, with the synthetic job type registered. */
 export const jobCreation = <E, R>(repositories: Layer.Layer<R, E>) =>

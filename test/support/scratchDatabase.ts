@@ -1,5 +1,5 @@
 import { MysqlClient } from "@effect/sql-mysql2"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted, type Scope } from "effect"
 import { NodeContext } from "@effect/platform-node"
 import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
 import { runMigrations } from "../../src/layers/mysql/migrate.js"
@@ -38,13 +38,19 @@ export const acquireScratchDatabase = (prefix: string) =>
       }).pipe(Effect.provide(adminLayer), Effect.orDie)
   )
 
+export interface ScratchClientOptions {
+  readonly maxConnections?: number
+  /** The URL the client connects to instead (e.g. through a proxy); migrations go direct. */
+  readonly route?: (url: string) => Effect.Effect<string, never, Scope.Scope>
+}
+
 /** A migrated scratch database's client, for `it.layer`. */
-export const scratchMysqlLayer = (prefix: string, options: { readonly maxConnections?: number } = {}) =>
+export const scratchMysqlLayer = (prefix: string, options: ScratchClientOptions = {}) =>
   Layer.unwrapScoped(
     Effect.gen(function* () {
       const { url } = yield* acquireScratchDatabase(prefix)
-      const client = mysqlClientLayer(Redacted.make(url), options)
-      yield* runMigrations.pipe(Effect.provide(Layer.merge(client, NodeContext.layer)), Effect.orDie)
-      return client
+      const direct = mysqlClientLayer(Redacted.make(url), options)
+      yield* runMigrations.pipe(Effect.provide(Layer.merge(direct, NodeContext.layer)), Effect.orDie)
+      return options.route === undefined ? direct : mysqlClientLayer(Redacted.make(yield* options.route(url)), options)
     })
   )

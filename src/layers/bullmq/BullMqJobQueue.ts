@@ -75,7 +75,8 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
         })
         return existed ? ("duplicate" as const) : ("added" as const)
       },
-      catch: unavailable("add")
+      // A failed add may still have run (or run later: ioredis keeps an abandoned command).
+      catch: (error) => new JobQueueUnavailable({ operation: "add", message: errorMessage(error), outcomeUnknown: true })
     }).pipe(
       // The add itself stays interruptible so the timeout can abandon it even when the caller
       // runs uninterruptibly (a dispatcher finishing its batch on shutdown).
@@ -83,10 +84,29 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
       Effect.timeoutFail({
         duration: Duration.millis(settings.addTimeoutMs),
         onTimeout: () =>
-          new JobQueueUnavailable({ operation: "add", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
+          new JobQueueUnavailable({
+            operation: "add",
+            message: `no answer from Redis within ${settings.addTimeoutMs} ms`,
+            outcomeUnknown: true
+          })
       })
     )
   }
+
+  // Same connection as `add`, so this EXISTS runs after any add still waiting on it.
+  const contains = (queueName: QueueName, queueJobId: string) =>
+    Effect.tryPromise({
+      try: () => redis.commands.exists(queues[queueName].toKey(queueJobId)),
+      catch: unavailable("contains")
+    }).pipe(
+      Effect.interruptible,
+      Effect.timeoutFail({
+        duration: Duration.millis(settings.addTimeoutMs),
+        onTimeout: () =>
+          new JobQueueUnavailable({ operation: "contains", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
+      }),
+      Effect.map((found) => found === 1)
+    )
 
   const counts = (queueName: QueueName) =>
     Effect.tryPromise({
@@ -205,7 +225,7 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
     })
 
   yield* Effect.logDebug("BullMQ queues open").pipe(Effect.annotateLogs({ queues: allQueueNames.join(",") }))
-  return JobQueue.of({ add, consume, counts })
+  return JobQueue.of({ add, consume, counts, contains })
 })
 
 /** JobQueue on BullMQ; needs `RedisConnection` and `QueueSettings`. */

@@ -153,6 +153,14 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
       return outcome
     })
 
+  const contains = (queueName: QueueName, queueJobId: string) =>
+    STM.commit(
+      STM.zipRight(
+        refuseWhenUnreachable("contains"),
+        STM.map(TRef.get(states[queueName].entries), HashMap.has(queueJobId))
+      )
+    )
+
   const counts = (queueName: QueueName) =>
     STM.commit(
       STM.zipRight(
@@ -280,7 +288,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
     jobIds: (queueName) => STM.commit(TRef.get(states[queueName].entries)).pipe(Effect.map((entries) => [...HashMap.keys(entries)]))
   })
 
-  return Context.make(JobQueue, JobQueue.of({ add, consume, counts })).pipe(Context.add(MemoryJobQueueControl, control))
+  return Context.make(JobQueue, JobQueue.of({ add, consume, counts, contains })).pipe(Context.add(MemoryJobQueueControl, control))
 })
 
 /** The in-memory JobQueue and its control; needs `QueueSettings` (`QueueSettings.make()` in tests). */

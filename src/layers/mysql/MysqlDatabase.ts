@@ -31,14 +31,17 @@ export const stringColumnsAsText: PoolOptions["typeCast"] = (field, next) =>
  */
 export const mysqlClientLayer = (url: Redacted.Redacted<string>, options: { readonly maxConnections?: number } = {}) => {
   const parts = parseDatabaseUrl(url)
+  const maxConnections = options.maxConnections ?? 10
   return MysqlClient.layer({
     host: parts.host,
     port: parts.port,
     username: parts.username,
     password: parts.password,
     database: parts.database,
-    maxConnections: options.maxConnections ?? 10,
-    poolConfig: { timezone: "Z", dateStrings: false, decimalNumbers: true, typeCast: stringColumnsAsText },
+    maxConnections,
+    // Released connections stay open (until the server's wait_timeout): a pool that closes
+    // every released connection reconnects on each burst, which then queues behind handshakes.
+    poolConfig: { timezone: "Z", dateStrings: false, decimalNumbers: true, maxIdle: maxConnections, typeCast: stringColumnsAsText },
     transformResultNames: Str.snakeToCamel,
     transformQueryNames: Str.camelToSnake
   })

@@ -1,8 +1,61 @@
 import { SqlClient } from "@effect/sql"
+import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Layer, Option, Schedule } from "effect"
+import { Effect, Layer, Option, Ref, Schedule, Schema, Scope } from "effect"
+import { PersistenceError } from "../../domain/PersistenceError.js"
 import { UnitOfWork } from "../../services/UnitOfWork.js"
-import { isLockContention, toPersistenceError } from "./sqlErrors.js"
+import { DatabaseSessionConfig } from "../config.js"
+import { describeSqlError, isLockContention, toPersistenceError } from "./sqlErrors.js"
+
+/**
+ * `@effect/sql` turns a failed COMMIT or ROLLBACK into a defect. A failed COMMIT (the body had
+ * succeeded) leaves the outcome unknown: the server may have committed before the connection
+ * went. Both become typed `PersistenceError`s, the first marked `commitOutcome: "unknown"`.
+ */
+const withCommitOutcome = <A, E, R>(
+  withTransaction: <A1, E1, R1>(self: Effect.Effect<A1, E1, R1>) => Effect.Effect<A1, E1 | SqlError, R1>,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | SqlError | PersistenceError, R> =>
+  Effect.flatMap(Ref.make(false), (bodySucceeded) =>
+    withTransaction(Effect.tap(effect, () => Ref.set(bodySucceeded, true))).pipe(
+      Effect.catchSomeDefect((defect) =>
+        defect instanceof SqlError
+          ? Option.some(
+            Effect.flatMap(Ref.get(bodySucceeded), (committing) =>
+              Effect.fail(
+                committing
+                  ? new PersistenceError({
+                    operation: "transaction.commit",
+                    message: describeSqlError(defect),
+                    cause: defect,
+                    commitOutcome: "unknown"
+                  })
+                  : toPersistenceError("transaction.rollback")(defect)
+              ))
+          )
+          : Option.none()
+      )
+    ))
+
+/** `SHOW VARIABLES` rows; only whether there is one matters. */
+const Variables = Schema.Array(Schema.Unknown)
+
+/**
+ * The session bounds every engine transaction starts with, sent with its BEGIN in one round
+ * trip. MariaDB also kills a write transaction left idle too long; the server is asked once
+ * whether it has that setting (MySQL does not).
+ */
+const sessionBounds = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const bounds = yield* DatabaseSessionConfig.config.pipe(Effect.orDie)
+  const found = yield* sql`SHOW VARIABLES LIKE 'idle_write_transaction_timeout'`.pipe(
+    Effect.flatMap(Schema.decodeUnknown(Variables)),
+    Effect.orDie
+  )
+  const settings = [`innodb_lock_wait_timeout = ${bounds.lockWaitTimeoutS}`]
+  if (found.length > 0) settings.push(`idle_write_transaction_timeout = ${bounds.idleTransactionTimeoutS}`)
+  return `SET SESSION ${settings.join(", ")}`
+})
 
 /**
  * `UnitOfWork` as a MySQL transaction (`@effect/sql` nests with savepoints). Repositories take
@@ -16,10 +69,24 @@ export const MysqlUnitOfWork = Layer.effect(
   UnitOfWork,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const bounds = yield* sessionBounds
+    const unprepared = (statement: string) => (conn: Connection) =>
+      Effect.asVoid(conn.executeUnprepared(statement, [], undefined))
+    const withTransaction = SqlClient.makeWithTransaction({
+      transactionTag: SqlClient.TransactionConnection,
+      spanAttributes: [],
+      acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
+        Effect.map(Scope.extend(sql.reserve, scope), (conn) => [scope, conn] as const)),
+      begin: unprepared(`${bounds}; BEGIN`),
+      savepoint: (conn, id) => unprepared(`SAVEPOINT effect_sql_${id}`)(conn),
+      commit: unprepared("COMMIT"),
+      rollback: unprepared("ROLLBACK"),
+      rollbackSavepoint: (conn, id) => unprepared(`ROLLBACK TO SAVEPOINT effect_sql_${id}`)(conn)
+    })
     return UnitOfWork.of({
       transaction: (effect) =>
         Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
-          const once = sql.withTransaction(effect)
+          const once = withCommitOutcome(withTransaction, effect)
           const attempt = Option.isNone(outer)
             ? Effect.retry(once, {
               while: (error) => error instanceof SqlError && isLockContention(error),

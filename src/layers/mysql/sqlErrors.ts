@@ -22,8 +22,19 @@ export const describeSqlError = (error: SqlError): string => {
   return `${error.message}${code ? ` [${code}${errno ? ` ${errno}` : ""}]` : ""}: ${cause}`
 }
 
+/** ER_LOCK_DEADLOCK / ER_LOCK_WAIT_TIMEOUT: InnoDB rolled the statement back; running it again is safe. */
+export const isLockContention = (error: SqlError): boolean => {
+  const { errno } = driverErrorOf(error)
+  return errno === 1213 || errno === 1205
+}
+
 export const toPersistenceError = (operation: string) => (error: SqlError) =>
-  new PersistenceError({ operation, message: describeSqlError(error), cause: error })
+  new PersistenceError({
+    operation,
+    message: describeSqlError(error),
+    cause: error,
+    ...(isLockContention(error) ? { lockContention: true } : {})
+  })
 
 /** Runs one SQL effect with its `SqlError` mapped to our typed `PersistenceError`. */
 export const persistence =
@@ -31,11 +42,6 @@ export const persistence =
   <A, R>(self: Effect.Effect<A, SqlError, R>): Effect.Effect<A, PersistenceError, R> =>
     Effect.mapError(self, toPersistenceError(operation))
 
-/** ER_LOCK_DEADLOCK / ER_LOCK_WAIT_TIMEOUT: InnoDB rolled the statement back; running it again is safe. */
-export const isLockContention = (error: SqlError): boolean => {
-  const { errno } = driverErrorOf(error)
-  return errno === 1213 || errno === 1205
-}
 
 /**
  * Concurrent claims on one index can deadlock under InnoDB's next-key locks; the victim's

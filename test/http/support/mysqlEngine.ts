@@ -12,6 +12,7 @@ import { RedisOutboxSignal } from "../../../src/layers/redis/RedisOutboxSignal.j
 import { RedisWorkerDirectory } from "../../../src/layers/redis/RedisWorkerDirectory.js"
 import type { QuotaLimits } from "../../../src/services/Quotas.js"
 import { mysqlRepositories } from "../../support/foundationStack.js"
+import type { ScratchClientOptions } from "../../support/scratchDatabase.js"
 import { testRedisLayer, uniqueRedisPrefix } from "../../support/redis.js"
 import { testVault } from "./harness.js"
 
@@ -19,8 +20,8 @@ import { testVault } from "./harness.js"
  * Every engine service the API needs on a migrated scratch MySQL database and the test Redis
  * (its own key prefix), plus `SqlClient` and `RedisConnection` for the readiness probe.
  */
-export const mysqlEngine = (name: string, limits: Partial<QuotaLimits> = {}) => {
-  const repositories = mysqlRepositories(name, { maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000, ...limits })
+export const mysqlEngine = (name: string, limits: Partial<QuotaLimits> = {}, client: ScratchClientOptions = {}) => {
+  const repositories = mysqlRepositories(name, { maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000, ...limits }, client)
   const redis = testRedisLayer(uniqueRedisPrefix(name))
   const stores = Layer.mergeAll(
     MysqlProjectionStore,
