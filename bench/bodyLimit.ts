@@ -3,7 +3,9 @@
  * (`src/main/all-in-one.ts`, in memory, its own process), reads its idle resident memory, then
  * has 16 clients send 100 MB bodies (chunked and with a Content-Length, one after another, for
  * `BENCH_BODY_SECONDS`, after a 2 s warm-up) while one client polls `/healthz`. Prints the peak / idle RSS ratio
- * (target < 2) and the `/healthz` p99 (target < 100 ms). Needs no database or Redis.
+ * (target < 2) and the `/healthz` p99 (target < 100 ms), with the same probe on the idle API and
+ * the API's own event-loop delay beside it (a busy machine delays /healthz too). Needs no
+ * database or Redis.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { readFile } from "node:fs/promises"
@@ -51,10 +53,17 @@ const embeddedEnv = (port: number) => {
 const startApi = (port: number) =>
   Effect.acquireRelease(
     Effect.sync(() =>
-      spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("../src/main/all-in-one.ts", import.meta.url))], {
-        env: embeddedEnv(port),
-        stdio: ["ignore", "ignore", "inherit"]
-      })
+      spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          "--import",
+          fileURLToPath(new URL("./eventLoopDelay.ts", import.meta.url)),
+          fileURLToPath(new URL("../src/main/all-in-one.ts", import.meta.url))
+        ],
+        { env: embeddedEnv(port), stdio: ["ignore", "ignore", "pipe"] }
+      )
     ),
     (child: ChildProcess) =>
       Effect.async<void>((resume) => {
@@ -63,6 +72,27 @@ const startApi = (port: number) =>
         child.kill("SIGTERM")
       })
   )
+
+const EventLoopDelay = Schema.parseJson(Schema.Struct({ p50Ms: Schema.Number, p99Ms: Schema.Number, maxMs: Schema.Number }))
+
+/** Asks the API process for its event-loop delay since the last ask (see `eventLoopDelay.ts`). */
+const eventLoopDelayOf = (child: ChildProcess) =>
+  Effect.async<string>((resume) => {
+    const stderr = child.stderr
+    if (stderr === null) return resume(Effect.succeed("{}"))
+    let buffered = ""
+    const onData = (part: Buffer) => {
+      buffered += part.toString("utf8")
+      const line = /event-loop-delay (\{.*\})\n/.exec(buffered)
+      if (line !== null) {
+        stderr.off("data", onData)
+        resume(Effect.succeed(line[1] ?? "{}"))
+      }
+    }
+    stderr.on("data", onData)
+    child.kill("SIGUSR2")
+    return Effect.sync(() => stderr.off("data", onData))
+  }).pipe(Effect.flatMap(Schema.decodeUnknown(EventLoopDelay)))
 
 const agent = new Agent({ keepAlive: true, maxSockets: 1 })
 
@@ -148,13 +178,17 @@ const program = Effect.gen(function* () {
   yield* Effect.sleep("2 seconds")
 
   // Idle: the same probe with no load, the machine's own noise.
+  yield* eventLoopDelayOf(child)
   const idle = yield* peakWhile(pid, probeWhile(port, Effect.sleep(`${Math.min(5, seconds)} seconds`)))
+  const idleLoop = yield* eventLoopDelayOf(child)
   const idleRss = idle.peak
 
   const token = yield* signToken({ sub: "bench-body-limit", role: "USER", expiresInSeconds: 3600 }, Redacted.make(secret))
   // Warm-up (not measured): the first refusals compile their code paths.
   yield* runClients({ port, token, clients, bytes: bodyBytes, seconds: 2 })
+  yield* eventLoopDelayOf(child)
   const loaded = yield* peakWhile(pid, probeWhile(port, runClients({ port, token, clients, bytes: bodyBytes, seconds })))
+  const loadedLoop = yield* eventLoopDelayOf(child)
   const { answers, written } = loaded.result.result
   const health = loaded.result.health
 
@@ -167,6 +201,7 @@ const program = Effect.gen(function* () {
     `  RSS idle ${mb(idleRss)} MiB, peak under load ${mb(loaded.peak)} MiB: peak/idle ${rssRatio} (target < 2) ${rssRatio < 2 ? "PASS" : "FAIL"}`,
     `  /healthz idle:  ${idle.result.health.count} answers, p50 ${idle.result.health.p50Ms} ms, p99 ${idle.result.health.p99Ms} ms`,
     `  /healthz load:  ${health.count} answers, ${loaded.result.failures} failed, p50 ${health.p50Ms} ms, p99 ${health.p99Ms} ms, max ${health.maxMs} ms (target p99 < 100 ms) ${healthOk ? "PASS" : "FAIL"}`,
+    `  API event-loop delay: idle p99 ${idleLoop.p99Ms} ms (max ${idleLoop.maxMs}), under load p99 ${loadedLoop.p99Ms} ms (max ${loadedLoop.maxMs})`,
     `  load average (1 min) at the end: ${round(loadavg()[0] ?? 0, 2)} on ${availableParallelism()} cores`
   ]
   yield* Effect.sync(() => process.stdout.write(lines.join("\n") + "\n"))
