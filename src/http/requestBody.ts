@@ -264,13 +264,14 @@ export const requestBodyGuard = (maxBodyBytes: number) => <E, R>(app: HttpApp.De
 
 /**
  * Answering before the body was read whole (refused, cut off, or a route that takes no body)
- * closes the connection: Node would otherwise read the rest to reuse the connection.
+ * closes the connection: Node would otherwise read the rest to reuse the connection. (A request
+ * without a body can be answered before Node marks it complete: it keeps its connection.)
  */
 export const closeWhenBodyUnread = HttpMiddleware.make((app) =>
   Effect.zipRight(
     HttpApp.appendPreResponseHandler((request, response) =>
       Effect.succeed(
-        request.source instanceof IncomingMessage && !request.source.complete
+        request.source instanceof IncomingMessage && carriesBody(request.source) && !request.source.complete
           ? HttpServerResponse.setHeader(response, "connection", "close")
           : response
       )

@@ -195,6 +195,8 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
           yield* api.request("GET", "/no-such-route"),
           yield* api.request("GET", "/openapi.json")
         ]
+        // A request without a body keeps its connection alive; only an unread body closes it.
+        expect(answers[2]?.headers.get("connection")).toBe("keep-alive")
         for (const answer of answers) {
           expect(answer.headers.get("x-content-type-options"), String(answer.status)).toBe("nosniff")
           expect(answer.headers.get("referrer-policy")).toBe("no-referrer")
