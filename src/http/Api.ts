@@ -10,9 +10,11 @@ import {
   JobNotRetryableError,
   OutboxEventNotDeadError,
   OutboxEventNotFoundError,
+  PayloadTooLarge,
   PlatformUnavailable,
   QuotaExceededError,
-  TooManyJobsError
+  TooManyJobsError,
+  UnsupportedMediaType
 } from "./ApiErrors.js"
 import {
   AcceptedJobStatusResponse,
@@ -204,6 +206,8 @@ export class AiJobApi extends HttpApi.make("ai-job-engine")
   .addError(InvalidRequest)
   .addError(InternalServerError)
   .addError(PlatformUnavailable)
+  .addError(PayloadTooLarge)
+  .addError(UnsupportedMediaType)
   .annotate(OpenApi.Title, "AI Job Engine")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(

@@ -77,6 +77,16 @@ export class QuotaExceededError extends Schema.Class<QuotaExceededError>("QuotaE
   HttpApiSchema.annotations({ status: 429, description: "The caller's daily job quota is used up." })
 ) {}
 
+export class PayloadTooLarge extends Schema.Class<PayloadTooLarge>("PayloadTooLarge")(
+  { code: Schema.tag("PAYLOAD_TOO_LARGE"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 413, description: "The request body is larger than HTTP_MAX_BODY_BYTES; it is not read further." })
+) {}
+
+export class UnsupportedMediaType extends Schema.Class<UnsupportedMediaType>("UnsupportedMediaType")(
+  { code: Schema.tag("UNSUPPORTED_MEDIA_TYPE"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 415, description: "A request body must be application/json (UTF-8)." })
+) {}
+
 export class InternalServerError extends Schema.Class<InternalServerError>("InternalServerError")(
   { code: Schema.tag("INTERNAL_ERROR"), message: Schema.String },
   HttpApiSchema.annotations({ status: 500, description: "An unexpected error; details are in the server log only." })

@@ -86,12 +86,22 @@ export class RetriedJobResponse extends Schema.Class<RetriedJobResponse>("Retrie
 // Lists
 
 /**
+ * A time a list can be filtered or paged by: what a DATETIME column holds (years 1000 to 9999);
+ * outside it the database would refuse the query.
+ */
+const StoredTime = Schema.Date.pipe(
+  Schema.betweenDate(new Date("1000-01-01T00:00:00.000Z"), new Date("9999-12-31T23:59:59.999Z"), {
+    message: () => "must be a time between the years 1000 and 9999"
+  })
+)
+
+/**
  * The opaque keyset cursor: base64url of `{ createdAt, id }` of the last item seen. Clients
  * pass back `nextCursor` as it came; its content is not part of the contract.
  */
 export const JobCursor = Schema.compose(
   Schema.StringFromBase64Url,
-  Schema.parseJson(Schema.Struct({ createdAt: Schema.Date, id: Schema.String.pipe(Schema.minLength(1)) }))
+  Schema.parseJson(Schema.Struct({ createdAt: StoredTime, id: Schema.String.pipe(Schema.minLength(1)) }))
 ).annotations({
   identifier: "JobCursor",
   description: "Opaque: the nextCursor of the previous page.",
@@ -121,8 +131,8 @@ export const AdminJobListParams = Schema.Struct({
   jobType: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64))),
   status: Schema.optional(LifecycleStatus),
   queueName: Schema.optional(QueueName),
-  createdFrom: Schema.optional(Schema.Date.annotations({ description: "ISO-8601 time, inclusive." })),
-  createdTo: Schema.optional(Schema.Date.annotations({ description: "ISO-8601 time, exclusive." })),
+  createdFrom: Schema.optional(StoredTime.annotations({ description: "ISO-8601 time, inclusive." })),
+  createdTo: Schema.optional(StoredTime.annotations({ description: "ISO-8601 time, exclusive." })),
   cursor: Schema.optional(JobCursor),
   limit: Schema.optionalWith(Limit, { default: () => defaultPageSize })
 })

@@ -1,5 +1,6 @@
 import { Config, ConfigError, Context, Effect, Layer, Option, Redacted } from "effect"
 import { HttpConfig } from "../layers/config.js"
+import { defaultHttpTransport, httpTransportConfig, type HttpTransportSettings } from "./HttpTransportSettings.js"
 
 /**
  * What the HTTP API needs beyond the shared configuration: the JWT secret (required here),
@@ -12,6 +13,8 @@ export interface ApiSettingsShape {
   readonly runtimeServiceToken: Option.Option<Redacted.Redacted<string>>
   /** `AI_PLATFORM_ENABLED` (default true): false makes every route that creates AI work answer 503. */
   readonly platformEnabled: boolean
+  /** Body limit, timeouts and CORS origins (`HTTP_MAX_BODY_BYTES`, `HTTP_*_TIMEOUT_MS`, `CORS_ALLOWED_ORIGINS`). */
+  readonly transport: HttpTransportSettings
 }
 
 export class ApiSettings extends Context.Tag("ai-job-engine/http/ApiSettings")<ApiSettings, ApiSettingsShape>() {
@@ -24,7 +27,8 @@ export class ApiSettings extends Context.Tag("ai-job-engine/http/ApiSettings")<A
         })
       )
     ),
-    platformEnabled: Config.boolean("AI_PLATFORM_ENABLED").pipe(Config.withDefault(true))
+    platformEnabled: Config.boolean("AI_PLATFORM_ENABLED").pipe(Config.withDefault(true)),
+    transport: httpTransportConfig
   })
 
   /** From the environment; `AUTH_JWT_SECRET` must be set (it is optional in `HttpConfig`). */
@@ -47,10 +51,12 @@ export class ApiSettings extends Context.Tag("ai-job-engine/http/ApiSettings")<A
     readonly jwtSecret: string
     readonly runtimeServiceToken?: string | undefined
     readonly platformEnabled?: boolean | undefined
+    readonly transport?: Partial<HttpTransportSettings> | undefined
   }) =>
     Layer.succeed(ApiSettings, {
       jwtSecret: Redacted.make(settings.jwtSecret),
       runtimeServiceToken: Option.map(Option.fromNullable(settings.runtimeServiceToken), Redacted.make),
-      platformEnabled: settings.platformEnabled ?? true
+      platformEnabled: settings.platformEnabled ?? true,
+      transport: { ...defaultHttpTransport, ...settings.transport }
     })
 }

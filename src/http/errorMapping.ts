@@ -14,11 +14,13 @@ import {
   InvalidRequest,
   JobAlreadyCancelledError,
   JobNotCancellableError,
+  type PayloadTooLarge,
   platformUnavailable,
   QuotaExceededError,
   TooManyJobsError
 } from "./ApiErrors.js"
 import { AiJobApi } from "./Api.js"
+import { bodyRejectionOf } from "./requestBody.js"
 
 /**
  * Domain errors → public errors. Each mapping logs what an operator needs (ids, operation,
@@ -130,7 +132,7 @@ const describeDecodeError = (error: HttpApiError.HttpApiDecodeError): string => 
   return byPath.size === 0 ? error.message : Array.from(byPath.values()).join("; ")
 }
 
-/** A body that is not JSON at all (HttpApiBuilder turns it into a defect). */
+/** A body that could not be read as JSON (HttpApiBuilder turns it into a defect). */
 const isUnreadableBody = (defect: unknown): boolean =>
   HttpServerError.isServerError(defect) && defect._tag === "RequestError" && defect.reason === "Decode"
 
@@ -140,7 +142,9 @@ const isUnreadableBody = (defect: unknown): boolean =>
  * defect becomes `500 { code: "INTERNAL_ERROR" }` (logged with its cause, answered without it).
  * Everything else, route-not-found and interruption included, passes through unchanged.
  */
-const replaceFailure = (cause: Cause.Cause<never>): Effect.Effect<never, InvalidRequest | InternalServerError> => {
+const replaceFailure = (
+  cause: Cause.Cause<never>
+): Effect.Effect<never, InvalidRequest | PayloadTooLarge | InternalServerError> => {
   if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
@@ -151,7 +155,7 @@ const replaceFailure = (cause: Cause.Cause<never>): Effect.Effect<never, Invalid
   }
   const defect = Cause.dieOption(cause)
   if (Option.isSome(defect)) {
-    if (isUnreadableBody(defect.value)) return Effect.fail(new InvalidRequest({ message: "body: is not valid JSON" }))
+    if (isUnreadableBody(defect.value)) return Effect.fail(bodyRejectionOf(defect.value))
     return Effect.logError("unexpected defect in an HTTP handler", cause).pipe(
       Effect.zipRight(Effect.fail(internalServerError()))
     )

@@ -5,12 +5,16 @@ import { Effect, Layer } from "effect"
 import { AiJobApi } from "./Api.js"
 import { AuthLive } from "./Auth.js"
 import { ErrorMiddlewareLive } from "./errorMapping.js"
+import { ApiSettings } from "./ApiSettings.js"
 import { AdminHandlersLive } from "./handlers/adminHandlers.js"
 import { CredentialsHandlersLive } from "./handlers/credentialsHandlers.js"
 import { HealthHandlersLive } from "./handlers/healthHandlers.js"
 import { InternalHandlersLive } from "./handlers/internalHandlers.js"
 import { JobsHandlersLive } from "./handlers/jobsHandlers.js"
+import { nodeServerOptions } from "./HttpTransportSettings.js"
 import { PlatformGateLive } from "./PlatformGate.js"
+import { closeWhenBodyUnread, requestBodyGuard } from "./requestBody.js"
+import { corsLayer, securityHeaders } from "./responseHeaders.js"
 
 /**
  * The HTTP API as layers. `ApiLive` needs the engine's services (AiJobService,
@@ -39,17 +43,34 @@ const bearerChallenge = HttpMiddleware.make((app) =>
   )
 )
 
+/**
+ * Around every answer, outermost first: protective headers, the connection closed when a body
+ * was left unread, the request log, the 401 challenge. Inside, before routing: CORS when origins
+ * are configured, the body guard, the error mapping.
+ */
 export const apiServer = (options: { readonly logRequests?: boolean } = {}) =>
-  HttpApiBuilder.serve((app) => (options.logRequests === true ? HttpMiddleware.logger(bearerChallenge(app)) : bearerChallenge(app))).pipe(
-    Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
-    Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-    Layer.provide(ErrorMiddlewareLive),
-    Layer.provide(ApiLive)
+  Layer.unwrapEffect(
+    Effect.map(ApiSettings, ({ transport }) => {
+      const logged = <E, R>(app: HttpApp.Default<E, R>) => (options.logRequests === true ? HttpMiddleware.logger(app) : app)
+      return HttpApiBuilder.serve((app) => securityHeaders(closeWhenBodyUnread(logged(bearerChallenge(app))))).pipe(
+        Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+        Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+        Layer.provide(ErrorMiddlewareLive),
+        Layer.provide(HttpApiBuilder.middleware(AiJobApi, requestBodyGuard(transport.maxBodyBytes))),
+        Layer.provide(corsLayer(transport.corsAllowedOrigins)),
+        Layer.provide(ApiLive)
+      )
+    })
+  )
+
+/** A Node HTTP server with the configured request and header timeouts. */
+export const nodeHttpServer = (options: { readonly port: number; readonly host?: string | undefined }) =>
+  Layer.unwrapEffect(
+    Effect.map(ApiSettings, ({ transport }) =>
+      NodeHttpServer.layer(() => createServer(nodeServerOptions(transport)), { port: options.port, host: options.host })
+    )
   )
 
 /** The API on a Node HTTP server at `port` (0: any free port), logging its address. */
 export const nodeApiServer = (options: { readonly port: number; readonly host?: string; readonly logRequests?: boolean }) =>
-  apiServer(options).pipe(
-    HttpServer.withLogAddress,
-    Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host }))
-  )
+  apiServer(options).pipe(HttpServer.withLogAddress, Layer.provide(nodeHttpServer(options)))

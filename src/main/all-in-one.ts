@@ -12,6 +12,7 @@ import { Config, ConfigProvider, Console, Effect, Layer, Option, Redacted } from
 import { randomBytes } from "node:crypto"
 import { ApiSettings } from "../http/ApiSettings.js"
 import { signToken } from "../http/AuthTokens.js"
+import { httpTransportConfig } from "../http/HttpTransportSettings.js"
 import { ReadinessProbeLive, ReadinessProbeMemory } from "../http/ReadinessProbe.js"
 import { nodeApiServer } from "../http/server.js"
 import { ConfigLive, EngineServicesLive, LiveInfrastructure, MemoryInfrastructure } from "../layers/AppLayers.js"
@@ -65,6 +66,7 @@ const embeddedBanner = (options: { readonly port: number; readonly secret: Redac
 const embedded = Effect.gen(function* () {
   const http = yield* HttpConfig.config
   const provider = yield* ProviderConfig.config
+  const transport = yield* httpTransportConfig
   const secret = Option.getOrElse(http.authJwtSecret, () => Redacted.make(randomBytes(32).toString("base64url")))
   const realProvider = Option.isSome(provider.apiKey)
   // Without a provider key the embedded engine runs the synthetic provider, which needs none;
@@ -81,7 +83,7 @@ const embedded = Effect.gen(function* () {
     engineParts(http.port),
     embeddedBanner({ port: http.port, secret, provider: realProvider ? provider.baseUrl : "synthetic (set AI_API_KEY for a real one)" })
   ).pipe(
-    Layer.provide(Layer.merge(ApiSettings.make({ jwtSecret: Redacted.value(secret) }), ReadinessProbeMemory)),
+    Layer.provide(Layer.merge(ApiSettings.make({ jwtSecret: Redacted.value(secret), transport }), ReadinessProbeMemory)),
     Layer.provide(services)
   )
 })

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either, Option, Redacted } from "effect"
+import { httpTransportConfig } from "../../src/http/HttpTransportSettings.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../../src/layers/config.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
@@ -41,7 +42,11 @@ describe("configuration", () => {
     ["DATABASE_URL", "postgres://localhost/db", StorageConfig.config],
     ["REDIS_URL", "localhost:6379", StorageConfig.config],
     ["CREDENTIAL_ENCRYPTION_KEY", "c2hvcnQ=", ProviderConfig.config],
-    ["AUTH_JWT_SECRET", "short", HttpConfig.config]
+    ["AUTH_JWT_SECRET", "short", HttpConfig.config],
+    ["HTTP_MAX_BODY_BYTES", "0", httpTransportConfig],
+    ["HTTP_REQUEST_TIMEOUT_MS", "later", httpTransportConfig],
+    ["CORS_ALLOWED_ORIGINS", "*", httpTransportConfig],
+    ["CORS_ALLOWED_ORIGINS", "https://app.example.com/path", httpTransportConfig]
   ]
   for (const [name, value, read] of bad) {
     it.effect(`a bad ${name} fails with a message naming it`, () =>
@@ -58,5 +63,21 @@ describe("configuration", () => {
         TimingConfig.config.pipe(withEnv({ JOB_LOCK_TTL_MS: "1000", JOB_HEARTBEAT_MS: "1000" }))
       )
       expect(Either.isLeft(result) && String(result.left)).toContain("JOB_HEARTBEAT_MS")
+    }))
+
+  it.effect("HTTP transport: 1 MiB bodies, 30 s / 10 s timeouts and no CORS by default; origins are a comma-separated list", () =>
+    Effect.gen(function* () {
+      expect(yield* httpTransportConfig.pipe(withEnv({}))).toEqual({
+        maxBodyBytes: 1_048_576,
+        requestTimeoutMs: 30_000,
+        headersTimeoutMs: 10_000,
+        corsAllowedOrigins: []
+      })
+      const listed = yield* httpTransportConfig.pipe(withEnv({ CORS_ALLOWED_ORIGINS: "https://a.example, http://localhost:5173" }))
+      expect(listed.corsAllowedOrigins).toEqual(["https://a.example", "http://localhost:5173"])
+      const longerHeaders = yield* Effect.either(
+        httpTransportConfig.pipe(withEnv({ HTTP_REQUEST_TIMEOUT_MS: "1000", HTTP_HEADERS_TIMEOUT_MS: "2000" }))
+      )
+      expect(Either.isLeft(longerHeaders) && String(longerHeaders.left)).toContain("HTTP_HEADERS_TIMEOUT_MS")
     }))
 })

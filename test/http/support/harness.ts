@@ -1,12 +1,11 @@
-import { createServer } from "node:http"
 import { HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 import { byLease, leaseOf, type AiJob } from "../../../src/domain/AiJob.js"
 import { ApiSettings } from "../../../src/http/ApiSettings.js"
 import { type Role, signToken } from "../../../src/http/AuthTokens.js"
 import { ReadinessProbeMemory, type ReadinessProbe } from "../../../src/http/ReadinessProbe.js"
-import { apiServer } from "../../../src/http/server.js"
+import type { HttpTransportSettings } from "../../../src/http/HttpTransportSettings.js"
+import { apiServer, nodeHttpServer } from "../../../src/http/server.js"
 import { AiJobServiceLive } from "../../../src/layers/core/AiJobServiceLive.js"
 import { JobCatalogLive } from "../../../src/layers/core/JobCatalogLive.js"
 import { OutboxAdminLive } from "../../../src/layers/core/OutboxAdminLive.js"
@@ -68,7 +67,7 @@ export interface RequestOptions {
   /** The Authorization header verbatim (wins over `token`). */
   readonly authorization?: string | undefined
   readonly body?: unknown
-  /** A body sent as is, with `content-type: application/json`. */
+  /** A body sent as is, with `content-type: application/json` unless `headers` names another. */
   readonly rawBody?: string | undefined
   readonly headers?: Readonly<Record<string, string>> | undefined
 }
@@ -90,7 +89,7 @@ export const request = (baseUrl: string, method: string, path: string, options: 
     let body: string | undefined
     if (options.rawBody !== undefined) body = options.rawBody
     else if (options.body !== undefined) body = JSON.stringify(options.body)
-    if (body !== undefined) headers["content-type"] = "application/json"
+    if (body !== undefined) headers["content-type"] ??= "application/json"
     const response = await fetch(`${baseUrl}${path}`, { method, headers, body })
     const text = await response.text()
     return { status: response.status, text, body: parse(text), headers: response.headers }
@@ -131,6 +130,8 @@ export interface ApiHarnessOptions<ROut = never> {
   readonly platformEnabled?: boolean
   readonly runtimeServiceToken?: string | undefined
   readonly probe?: Layer.Layer<ReadinessProbe, never, NoInfer<ROut>>
+  /** Body limit, timeouts, CORS origins; the defaults otherwise. */
+  readonly transport?: Partial<HttpTransportSettings>
 }
 
 /**
@@ -145,10 +146,11 @@ export const startApi = <ROut, E>(
     const settings = ApiSettings.make({
       jwtSecret,
       runtimeServiceToken: "runtimeServiceToken" in options ? options.runtimeServiceToken : runtimeToken,
-      platformEnabled: options.platformEnabled ?? true
+      platformEnabled: options.platformEnabled ?? true,
+      transport: options.transport
     })
     const server = apiServer().pipe(
-      Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+      Layer.provideMerge(nodeHttpServer({ port: 0, host: "127.0.0.1" })),
       Layer.provideMerge(Layer.merge(settings, options.probe ?? ReadinessProbeMemory)),
       Layer.provideMerge(engine)
     )
