@@ -12,7 +12,9 @@ export default defineConfig({
     // machine has two cores: keep file parallelism modest so timing-based waits stay honest.
     maxWorkers: 2,
     minWorkers: 1,
-    testTimeout: 30_000,
+    // A timeout only catches a hang; on a loaded two-core machine an integration test's setup
+    // alone (1,000 outbox rows) took 27 s, so the default leaves room for that.
+    testTimeout: 120_000,
     hookTimeout: 60_000,
     // What tests and the engine print (logs included) is shown for failing tests only.
     silent: "passed-only"
