@@ -1,4 +1,4 @@
-import { Clock, ConfigProvider, Effect, Exit, FiberRef, HashMap, HashSet, Random, Scope } from "effect"
+import { Clock, ConfigProvider, Effect, Exit, FiberRef, HashMap, HashSet, Random, Scheduler, Scope } from "effect"
 import { isTerminal } from "../domain/LifecycleStatus.js"
 import { feynmanEvaluationDefinition } from "../jobs/feynman_evaluation/definition.js"
 import { flashcardGenerationDefinition } from "../jobs/flashcard_generation/definition.js"
@@ -126,6 +126,12 @@ export interface SeedResult {
 
 /** Virtual time starts here (2025-01-01T00:00:00Z), so ids and timestamps are the same every run. */
 const epochMillis = 1_735_689_600_000
+
+/**
+ * A seed runs on microtasks only, so seeds run back to back would never let the host's event
+ * loop turn (its I/O, its timers: a test runner's RPC times out). Each seed first yields to it.
+ */
+const yieldToEventLoop = Effect.yieldNow().pipe(Effect.withScheduler(Scheduler.timer(0)))
 
 /** One seed: plan the workload and faults, run the world step by step, check after each step. */
 export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {}, options: { readonly keepEntries?: number } = {}) => {
@@ -265,7 +271,7 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
     return result
   })
 
-  return scoped.pipe(
+  const seeded = scoped.pipe(
     Effect.withScheduler(makeSimulationScheduler()),
     Effect.withClock(clock),
     Effect.withRandom(Random.make(`engine:${seed}`)),
@@ -273,6 +279,7 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
     // Fiber-local, so the fibers that outlive the run (closing in the background) keep it too.
     Effect.locally(FiberRef.currentLoggers, HashSet.make(traceLogger(trace)))
   )
+  return Effect.zipRight(yieldToEventLoop, seeded)
 }
 
 /** The lines a failing seed prints: the seed, the invariant, the last steps, the replay command. */

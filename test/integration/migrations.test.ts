@@ -39,11 +39,11 @@ interface ProgramRun {
   readonly output: string
 }
 
-/** Runs one of the repository's programs the way npm does, and collects its exit code and output. */
-const runProgram = (script: string, args: ReadonlyArray<string>, databaseUrl: string | undefined) =>
+/** Runs one of the repository's built programs (`dist/{program}.js`, what `npm run` runs), and collects its exit code and output. */
+const runProgram = (program: "migrate" | "migrations-check", args: ReadonlyArray<string>, databaseUrl: string | undefined) =>
   Effect.async<ProgramRun>((resume) => {
     const { DATABASE_URL: _inherited, ...environment } = process.env
-    const child = spawn("npx", ["tsx", script, ...args], {
+    const child = spawn("node", [`dist/${program}.js`, ...args], {
       cwd: repositoryRoot,
       env: databaseUrl === undefined ? environment : { ...environment, DATABASE_URL: databaseUrl },
       stdio: ["ignore", "pipe", "pipe"]
@@ -213,25 +213,25 @@ describe("the migrate and migrations-check programs", () => {
     Effect.gen(function*() {
       const scratch = yield* acquireScratchDatabase("migrations_cli")
 
-      const firstMigrate = yield* runProgram("src/main/migrate.ts", [], scratch.url)
+      const firstMigrate = yield* runProgram("migrate", [], scratch.url)
       expect(firstMigrate.exitCode, firstMigrate.output).toBe(0)
       expect(firstMigrate.output).toContain("Applied migration 0001_ai_job")
-      const secondMigrate = yield* runProgram("src/main/migrate.ts", [], scratch.url)
+      const secondMigrate = yield* runProgram("migrate", [], scratch.url)
       expect(secondMigrate.exitCode, secondMigrate.output).toBe(0)
       expect(secondMigrate.output).toContain("No pending migrations")
 
-      const liveBefore = yield* runProgram("migrations-check/main.ts", ["--live"], scratch.url)
+      const liveBefore = yield* runProgram("migrations-check", ["--live"], scratch.url)
       expect(liveBefore.exitCode, liveBefore.output).toBe(0)
 
       yield* dropProgressColumn.pipe(Effect.provide(clientFor(scratch.url)))
-      const liveAfter = yield* runProgram("migrations-check/main.ts", ["--live"], scratch.url)
+      const liveAfter = yield* runProgram("migrations-check", ["--live"], scratch.url)
       expect(liveAfter.exitCode).not.toBe(0)
       expect(liveAfter.output).toContain("ai_job.progress")
     }), { timeout: 90_000 })
 
   it.scopedLive("migrations-check (default mode) exits 0 and leaves no scratch database behind", () =>
     Effect.gen(function*() {
-      const run = yield* runProgram("migrations-check/main.ts", [], testServerUrl)
+      const run = yield* runProgram("migrations-check", [], testServerUrl)
       expect(run.exitCode, run.output).toBe(0)
       expect(run.output).toContain("OK: no drift")
       const scratchName = /migrations_check_[0-9a-f]+/.exec(run.output)?.[0] ?? ""
@@ -241,7 +241,7 @@ describe("the migrate and migrations-check programs", () => {
 
   it.scopedLive("migrate without DATABASE_URL fails with a message naming it", () =>
     Effect.gen(function*() {
-      const run = yield* runProgram("src/main/migrate.ts", [], undefined)
+      const run = yield* runProgram("migrate", [], undefined)
       expect(run.exitCode).not.toBe(0)
       expect(run.output).toContain("DATABASE_URL")
     }), { timeout: 60_000 })

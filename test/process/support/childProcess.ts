@@ -4,7 +4,7 @@ import { Data, Deferred, Duration, Effect, Option, type Scope } from "effect"
 
 /**
  * Real child processes for the process tests: each runs in its own process group (so `npm start`,
- * which is npm → sh → tsx → node, can be ended as a whole), its output is kept for assertions
+ * which is npm → node, can be ended as a whole), its output is kept for assertions
  * and for failure messages, and the scope that spawned it kills what is still running.
  */
 
@@ -47,9 +47,12 @@ export const childEnv = (variables: Readonly<Record<string, string>>): NodeJS.Pr
   return { ...env, ...variables }
 }
 
-/** How a main program is started: `node --import tsx` starts faster than `npx tsx` and gets signals directly. */
+/**
+ * How a main program is started: `node dist/{entry}.js`, the bundle production runs (built once
+ * by the suite's global setup), so it starts in about a second and gets signals directly.
+ */
 export const nodeProgram = (entry: "all-in-one" | "api" | "worker" | "dispatcher" | "migrate") =>
-  ["node", ["--import", "tsx", `src/main/${entry}.ts`]] as const
+  ["node", [`dist/${entry}.js`]] as const
 
 const killGroup = (child: ChildProcess, signal: NodeJS.Signals) => {
   if (child.pid === undefined) return
