@@ -54,9 +54,39 @@ const problemsOf = (error: ParseResult.ParseError): ReadonlyArray<string> =>
     `${issue.path.length === 0 ? "<body>" : issue.path.join(".")}: ${issue._tag === "Missing" ? "missing" : "unexpected value"}`
   )
 
-/** A provider's short machine words (`type`, `code`), never its free-text message (which may quote a key). */
-const token = (value: string | number | null | undefined) =>
-  value === null || value === undefined ? undefined : String(value).replace(/[^\w.-]/g, "").slice(0, 64) || undefined
+/**
+ * The provider error words kept (OpenAI's and DeepSeek's `type` and `code`): anything else the
+ * body says, free text included, may quote the key or the input and is dropped.
+ */
+const knownErrorWords: ReadonlySet<string> = new Set([
+  "invalid_request_error",
+  "authentication_error",
+  "permission_error",
+  "permission_denied",
+  "not_found_error",
+  "rate_limit_error",
+  "rate_limit_exceeded",
+  "insufficient_quota",
+  "insufficient_balance",
+  "invalid_api_key",
+  "model_not_found",
+  "context_length_exceeded",
+  "content_filter",
+  "content_policy_violation",
+  "server_error",
+  "api_error",
+  "overloaded_error",
+  "service_unavailable",
+  "timeout"
+])
+
+/** A provider's `type` or `code`: a known word or an HTTP-like number, nothing else. */
+const knownWord = (value: string | number | null | undefined): string | undefined => {
+  if (typeof value === "number") return Number.isInteger(value) && value >= 0 && value < 10_000 ? String(value) : undefined
+  if (typeof value !== "string") return undefined
+  const word = value.trim().toLowerCase()
+  return knownErrorWords.has(word) || /^\d{1,4}$/.test(word) ? word : undefined
+}
 
 // --- Retry-After ---
 
@@ -106,7 +136,7 @@ export const makeOpenAiCompatibleGateway = (options: OpenAiGatewayOptions) =>
       now: number
     ): GatewayError => {
       const parsed = Either.getOrUndefined(decodeErrorBody(body))?.error
-      const detail = [token(parsed?.type), token(parsed?.code)].filter((s) => s !== undefined).join("/")
+      const detail = [knownWord(parsed?.type), knownWord(parsed?.code)].filter((s) => s !== undefined).join("/")
       const described = `provider answered HTTP ${status}${detail ? ` (${detail})` : ""}`
       const retryAfterMs = parseRetryAfter(retryAfter, now)
       if (status === 429) {
@@ -119,7 +149,7 @@ export const makeOpenAiCompatibleGateway = (options: OpenAiGatewayOptions) =>
       if (status >= 500) {
         return new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: described, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) })
       }
-      if ((status === 400 || status === 422) && (isContentRefusal(parsed?.message) || isContentRefusal(parsed?.type) || isContentRefusal(token(parsed?.code)))) {
+      if ((status === 400 || status === 422) && (isContentRefusal(parsed?.message) || isContentRefusal(parsed?.type) || isContentRefusal(typeof parsed?.code === "string" ? parsed.code : undefined))) {
         return new ContentSafetyError({ code: "CONTENT_SAFETY_BLOCKED", stage: "provider", message: `${described}: refused for content` })
       }
       return new InternalError({ code: "INTERNAL_ERROR", message: `${described}: the provider refused the request` })
