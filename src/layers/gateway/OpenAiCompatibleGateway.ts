@@ -1,7 +1,8 @@
 import { HttpClient, type HttpClientError, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Clock, Config, Duration, Effect, Either, Layer, ParseResult, Schema } from "effect"
+import { Clock, Config, Duration, Effect, Either, Layer, ParseResult, Redacted, Schema } from "effect"
 import { ContentSafetyError, CredentialError, InternalError, ProviderError, ValidationError } from "../../domain/ExecutionError.js"
+import { scrubSecrets } from "../../domain/SecretScrubbing.js"
 import { AiGateway, type GatewayError, type GenerateRequest, type GenerateResult } from "../../services/AiGateway.js"
 import { ProviderConfig } from "../config.js"
 
@@ -86,6 +87,28 @@ const knownWord = (value: string | number | null | undefined): string | undefine
   if (typeof value !== "string") return undefined
   const word = value.trim().toLowerCase()
   return knownErrorWords.has(word) || /^\d{1,4}$/.test(word) ? word : undefined
+}
+
+/**
+ * The error with token-like text and the call's own key removed from its message: messages are
+ * built without provider text already, this keeps a future one from carrying the key to
+ * `internal_error_message` or a log.
+ */
+const withoutSecrets = (error: GatewayError, key: string): GatewayError => {
+  const message = scrubSecrets(error.message, [key])
+  if (message === error.message) return error
+  switch (error._tag) {
+    case "ProviderError":
+      return new ProviderError({ ...error, message })
+    case "ValidationError":
+      return new ValidationError({ ...error, message })
+    case "ContentSafetyError":
+      return new ContentSafetyError({ ...error, message })
+    case "CredentialError":
+      return new CredentialError({ ...error, message })
+    case "InternalError":
+      return new InternalError({ ...error, message })
+  }
 }
 
 // --- Retry-After ---
@@ -251,6 +274,7 @@ export const makeOpenAiCompatibleGateway = (options: OpenAiGatewayOptions) =>
         }
         return yield* interpret(request, answer.body, latencyMs)
       }).pipe(
+        Effect.mapError((error) => withoutSecrets(error, Redacted.value(request.credential.apiKey))),
         Effect.tap((result) =>
           Effect.logDebug("provider call succeeded").pipe(
             Effect.annotateLogs({
