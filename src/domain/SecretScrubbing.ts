@@ -14,11 +14,14 @@ const tokenLike: ReadonlyArray<RegExp> = [
   /[A-Za-z0-9+/_-]{32,}={0,2}/g
 ]
 
+/** Job, credential and event ids are UUIDs: operators need them, and they are no secret. */
+const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
 export const scrubSecrets = (text: string, secrets: ReadonlyArray<string> = []): string => {
   let scrubbed = text
   for (const secret of secrets) {
     if (secret.length > 0) scrubbed = scrubbed.split(secret).join(redacted)
   }
-  for (const pattern of tokenLike) scrubbed = scrubbed.replace(pattern, redacted)
+  for (const pattern of tokenLike) scrubbed = scrubbed.replace(pattern, (match) => (uuid.test(match) ? match : redacted))
   return scrubbed
 }
