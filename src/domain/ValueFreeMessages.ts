@@ -72,8 +72,6 @@ const expected = (ast: SchemaAST.AST): string => {
       return Option.getOrElse(SchemaAST.getIdentifierAnnotation(ast), () => expected(ast.from))
     case "Transformation":
       return expected(ast.to)
-    case "Declaration":
-      return Option.getOrElse(SchemaAST.getIdentifierAnnotation(ast), () => "a valid value")
     default:
       return Option.getOrElse(SchemaAST.getIdentifierAnnotation(ast), () => "a valid value")
   }
