@@ -19,6 +19,7 @@ export const programs = {
   dispatcher: "src/main/dispatcher.ts",
   migrate: "src/main/migrate.ts",
   simulate: "src/main/simulate.ts",
+  token: "src/main/token.ts",
   "migrations-check": "migrations-check/main.ts"
 }
 

@@ -1,6 +1,7 @@
 import { Effect, ParseResult, Schema } from "effect"
 import { InvalidJobInput } from "./JobCreationErrors.js"
 import { ValidationError } from "./ExecutionError.js"
+import { describeIssue } from "./ValueFreeMessages.js"
 
 /**
  * A job type as the engine runs it: the definition (ADR 2.1 data) with the Schemas of its
@@ -50,7 +51,9 @@ export const defineJobType = <I, IE, O, OE>(spec: {
     definition: spec.definition,
     decodeInput: (input) =>
       decodeInput(input).pipe(
-        Effect.mapError((error) => new InvalidJobInput({ jobType, problems: formatProblems(error) }))
+        Effect.catchAll((error) =>
+          Effect.flatMap(describeIssue(error.issue), (problem) => Effect.fail(new InvalidJobInput({ jobType, problems: [problem] })))
+        )
       ),
     decodeOutput: (output, input) =>
       decodeOutput(output).pipe(

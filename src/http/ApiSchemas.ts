@@ -7,10 +7,12 @@ import { QueueName } from "../domain/QueueName.js"
 import { FeynmanEvaluationInput } from "../jobs/feynman_evaluation/definition.js"
 import { FlashcardGenerationInput } from "../jobs/flashcard_generation/definition.js"
 import { WorkerHeartbeat } from "../services/WorkerDirectory.js"
+import { withValueFreeErrors } from "../domain/ValueFreeMessages.js"
 
 /**
  * The Schemas of every HTTP boundary: path params, queries, headers, bodies and answers.
- * The API answers in JSON; times are ISO-8601 strings in UTC.
+ * The API answers in JSON; times are ISO-8601 strings in UTC. Every request schema is wrapped
+ * in `withValueFreeErrors`: its decode errors name the field and the rule, never the value.
  */
 
 // ---------------------------------------------------------------------------------------------
@@ -105,7 +107,7 @@ export const JobCursor = Schema.compose(
 ).annotations({
   identifier: "JobCursor",
   description: "Opaque: the nextCursor of the previous page.",
-  message: () => "is not a cursor this API issued"
+  message: () => ({ message: "is not a cursor this API issued", override: true })
 })
 export type JobCursor = typeof JobCursor.Type
 
@@ -117,25 +119,27 @@ const Limit = Schema.NumberFromString.pipe(
   Schema.between(1, maxPageSize),
   Schema.annotations({
     description: `Page size, 1 to ${maxPageSize} (default ${defaultPageSize}).`,
-    message: () => `must be a whole number from 1 to ${maxPageSize}`
+    message: () => ({ message: `must be a whole number from 1 to ${maxPageSize}`, override: true })
   })
 )
 
-export const UserJobListParams = Schema.Struct({
+export const UserJobListParams = withValueFreeErrors(Schema.Struct({
   status: Schema.optional(LifecycleStatus),
   cursor: Schema.optional(JobCursor),
   limit: Schema.optionalWith(Limit, { default: () => defaultPageSize })
-})
+}))
 
-export const AdminJobListParams = Schema.Struct({
+const isoTimeMessage = () => ({ message: "must be an ISO-8601 time between the years 1000 and 9999", override: true })
+
+export const AdminJobListParams = withValueFreeErrors(Schema.Struct({
   jobType: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64))),
   status: Schema.optional(LifecycleStatus),
   queueName: Schema.optional(QueueName),
-  createdFrom: Schema.optional(StoredTime.annotations({ description: "ISO-8601 time, inclusive." })),
-  createdTo: Schema.optional(StoredTime.annotations({ description: "ISO-8601 time, exclusive." })),
+  createdFrom: Schema.optional(StoredTime.annotations({ description: "ISO-8601 time, inclusive.", message: isoTimeMessage })),
+  createdTo: Schema.optional(StoredTime.annotations({ description: "ISO-8601 time, exclusive.", message: isoTimeMessage })),
   cursor: Schema.optional(JobCursor),
   limit: Schema.optionalWith(Limit, { default: () => defaultPageSize })
-})
+}))
 
 export const JobStatusPage = Schema.Struct({
   items: Schema.Array(JobStatusResponse),
@@ -150,14 +154,18 @@ export const AdminJobStatusPage = Schema.Struct({
 // ---------------------------------------------------------------------------------------------
 // Path params and headers
 
-export const JobIdParam = Schema.Struct({ jobId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) })
-export const EventIdParam = Schema.Struct({ eventId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) })
-export const CredentialIdParam = Schema.Struct({
+export const JobIdParam = withValueFreeErrors(
+  Schema.Struct({ jobId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) })
+)
+export const EventIdParam = withValueFreeErrors(
+  Schema.Struct({ eventId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) })
+)
+export const CredentialIdParam = withValueFreeErrors(Schema.Struct({
   credentialId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64))
-})
+}))
 
 /** Node lower-cases header names; the header is `Idempotency-Key`. */
-export const CreationHeaders = Schema.Struct({
+export const CreationHeaders = withValueFreeErrors(Schema.Struct({
   "idempotency-key": Schema.optional(
     Schema.String.pipe(
       Schema.minLength(1),
@@ -167,7 +175,7 @@ export const CreationHeaders = Schema.Struct({
       })
     )
   )
-})
+}))
 
 // ---------------------------------------------------------------------------------------------
 // Creation bodies. Unknown fields are refused (a misspelt optional field must not vanish).
@@ -175,15 +183,15 @@ export const CreationHeaders = Schema.Struct({
 const strict = { parseOptions: { onExcessProperty: "error", errors: "all" } } as const
 
 /** The job type's own input Schema (one source of truth), strict about unknown fields. */
-export const FlashcardGenerationRequest = FlashcardGenerationInput.annotations({
+export const FlashcardGenerationRequest = withValueFreeErrors(FlashcardGenerationInput.annotations({
   identifier: "FlashcardGenerationRequest",
   ...strict
-})
+}))
 
-export const FeynmanEvaluationRequest = FeynmanEvaluationInput.annotations({
+export const FeynmanEvaluationRequest = withValueFreeErrors(FeynmanEvaluationInput.annotations({
   identifier: "FeynmanEvaluationRequest",
   ...strict
-})
+}))
 
 // ---------------------------------------------------------------------------------------------
 // Artifacts
@@ -214,10 +222,10 @@ const ApiKey = Schema.Redacted(
   )
 ).annotations({ description: "The DeepSeek API key. Stored encrypted; never returned." })
 
-export const StoreCredentialRequest = Schema.Struct({ apiKey: ApiKey }).annotations({
+export const StoreCredentialRequest = withValueFreeErrors(Schema.Struct({ apiKey: ApiKey }).annotations({
   identifier: "StoreCredentialRequest",
   ...strict
-})
+}))
 
 export const StoredCredentialResponse = Schema.Struct({
   credentialId: Schema.String,
@@ -226,13 +234,13 @@ export const StoredCredentialResponse = Schema.Struct({
   createdAt: Schema.String
 }).annotations({ identifier: "StoredCredential" })
 
-export const ResolveCredentialRequest = Schema.Struct({
+export const ResolveCredentialRequest = withValueFreeErrors(Schema.Struct({
   jobId: Schema.String.pipe(
     Schema.minLength(1),
     Schema.maxLength(64),
     Schema.annotations({ description: "The running (or queued) job the key is for; it must name this credential." })
   )
-}).annotations({ identifier: "ResolveCredentialRequest", ...strict })
+}).annotations({ identifier: "ResolveCredentialRequest", ...strict }))
 
 export const ResolvedCredentialResponse = Schema.Struct({
   credentialId: Schema.String,

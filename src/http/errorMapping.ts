@@ -122,14 +122,17 @@ export const fromCredentialError = (error: CredentialError) => {
 
 const isDecodeError = Schema.is(HttpApiError.HttpApiDecodeError)
 
-/** One problem per field (the first), each prefixed by the field's path. */
+/**
+ * The request schemas (`withValueFreeErrors`) describe a whole failure in one message at the
+ * root, naming fields and rules only. An issue anywhere else comes from a schema without that
+ * wrapper, whose default message quotes the value: it is answered without its text.
+ */
 const describeDecodeError = (error: HttpApiError.HttpApiDecodeError): string => {
-  const byPath = new Map<string, string>()
+  const messages = new Set<string>()
   for (const issue of error.issues) {
-    const path = issue.path.map(String).join(".")
-    if (!byPath.has(path)) byPath.set(path, path.length === 0 ? issue.message : `${path}: ${issue.message}`)
+    messages.add(issue.path.length === 0 ? issue.message : "the request does not match its schema")
   }
-  return byPath.size === 0 ? error.message : Array.from(byPath.values()).join("; ")
+  return messages.size === 0 ? "the request does not match its schema" : Array.from(messages).join("; ")
 }
 
 /** A body that could not be read as JSON (HttpApiBuilder turns it into a defect). */

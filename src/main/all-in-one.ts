@@ -4,7 +4,8 @@
  *
  * With `DATABASE_URL` and `REDIS_URL` unset it runs embedded: in-memory storage and queues, the
  * synthetic AI provider (the real one when `AI_API_KEY` is set), a JWT secret generated for the
- * run, and it prints ready-made tokens and a `curl` to try. With both set it applies pending
+ * run, and it prints ready-made tokens and a `curl` to try. With `AUTH_JWT_SECRET` set it uses
+ * that secret and prints no token, only how to mint one (`npm run token`). With both set it applies pending
  * migrations (`MIGRATE_ON_START`, default true) and runs on MySQL and Redis.
  */
 import { NodeContext } from "@effect/platform-node"
@@ -34,12 +35,40 @@ const sampleFlashcardRequest = JSON.stringify({
   count: 3
 })
 
+/** Where the tokens of the banner come from: a secret made for this run, or the operator's. */
+type BannerSecret =
+  | { readonly _tag: "GeneratedForThisRun"; readonly secret: Redacted.Redacted<string> }
+  | { readonly _tag: "Configured" }
+
+/** The lines that give a newcomer tokens: only a secret generated here may sign them in public. */
+const tokenLines = (secret: BannerSecret) =>
+  Effect.gen(function* () {
+    if (secret._tag === "Configured") {
+      return {
+        bearer: "$TOKEN",
+        lines: [
+          "  AUTH_JWT_SECRET is set: no token is printed (it would be valid wherever that secret is).",
+          "  Mint one signed with it:  export TOKEN=$(npm run --silent token -- --sub dev-user --role USER --ttl 1h)"
+        ]
+      }
+    }
+    const admin = yield* signToken({ sub: "dev-admin", role: "SUPER_ADMIN", expiresInSeconds: 12 * 3600 }, secret.secret)
+    const user = yield* signToken({ sub: "dev-user", role: "USER", expiresInSeconds: 12 * 3600 }, secret.secret)
+    return {
+      bearer: user,
+      lines: [
+        `  USER token (dev-user):          ${user}`,
+        `  SUPER_ADMIN token (dev-admin):  ${admin}`,
+        "  Tokens are signed with a secret generated for this run."
+      ]
+    }
+  })
+
 /** What a newcomer needs to try the embedded engine, printed once it is up. */
-const embeddedBanner = (options: { readonly port: number; readonly secret: Redacted.Redacted<string>; readonly provider: string }) =>
+const embeddedBanner = (options: { readonly port: number; readonly secret: BannerSecret; readonly provider: string }) =>
   Layer.effectDiscard(
     Effect.gen(function* () {
-      const admin = yield* signToken({ sub: "dev-admin", role: "SUPER_ADMIN", expiresInSeconds: 12 * 3600 }, options.secret)
-      const user = yield* signToken({ sub: "dev-user", role: "USER", expiresInSeconds: 12 * 3600 }, options.secret)
+      const tokens = yield* tokenLines(options.secret)
       const base = `http://localhost:${options.port}`
       yield* Console.log(
         [
@@ -48,15 +77,13 @@ const embeddedBanner = (options: { readonly port: number; readonly secret: Redac
           `  AI provider:  ${options.provider}`,
           `  API:          ${base}`,
           `  API docs:     ${base}/docs`,
-          `  USER token (dev-user):          ${user}`,
-          `  SUPER_ADMIN token (dev-admin):  ${admin}`,
-          "  Tokens are signed with a secret generated for this run.",
+          ...tokens.lines,
           "",
           "Create a flashcard job:",
-          `  curl -s -X POST ${base}/api/ai/flashcard-generations -H 'Authorization: Bearer ${user}' -H 'Content-Type: application/json' -d '${sampleFlashcardRequest}'`,
+          `  curl -s -X POST ${base}/api/ai/flashcard-generations -H 'Authorization: Bearer ${tokens.bearer}' -H 'Content-Type: application/json' -d '${sampleFlashcardRequest}'`,
           "Then follow it (use the jobId from the answer):",
-          `  curl -s ${base}/api/ai/jobs/JOB_ID -H 'Authorization: Bearer ${user}'`,
-          `  curl -s ${base}/api/ai/jobs/JOB_ID/artifacts -H 'Authorization: Bearer ${user}'`,
+          `  curl -s ${base}/api/ai/jobs/JOB_ID -H 'Authorization: Bearer ${tokens.bearer}'`,
+          `  curl -s ${base}/api/ai/jobs/JOB_ID/artifacts -H 'Authorization: Bearer ${tokens.bearer}'`,
           ""
         ].join("\n")
       )
@@ -67,7 +94,11 @@ const embedded = Effect.gen(function* () {
   const http = yield* HttpConfig.config
   const provider = yield* ProviderConfig.config
   const transport = yield* httpTransportConfig
-  const secret = Option.getOrElse(http.authJwtSecret, () => Redacted.make(randomBytes(32).toString("base64url")))
+  const generated = Redacted.make(randomBytes(32).toString("base64url"))
+  const secret = Option.getOrElse(http.authJwtSecret, () => generated)
+  const bannerSecret: BannerSecret = Option.isSome(http.authJwtSecret)
+    ? { _tag: "Configured" }
+    : { _tag: "GeneratedForThisRun", secret: generated }
   const realProvider = Option.isSome(provider.apiKey)
   // Without a provider key the embedded engine runs the synthetic provider, which needs none;
   // the placeholder only lets the platform-key credential resolve.
@@ -81,7 +112,7 @@ const embedded = Effect.gen(function* () {
   )
   return Layer.merge(
     engineParts(http.port),
-    embeddedBanner({ port: http.port, secret, provider: realProvider ? provider.baseUrl : "synthetic (set AI_API_KEY for a real one)" })
+    embeddedBanner({ port: http.port, secret: bannerSecret, provider: realProvider ? provider.baseUrl : "synthetic (set AI_API_KEY for a real one)" })
   ).pipe(
     Layer.provide(Layer.merge(ApiSettings.make({ jwtSecret: Redacted.value(secret), transport }), ReadinessProbeMemory)),
     Layer.provide(services)

@@ -2,6 +2,7 @@ import { type Context, Deferred, Effect, Either, HashSet, Option, Ref } from "ef
 import { byLease } from "../domain/AiJob.js"
 import { type ExecutionError, publicMessageOf } from "../domain/ExecutionError.js"
 import { LockLost } from "../domain/LifecycleErrors.js"
+import { scrubSecrets } from "../domain/SecretScrubbing.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import type { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { AiGateway } from "../services/AiGateway.js"
@@ -60,7 +61,8 @@ type Interruption = "cancel-requested" | "lock-lost" | "hand-off"
 const failureRecord = (error: ExecutionError, calls: number) => ({
   errorCode: error.code,
   publicErrorMessage: publicMessageOf(error.code),
-  internalErrorMessage: `${error._tag} ${error.code} after ${calls} provider call(s): ${error.message}`
+  // Messages are built without provider text; the scrub is the last guard before the column.
+  internalErrorMessage: scrubSecrets(`${error._tag} ${error.code} after ${calls} provider call(s): ${error.message}`)
 })
 
 /** Completes when the queue takes the delivery back (its AbortSignal fires). */

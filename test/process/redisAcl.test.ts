@@ -133,6 +133,17 @@ describe("issue 7 item 5: the engine under a restricted Redis ACL user", () => {
       expect(refused, JSON.stringify(refused)).toEqual([])
       expect(engine.output()).not.toMatch(/NOPERM|no permissions/i)
 
+      // What the rule keeps from the engine user: other prefixes' key names and other databases.
+      yield* call(admin, "SET", "other-tenant:secret", "x")
+      const engineClient = yield* adminClient(restrictedUrl)
+      const refusal = (command: string, ...args: ReadonlyArray<string>) =>
+        Effect.tryPromise(() => engineClient.call(command, ...args)).pipe(Effect.flip, Effect.map((error) => String(error.cause)))
+      expect(yield* refusal("SCAN", "0", "MATCH", "*")).toMatch(/NOPERM/)
+      expect(yield* refusal("KEYS", "*")).toMatch(/NOPERM/)
+      expect(yield* refusal("SELECT", "1")).toMatch(/NOPERM/)
+      expect(yield* refusal("GET", "other-tenant:secret")).toMatch(/NOPERM/)
+      expect(yield* call(engineClient, "PING")).toBe("PONG")
+
       if (monitor !== undefined) {
         const commands = new Set(
           Array.from(monitor.output().matchAll(/\] "([A-Za-z]+)"(?: "([A-Za-z]+)")?/g), (match) =>

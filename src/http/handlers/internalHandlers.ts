@@ -26,8 +26,14 @@ export const InternalHandlersLive = HttpApiBuilder.group(AiJobApi, "internal", (
           job.value.credentialMode !== "user_deepseek_key" ||
           (job.value.lifecycleStatus !== "queued" && job.value.lifecycleStatus !== "running")
         ) {
+          // Ids are logged once they name a stored job; anything else is text a caller sent.
           yield* Effect.logInfo("runtime credential resolve refused").pipe(
-            Effect.annotateLogs({ credentialId: path.credentialId, jobId: payload.jobId })
+            Effect.annotateLogs(
+              Option.match(job, {
+                onNone: () => ({ jobFound: false }),
+                onSome: (found) => ({ jobId: found.id, credentialMatches: found.credentialId === path.credentialId })
+              })
+            )
           )
           return yield* Effect.fail(notFound())
         }

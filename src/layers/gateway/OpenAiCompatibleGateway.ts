@@ -1,7 +1,8 @@
 import { HttpClient, type HttpClientError, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Clock, Config, Duration, Effect, Either, Layer, ParseResult, Schema } from "effect"
+import { Clock, Config, Duration, Effect, Either, Layer, ParseResult, Redacted, Schema } from "effect"
 import { ContentSafetyError, CredentialError, InternalError, ProviderError, ValidationError } from "../../domain/ExecutionError.js"
+import { scrubSecrets } from "../../domain/SecretScrubbing.js"
 import { AiGateway, type GatewayError, type GenerateRequest, type GenerateResult } from "../../services/AiGateway.js"
 import { ProviderConfig } from "../config.js"
 
@@ -54,9 +55,61 @@ const problemsOf = (error: ParseResult.ParseError): ReadonlyArray<string> =>
     `${issue.path.length === 0 ? "<body>" : issue.path.join(".")}: ${issue._tag === "Missing" ? "missing" : "unexpected value"}`
   )
 
-/** A provider's short machine words (`type`, `code`), never its free-text message (which may quote a key). */
-const token = (value: string | number | null | undefined) =>
-  value === null || value === undefined ? undefined : String(value).replace(/[^\w.-]/g, "").slice(0, 64) || undefined
+/**
+ * The provider error words kept (OpenAI's and DeepSeek's `type` and `code`): anything else the
+ * body says, free text included, may quote the key or the input and is dropped.
+ */
+const knownErrorWords: ReadonlySet<string> = new Set([
+  "invalid_request_error",
+  "authentication_error",
+  "permission_error",
+  "permission_denied",
+  "not_found_error",
+  "rate_limit_error",
+  "rate_limit_exceeded",
+  "insufficient_quota",
+  "insufficient_balance",
+  "invalid_api_key",
+  "model_not_found",
+  "context_length_exceeded",
+  "content_filter",
+  "content_policy_violation",
+  "server_error",
+  "api_error",
+  "overloaded_error",
+  "service_unavailable",
+  "timeout"
+])
+
+/** A provider's `type` or `code`: a known word or an HTTP-like number, nothing else. */
+const knownWord = (value: string | number | null | undefined): string | undefined => {
+  if (typeof value === "number") return Number.isInteger(value) && value >= 0 && value < 10_000 ? String(value) : undefined
+  if (typeof value !== "string") return undefined
+  const word = value.trim().toLowerCase()
+  return knownErrorWords.has(word) || /^\d{1,4}$/.test(word) ? word : undefined
+}
+
+/**
+ * The error with token-like text and the call's own key removed from its message: messages are
+ * built without provider text already, this keeps a future one from carrying the key to
+ * `internal_error_message` or a log.
+ */
+const withoutSecrets = (error: GatewayError, key: string): GatewayError => {
+  const message = scrubSecrets(error.message, [key])
+  if (message === error.message) return error
+  switch (error._tag) {
+    case "ProviderError":
+      return new ProviderError({ ...error, message })
+    case "ValidationError":
+      return new ValidationError({ ...error, message })
+    case "ContentSafetyError":
+      return new ContentSafetyError({ ...error, message })
+    case "CredentialError":
+      return new CredentialError({ ...error, message })
+    case "InternalError":
+      return new InternalError({ ...error, message })
+  }
+}
 
 // --- Retry-After ---
 
@@ -106,7 +159,7 @@ export const makeOpenAiCompatibleGateway = (options: OpenAiGatewayOptions) =>
       now: number
     ): GatewayError => {
       const parsed = Either.getOrUndefined(decodeErrorBody(body))?.error
-      const detail = [token(parsed?.type), token(parsed?.code)].filter((s) => s !== undefined).join("/")
+      const detail = [knownWord(parsed?.type), knownWord(parsed?.code)].filter((s) => s !== undefined).join("/")
       const described = `provider answered HTTP ${status}${detail ? ` (${detail})` : ""}`
       const retryAfterMs = parseRetryAfter(retryAfter, now)
       if (status === 429) {
@@ -119,7 +172,7 @@ export const makeOpenAiCompatibleGateway = (options: OpenAiGatewayOptions) =>
       if (status >= 500) {
         return new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: described, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) })
       }
-      if ((status === 400 || status === 422) && (isContentRefusal(parsed?.message) || isContentRefusal(parsed?.type) || isContentRefusal(token(parsed?.code)))) {
+      if ((status === 400 || status === 422) && (isContentRefusal(parsed?.message) || isContentRefusal(parsed?.type) || isContentRefusal(typeof parsed?.code === "string" ? parsed.code : undefined))) {
         return new ContentSafetyError({ code: "CONTENT_SAFETY_BLOCKED", stage: "provider", message: `${described}: refused for content` })
       }
       return new InternalError({ code: "INTERNAL_ERROR", message: `${described}: the provider refused the request` })
@@ -221,6 +274,7 @@ export const makeOpenAiCompatibleGateway = (options: OpenAiGatewayOptions) =>
         }
         return yield* interpret(request, answer.body, latencyMs)
       }).pipe(
+        Effect.mapError((error) => withoutSecrets(error, Redacted.value(request.credential.apiKey))),
         Effect.tap((result) =>
           Effect.logDebug("provider call succeeded").pipe(
             Effect.annotateLogs({

@@ -1,4 +1,4 @@
-import { Effect, Layer, Option, Schema } from "effect"
+import { Clock, Effect, Layer, Option, Schema } from "effect"
 import { WorkerDirectory, WorkerHeartbeat } from "../../services/WorkerDirectory.js"
 import { RedisConnection } from "./RedisConnection.js"
 
@@ -7,12 +7,18 @@ const heartbeatTtlSeconds = 90
 
 const decodeHeartbeat = Schema.decodeUnknownOption(Schema.parseJson(WorkerHeartbeat))
 
+/**
+ * Beside each heartbeat key, a sorted set `worker:heartbeats` of instance ids scored by when
+ * their key expires: the list reads it instead of SCAN, which the engine's Redis user is not
+ * granted (SCAN would show every key name on the server, whatever the user's key patterns).
+ * The heartbeat key stays the truth: an id whose key has expired reads as gone.
+ */
 export const RedisWorkerDirectory = Layer.effect(
   WorkerDirectory,
   Effect.gen(function* () {
     const redis = yield* RedisConnection
     const keyOf = (instanceId: string) => redis.key("worker", "heartbeat", instanceId)
-    const pattern = redis.key("worker", "heartbeat", "*")
+    const index = redis.key("worker", "heartbeats")
 
     const quietly = <A>(operation: string, run: () => Promise<A>) =>
       Effect.tryPromise(run).pipe(
@@ -21,29 +27,25 @@ export const RedisWorkerDirectory = Layer.effect(
         Effect.option
       )
 
-    const scanKeys = Effect.gen(function* () {
-      const keys: Array<string> = []
-      let cursor = "0"
-      do {
-        const page = yield* quietly("scan", () => redis.commands.scan(cursor, "MATCH", pattern, "COUNT", 200))
-        if (Option.isNone(page)) return keys
-        cursor = page.value[0]
-        keys.push(...page.value[1])
-      } while (cursor !== "0")
-      return keys
-    })
-
     return WorkerDirectory.of({
       beat: (heartbeat) =>
-        quietly("beat", () =>
-          redis.commands.set(keyOf(heartbeat.instanceId), JSON.stringify(heartbeat), "EX", heartbeatTtlSeconds)).pipe(
-            Effect.asVoid
-          ),
-      remove: (instanceId) => quietly("remove", () => redis.commands.del(keyOf(instanceId))).pipe(Effect.asVoid),
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          quietly("beat", () =>
+            redis.commands
+              .multi()
+              .set(keyOf(heartbeat.instanceId), JSON.stringify(heartbeat), "EX", heartbeatTtlSeconds)
+              .zadd(index, now + heartbeatTtlSeconds * 1000, heartbeat.instanceId)
+              .zremrangebyscore(index, "-inf", now)
+              .exec())).pipe(Effect.asVoid),
+      remove: (instanceId) =>
+        quietly("remove", () => redis.commands.multi().del(keyOf(instanceId)).zrem(index, instanceId).exec()).pipe(
+          Effect.asVoid
+        ),
       live: Effect.gen(function* () {
-        const keys = yield* scanKeys
-        if (keys.length === 0) return []
-        const values = yield* quietly("mget", () => redis.commands.mget(...keys))
+        const now = yield* Clock.currentTimeMillis
+        const ids = Option.getOrElse(yield* quietly("list", () => redis.commands.zrangebyscore(index, now, "+inf")), () => [])
+        if (ids.length === 0) return []
+        const values = yield* quietly("mget", () => redis.commands.mget(...ids.map(keyOf)))
         return Option.getOrElse(values, () => []).flatMap((value) =>
           value === null ? [] : Option.toArray(decodeHeartbeat(value))
         ).sort((a, b) => a.instanceId.localeCompare(b.instanceId))

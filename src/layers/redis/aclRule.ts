@@ -13,19 +13,26 @@
  * with the allowed channel patterns literally, so that pattern is granted by name.
  *
  * Commands, by who issues them:
- * - ioredis on connect: INFO (ready check), CLIENT SETNAME (`connectionName`), SELECT when the
- *   URL names a database; AUTH / HELLO need no grant. PING (readiness probe), QUIT (shutdown).
+ * - ioredis on connect: INFO (its ready check), CLIENT SETNAME (`connectionName`); AUTH / HELLO
+ *   need no grant. PING (readiness probe), QUIT (shutdown).
  * - BullMQ from the client: EVALSHA (its Lua scripts; EVAL when a script is not cached yet),
- *   BZPOPMIN (a worker waiting on the queue's marker), INFO (version check), CLIENT SETNAME,
+ *   BZPOPMIN (a worker waiting on the queue's marker), INFO (the version and maxmemory-policy
+ *   check of every connection, `RedisConnection.getRedisVersionAndType`), CLIENT SETNAME,
  *   MULTI / EXEC, EXISTS.
  * - BullMQ's Lua scripts (Redis checks the user's ACL on every `redis.call`): the hash, list,
  *   set, sorted-set, stream and string commands listed in `bullMqScriptCommands`, taken from
  *   every script BullMQ 6.7 ships (not only the ones a run happens to hit).
- * - The engine's own code: SET (with EX), GET, DEL, MGET, SCAN, EXISTS, PUBLISH, SUBSCRIBE,
- *   PSUBSCRIBE (+ UNSUBSCRIBE / PUNSUBSCRIBE on close), MULTI / EXEC.
+ * - The engine's own code: SET (with EX), GET, DEL, MGET, EXISTS, ZADD / ZRANGEBYSCORE / ZREM /
+ *   ZREMRANGEBYSCORE (the worker index), PUBLISH, SUBSCRIBE, PSUBSCRIBE (+ UNSUBSCRIBE /
+ *   PUNSUBSCRIBE on close), MULTI / EXEC.
  *
- * Nothing else: no KEYS, FLUSH*, CONFIG, DEBUG, SHUTDOWN, SCRIPT, FUNCTION, ACL, MONITOR or
- * CLIENT KILL / LIST, and no key or channel outside the prefix.
+ * Left out on purpose: SCAN and KEYS (they list every key name on the server, whatever the
+ * user's key patterns; nothing the engine runs needs them: BullMQ only scans in
+ * `removeOrphanedJobs`, which the engine never calls), and SELECT (ioredis sends it only when
+ * the URL names a database other than 0: the engine user works in database 0). Nothing else
+ * either: no FLUSH*, CONFIG, DEBUG, SHUTDOWN, SCRIPT, FUNCTION, ACL, MONITOR or CLIENT KILL /
+ * LIST, and no key or channel outside the prefix. INFO stays, for ioredis and BullMQ; it shows
+ * server-wide statistics (no key names or values).
  */
 
 /** Every command BullMQ 6.7's Lua scripts call (`rcall(...)` across `dist/esm/scripts`). */
@@ -40,9 +47,9 @@ export const bullMqScriptCommands = [
 
 /** Commands issued from the client side: ioredis, BullMQ's client code and the engine's own. */
 export const clientCommands = [
-  "ping", "quit", "select", "info", "client|setname", "client|getname",
+  "ping", "quit", "info", "client|setname", "client|getname",
   "evalsha", "eval", "bzpopmin", "multi", "exec", "discard",
-  "set", "get", "del", "mget", "scan", "exists",
+  "set", "get", "del", "mget", "exists", "zadd", "zrangebyscore", "zrem", "zremrangebyscore",
   "publish", "subscribe", "psubscribe", "unsubscribe", "punsubscribe"
 ] as const
 
