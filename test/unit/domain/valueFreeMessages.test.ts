@@ -21,7 +21,7 @@ describe("value-free decode messages", () => {
       "status: must be \"queued\" or \"running\" or \"succeeded\" or \"failed\" or \"cancelled\"; " +
         "cursor: is not a cursor this API issued; limit: must be a whole number from 1 to 100"
     )
-    expect(messageOf(AdminJobListParams, { createdFrom: secret })).toBe("createdFrom: must be an ISO-8601 time")
+    expect(messageOf(AdminJobListParams, { createdFrom: secret })).toBe("createdFrom: must be an ISO-8601 time between the years 1000 and 9999")
   })
 
   it("name an unknown field only when its name reads as a field name", () => {
