@@ -25,10 +25,11 @@ export interface Slot {
   readonly workerId: string | undefined
 }
 
+/** The bundles production runs (`npm run chaos` builds them first when stale). */
 const entryOf: Record<Role, string> = {
-  api: "src/main/api.ts",
-  dispatcher: "src/main/dispatcher.ts",
-  worker: "src/main/worker.ts"
+  api: "dist/api.js",
+  dispatcher: "dist/dispatcher.js",
+  worker: "dist/worker.js"
 }
 
 const readyLine: Partial<Record<Role, RegExp>> = {
@@ -90,7 +91,7 @@ export const startFleet = (options: {
           ...(workerId === undefined ? {} : { WORKER_ID: workerId }),
           ...(slot.role === "dispatcher" ? { DISPATCHER_ID: `chaos-${name}-${incarnation}` } : {})
         }
-        const child = yield* spawnChild(`${name}#${incarnation}`, process.execPath, ["--import", "tsx", entryOf[slot.role]], env, join(options.logDir, `${name}.log`))
+        const child = yield* spawnChild(`${name}#${incarnation}`, process.execPath, [entryOf[slot.role]], env, join(options.logDir, `${name}.log`))
         yield* update(name, (s) => ({ ...s, incarnation, child, workerId, state: "starting" }))
         const line = readyLine[slot.role]
         if (line !== undefined) {
