@@ -39,5 +39,5 @@ export const flashcardGeneration = defineJobType({
   checkOutput: (input, output) =>
     output.flashcards.length <= input.count
       ? []
-      : [`flashcards: at most ${input.count} were asked for, the answer has ${output.flashcards.length}`]
+      : [`flashcards: the answer has ${output.flashcards.length}, more than the count the data asks for`]
 })
