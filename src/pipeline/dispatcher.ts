@@ -271,8 +271,26 @@ export const makeDispatcher = Effect.gen(function* () {
     yield* Effect.logInfo("Outbox dispatcher started").pipe(
       Effect.annotateLogs({ dispatcherId, batchSize: settings.batchSize, pollMs: timing.outboxPollMs })
     )
-    // Registered first, so it runs last: after both loops have stopped.
-    yield* Effect.addFinalizer(() => Effect.logInfo("Outbox dispatcher stopped").pipe(Effect.annotateLogs({ dispatcherId })))
+    // Registered first, so it runs last: after both loops have stopped. A claim still held then
+    // (its batch cut short) goes back to pending now rather than after the claim TTL.
+    yield* Effect.addFinalizer(() =>
+      outbox.releaseClaimsOf(dispatcherId).pipe(
+        Effect.tap((released) =>
+          released > 0
+            ? Effect.logWarning("Released this dispatcher's unfinished claims").pipe(
+              Effect.annotateLogs({ released }),
+              Effect.zipRight(signal.notify)
+            )
+            : Effect.void
+        ),
+        Effect.catchAll((error) =>
+          Effect.logWarning("Releasing this dispatcher's claims failed; they expire with the claim TTL").pipe(
+            Effect.annotateLogs({ error: error.message })
+          )
+        ),
+        Effect.zipRight(Effect.logInfo("Outbox dispatcher stopped")),
+        Effect.annotateLogs({ dispatcherId })
+      ))
     yield* Effect.forkScoped(releaseLoop)
     yield* Effect.forkScoped(dispatchLoop)
   })

@@ -50,6 +50,8 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
       error: string,
       options: { readonly retryDelayMs: number; readonly maxAttempts: number }
     ) => Effect.Effect<Option.Option<DispatchFailureOutcome>, PersistenceError>
+    /** A stopping dispatcher's own claims go back to `pending` at once; returns how many. */
+    readonly releaseClaimsOf: (dispatcherId: string) => Effect.Effect<number, PersistenceError>
     /** ADR 4.4: `processing` events claimed longer ago than `lockTtlMs` go back to `pending`. */
     readonly releaseExpiredLocks: (lockTtlMs: number) => Effect.Effect<number, PersistenceError>
     readonly countByStatus: Effect.Effect<OutboxCounts, PersistenceError>

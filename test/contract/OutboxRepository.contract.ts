@@ -153,5 +153,22 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(again?.id).toBe(event.id)
           expect(yield* outbox.markPublished(event.id, "d-alive")).toBe(true)
         }))
+
+      it.effect("a stopping dispatcher gives back its own claims at once, and only its own", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-stopping")
+          const mine = yield* newEvent()
+          yield* outbox.createInTransaction(mine)
+          expect((yield* outbox.claimBatch("d-stopping", 10)).map((event) => event.id)).toStrictEqual([mine.id])
+          const theirs = yield* newEvent()
+          yield* outbox.createInTransaction(theirs)
+          expect((yield* outbox.claimBatch("d-running", 10)).map((event) => event.id)).toStrictEqual([theirs.id])
+          expect(yield* outbox.releaseClaimsOf("d-stopping")).toBe(1)
+          expect(yield* outbox.releaseClaimsOf("d-stopping")).toBe(0)
+          // Pending again, without waiting for the claim TTL; the other claim still holds.
+          expect((yield* outbox.claimBatch("d-next", 10)).map((event) => event.id)).toStrictEqual([mine.id])
+          expect(yield* outbox.markPublished(theirs.id, "d-running")).toBe(true)
+        }))
     })
   })

@@ -111,6 +111,15 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
       ] as const
     })
 
+  const releaseClaimsOf = (dispatcherId: string) =>
+    db.write("outbox_event.releaseClaimsOf", (tables, now) => {
+      const held = Array.from(HashMap.values(tables.outboxEvent)).filter((event) =>
+        event.status === "processing" && event.lockedBy === dispatcherId
+      )
+      const released = held.map((event) => changed(event, now, { status: "pending", lockedBy: null, lockedAt: null }))
+      return Either.right([released.length, released.reduce(withEvent, tables)] as const)
+    })
+
   const releaseExpiredLocks = (lockTtlMs: number) =>
     db.write("outbox_event.releaseExpiredLocks", (tables, now) => {
       const expired = Array.from(HashMap.values(tables.outboxEvent)).filter((event) =>
@@ -151,6 +160,7 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     markPublished,
     markPublishedMany,
     markDispatchFailed,
+    releaseClaimsOf,
     releaseExpiredLocks,
     countByStatus,
     replayDead

@@ -104,6 +104,12 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       return Option.map(event, (row) => (row.status === "dead" ? "dead" as const : "retry_scheduled" as const))
     })
 
+  const releaseClaimsOf = (dispatcherId: string) =>
+    affectedRows("outbox_event.releaseClaimsOf")(
+      sql`UPDATE outbox_event SET status = 'pending', locked_by = NULL, locked_at = NULL, updated_at = ${now}
+          WHERE status = 'processing' AND locked_by = ${dispatcherId}`.raw
+    )
+
   const releaseExpiredLocks = (lockTtlMs: number) =>
     affectedRows("outbox_event.releaseExpiredLocks")(
       sql`UPDATE outbox_event SET status = 'pending', locked_by = NULL, locked_at = NULL, updated_at = ${now}
@@ -143,6 +149,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     markPublished,
     markPublishedMany,
     markDispatchFailed,
+    releaseClaimsOf,
     releaseExpiredLocks,
     countByStatus,
     replayDead
