@@ -9,6 +9,7 @@ import flashcard from "./0007_flashcard.js"
 import learning_evaluation from "./0008_learning_evaluation.js"
 import ai_user_job_gate from "./0009_ai_user_job_gate.js"
 import synthetic_echo_result from "./0010_synthetic_echo_result.js"
+import usage_call_unique from "./0012_usage_call_unique.js"
 
 /** Every migration, by `{id}_{name}`; the Migrator runs those above the last one recorded. */
 export const migrations = Migrator.fromRecord({
@@ -21,7 +22,8 @@ export const migrations = Migrator.fromRecord({
   "0007_flashcard": flashcard,
   "0008_learning_evaluation": learning_evaluation,
   "0009_ai_user_job_gate": ai_user_job_gate,
-  "0010_synthetic_echo_result": synthetic_echo_result
+  "0010_synthetic_echo_result": synthetic_echo_result,
+  "0012_usage_call_unique": usage_call_unique
 })
 
 export const migrationsTable = "effect_sql_migrations"

@@ -25,8 +25,8 @@ const skipOnFailure = (jobId: string) => <A, E extends { readonly message: strin
 /**
  * One pass of the lock reaper (ADR 1.7, DESIGN.md correction 5), over running jobs whose lock
  * expired more than `REAPER_GRACE_MS` ago: a requested cancel is carried out; a job with
- * attempts left is queued again (its next worker takes it over); a job without is failed as
- * `INTERNAL_WORKER_LOST`. Every write is fenced on the attempt the reaper saw and on the lock
+ * attempts left, or handed off by its worker, is queued again (its next worker takes it over); a
+ * crashed job without attempts left is failed as `INTERNAL_WORKER_LOST`. Every write is fenced on the attempt the reaper saw and on the lock
  * still being expired, so a worker that comes back in time, or a second reaper, wins cleanly.
  * Then queued jobs untouched for `QUEUED_REDISPATCH_MS` are queued again (a lost delivery must
  * not strand a job), and expired snapshots are deleted (ADR 8.4).
@@ -51,7 +51,8 @@ export const reapOnce = Effect.gen(function* () {
         cancelled += 1
         yield* publishFinished(result.right)
       }
-    } else if (job.attemptCount < job.maxAttempts) {
+    } else if (job.lockedBy === null || job.attemptCount < job.maxAttempts) {
+      // Attempts left, or given back by a hand-off (which costs none): queue it again.
       const written = yield* redispatch(job, window)
       if (!written.duplicate) requeued += 1
     } else {

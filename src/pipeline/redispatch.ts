@@ -26,7 +26,7 @@ export const requeue = (job: AiJob) =>
 
 /**
  * Queues a running job whose worker is gone once more, through the outbox like any enqueue.
- * The dedupe key names the lost attempt and the reaper's window (`QUEUED_REDISPATCH_MS` long):
+ * The dedupe key names the lost lease and the reaper's window (`QUEUED_REDISPATCH_MS` long):
  * a reaper that sees the job again in the same window, or two reapers at once, add no second
  * event, and a redispatch that went astray (its delivery held by a queue that never gives it
  * back) is tried again in the next window. The lost worker's queue job may still be active, so
@@ -39,8 +39,8 @@ export const redispatch = (job: AiJob, window: number) =>
     const written = yield* outbox.createInTransaction(
       enqueueEventFor(job, {
         eventId: yield* newId,
-        dedupeKey: `ai.job.redispatch:${job.id}:${job.attemptCount}:${window}`,
-        redispatchOf: `${job.attemptCount}-${window}`
+        dedupeKey: `ai.job.redispatch:${job.id}:${job.leaseNo}:${window}`,
+        redispatchOf: `${job.leaseNo}-${window}`
       })
     )
     if (!written.duplicate) yield* signal.notify

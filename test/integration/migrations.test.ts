@@ -125,7 +125,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "7_flashcard",
         "8_learning_evaluation",
         "9_ai_user_job_gate",
-        "10_synthetic_echo_result"
+        "10_synthetic_echo_result",
+        "12_usage_call_unique"
       ])
       expect(second).toEqual([])
     }))
@@ -170,7 +171,7 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
   it.scoped("the default check builds, compares and drops its own scratch database", () =>
     Effect.gen(function*() {
       const outcome = yield* checkMigrationsBuildDeclaredSchema(Redacted.make(testServerUrl))
-      expect(outcome.subject.appliedMigrations).toHaveLength(10)
+      expect(outcome.subject.appliedMigrations).toHaveLength(11)
       expect(outcome.differences).toEqual([])
       const scratchName = outcome.subject.target.split("/").at(-1) ?? ""
       expect(scratchName).toMatch(/^migrations_check_[0-9a-f]+$/)

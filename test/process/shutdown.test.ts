@@ -75,7 +75,8 @@ describe("issue 7: SIGTERM to every process type exits 0 and loses nothing", () 
       expect(finished.lifecycleStatus).toBe("succeeded")
       const after = yield* leaseOf(storage, slow.jobId)
       expect(after.lockedBy).toBe("worker-b")
-      expect(after.attemptCount).toBe(2)
+      // A hand-off costs no attempt (issue 18): the job finished in its first.
+      expect(after.attemptCount).toBe(1)
 
       // The dispatcher: SIGTERM in the middle of a burst of creations; a second one carries on.
       const burst = Effect.forEach(
@@ -139,7 +140,8 @@ describe("issue 7: SIGTERM to every process type exits 0 and loses nothing", () 
       const second = yield* startProgram("all-in-one", "all-in-one 2", engineEnv(storage, { SYNTHETIC_LATENCY_MS: "50" }))
       const done = yield* pollJob(second.baseUrl, token, job.jobId, { timeout: Duration.seconds(30) })
       expect(done.lifecycleStatus).toBe("succeeded")
-      expect((yield* leaseOf(storage, job.jobId)).attemptCount).toBe(2)
+      // A hand-off costs no attempt (issue 18).
+      expect((yield* leaseOf(storage, job.jobId)).attemptCount).toBe(1)
       const secondStopMs = yield* terminate(second, Duration.seconds(15))
       console.log(`all-in-one SIGTERM → exit 0: mid-job ${stopMs} ms, idle ${secondStopMs} ms`)
     }).pipe(Effect.scoped), { timeout: 75_000 })

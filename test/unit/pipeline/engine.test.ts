@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope, TestClock } from "effect"
-import { leaseOf } from "../../../src/domain/AiJob.js"
+import { type AiJob, leaseOf } from "../../../src/domain/AiJob.js"
 import { CredentialError, ProviderError } from "../../../src/domain/ExecutionError.js"
 import { jobCatalog } from "../../../src/jobs/catalog.js"
 import { syntheticEchoJobType } from "../../../src/jobs/synthetic_echo/index.js"
@@ -446,6 +446,50 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(done.lifecycleStatus).toBe("succeeded")
       expect(done.lockedBy).toBe("staying")
     }).pipe(Effect.provide(memoryEngineStack())))
+
+  it.scoped("a job handed off more times than it has attempts still succeeds, in its first attempt", () =>
+    Effect.gen(function* () {
+      const control = yield* SyntheticGatewayControl
+      const jobs = yield* AiJobLifecycleRepository
+      const handOffs = 4
+      // Every worker but the last is stopped while its provider call hangs.
+      yield* control.script(Array.from({ length: handOffs }, () => ({ _tag: "Hang" as const })))
+      const job = yield* createEcho("handed around")
+      expect(job.maxAttempts).toBeLessThan(handOffs)
+      /** Moves time on (the reaper queues a handed-off job again once the queue gave up) until `done`. */
+      const until = (done: (current: AiJob) => boolean) =>
+        Effect.gen(function* () {
+          for (let step = 0; step < 2_000; step++) {
+            const current = Option.getOrThrow(yield* jobs.findById(job.id))
+            if (done(current)) return current
+            yield* TestClock.adjust(50)
+            yield* settle
+            if (step % 20 === 19) yield* reapOnce
+          }
+          return yield* Effect.dieMessage(`job ${job.id} never reached the expected state`)
+        })
+      for (let handOff = 0; handOff < handOffs; handOff++) {
+        const workerScope = yield* Scope.make()
+        yield* startEngine(`worker-${handOff}`).pipe(Scope.extend(workerScope))
+        // Running under this worker, its provider call under way.
+        yield* until((current) => current.lockedBy === `worker-${handOff}` && current.progress > 0)
+        yield* Scope.close(workerScope, Exit.void)
+        const handedBack = Option.getOrThrow(yield* jobs.findById(job.id))
+        expect(handedBack.lifecycleStatus).toBe("running")
+        expect(handedBack.lockedBy).toBeNull()
+        expect(handedBack.attemptCount).toBe(1)
+      }
+      yield* startEngine("worker-last")
+      const done = yield* until((current) => current.lifecycleStatus !== "running" && current.lifecycleStatus !== "queued")
+      expect(done.lifecycleStatus).toBe("succeeded")
+      expect(done.lockedBy).toBe("worker-last")
+      expect(done.attemptCount).toBe(1)
+      expect(yield* Effect.flatMap(ArtifactRepository, (repo) => repo.listByJob(job.id))).toHaveLength(1)
+      // One usage row per call: the interrupted calls of the workers that left, then the answer.
+      const rows = yield* Effect.flatMap(UsageLog, (usage) => usage.listByJobId(job.id))
+      expect(rows.map((row) => row.errorCode)).toStrictEqual([...Array.from({ length: handOffs }, () => "CANCELLED"), null])
+      expect(new Set(rows.map((row) => `${row.leaseNo}/${row.attemptNo}`)).size).toBe(rows.length)
+    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: 200 } }))))
 
   it.scoped("the registry refuses to start with a broken job type", () =>
     Effect.gen(function* () {
