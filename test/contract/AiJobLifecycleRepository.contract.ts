@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Either, Layer, Option } from "effect"
+import { Clock, Effect, Either, Layer, Option } from "effect"
 import type { AiJob, JobLease } from "../../src/domain/AiJob.js"
 import { byExpiredLock, byLease, leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -277,6 +277,24 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const taken = yield* repo.takeOver(running.id, "worker-b", ttl)
           expect(taken.lockedBy).toBe("worker-b")
         }))
+
+      it.effect("a cancel racing the worker's finish: refused exactly when it wrote nothing", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          for (let round = 0; round < 60; round++) {
+            const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl * 100)
+            const [cancel] = yield* Effect.all(
+              [
+                Effect.either(repo.requestCancel(running.id)),
+                Effect.zipRight(Effect.sleep(`${round % 3} millis`), Effect.either(repo.markSucceeded(leaseFor(running), "d".repeat(64))))
+              ],
+              { concurrency: "unbounded" }
+            )
+            const row = yield* reload(running.id)
+            expect({ round, accepted: Either.isRight(cancel), stamped: row.cancelRequestedAt !== null })
+              .toStrictEqual({ round, accepted: row.cancelRequestedAt !== null, stamped: row.cancelRequestedAt !== null })
+          }
+        }).pipe(Effect.withClock(Clock.make())))
 
       it.effect("a hand-off costs no attempt, however often, and fences the worker that gave the job back", () =>
         Effect.gen(function* () {

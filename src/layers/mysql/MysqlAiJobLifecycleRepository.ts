@@ -238,28 +238,39 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       sql`cancel_requested_at IS NOT NULL`
     )
 
+  /**
+   * One statement decides and writes: a queued job is cancelled, a running one gets its request
+   * stamped, anything else is untouched. So the answer (read from `affectedRows`) always matches
+   * what was written, however the job moves meanwhile. SET runs left to right: every column is
+   * judged on the status before `lifecycle_status` itself changes, last.
+   */
   const requestCancel = (jobId: string) =>
     Effect.gen(function* () {
-      const cancelledQueued = yield* affectedRows("ai_job.requestCancel")(
-        sql`UPDATE ai_job SET ${status("cancelled")}, cancel_requested_at = ${now}, finished_at = ${now},
-              error_code = ${cancelledFailure.errorCode}, public_error_message = ${cancelledFailure.publicErrorMessage},
-              updated_at = ${now}
-            WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw
+      const wasQueued = sql`lifecycle_status = 'queued'`
+      const requested = yield* affectedRows("ai_job.requestCancel")(
+        sql`UPDATE ai_job SET
+              cancel_requested_at = COALESCE(cancel_requested_at, ${now}),
+              finished_at = IF(${wasQueued}, ${now}, finished_at),
+              error_code = IF(${wasQueued}, ${cancelledFailure.errorCode}, error_code),
+              public_error_message = IF(${wasQueued}, ${cancelledFailure.publicErrorMessage}, public_error_message),
+              status = IF(${wasQueued}, ${legacyStatusOf.cancelled}, status),
+              updated_at = ${now},
+              lifecycle_status = IF(${wasQueued}, 'cancelled', lifecycle_status)
+            WHERE id = ${jobId} AND lifecycle_status IN ('queued', 'running')`.raw
       )
-      if (cancelledQueued === 0) {
-        yield* affectedRows("ai_job.requestCancel")(
-          sql`UPDATE ai_job SET cancel_requested_at = COALESCE(cancel_requested_at, ${now}), updated_at = ${now}
-              WHERE id = ${jobId} AND lifecycle_status = 'running'`.raw
-        )
-      }
+      // Written: the request stands, whatever the job did since (a worker may end it now).
+      if (requested > 0) return yield* mustFind("ai_job.requestCancel", jobId)
       const current = yield* findById(jobId)
-      if (cancelledQueued > 0) return yield* mustFind("ai_job.requestCancel", jobId)
       return yield* Either.match(requestCancelGuard(jobId, current), {
         onLeft: Effect.fail,
+        // Nothing matched yet the job is queued or running: it was created or moved in between.
         onRight: (job) =>
-          job.lifecycleStatus === "running"
-            ? Effect.succeed(job)
-            : Effect.fail(new PersistenceError({ operation: "ai_job.requestCancel", message: `job ${jobId} was ${job.lifecycleStatus} after cancel` }))
+          Effect.fail(
+            new PersistenceError({
+              operation: "ai_job.requestCancel",
+              message: `job ${jobId} changed during the cancel (${job.lifecycleStatus})`
+            })
+          )
       })
     })
 
