@@ -253,7 +253,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(cancelled.progress).toBe(25)
       expect((yield* control.calls).map((call) => call.outcome)).toStrictEqual(["interrupted"])
       expect(yield* Effect.flatMap(ArtifactRepository, (artifacts) => artifacts.listByJob(job.id))).toHaveLength(0)
-    }).pipe(Effect.provide(memoryEngineStack())))
+    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))
 
   it.scoped("a published cancel stops a running job at once", () =>
     Effect.gen(function* () {
