@@ -4,14 +4,29 @@ import { newId } from "../domain/Ids.js"
 import { enqueueEventFor } from "../domain/OutboxEvent.js"
 import { OutboxRepository } from "../services/OutboxRepository.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
+import { payloadFor } from "../services/JobQueue.js"
+
+/** How many of the latest reaper windows' requeues the reaper looks for in the queue. */
+const requeueWindowsChecked = 3
 
 /**
- * Queues a queued job again whose delivery may have been lost. The new queue job has an id of
- * its own (the lost one may be held as active forever by a queue that lost its consumer); if
- * the first delivery was only slow, the second finds the job taken and is dropped by PREPARE.
- * The dedupe key names the moment the job was looked after: one event per requeue.
+ * The queue jobs that may still deliver a queued job: its first one, and the requeues of the
+ * last few reaper windows (a requeue's queue job is named by its window, see `requeue`).
  */
-export const requeue = (job: AiJob) =>
+export const queueJobIdsOf = (job: AiJob, window: number): ReadonlyArray<string> => {
+  const idFor = (redispatchOf?: string) =>
+    payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt, redispatchOf }).dedupeKey
+  return [idFor(), ...Array.from({ length: requeueWindowsChecked }, (_, back) => idFor(`q${window - back}`))]
+}
+
+/**
+ * Queues a queued job again whose delivery was lost (the reaper checked that the queue holds
+ * none of its queue jobs). The new queue job has an id of its own, named by the reaper's window
+ * so a later pass can ask the queue about it; if the first delivery was only slow, the second
+ * finds the job taken and is dropped by PREPARE. The dedupe key names the moment the job was
+ * looked after: one event per requeue.
+ */
+export const requeue = (job: AiJob, window: number) =>
   Effect.gen(function* () {
     const outbox = yield* OutboxRepository
     const touchedAt = job.updatedAt.getTime()
@@ -19,7 +34,7 @@ export const requeue = (job: AiJob) =>
       enqueueEventFor(job, {
         eventId: yield* newId,
         dedupeKey: `ai.job.requeue:${job.id}:${touchedAt}`,
-        redispatchOf: `q${touchedAt}`
+        redispatchOf: `q${window}`
       })
     )
   })

@@ -143,5 +143,10 @@ export class JobQueue extends Context.Tag("ai-job-engine/JobQueue")<
       options?: ConsumeOptions
     ) => Effect.Effect<void, JobQueueUnavailable, Scope.Scope | R>
     readonly counts: (queueName: QueueName) => Effect.Effect<QueueCounts, JobQueueUnavailable>
+    /**
+     * Whether the queue job is still to be delivered or being delivered: waiting (prioritized
+     * included), delayed or active. False once it finished or for an id the queue does not hold.
+     */
+    readonly isPending: (queueName: QueueName, queueJobId: string) => Effect.Effect<boolean, JobQueueUnavailable>
   }
 >() {}

@@ -170,6 +170,27 @@ export const jobQueueContract = (name: string, queueLayer: Layer.Layer<JobQueue 
         expect((yield* consumer.next).payload.jobId).toBe(poison)
       }))
 
+    it.scoped("isPending: true while waiting (prioritized), delayed or active; false once finished or never added", () =>
+      Effect.gen(function* () {
+        const jobQueue = yield* JobQueue
+        const waiting = newJobId("pending-waiting")
+        const delayed = newJobId("pending-delayed")
+        expect(yield* jobQueue.isPending("ai-background", queueJobIdFor(waiting))).toBe(false)
+        yield* jobQueue.add({ queueName: "ai-background", payload: payload(waiting), priority: 10 })
+        yield* jobQueue.add({ queueName: "ai-background", payload: payload(delayed), priority: 10, delayMs: 1_500 })
+        expect(yield* jobQueue.isPending("ai-background", queueJobIdFor(waiting))).toBe(true)
+        expect(yield* jobQueue.isPending("ai-background", queueJobIdFor(delayed))).toBe(true)
+        // Another queue does not hold it.
+        expect(yield* jobQueue.isPending("ai-interactive", queueJobIdFor(waiting))).toBe(false)
+        const consumer = yield* recordingConsumer("ai-background", { holdMs: 500 })
+        expect((yield* consumer.next).payload.jobId).toBe(waiting)
+        expect(yield* jobQueue.isPending("ai-background", queueJobIdFor(waiting))).toBe(true)
+        yield* pollUntil(jobQueue.isPending("ai-background", queueJobIdFor(waiting)), (pending) => !pending)
+        expect(yield* jobQueue.isPending("ai-background", queueJobIdFor(delayed))).toBe(true)
+        // Delivered after its delay, then finished: nothing is left behind for the next test.
+        yield* pollUntil(jobQueue.isPending("ai-background", queueJobIdFor(delayed)), (pending) => !pending)
+      }))
+
     it.scoped("a delayed add is not delivered before its delay", () =>
       Effect.gen(function* () {
         const jobQueue = yield* JobQueue

@@ -106,6 +106,22 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
       }))
     )
 
+  const pendingStates: ReadonlySet<string> = new Set(["waiting", "prioritized", "delayed", "active", "waiting-children"])
+
+  const isPending = (queueName: QueueName, queueJobId: string) =>
+    Effect.tryPromise({
+      try: () => queues[queueName].getJobState(queueJobId),
+      catch: unavailable("isPending")
+    }).pipe(
+      Effect.interruptible,
+      Effect.timeoutFail({
+        duration: Duration.millis(settings.addTimeoutMs),
+        onTimeout: () =>
+          new JobQueueUnavailable({ operation: "isPending", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
+      }),
+      Effect.map((state) => pendingStates.has(state))
+    )
+
   const consume = <E, R>(
     queueName: QueueName,
     handler: (delivery: JobDelivery) => Effect.Effect<void, E, R>,
@@ -205,7 +221,7 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
     })
 
   yield* Effect.logDebug("BullMQ queues open").pipe(Effect.annotateLogs({ queues: allQueueNames.join(",") }))
-  return JobQueue.of({ add, consume, counts })
+  return JobQueue.of({ add, consume, counts, isPending })
 })
 
 /** JobQueue on BullMQ; needs `RedisConnection` and `QueueSettings`. */

@@ -171,6 +171,15 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
       )
     )
 
+  /** Every entry still held is waiting, delayed or active: finished ones are removed. */
+  const isPending = (queueName: QueueName, queueJobId: string) =>
+    STM.commit(
+      STM.zipRight(
+        refuseWhenUnreachable("isPending"),
+        STM.map(TRef.get(states[queueName].entries), (entries) => HashMap.has(entries, queueJobId))
+      )
+    )
+
   const remove = (queueName: QueueName, queueJobId: string) =>
     STM.commit(TRef.update(states[queueName].entries, HashMap.remove(queueJobId)))
 
@@ -280,7 +289,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
     jobIds: (queueName) => STM.commit(TRef.get(states[queueName].entries)).pipe(Effect.map((entries) => [...HashMap.keys(entries)]))
   })
 
-  return Context.make(JobQueue, JobQueue.of({ add, consume, counts })).pipe(Context.add(MemoryJobQueueControl, control))
+  return Context.make(JobQueue, JobQueue.of({ add, consume, counts, isPending })).pipe(Context.add(MemoryJobQueueControl, control))
 })
 
 /** The in-memory JobQueue and its control; needs `QueueSettings` (`QueueSettings.make()` in tests). */

@@ -8,6 +8,7 @@ import { syntheticEcho, syntheticEchoDefinition, SyntheticEchoInput } from "../.
 import { SyntheticEchoOutput } from "../../../src/jobs/synthetic_echo/output.js"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
 import { defineJobType } from "../../../src/domain/JobType.js"
+import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { makeExecutionEngine } from "../../../src/pipeline/engine.js"
 import { execute } from "../../../src/pipeline/execute.js"
 import { prepare } from "../../../src/pipeline/prepare.js"
@@ -20,7 +21,7 @@ import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { CancelSignal } from "../../../src/services/CancelSignal.js"
 import { JobDefinitionRegistry } from "../../../src/services/JobDefinitionRegistry.js"
 import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
-import { payloadFor } from "../../../src/services/JobQueue.js"
+import { JobQueue, payloadFor } from "../../../src/services/JobQueue.js"
 import { definePromptTemplate } from "../../../src/services/PromptTemplates.js"
 import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
@@ -402,6 +403,31 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(pass.requeuedQueued).toBe(1)
       const done = yield* awaitStatus(job.id, ["succeeded", "failed"])
       expect(done.lifecycleStatus).toBe("succeeded")
+    }).pipe(Effect.provide(memoryEngineStack())))
+
+  it.scoped("a queued job merely waiting in the queue (a backlog) is never queued again by the reaper", () =>
+    Effect.gen(function* () {
+      const outbox = yield* OutboxRepository
+      const job = yield* createEcho("waiting in a backlog")
+      // Published, but no worker consumes yet: the queue job waits.
+      const dispatcher = yield* makeDispatcher
+      yield* Effect.forkScoped(dispatcher.run)
+      yield* settle
+      yield* TestClock.adjust(1_000)
+      yield* settle
+      expect((yield* (yield* JobQueue).counts("ai-interactive")).waiting).toBe(1)
+      // Well past the requeue age (two leases), several reaper passes.
+      for (let pass = 0; pass < 4; pass++) {
+        yield* TestClock.adjust(40_000)
+        expect((yield* reapOnce).requeuedQueued).toBe(0)
+      }
+      // One event: the create's; the reaper added none.
+      expect(yield* outbox.countByStatus).toMatchObject({ published: 1, pending: 0, processing: 0 })
+      // A worker arrives: the one delivery runs it.
+      yield* startEngine()
+      const done = yield* awaitStatus(job.id, ["succeeded", "failed"])
+      expect(done.lifecycleStatus).toBe("succeeded")
+      expect(yield* outbox.countByStatus).toMatchObject({ published: 1 })
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("the reaper fails a lost job with no attempts left, and cancels one whose cancel was requested", () =>
