@@ -6,7 +6,7 @@ import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { TimingConfig } from "../layers/config.js"
 import { publishFinished } from "./complete.js"
 import { queueJobIdsOf, redispatch, requeue } from "./redispatch.js"
-import { JobQueue } from "../services/JobQueue.js"
+import { JobQueue, type QueueJobState } from "../services/JobQueue.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
 
@@ -39,7 +39,7 @@ export const reapOnce = Effect.gen(function* () {
   const unitOfWork = yield* UnitOfWork
   const signal = yield* OutboxSignal
   const queue = yield* JobQueue
-  const { queuedRedispatchMs, reaperGraceMs } = yield* TimingConfig
+  const { jobLockTtlMs, queuedRedispatchMs, reaperGraceMs } = yield* TimingConfig
   const expired = yield* jobs.findExpiredLocks(reaperGraceMs, batchSize)
   const window = Math.floor((yield* Clock.currentTimeMillis) / queuedRedispatchMs)
   let cancelled = 0
@@ -74,15 +74,20 @@ export const reapOnce = Effect.gen(function* () {
     }).pipe(skipOnFailure(job.id))
   }
   // A queued job that nobody touched for long may have lost its delivery (dropped by the queue
-  // after its attempts, lost with a Redis that restarted empty, or acknowledged by a worker that
-  // could not reach the database). One merely waiting in a backlog is not: the queue is asked
-  // first, and such a job is only marked as looked after (no second delivery).
+  // after its attempts, lost with a Redis that restarted empty, acknowledged by a worker that
+  // could not reach the database, or taken by a worker that died before PREPARE: active for a
+  // whole lease without locking the job). One merely waiting in a backlog is not: the queue is
+  // asked first, and such a job is only marked as looked after (no second delivery).
+  const now = yield* Clock.currentTimeMillis
+  const stillDelivering = (state: QueueJobState) =>
+    state._tag === "Waiting" || (state._tag === "Active" && now - state.activeSinceMs < jobLockTtlMs)
   const stale = yield* jobs.findStaleQueued(queuedRedispatchMs, batchSize)
   let requeuedQueued = 0
   let stillPending = 0
   for (const job of stale) {
     const outcome = yield* Effect.gen(function* () {
-      const pending = yield* Effect.exists(queueJobIdsOf(job, window), (id) => queue.isPending(job.queueName, id))
+      const pending = yield* Effect.exists(queueJobIdsOf(job, window), (id) =>
+        Effect.map(queue.state(job.queueName, id), stillDelivering))
       return yield* unitOfWork.transaction(
         Effect.flatMap(jobs.touchQueued(job), (touched) =>
           !touched ? Effect.succeed("changed" as const) : pending ? Effect.succeed("pending" as const) : Effect.as(requeue(job, window), "requeued" as const))

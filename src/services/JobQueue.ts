@@ -105,6 +105,15 @@ export interface QueueCounts {
   readonly delayed: number
 }
 
+/**
+ * A queue job's state: `Waiting` to be delivered (waiting, prioritized or delayed), `Active` with
+ * a consumer since `activeSinceMs` (epoch milliseconds), or `Gone`.
+ */
+export type QueueJobState =
+  | { readonly _tag: "Waiting" }
+  | { readonly _tag: "Active"; readonly activeSinceMs: number }
+  | { readonly _tag: "Gone" }
+
 /** A payload that does not decode: the job is dropped (and logged), never retried. */
 export const decodeQueuePayload = Schema.decodeUnknown(AiJobQueuePayload, { onExcessProperty: "ignore" })
 export const encodeQueuePayload = Schema.encodeSync(AiJobQueuePayload)
@@ -143,10 +152,7 @@ export class JobQueue extends Context.Tag("ai-job-engine/JobQueue")<
       options?: ConsumeOptions
     ) => Effect.Effect<void, JobQueueUnavailable, Scope.Scope | R>
     readonly counts: (queueName: QueueName) => Effect.Effect<QueueCounts, JobQueueUnavailable>
-    /**
-     * Whether the queue job is still to be delivered or being delivered: waiting (prioritized
-     * included), delayed or active. False once it finished or for an id the queue does not hold.
-     */
-    readonly isPending: (queueName: QueueName, queueJobId: string) => Effect.Effect<boolean, JobQueueUnavailable>
+    /** Where one queue job stands (`Gone` once it finished, or for an id the queue never held). */
+    readonly state: (queueName: QueueName, queueJobId: string) => Effect.Effect<QueueJobState, JobQueueUnavailable>
   }
 >() {}

@@ -170,25 +170,27 @@ export const jobQueueContract = (name: string, queueLayer: Layer.Layer<JobQueue 
         expect((yield* consumer.next).payload.jobId).toBe(poison)
       }))
 
-    it.scoped("isPending: true while waiting (prioritized), delayed or active; false once finished or never added", () =>
+    it.scoped("state: Waiting while waiting or delayed, Active since it was taken, Gone once finished or never added", () =>
       Effect.gen(function* () {
         const jobQueue = yield* JobQueue
-        const waiting = newJobId("pending-waiting")
-        const delayed = newJobId("pending-delayed")
-        expect(yield* jobQueue.isPending("ai-background", queueJobIdFor(waiting))).toBe(false)
+        const waiting = newJobId("state-waiting")
+        const delayed = newJobId("state-delayed")
+        expect((yield* jobQueue.state("ai-background", queueJobIdFor(waiting)))._tag).toBe("Gone")
         yield* jobQueue.add({ queueName: "ai-background", payload: payload(waiting), priority: 10 })
         yield* jobQueue.add({ queueName: "ai-background", payload: payload(delayed), priority: 10, delayMs: 1_500 })
-        expect(yield* jobQueue.isPending("ai-background", queueJobIdFor(waiting))).toBe(true)
-        expect(yield* jobQueue.isPending("ai-background", queueJobIdFor(delayed))).toBe(true)
+        expect((yield* jobQueue.state("ai-background", queueJobIdFor(waiting)))._tag).toBe("Waiting")
+        expect((yield* jobQueue.state("ai-background", queueJobIdFor(delayed)))._tag).toBe("Waiting")
         // Another queue does not hold it.
-        expect(yield* jobQueue.isPending("ai-interactive", queueJobIdFor(waiting))).toBe(false)
+        expect((yield* jobQueue.state("ai-interactive", queueJobIdFor(waiting)))._tag).toBe("Gone")
+        const before = Date.now()
         const consumer = yield* recordingConsumer("ai-background", { holdMs: 500 })
         expect((yield* consumer.next).payload.jobId).toBe(waiting)
-        expect(yield* jobQueue.isPending("ai-background", queueJobIdFor(waiting))).toBe(true)
-        yield* pollUntil(jobQueue.isPending("ai-background", queueJobIdFor(waiting)), (pending) => !pending)
-        expect(yield* jobQueue.isPending("ai-background", queueJobIdFor(delayed))).toBe(true)
+        const active = yield* jobQueue.state("ai-background", queueJobIdFor(waiting))
+        expect(active._tag).toBe("Active")
+        if (active._tag === "Active") expect(Math.abs(active.activeSinceMs - before)).toBeLessThan(5_000)
+        yield* pollUntil(jobQueue.state("ai-background", queueJobIdFor(waiting)), (state) => state._tag === "Gone")
         // Delivered after its delay, then finished: nothing is left behind for the next test.
-        yield* pollUntil(jobQueue.isPending("ai-background", queueJobIdFor(delayed)), (pending) => !pending)
+        yield* pollUntil(jobQueue.state("ai-background", queueJobIdFor(delayed)), (state) => state._tag === "Gone")
       }))
 
     it.scoped("a delayed add is not delivered before its delay", () =>

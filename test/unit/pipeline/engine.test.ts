@@ -430,6 +430,37 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(yield* outbox.countByStatus).toMatchObject({ published: 1 })
     }).pipe(Effect.provide(memoryEngineStack())))
 
+  it.scoped("a delivery taken by a worker that died before PREPARE is queued again within two leases", () =>
+    Effect.gen(function* () {
+      const queue = yield* JobQueue
+      const job = yield* createEcho("taken, never prepared")
+      // A consumer that takes the delivery and never gets to PREPARE (killed right after).
+      const taken = yield* Deferred.make<void>()
+      const gone = yield* Deferred.make<void>()
+      yield* queue.consume("ai-interactive", () => Effect.zipRight(Deferred.succeed(taken, undefined), Deferred.await(gone)), {
+        concurrency: 1
+      })
+      const dispatcher = yield* makeDispatcher
+      yield* Effect.forkScoped(dispatcher.run)
+      for (let step = 0; step < 100 && !(yield* Deferred.isDone(taken)); step++) {
+        yield* TestClock.adjust(100)
+        yield* settle
+      }
+      expect(yield* Deferred.isDone(taken)).toBe(true)
+      yield* startEngine("rescuer")
+      // Still within a lease of the take: the delivery may yet be prepared; nothing happens.
+      yield* TestClock.adjust(10_000)
+      expect((yield* reapOnce).requeuedQueued).toBe(0)
+      // Two leases (30 s) after it was queued, its queue job active for more than a lease: queued again.
+      yield* TestClock.adjust(21_000)
+      expect((yield* reapOnce).requeuedQueued).toBe(1)
+      const done = yield* awaitStatus(job.id, ["succeeded", "failed"])
+      expect(done.lifecycleStatus).toBe("succeeded")
+      expect(done.lockedBy).toBe("rescuer")
+      expect(done.attemptCount).toBe(1)
+      yield* Deferred.succeed(gone, undefined)
+    }).pipe(Effect.provide(memoryEngineStack())))
+
   it.scoped("the reaper fails a lost job with no attempts left, and cancels one whose cancel was requested", () =>
     Effect.gen(function* () {
       const jobs = yield* AiJobLifecycleRepository
