@@ -10,6 +10,7 @@ import learning_evaluation from "./0008_learning_evaluation.js"
 import ai_user_job_gate from "./0009_ai_user_job_gate.js"
 import synthetic_echo_result from "./0010_synthetic_echo_result.js"
 import exact_identifiers from "./0011_exact_identifiers.js"
+import usage_call_unique from "./0012_usage_call_unique.js"
 import business_created_at_default from "./0013_business_created_at_default.js"
 
 /** Every migration, by `{id}_{name}`; the Migrator runs those above the last one recorded. */
@@ -25,6 +26,7 @@ export const migrations = Migrator.fromRecord({
   "0009_ai_user_job_gate": ai_user_job_gate,
   "0010_synthetic_echo_result": synthetic_echo_result,
   "0011_exact_identifiers": exact_identifiers,
+  "0012_usage_call_unique": usage_call_unique,
   "0013_business_created_at_default": business_created_at_default
 })
 

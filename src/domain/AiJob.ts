@@ -24,8 +24,11 @@ export class AiJob extends Schema.Class<AiJob>("AiJob")({
   promptVersion: Schema.String,
   inputSchemaVersion: Schema.String,
   outputSchemaVersion: Schema.String,
+  /** Attempts used: the first lock and each takeover of a crashed worker's lock; a hand-off uses none. */
   attemptCount: Schema.Number,
   maxAttempts: Schema.Number,
+  /** How many times a worker has locked the job (hand-offs included): the fencing token. */
+  leaseNo: Schema.Number,
   lockedBy: Schema.NullOr(Schema.String),
   lockedAt: Schema.NullOr(Schema.DateFromSelf),
   lockUntil: Schema.NullOr(Schema.DateFromSelf),
@@ -62,34 +65,50 @@ export interface NewAiJob {
 
 /**
  * The proof of ownership a worker presents with every write to a running job (DESIGN.md
- * correction 6): the lock owner and the attempt it locked. A takeover changes both.
+ * correction 6): the lock owner and the lease number it locked. Every lock, takeover or pickup
+ * after a hand-off raises the lease number, so the previous holder is fenced out; `attempt` is
+ * the attempt the lease runs in (a hand-off keeps it).
  */
 export interface JobLease {
   readonly jobId: string
   readonly workerId: string
   readonly attempt: number
+  readonly leaseNo: number
 }
 
 export const leaseOf = (job: AiJob): JobLease | undefined =>
   job.lifecycleStatus === "running" && job.lockedBy !== null
-    ? { jobId: job.id, workerId: job.lockedBy, attempt: job.attemptCount }
+    ? { jobId: job.id, workerId: job.lockedBy, attempt: job.attemptCount, leaseNo: job.leaseNo }
     : undefined
 
 /**
  * Who may end a running job: the worker holding the lease, or the reaper once the lock has
- * been expired for longer than the grace period (and nobody took the job over meanwhile).
+ * been expired for longer than the grace period (and nobody took the job over, or released it,
+ * meanwhile: the lease number and the owner are still the ones the reaper saw).
  */
 export type JobFence =
   | { readonly _tag: "Lease"; readonly lease: JobLease }
-  | { readonly _tag: "ExpiredLock"; readonly jobId: string; readonly attempt: number; readonly graceMs: number }
+  | {
+    readonly _tag: "ExpiredLock"
+    readonly jobId: string
+    readonly attempt: number
+    readonly leaseNo: number
+    readonly lockedBy: string | null
+    readonly graceMs: number
+  }
 
 export const byLease = (lease: JobLease): JobFence => ({ _tag: "Lease", lease })
 export const byExpiredLock = (job: AiJob, graceMs: number): JobFence => ({
   _tag: "ExpiredLock",
   jobId: job.id,
   attempt: job.attemptCount,
+  leaseNo: job.leaseNo,
+  lockedBy: job.lockedBy,
   graceMs
 })
+
+/** A job whose last holder released it (a hand-off): the next lease costs no attempt. */
+export const isHandedOff = (job: AiJob): boolean => job.lifecycleStatus === "running" && job.lockedBy === null
 export const fencedJobId = (fence: JobFence): string => (fence._tag === "Lease" ? fence.lease.jobId : fence.jobId)
 
 export interface JobFailure {

@@ -50,6 +50,8 @@ export const takeOverGuard = (
     if (job.lifecycleStatus !== "running") {
       return Either.left(new IllegalTransition({ jobId, from: job.lifecycleStatus, to: "running" }))
     }
+    // Released by a hand-off: free at once, and the next lease continues the same attempt.
+    if (job.lockedBy === null) return Either.right(job)
     if (!lockExpired(job, now)) return Either.left(new JobLockConflict({ jobId }))
     if (job.attemptCount >= job.maxAttempts) {
       return Either.left(new AttemptsExhausted({ jobId, attempts: job.attemptCount }))
@@ -57,7 +59,7 @@ export const takeOverGuard = (
     return Either.right(job)
   })
 
-/** The lease still holds: the job is running, under this owner, in this attempt. */
+/** The lease still holds: the job is running, under this owner, in this lease. */
 export const leaseGuard = (
   lease: JobLease,
   current: Option.Option<AiJob>,
@@ -67,7 +69,7 @@ export const leaseGuard = (
     if (job.lifecycleStatus !== "running") {
       return Either.left(new IllegalTransition({ jobId: job.id, from: job.lifecycleStatus, to }))
     }
-    if (job.lockedBy !== lease.workerId || job.attemptCount !== lease.attempt) {
+    if (job.lockedBy !== lease.workerId || job.leaseNo !== lease.leaseNo) {
       return Either.left(new LockLost({ jobId: job.id, workerId: lease.workerId, attempt: lease.attempt }))
     }
     return Either.right(job)
@@ -75,7 +77,10 @@ export const leaseGuard = (
 
 export const reaperWorkerId = "reaper"
 
-/** The reaper's fence: still the attempt it saw, and the lock expired beyond the grace period. */
+/**
+ * The reaper's fence: still the lease and owner it saw (no takeover, no hand-off since), and the
+ * lock expired beyond the grace period.
+ */
 export const fenceGuard = (
   fence: JobFence,
   current: Option.Option<AiJob>,
@@ -87,7 +92,7 @@ export const fenceGuard = (
     if (job.lifecycleStatus !== "running") {
       return Either.left(new IllegalTransition({ jobId: job.id, from: job.lifecycleStatus, to }))
     }
-    if (job.attemptCount !== fence.attempt || !lockExpired(job, now, fence.graceMs)) {
+    if (job.leaseNo !== fence.leaseNo || job.lockedBy !== fence.lockedBy || !lockExpired(job, now, fence.graceMs)) {
       return Either.left(new LockLost({ jobId: job.id, workerId: reaperWorkerId, attempt: fence.attempt }))
     }
     return Either.right(job)

@@ -67,6 +67,30 @@ export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
   static readonly layer = Layer.effect(StorageConfig, StorageConfig.config)
 }
 
+/**
+ * Lease settings: a lock lasts `JOB_LOCK_TTL_MS`, the heartbeat extends it every
+ * `JOB_HEARTBEAT_MS`. A killed worker's job is taken over about TTL + grace + one reaper interval
+ * later; the other recovery timers default to multiples of the lease, so one setting scales all.
+ */
+export const leaseDefaults = {
+  jobLockTtlMs: 15_000,
+  jobHeartbeatMs: 5_000,
+  reaperGraceMs: 5_000,
+  reaperIntervalMs: 5_000
+} as const
+
+/** A queued job untouched this long may have lost its delivery: twice the lease. */
+export const queuedRedispatchFor = (jobLockTtlMs: number) => 2 * jobLockTtlMs
+/** A dispatcher's claim on outbox events lasts as long as a job lease. */
+export const outboxLockTtlFor = (jobLockTtlMs: number) => jobLockTtlMs
+
+const optionalMillis = (name: string) =>
+  Config.option(
+    Config.integer(name).pipe(
+      Config.validate({ message: `${name} must be a positive whole number of milliseconds`, validation: (n) => n > 0 })
+    )
+  )
+
 /** The timing knobs of leases, heartbeats and the outbox. */
 export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
   TimingConfig,
@@ -82,15 +106,20 @@ export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
   }
 >() {
   static readonly config = Config.all({
-    jobLockTtlMs: positiveMillis("JOB_LOCK_TTL_MS", 60_000),
-    jobHeartbeatMs: positiveMillis("JOB_HEARTBEAT_MS", 30_000),
-    reaperGraceMs: positiveMillis("REAPER_GRACE_MS", 30_000),
-    outboxLockTtlMs: positiveMillis("OUTBOX_LOCK_TTL_MS", 60_000),
+    jobLockTtlMs: positiveMillis("JOB_LOCK_TTL_MS", leaseDefaults.jobLockTtlMs),
+    jobHeartbeatMs: positiveMillis("JOB_HEARTBEAT_MS", leaseDefaults.jobHeartbeatMs),
+    reaperGraceMs: positiveMillis("REAPER_GRACE_MS", leaseDefaults.reaperGraceMs),
+    outboxLockTtlMs: optionalMillis("OUTBOX_LOCK_TTL_MS"),
     outboxPollMs: positiveMillis("OUTBOX_POLL_MS", 1_000),
     snapshotRetentionMs: positiveMillis("SNAPSHOT_RETENTION_MS", 7 * 24 * 60 * 60 * 1000),
-    reaperIntervalMs: positiveMillis("REAPER_INTERVAL_MS", 30_000),
-    queuedRedispatchMs: positiveMillis("QUEUED_REDISPATCH_MS", 300_000)
+    reaperIntervalMs: positiveMillis("REAPER_INTERVAL_MS", leaseDefaults.reaperIntervalMs),
+    queuedRedispatchMs: optionalMillis("QUEUED_REDISPATCH_MS")
   }).pipe(
+    Config.map((timing) => ({
+      ...timing,
+      outboxLockTtlMs: Option.getOrElse(timing.outboxLockTtlMs, () => outboxLockTtlFor(timing.jobLockTtlMs)),
+      queuedRedispatchMs: Option.getOrElse(timing.queuedRedispatchMs, () => queuedRedispatchFor(timing.jobLockTtlMs))
+    })),
     Config.validate({
       message: "JOB_HEARTBEAT_MS must be shorter than JOB_LOCK_TTL_MS, or the lock lapses between heartbeats",
       validation: (timing) => timing.jobHeartbeatMs < timing.jobLockTtlMs
@@ -98,18 +127,18 @@ export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
   )
   static readonly layer = Layer.effect(TimingConfig, TimingConfig.config)
   /** The defaults, for tests and simulations that set timing in code. */
-  static readonly make = (overrides: Partial<TimingConfig["Type"]> = {}) =>
-    Layer.succeed(TimingConfig, {
-      jobLockTtlMs: 60_000,
-      jobHeartbeatMs: 30_000,
-      reaperGraceMs: 30_000,
-      outboxLockTtlMs: 60_000,
+  static readonly make = (overrides: Partial<TimingConfig["Type"]> = {}) => {
+    const jobLockTtlMs = overrides.jobLockTtlMs ?? leaseDefaults.jobLockTtlMs
+    return Layer.succeed(TimingConfig, {
+      ...leaseDefaults,
+      jobLockTtlMs,
+      outboxLockTtlMs: outboxLockTtlFor(jobLockTtlMs),
       outboxPollMs: 1_000,
       snapshotRetentionMs: 7 * 24 * 60 * 60 * 1000,
-      reaperIntervalMs: 30_000,
-      queuedRedispatchMs: 300_000,
+      queuedRedispatchMs: queuedRedispatchFor(jobLockTtlMs),
       ...overrides
     })
+  }
 }
 
 /** The AI provider and the keys the engine holds. */

@@ -18,8 +18,6 @@ export interface ResolvedJob extends PreparedJob {
   readonly content: unknown
   readonly credential: ResolvedCredential
   readonly route: ModelRoute
-  /** The `attempt_no` of the first provider call of this run (usage rows number calls per job). */
-  readonly firstAttemptNo: number
 }
 
 /** After EXECUTE: the validated output, its hash, and the usage row of the call that made it. */

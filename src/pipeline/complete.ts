@@ -28,6 +28,7 @@ export const usageEntryOf = (
     return {
       id: yield* newId,
       jobId: resolved.job.id,
+      leaseNo: resolved.lease.leaseNo,
       attemptNo,
       credentialMode: resolved.credential.mode,
       provider: result?.provider ?? resolved.route.provider,

@@ -21,7 +21,7 @@ export interface DispatcherSettingsShape {
   /** First retry delay after a failed add; doubles per failure (jittered), capped at `retryMaxDelayMs`. */
   readonly retryBaseDelayMs: number
   readonly retryMaxDelayMs: number
-  /** ADR 4.4: how often expired claims are released. */
+  /** ADR 4.4: how often expired claims are released, at most (and at most half the claim TTL). */
   readonly releaseIntervalMs: number
   /**
    * After an add whose outcome is unknown (timed out, connection lost), how many times to ask
@@ -262,7 +262,8 @@ export const makeDispatcher = Effect.gen(function* () {
     Effect.catchAll((error) =>
       Effect.logWarning("Releasing expired outbox claims failed").pipe(Effect.annotateLogs({ error: error.message }))
     ),
-    Effect.repeat(Schedule.spaced(Duration.millis(settings.releaseIntervalMs))),
+    // Derived from the claim's TTL too, so an abandoned claim is back within about 1.5 TTL.
+    Effect.repeat(Schedule.spaced(Duration.millis(Math.min(settings.releaseIntervalMs, Math.max(1, timing.outboxLockTtlMs / 2))))),
     Effect.asVoid
   )
 

@@ -106,7 +106,9 @@ export const makeExecutionEngine = (workerId: string) =>
           yield* Ref.set(progress, progressAfter.RESOLVE)
 
           const attempt = Effect.gen(function* () {
-            const attemptNo = resolved.firstAttemptNo + (yield* Ref.getAndUpdate(calls, (n) => n + 1))
+            // A call is numbered by its lease and its place in the lease: no read of the usage
+            // log, and a zombie (an older lease) can never take its successor's number.
+            const attemptNo = 1 + (yield* Ref.getAndUpdate(calls, (n) => n + 1))
             return yield* execute(resolved, attemptNo, yield* Ref.get(problems)).pipe(
               defectsAsInternal,
               // VALIDATION is retried with what was wrong added to the prompt (ADR 5.2).

@@ -33,7 +33,7 @@ export const execute = (resolved: ResolvedJob, attemptNo: number, problems: Read
     const startedAt = yield* Clock.currentTimeMillis
     const timeoutMs = definition.execution.timeoutMs
     const result = yield* gateway.generate({
-      job: { id: job.id, type: job.jobType, attemptNo },
+      job: { id: job.id, type: job.jobType, attemptNo, leaseNo: resolved.lease.leaseNo },
       messages: prompt.messages,
       provider: resolved.route.provider,
       model: resolved.route.model,

@@ -5,7 +5,8 @@ import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.j
 import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { TimingConfig } from "../layers/config.js"
 import { publishFinished } from "./complete.js"
-import { redispatch, requeue } from "./redispatch.js"
+import { queueJobIdsOf, redispatch, requeue } from "./redispatch.js"
+import { JobQueue, type QueueJobState } from "../services/JobQueue.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
 
@@ -25,18 +26,20 @@ const skipOnFailure = (jobId: string) => <A, E extends { readonly message: strin
 /**
  * One pass of the lock reaper (ADR 1.7, DESIGN.md correction 5), over running jobs whose lock
  * expired more than `REAPER_GRACE_MS` ago: a requested cancel is carried out; a job with
- * attempts left is queued again (its next worker takes it over); a job without is failed as
- * `INTERNAL_WORKER_LOST`. Every write is fenced on the attempt the reaper saw and on the lock
+ * attempts left, or handed off by its worker, is queued again (its next worker takes it over); a
+ * crashed job without attempts left is failed as `INTERNAL_WORKER_LOST`. Every write is fenced on the attempt the reaper saw and on the lock
  * still being expired, so a worker that comes back in time, or a second reaper, wins cleanly.
- * Then queued jobs untouched for `QUEUED_REDISPATCH_MS` are queued again (a lost delivery must
- * not strand a job), and expired snapshots are deleted (ADR 8.4).
+ * Then queued jobs untouched for `QUEUED_REDISPATCH_MS` whose queue holds none of their queue
+ * jobs are queued again (a lost delivery must not strand a job; a waiting one must not run
+ * twice), and expired snapshots are deleted (ADR 8.4).
  */
 export const reapOnce = Effect.gen(function* () {
   const jobs = yield* AiJobLifecycleRepository
   const snapshots = yield* SnapshotRepository
   const unitOfWork = yield* UnitOfWork
   const signal = yield* OutboxSignal
-  const { queuedRedispatchMs, reaperGraceMs } = yield* TimingConfig
+  const queue = yield* JobQueue
+  const { jobLockTtlMs, queuedRedispatchMs, reaperGraceMs } = yield* TimingConfig
   const expired = yield* jobs.findExpiredLocks(reaperGraceMs, batchSize)
   const window = Math.floor((yield* Clock.currentTimeMillis) / queuedRedispatchMs)
   let cancelled = 0
@@ -51,7 +54,8 @@ export const reapOnce = Effect.gen(function* () {
         cancelled += 1
         yield* publishFinished(result.right)
       }
-    } else if (job.attemptCount < job.maxAttempts) {
+    } else if (job.lockedBy === null || job.attemptCount < job.maxAttempts) {
+      // Attempts left, or given back by a hand-off (which costs none): queue it again.
       const written = yield* redispatch(job, window)
       if (!written.duplicate) requeued += 1
     } else {
@@ -70,20 +74,33 @@ export const reapOnce = Effect.gen(function* () {
     }).pipe(skipOnFailure(job.id))
   }
   // A queued job that nobody touched for long may have lost its delivery (dropped by the queue
-  // after its attempts, or acknowledged by a worker that could not reach the database).
+  // after its attempts, lost with a Redis that restarted empty, acknowledged by a worker that
+  // could not reach the database, or taken by a worker that died before PREPARE: active for a
+  // whole lease without locking the job). One merely waiting in a backlog is not: the queue is
+  // asked first, and such a job is only marked as looked after (no second delivery).
+  const now = yield* Clock.currentTimeMillis
+  const stillDelivering = (state: QueueJobState) =>
+    state._tag === "Waiting" || (state._tag === "Active" && now - state.activeSinceMs < jobLockTtlMs)
   const stale = yield* jobs.findStaleQueued(queuedRedispatchMs, batchSize)
   let requeuedQueued = 0
+  let stillPending = 0
   for (const job of stale) {
-    const again = yield* unitOfWork.transaction(
-      Effect.flatMap(jobs.touchQueued(job), (touched) => (touched ? Effect.as(requeue(job), true) : Effect.succeed(false)))
-    ).pipe(skipOnFailure(job.id), Effect.map((done) => done === true))
-    if (again) requeuedQueued += 1
+    const outcome = yield* Effect.gen(function* () {
+      const pending = yield* Effect.exists(queueJobIdsOf(job, window), (id) =>
+        Effect.map(queue.state(job.queueName, id), stillDelivering))
+      return yield* unitOfWork.transaction(
+        Effect.flatMap(jobs.touchQueued(job), (touched) =>
+          !touched ? Effect.succeed("changed" as const) : pending ? Effect.succeed("pending" as const) : Effect.as(requeue(job, window), "requeued" as const))
+      )
+    }).pipe(skipOnFailure(job.id))
+    if (outcome === "requeued") requeuedQueued += 1
+    if (outcome === "pending") stillPending += 1
   }
   if (requeuedQueued > 0) yield* signal.notify
   const snapshotsDeleted = yield* snapshots.deleteExpired(500)
   if (cancelled + requeued + failed + requeuedQueued + snapshotsDeleted > 0) {
     yield* Effect.logInfo("reaper pass").pipe(
-      Effect.annotateLogs({ cancelled, requeued, failed, requeuedQueued, snapshotsDeleted })
+      Effect.annotateLogs({ cancelled, requeued, failed, requeuedQueued, stillPending, snapshotsDeleted })
     )
   }
   return { cancelled, requeued, failed, requeuedQueued, snapshotsDeleted }

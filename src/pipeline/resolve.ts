@@ -3,7 +3,6 @@ import { InternalError } from "../domain/ExecutionError.js"
 import { CredentialVault } from "../services/CredentialVault.js"
 import { ModelRouter } from "../services/ModelRouter.js"
 import { SnapshotRepository } from "../services/SnapshotRepository.js"
-import { UsageLog } from "../services/UsageLog.js"
 import { persistenceAsInternal } from "./internalErrors.js"
 import type { PreparedJob, ResolvedJob } from "./RunningJob.js"
 
@@ -16,7 +15,6 @@ export const resolve = (prepared: PreparedJob) =>
     const snapshots = yield* SnapshotRepository
     const vault = yield* CredentialVault
     const router = yield* ModelRouter
-    const usage = yield* UsageLog
     const { job } = prepared
 
     const snapshot = yield* snapshots.findByJobId(job.id).pipe(Effect.catchTag("PersistenceError", persistenceAsInternal))
@@ -28,13 +26,5 @@ export const resolve = (prepared: PreparedJob) =>
     const credential = yield* vault.resolve({ mode: job.credentialMode, credentialId: job.credentialId, userId: job.userId })
       .pipe(Effect.catchTag("PersistenceError", persistenceAsInternal))
     const route = yield* router.route({ jobType: job.jobType, credentialMode: job.credentialMode })
-    // Calls are numbered per job, across workers: a takeover continues the count.
-    const earlierCalls = yield* usage.listByJobId(job.id).pipe(Effect.catchTag("PersistenceError", persistenceAsInternal))
-    return {
-      ...prepared,
-      content: snapshot.value.content,
-      credential,
-      route,
-      firstAttemptNo: earlierCalls.length + 1
-    } satisfies ResolvedJob
+    return { ...prepared, content: snapshot.value.content, credential, route } satisfies ResolvedJob
   }).pipe(Effect.annotateLogs({ stage: "RESOLVE" }), Effect.withSpan("pipeline.resolve"))

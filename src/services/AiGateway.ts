@@ -25,7 +25,14 @@ export interface TokenUsage {
 
 export interface GenerateRequest {
   /** Ids only, for logs and for the synthetic provider; never content. */
-  readonly job: { readonly id: string; readonly type: string; readonly attemptNo: number }
+  readonly job: {
+    readonly id: string
+    readonly type: string
+    /** The call's number within its lease. */
+    readonly attemptNo: number
+    /** The job lease the call is made in (absent for a call outside a job run). */
+    readonly leaseNo?: number
+  }
   readonly messages: ReadonlyArray<ChatMessage>
   readonly provider: string
   readonly model: string

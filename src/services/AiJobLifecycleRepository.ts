@@ -48,8 +48,10 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       lockTtlMs: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | PersistenceError>
     /**
-     * DESIGN.md correction 5: take a `running` job whose lock has expired, as a new attempt.
-     * The status stays `running`; the owner and attempt change, fencing out the old worker.
+     * DESIGN.md correction 5: take a `running` job whose lock has expired (a crashed worker's:
+     * a new attempt, refused with `AttemptsExhausted` when none is left) or was released (a
+     * hand-off: the same attempt). The status stays `running`; the owner and lease number change,
+     * fencing out the old worker.
      */
     readonly takeOver: (
       jobId: string,
@@ -65,7 +67,10 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       lockTtlMs: number,
       progress?: number
     ) => Effect.Effect<LockExtension, LockLost | PersistenceError>
-    /** Ends the lock now, so another worker may take the job over at once (graceful shutdown). */
+    /**
+     * A hand-off (graceful shutdown): nobody holds the job any more, so another worker may take
+     * it over at once, in the same attempt; this lease can no longer write.
+     */
     readonly releaseLock: (lease: JobLease) => Effect.Effect<void, LockLost | PersistenceError>
     readonly updateProgress: (lease: JobLease, progress: number) => Effect.Effect<void, LockLost | PersistenceError>
     readonly markSucceeded: (lease: JobLease, outputHash: string) => Effect.Effect<AiJob, TerminalWriteError>

@@ -110,6 +110,15 @@ export interface QueueCounts {
   readonly delayed: number
 }
 
+/**
+ * A queue job's state: `Waiting` to be delivered (waiting, prioritized or delayed), `Active` with
+ * a consumer since `activeSinceMs` (epoch milliseconds), or `Gone`.
+ */
+export type QueueJobState =
+  | { readonly _tag: "Waiting" }
+  | { readonly _tag: "Active"; readonly activeSinceMs: number }
+  | { readonly _tag: "Gone" }
+
 /** A payload that does not decode: the job is dropped (and logged), never retried. */
 export const decodeQueuePayload = Schema.decodeUnknown(AiJobQueuePayload, { onExcessProperty: "ignore" })
 export const encodeQueuePayload = Schema.encodeSync(AiJobQueuePayload)
@@ -154,5 +163,7 @@ export class JobQueue extends Context.Tag("ai-job-engine/JobQueue")<
      * later command runs after the abandoned add, so its answer includes that add.
      */
     readonly contains: (queueName: QueueName, queueJobId: string) => Effect.Effect<boolean, JobQueueUnavailable>
+    /** Where one queue job stands (`Gone` once it finished, or for an id the queue never held). */
+    readonly state: (queueName: QueueName, queueJobId: string) => Effect.Effect<QueueJobState, JobQueueUnavailable>
   }
 >() {}

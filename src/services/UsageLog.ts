@@ -8,6 +8,9 @@ const IntColumn = Schema.Union(Schema.Number, Schema.NumberFromString)
 export const UsageLogRecord = Schema.Struct({
   id: Schema.String,
   jobId: Schema.String,
+  /** The job lease the call was made in (`ai_job.lease_no`); negative for rows older than lease numbers. */
+  leaseNo: IntColumn,
+  /** The call's number within its lease (1 + the engine's retries); unique per job with `leaseNo`. */
   attemptNo: IntColumn,
   credentialMode: Schema.String,
   provider: Schema.String,
@@ -32,8 +35,9 @@ export type NewUsageLogEntry = Omit<UsageLogRecord, "createdAt">
 export class UsageLog extends Context.Tag("ai-job-engine/UsageLog")<
   UsageLog,
   {
+    /** Fails (a `PersistenceError`) when the job already has a row for this lease and call number. */
     readonly record: (entry: NewUsageLogEntry) => Effect.Effect<UsageLogRecord, PersistenceError>
-    /** Oldest attempt first. */
+    /** Oldest lease first, then by call number. */
     readonly listByJobId: (jobId: string) => Effect.Effect<ReadonlyArray<UsageLogRecord>, PersistenceError>
   }
 >() {}

@@ -82,7 +82,9 @@ export const makeMonitor = (options: MonitorOptions) => {
       fail(invariantNames.terminalFinal, `${name}: its ${from} outcome was rewritten (by ${writer})`)
     }
     const attemptChanged = previous.attemptCount !== job.attemptCount
-    if (attemptChanged) {
+    // A new lease (a takeover, or a pickup after a hand-off, which keeps the attempt) starts a
+    // fresh run: its first call owes nothing to the previous run's backoff.
+    if (previous.leaseNo !== job.leaseNo) {
       const changes = leaseChanges.get(job.id) ?? []
       changes.push(job.updatedAt.getTime())
       leaseChanges.set(job.id, changes)

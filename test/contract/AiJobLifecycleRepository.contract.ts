@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Either, Layer, Option } from "effect"
+import { Clock, Effect, Either, Layer, Option } from "effect"
 import type { AiJob, JobLease } from "../../src/domain/AiJob.js"
 import { byExpiredLock, byLease, leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -155,7 +155,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository
           const queued = yield* freshJob
-          const notALease = { jobId: queued.id, workerId: "worker-a", attempt: 0 }
+          const notALease = { jobId: queued.id, workerId: "worker-a", attempt: 0, leaseNo: 0 }
           // queued → succeeded / failed / cancelled-by-worker: a job must be locked first.
           yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markSucceeded(notALease, "h"))
           yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markFailed(byLease(notALease), failure))
@@ -165,7 +165,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const succeeded = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl).pipe(
             Effect.flatMap((job) => repo.markSucceeded(leaseFor(job), "h"))
           )
-          const lastLease = { jobId: succeeded.id, workerId: "worker-a", attempt: 1 }
+          const lastLease = { jobId: succeeded.id, workerId: "worker-a", attempt: 1, leaseNo: 1 }
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.lockJob(succeeded.id, "worker-b", ttl))
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.takeOver(succeeded.id, "worker-b", ttl))
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markSucceeded(lastLease, "h2"))
@@ -177,14 +177,14 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const failed = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl).pipe(
             Effect.flatMap((job) => repo.markFailed(byLease(leaseFor(job)), failure))
           )
-          const failedLease = { jobId: failed.id, workerId: "worker-a", attempt: 1 }
+          const failedLease = { jobId: failed.id, workerId: "worker-a", attempt: 1, leaseNo: 1 }
           yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.lockJob(failed.id, "worker-b", ttl))
           yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.markSucceeded(failedLease, "h"))
           yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.markCancelled(byLease(failedLease)))
           yield* refusedWithoutChange(failed.id, "JobNotCancellable", repo.requestCancel(failed.id))
 
           const cancelled = yield* repo.requestCancel((yield* freshJob).id)
-          const cancelledLease = { jobId: cancelled.id, workerId: "worker-a", attempt: 0 }
+          const cancelledLease = { jobId: cancelled.id, workerId: "worker-a", attempt: 0, leaseNo: 0 }
           yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.lockJob(cancelled.id, "worker-b", ttl))
           yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.markSucceeded(cancelledLease, "h"))
           yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.markFailed(byLease(cancelledLease), failure))
@@ -276,6 +276,84 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           yield* repo.releaseLock(leaseFor(running))
           const taken = yield* repo.takeOver(running.id, "worker-b", ttl)
           expect(taken.lockedBy).toBe("worker-b")
+        }))
+
+      it.effect("a cancel racing the worker's finish: refused exactly when it wrote nothing", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          for (let round = 0; round < 60; round++) {
+            const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl * 100)
+            const [cancel] = yield* Effect.all(
+              [
+                Effect.either(repo.requestCancel(running.id)),
+                Effect.zipRight(Effect.sleep(`${round % 3} millis`), Effect.either(repo.markSucceeded(leaseFor(running), "d".repeat(64))))
+              ],
+              { concurrency: "unbounded" }
+            )
+            const row = yield* reload(running.id)
+            expect({ round, accepted: Either.isRight(cancel), stamped: row.cancelRequestedAt !== null })
+              .toStrictEqual({ round, accepted: row.cancelRequestedAt !== null, stamped: row.cancelRequestedAt !== null })
+          }
+        }).pipe(Effect.withClock(Clock.make())))
+
+      it.effect("a hand-off costs no attempt, however often, and fences the worker that gave the job back", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const locked = yield* repo.lockJob((yield* freshJob).id, "worker-0", ttl * 100)
+          expect(locked.attemptCount).toBe(1)
+          let lease = leaseFor(locked)
+          // More hand-offs than the job has attempts.
+          for (let handOff = 1; handOff <= locked.maxAttempts + 2; handOff++) {
+            const previous = lease
+            yield* repo.releaseLock(previous)
+            const released = yield* reload(locked.id)
+            expect(released.lifecycleStatus).toBe("running")
+            expect(released.lockedBy).toBeNull()
+            // Nobody holds it: the reaper sees it at once.
+            expect((yield* repo.findExpiredLocks(0, 1000)).map((row) => row.id)).toContain(locked.id)
+            const taken = yield* repo.takeOver(locked.id, `worker-${handOff}`, ttl * 100)
+            expect(taken.attemptCount).toBe(1)
+            expect(taken.leaseNo).toBe(previous.leaseNo + 1)
+            lease = leaseFor(taken)
+            // The worker that gave the job back can no longer write to it.
+            yield* refusedWithoutChange(locked.id, "LockLost", repo.extendLock(previous, ttl))
+            yield* refusedWithoutChange(locked.id, "LockLost", repo.markSucceeded(previous, "old"))
+            yield* refusedWithoutChange(locked.id, "LockLost", repo.markFailed(byLease(previous), failure))
+            yield* refusedWithoutChange(locked.id, "LockLost", repo.releaseLock(previous))
+          }
+          const done = yield* repo.markSucceeded(lease, "c".repeat(64))
+          expect(done.lifecycleStatus).toBe("succeeded")
+          expect(done.attemptCount).toBe(1)
+        }))
+
+      it.effect("a takeover of an expired lock after a hand-off costs an attempt; one after the last attempt is refused", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const locked = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          yield* harness.advance(ttl * 2)
+          // worker-a crashed: the takeover is the last attempt.
+          const second = yield* repo.takeOver(locked.id, "worker-b", ttl)
+          expect(second.attemptCount).toBe(2)
+          expect(second.attemptCount).toBe(second.maxAttempts)
+          // worker-b hands off: the job can still be taken, in the same attempt.
+          yield* repo.releaseLock(leaseFor(second))
+          const third = yield* repo.takeOver(locked.id, "worker-c", ttl)
+          expect(third.attemptCount).toBe(2)
+          // worker-c crashes: no attempt is left.
+          yield* harness.advance(ttl * 2)
+          yield* refusedWithoutChange(locked.id, "AttemptsExhausted", repo.takeOver(locked.id, "worker-d", ttl))
+        }))
+
+      it.effect("the reaper's fence refuses a job handed off after the reaper saw it", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          yield* harness.advance(ttl * 2)
+          const seen = (yield* repo.findExpiredLocks(0, 1000)).find((row) => row.id === running.id)
+          expect(seen).toBeDefined()
+          // The worker was only slow: it gives the job back before the reaper acts.
+          yield* repo.releaseLock(leaseFor(running))
+          yield* refusedWithoutChange(running.id, "LockLost", repo.markFailed(byExpiredLock(seen!, 0), failure))
         }))
 
       it.effect("finds queued jobs nobody touched for long, and touching one is a compare-and-set", () =>

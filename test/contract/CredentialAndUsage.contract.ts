@@ -35,6 +35,7 @@ const user = () => `user-${randomUUID()}`
 const usageEntry = (jobId: string, attemptNo: number, overrides: Partial<Parameters<UsageLog["Type"]["record"]>[0]> = {}) => ({
   id: randomUUID(),
   jobId,
+  leaseNo: 1,
   attemptNo,
   credentialMode: "platform_key",
   provider: "deepseek",
@@ -68,6 +69,19 @@ export const credentialAndUsageContract = <E>(
         expect(rows[0]?.errorCode).toBe("PROVIDER_UNAVAILABLE")
         expect(rows[1]?.errorCode).toBeNull()
         expect(yield* usage.listByJobId(randomUUID())).toEqual([])
+      }))
+
+    it.effect("usage log: a call is numbered once per job and lease; another lease may use the same number", () =>
+      Effect.gen(function* () {
+        const usage = yield* UsageLog
+        const jobId = randomUUID()
+        yield* usage.record(usageEntry(jobId, 1, { leaseNo: 1 }))
+        // A zombie (lease 1) and its successor (lease 2) both make their first call.
+        yield* usage.record(usageEntry(jobId, 1, { leaseNo: 2 }))
+        const duplicate = yield* Effect.either(usage.record(usageEntry(jobId, 1, { leaseNo: 2, errorCode: "TIMEOUT" })))
+        expect(duplicate._tag === "Left" && duplicate.left._tag).toBe("PersistenceError")
+        const rows = yield* usage.listByJobId(jobId)
+        expect(rows.map((row) => [row.leaseNo, row.attemptNo, row.errorCode])).toEqual([[1, 1, null], [2, 1, null]])
       }))
 
     it.effect("credentials: a new key revokes the user's previous active key of that provider only", () =>

@@ -184,6 +184,29 @@ export const jobQueueContract = (name: string, queueLayer: Layer.Layer<JobQueue 
         expect((yield* consumer.next).payload.jobId).toBe(poison)
       }))
 
+    it.scoped("state: Waiting while waiting or delayed, Active since it was taken, Gone once finished or never added", () =>
+      Effect.gen(function* () {
+        const jobQueue = yield* JobQueue
+        const waiting = newJobId("state-waiting")
+        const delayed = newJobId("state-delayed")
+        expect((yield* jobQueue.state("ai-background", queueJobIdFor(waiting)))._tag).toBe("Gone")
+        yield* jobQueue.add({ queueName: "ai-background", payload: payload(waiting), priority: 10 })
+        yield* jobQueue.add({ queueName: "ai-background", payload: payload(delayed), priority: 10, delayMs: 1_500 })
+        expect((yield* jobQueue.state("ai-background", queueJobIdFor(waiting)))._tag).toBe("Waiting")
+        expect((yield* jobQueue.state("ai-background", queueJobIdFor(delayed)))._tag).toBe("Waiting")
+        // Another queue does not hold it.
+        expect((yield* jobQueue.state("ai-interactive", queueJobIdFor(waiting)))._tag).toBe("Gone")
+        const before = Date.now()
+        const consumer = yield* recordingConsumer("ai-background", { holdMs: 500 })
+        expect((yield* consumer.next).payload.jobId).toBe(waiting)
+        const active = yield* jobQueue.state("ai-background", queueJobIdFor(waiting))
+        expect(active._tag).toBe("Active")
+        if (active._tag === "Active") expect(Math.abs(active.activeSinceMs - before)).toBeLessThan(5_000)
+        yield* pollUntil(jobQueue.state("ai-background", queueJobIdFor(waiting)), (state) => state._tag === "Gone")
+        // Delivered after its delay, then finished: nothing is left behind for the next test.
+        yield* pollUntil(jobQueue.state("ai-background", queueJobIdFor(delayed)), (state) => state._tag === "Gone")
+      }))
+
     it.scoped("a delayed add is not delivered before its delay", () =>
       Effect.gen(function* () {
         const jobQueue = yield* JobQueue

@@ -2,6 +2,8 @@ import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Fiber, Layer, Option, Schema } from "effect"
 import { ReadinessProbeLive } from "../../src/http/ReadinessProbe.js"
+import { leaseOf } from "../../src/domain/AiJob.js"
+import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { CancelSignal } from "../../src/services/CancelSignal.js"
 import { deadRedisLayer, uniqueRedisPrefix } from "../support/redis.js"
 import {
@@ -148,6 +150,40 @@ layer(apiLayer(engine, { probe: ReadinessProbeLive }), { excludeTestServices: tr
       })
       const notCancellable = yield* api.request("POST", `/api/ai/jobs/${done.jobId}/cancel`, { token: owner })
       expect(notCancellable.body).toMatchObject({ code: "JOB_NOT_CANCELLABLE" })
+    }))
+
+  it.effect("a cancel racing the worker's finish: a 409 wrote nothing, and a stamped request was answered as accepted", () =>
+    Effect.gen(function* () {
+      const api = yield* TestApi
+      const repo = yield* AiJobLifecycleRepository
+      const owner = yield* tokenFor("mysql-user-cancel-race")
+      const jobs = 12
+      const cancelsPerJob = 2
+      for (let round = 0; round < jobs; round++) {
+        const job = yield* Effect.flatMap(
+          api.request("POST", "/api/ai/flashcard-generations", { token: owner, body: flashcardBody() }),
+          bodyAs(JobBody)
+        )
+        const running = yield* markRunning(job.jobId)
+        const lease = leaseOf(running)!
+        const cancels = Effect.forEach(
+          Array.from({ length: cancelsPerJob }, (_, i) => i),
+          (i) =>
+            Effect.zipRight(
+              Effect.sleep(`${i} millis`),
+              api.request("POST", `/api/ai/jobs/${job.jobId}/cancel`, { token: owner })
+            ),
+          { concurrency: "unbounded" }
+        )
+        const finish = Effect.zipRight(Effect.sleep(`${round % 5} millis`), Effect.either(repo.markSucceeded(lease, "0".repeat(64))))
+        const [answers] = yield* Effect.all([cancels, finish], { concurrency: "unbounded" })
+        const accepted = answers.filter((answer) => answer.status >= 200 && answer.status < 300)
+        const refused = answers.filter((answer) => answer.status === 409)
+        expect(accepted.length + refused.length, JSON.stringify(answers.map((a) => a.status))).toBe(cancelsPerJob)
+        const row = Option.getOrThrow(yield* repo.findById(job.jobId))
+        // The request is on the row exactly when some cancel was answered as accepted.
+        expect({ stamped: row.cancelRequestedAt !== null, round }).toStrictEqual({ stamped: accepted.length > 0, round })
+      }
     }))
 
   it.effect("admin: list with filters, detail with internalErrorMessage, retry, outbox counts; a USER is 403", () =>

@@ -75,7 +75,8 @@ describe("issue 7: SIGTERM to every process type exits 0 and loses nothing", () 
       expect(finished.lifecycleStatus).toBe("succeeded")
       const after = yield* leaseOf(storage, slow.jobId)
       expect(after.lockedBy).toBe("worker-b")
-      expect(after.attemptCount).toBe(2)
+      // A hand-off costs no attempt (issue 18): the job finished in its first.
+      expect(after.attemptCount).toBe(1)
 
       // The dispatcher: SIGTERM in the middle of a burst of creations; a second one carries on.
       const burst = Effect.forEach(
@@ -115,6 +116,42 @@ describe("issue 7: SIGTERM to every process type exits 0 and loses nothing", () 
       )
     }).pipe(Effect.scoped), { timeout: 90_000 })
 
+  it.live("rolling SIGTERM of every worker under load fails no job and uses no attempt (issue 18)", () =>
+    Effect.gen(function* () {
+      const storage = yield* engineStorage("rolling")
+      const workerEnv = (id: string) =>
+        engineEnv(storage, { WORKER_ID: id, SYNTHETIC_LATENCY_MS: "8000", WORKER_CONCURRENCY_BACKGROUND: "4" })
+      const [api] = yield* Effect.all(
+        [
+          startProgram("api", "api", engineEnv(storage, { MAX_ACTIVE_JOBS_PER_USER: "50" })),
+          startProgram("dispatcher", "dispatcher", engineEnv(storage), { ready: dispatcherStarted })
+        ],
+        { concurrency: "unbounded" }
+      )
+      let current = yield* startProgram("worker", "worker 0", workerEnv("worker-0"), { ready: workerStarted })
+      const token = yield* tokenFor(storage, "rolling-user")
+      const created = yield* Effect.forEach(
+        Array.from({ length: 8 }, (_, i) => i),
+        (i) => createJob(api.baseUrl, token, "flashcard-generations", flashcardRequest(i)),
+        { concurrency: 4 }
+      )
+      // A deploy: each worker is replaced while jobs are in flight (more hand-offs than attempts).
+      for (let generation = 1; generation <= 3; generation++) {
+        const next = yield* startProgram("worker", `worker ${generation}`, workerEnv(`worker-${generation}`), {
+          ready: workerStarted
+        })
+        yield* terminate(current, Duration.seconds(15))
+        expect(current.output()).toContain("job handed back: lock released for another worker")
+        current = next
+      }
+      const done = yield* Effect.forEach(created, (job) => pollJob(api.baseUrl, token, job.jobId, { timeout: Duration.seconds(60) }), {
+        concurrency: 4
+      })
+      expect(done.map((job) => job.lifecycleStatus)).toStrictEqual(created.map(() => "succeeded"))
+      const leases = yield* Effect.forEach(created, (job) => leaseOf(storage, job.jobId))
+      expect(leases.map((row) => row.attemptCount)).toStrictEqual(created.map(() => 1))
+    }).pipe(Effect.scoped), { timeout: 240_000 })
+
   it.live("all-in-one on MySQL + Redis, mid-job: exits 0, releases the job, and the next start finishes it", () =>
     Effect.gen(function* () {
       const storage = yield* engineStorage("sigterm_aio", { migrate: false })
@@ -139,7 +176,8 @@ describe("issue 7: SIGTERM to every process type exits 0 and loses nothing", () 
       const second = yield* startProgram("all-in-one", "all-in-one 2", engineEnv(storage, { SYNTHETIC_LATENCY_MS: "50" }))
       const done = yield* pollJob(second.baseUrl, token, job.jobId, { timeout: Duration.seconds(30) })
       expect(done.lifecycleStatus).toBe("succeeded")
-      expect((yield* leaseOf(storage, job.jobId)).attemptCount).toBe(2)
+      // A hand-off costs no attempt (issue 18).
+      expect((yield* leaseOf(storage, job.jobId)).attemptCount).toBe(1)
       const secondStopMs = yield* terminate(second, Duration.seconds(15))
       console.log(`all-in-one SIGTERM → exit 0: mid-job ${stopMs} ms, idle ${secondStopMs} ms`)
     }).pipe(Effect.scoped), { timeout: 75_000 })

@@ -9,11 +9,14 @@ describe("configuration", () => {
   it.effect("reads the defaults with nothing set (the embedded engine)", () =>
     Effect.gen(function* () {
       const timing = yield* TimingConfig.config
+      // Leases that recover in seconds (issue 18); the spec's 60 s / 30 s remain a setting.
       expect(timing).toMatchObject({
-        jobLockTtlMs: 60_000,
-        jobHeartbeatMs: 30_000,
-        reaperGraceMs: 30_000,
-        outboxLockTtlMs: 60_000,
+        jobLockTtlMs: 15_000,
+        jobHeartbeatMs: 5_000,
+        reaperGraceMs: 5_000,
+        reaperIntervalMs: 5_000,
+        outboxLockTtlMs: 15_000,
+        queuedRedispatchMs: 30_000,
         outboxPollMs: 1_000
       })
       const storage = yield* StorageConfig.config
@@ -23,6 +26,16 @@ describe("configuration", () => {
       const provider = yield* ProviderConfig.config
       expect(provider.model).toBe("deepseek-chat")
     }).pipe(withEnv({})))
+
+  it.effect("recovery timers follow the lease unless set: the spec's lease is one setting away", () =>
+    Effect.gen(function* () {
+      const spec = yield* TimingConfig.config.pipe(withEnv({ JOB_LOCK_TTL_MS: "60000", JOB_HEARTBEAT_MS: "30000" }))
+      expect(spec).toMatchObject({ jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000, outboxLockTtlMs: 60_000, queuedRedispatchMs: 120_000 })
+      const explicit = yield* TimingConfig.config.pipe(withEnv({ OUTBOX_LOCK_TTL_MS: "7000", QUEUED_REDISPATCH_MS: "300000" }))
+      expect(explicit).toMatchObject({ jobLockTtlMs: 15_000, outboxLockTtlMs: 7_000, queuedRedispatchMs: 300_000 })
+      const bad = yield* Effect.either(TimingConfig.config.pipe(withEnv({ QUEUED_REDISPATCH_MS: "0" })))
+      expect(Either.isLeft(bad) && String(bad.left)).toContain("QUEUED_REDISPATCH_MS")
+    }))
 
   it.effect("keeps secrets redacted", () =>
     Effect.gen(function* () {

@@ -1,5 +1,5 @@
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq"
-import { Cause, Duration, Effect, Exit, Layer, Option, Runtime, type Scope } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Layer, Option, Runtime, type Scope } from "effect"
 import { allQueueNames, type QueueName } from "../../domain/QueueName.js"
 import {
   type AiJobQueuePayloadEncoded,
@@ -11,6 +11,7 @@ import {
   type JobQueueAddRequest,
   JobQueueUnavailable,
   payloadErrorPaths,
+  type QueueJobState,
   queuePriorityFor
 } from "../../services/JobQueue.js"
 import { QueueSettings } from "../queueSettings.js"
@@ -126,6 +127,29 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
       }))
     )
 
+  const waitingStates: ReadonlySet<string> = new Set(["waiting", "prioritized", "delayed", "waiting-children"])
+
+  const state = (queueName: QueueName, queueJobId: string) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.tryPromise({
+      try: async (): Promise<QueueJobState> => {
+        const job = await queues[queueName].getJob(queueJobId)
+        if (job === undefined) return { _tag: "Gone" }
+        const current = await job.getState()
+        if (waitingStates.has(current)) return { _tag: "Waiting" }
+        // `processedOn` is stamped when a worker takes the job.
+        if (current === "active") return { _tag: "Active", activeSinceMs: job.processedOn ?? now }
+        return { _tag: "Gone" }
+      },
+      catch: unavailable("state")
+    })).pipe(
+      Effect.interruptible,
+      Effect.timeoutFail({
+        duration: Duration.millis(settings.addTimeoutMs),
+        onTimeout: () =>
+          new JobQueueUnavailable({ operation: "state", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
+      })
+    )
+
   const consume = <E, R>(
     queueName: QueueName,
     handler: (delivery: JobDelivery) => Effect.Effect<void, E, R>,
@@ -225,7 +249,7 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
     })
 
   yield* Effect.logDebug("BullMQ queues open").pipe(Effect.annotateLogs({ queues: allQueueNames.join(",") }))
-  return JobQueue.of({ add, consume, counts, contains })
+  return JobQueue.of({ add, consume, counts, contains, state })
 })
 
 /** JobQueue on BullMQ; needs `RedisConnection` and `QueueSettings`. */

@@ -50,6 +50,10 @@ export class SyntheticGatewayControl extends Context.Tag("ai-job-engine/Syntheti
 /** A deterministic generator for one purpose of one call. */
 const randomFor = (...parts: ReadonlyArray<string | number>) => Random.make(sha256Hex(parts.join("\u0000")))
 
+/** Which call of a job a request is: its number, and the lease it runs in when one is named. */
+const callOf = (request: GenerateRequest): ReadonlyArray<number> =>
+  request.job.leaseNo === undefined ? [request.job.attemptNo] : [request.job.leaseNo, request.job.attemptNo]
+
 /** How many calls `SyntheticGatewayControl.calls` remembers. */
 const maxRecordedCalls = 1_000
 
@@ -68,14 +72,14 @@ export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
     const latencyOf = (request: GenerateRequest) => {
       const latency = options.latencyMs ?? 0
       if (typeof latency === "number") return Effect.succeed(latency)
-      return randomFor(options.seed, "latency", request.job.id, request.job.attemptNo).nextIntBetween(latency.min, latency.max + 1)
+      return randomFor(options.seed, "latency", request.job.id, ...callOf(request)).nextIntBetween(latency.min, latency.max + 1)
     }
 
     const injectedFailure = (request: GenerateRequest) =>
       Effect.gen(function* () {
         const rate = options.failureRate ?? 0
         if (rate <= 0) return Option.none<GatewayError>()
-        const roll = yield* randomFor(options.seed, "failure", request.job.id, request.job.attemptNo).next
+        const roll = yield* randomFor(options.seed, "failure", request.job.id, ...callOf(request)).next
         return roll < rate
           ? Option.some<GatewayError>(
             new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "synthetic provider: injected failure" })

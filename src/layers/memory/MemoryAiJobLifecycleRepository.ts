@@ -2,6 +2,7 @@ import { Effect, Either, HashMap, Layer, Option } from "effect"
 import {
   AiJob,
   fencedJobId,
+  isHandedOff,
   type JobFailure,
   type JobFence,
   type JobLease,
@@ -100,6 +101,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
           lifecycleStatus: "queued",
           progress: 0,
           attemptCount: 0,
+          leaseNo: 0,
           lockedBy: null,
           lockedAt: null,
           lockUntil: null,
@@ -137,7 +139,8 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
         lockedAt: now,
         lockUntil: plus(now, lockTtlMs),
         startedAt: job.startedAt ?? now,
-        attemptCount: job.attemptCount + 1
+        attemptCount: job.attemptCount + 1,
+        leaseNo: job.leaseNo + 1
       }))
 
   const takeOver = (jobId: string, workerId: string, lockTtlMs: number) =>
@@ -146,7 +149,9 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
         lockedBy: workerId,
         lockedAt: now,
         lockUntil: plus(now, lockTtlMs),
-        attemptCount: job.attemptCount + 1
+        // A crashed holder's lock costs an attempt; a released one (a hand-off) does not.
+        attemptCount: isHandedOff(job) ? job.attemptCount : job.attemptCount + 1,
+        leaseNo: job.leaseNo + 1
       }))
 
   /** A write that keeps the job running: a job that left `running` or vanished is a lost lock. */
@@ -168,7 +173,9 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
     )
 
   const releaseLock = (lease: JobLease) =>
-    whileLeased("ai_job.releaseLock", lease, (job, now) => changed(job, now, { lockUntil: null })).pipe(Effect.asVoid)
+    whileLeased("ai_job.releaseLock", lease, (job, now) => changed(job, now, { lockedBy: null, lockUntil: null })).pipe(
+      Effect.asVoid
+    )
 
   const updateProgress = (lease: JobLease, progress: number) =>
     whileLeased("ai_job.updateProgress", lease, (job, now) => changed(job, now, { progress: clampProgress(progress) })).pipe(

@@ -17,6 +17,7 @@ export interface ArtifactRow {
 export interface UsageLogRow {
   readonly id: string
   readonly jobId: string
+  readonly leaseNo: number
   readonly attemptNo: number
   readonly credentialMode: string
   readonly provider: string

@@ -1,5 +1,6 @@
 import {
   Cause,
+  Clock,
   Context,
   Duration,
   Effect,
@@ -25,6 +26,7 @@ import {
   type JobQueueAddRequest,
   JobQueueUnavailable,
   payloadErrorPaths,
+  type QueueJobState,
   queuePriorityFor
 } from "../../services/JobQueue.js"
 import { QueueSettings } from "../queueSettings.js"
@@ -42,6 +44,8 @@ interface Entry {
   readonly attemptsMade: number
   readonly maxAttempts: number
   readonly state: EntryState
+  /** When a consumer took it (the store's clock), while active. */
+  readonly activeSinceMs?: number
 }
 
 interface Ready {
@@ -179,6 +183,21 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
       )
     )
 
+  /** Every entry still held is waiting, delayed or active: finished ones are removed. */
+  const state = (queueName: QueueName, queueJobId: string) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      STM.commit(
+        STM.zipRight(
+          refuseWhenUnreachable("state"),
+          STM.map(TRef.get(states[queueName].entries), (entries): QueueJobState =>
+            Option.match(HashMap.get(entries, queueJobId), {
+              onNone: () => ({ _tag: "Gone" }),
+              onSome: (entry) =>
+                entry.state === "active" ? { _tag: "Active", activeSinceMs: entry.activeSinceMs ?? now } : { _tag: "Waiting" }
+            }))
+        )
+      ))
+
   const remove = (queueName: QueueName, queueJobId: string) =>
     STM.commit(TRef.update(states[queueName].entries, HashMap.remove(queueJobId)))
 
@@ -229,6 +248,13 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
             )
             return yield* remove(queueName, entry.queueJobId)
           }
+          const takenAt = yield* Clock.currentTimeMillis
+          yield* STM.commit(
+            TRef.update(state.entries, (entries) =>
+              HashMap.modify(entries, entry.queueJobId, (current) =>
+                current.state === "active" ? { ...current, activeSinceMs: takenAt } : current
+              ))
+          )
           const controller = new AbortController()
           const delivery: JobDelivery = {
             queueName,
@@ -288,7 +314,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
     jobIds: (queueName) => STM.commit(TRef.get(states[queueName].entries)).pipe(Effect.map((entries) => [...HashMap.keys(entries)]))
   })
 
-  return Context.make(JobQueue, JobQueue.of({ add, consume, counts, contains })).pipe(Context.add(MemoryJobQueueControl, control))
+  return Context.make(JobQueue, JobQueue.of({ add, consume, counts, contains, state })).pipe(Context.add(MemoryJobQueueControl, control))
 })
 
 /** The in-memory JobQueue and its control; needs `QueueSettings` (`QueueSettings.make()` in tests). */

@@ -124,6 +124,7 @@ export const aiJobTable = table(
     required("output_schema_version", varchar(32)),
     required("attempt_count", int),
     required("max_attempts", int),
+    required("lease_no", int),
     nullable("locked_by", varbinary(512)),
     nullable("locked_at", datetime3),
     nullable("lock_until", datetime3),
@@ -220,6 +221,7 @@ export const aiUsageLogTable = table(
   [
     required("id", uuid),
     required("job_id", uuid),
+    required("lease_no", int),
     required("attempt_no", int),
     required("credential_mode", varchar(32)),
     required("provider", varchar(64)),
@@ -234,6 +236,7 @@ export const aiUsageLogTable = table(
   ],
   {
     primaryKey: ["id"],
+    uniqueKeys: [["job_id", "lease_no", "attempt_no"]],
     indexes: [
       ["job_id", "attempt_no"],
       ["created_at"]

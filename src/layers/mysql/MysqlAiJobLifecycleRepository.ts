@@ -82,25 +82,24 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     })
 
   const leaseWhere = (lease: JobLease) =>
-    sql`id = ${lease.jobId} AND lifecycle_status = 'running' AND locked_by = ${lease.workerId} AND attempt_count = ${lease.attempt}`
+    sql`id = ${lease.jobId} AND lifecycle_status = 'running' AND locked_by = ${lease.workerId} AND lease_no = ${lease.leaseNo}`
 
   const fenceWhere = (fence: JobFence) =>
     fence._tag === "Lease"
       ? leaseWhere(fence.lease)
-      : sql`id = ${fence.jobId} AND lifecycle_status = 'running' AND attempt_count = ${fence.attempt} AND (lock_until IS NULL OR lock_until < ${
-        minusMillis(fence.graceMs)
-      })`
+      : sql`id = ${fence.jobId} AND lifecycle_status = 'running' AND lease_no = ${fence.leaseNo} AND locked_by <=> ${fence.lockedBy}
+          AND (lock_until IS NULL OR lock_until < ${minusMillis(fence.graceMs)})`
 
   const createJob = (job: NewAiJob) =>
     sql`INSERT INTO ai_job (
         id, user_id, job_type, target_type, target_id, idempotency_key, request_hash, status, lifecycle_status, queue_name,
         priority, progress, input, credential_mode, credential_id, prompt_version, input_schema_version,
-        output_schema_version, attempt_count, max_attempts, created_at, updated_at)
+        output_schema_version, attempt_count, max_attempts, lease_no, created_at, updated_at)
       VALUES (
         ${job.id}, ${job.userId}, ${job.jobType}, ${job.targetType}, ${job.targetId}, ${job.idempotencyKey}, ${job.requestHash},
         ${legacyStatusOf.queued}, 'queued', ${job.queueName}, ${job.priority}, 0, ${toJsonText(job.input)},
         ${job.credentialMode}, ${job.credentialId}, ${job.promptVersion}, ${job.inputSchemaVersion},
-        ${job.outputSchemaVersion}, 0, ${job.maxAttempts}, ${now}, ${now})`.pipe(
+        ${job.outputSchemaVersion}, 0, ${job.maxAttempts}, 0, ${now}, ${now})`.pipe(
       Effect.catchIf(isDuplicateKey, () =>
         Effect.fail(
           new DuplicateIdempotencyKey({
@@ -125,7 +124,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       jobId,
       sql`UPDATE ai_job SET ${status("running")}, locked_by = ${workerId}, locked_at = ${now},
             lock_until = ${plusMillis(lockTtlMs)}, started_at = COALESCE(started_at, ${now}),
-            attempt_count = attempt_count + 1, updated_at = ${now}
+            attempt_count = attempt_count + 1, lease_no = lease_no + 1, updated_at = ${now}
           WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw,
       (current) => lockGuard(jobId, current),
       () => new JobLockConflict({ jobId })
@@ -135,10 +134,12 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     compareAndSet(
       "ai_job.takeOver",
       jobId,
-      sql`UPDATE ai_job SET locked_by = ${workerId}, locked_at = ${now}, lock_until = ${plusMillis(lockTtlMs)},
-            attempt_count = attempt_count + 1, updated_at = ${now}
-          WHERE id = ${jobId} AND lifecycle_status = 'running' AND (lock_until IS NULL OR lock_until < ${now})
-            AND attempt_count < max_attempts`.raw,
+      // A crashed holder's expired lock costs an attempt; a released one (locked_by NULL, a
+      // hand-off) does not. SET runs left to right, so the attempt is judged before locked_by changes.
+      sql`UPDATE ai_job SET attempt_count = attempt_count + IF(locked_by IS NULL, 0, 1), lease_no = lease_no + 1,
+            locked_by = ${workerId}, locked_at = ${now}, lock_until = ${plusMillis(lockTtlMs)}, updated_at = ${now}
+          WHERE id = ${jobId} AND lifecycle_status = 'running'
+            AND (locked_by IS NULL OR ((lock_until IS NULL OR lock_until < ${now}) AND attempt_count < max_attempts))`.raw,
       (current) => takeOverGuard(jobId, current, endOfTime),
       () => new JobLockConflict({ jobId })
     )
@@ -185,7 +186,8 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       )
     )
 
-  const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`lock_until = NULL`)
+  /** A hand-off: nobody holds the job and its lock is gone; the next lease costs no attempt. */
+  const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
 
   const updateProgress = (lease: JobLease, progress: number) =>
     leaseWrite("ai_job.updateProgress", lease, sql`progress = ${clampProgress(progress)}`)
@@ -236,28 +238,39 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       sql`cancel_requested_at IS NOT NULL`
     )
 
+  /**
+   * One statement decides and writes: a queued job is cancelled, a running one gets its request
+   * stamped, anything else is untouched. So the answer (read from `affectedRows`) always matches
+   * what was written, however the job moves meanwhile. SET runs left to right: every column is
+   * judged on the status before `lifecycle_status` itself changes, last.
+   */
   const requestCancel = (jobId: string) =>
     Effect.gen(function* () {
-      const cancelledQueued = yield* affectedRows("ai_job.requestCancel")(
-        sql`UPDATE ai_job SET ${status("cancelled")}, cancel_requested_at = ${now}, finished_at = ${now},
-              error_code = ${cancelledFailure.errorCode}, public_error_message = ${cancelledFailure.publicErrorMessage},
-              updated_at = ${now}
-            WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw
+      const wasQueued = sql`lifecycle_status = 'queued'`
+      const requested = yield* affectedRows("ai_job.requestCancel")(
+        sql`UPDATE ai_job SET
+              cancel_requested_at = COALESCE(cancel_requested_at, ${now}),
+              finished_at = IF(${wasQueued}, ${now}, finished_at),
+              error_code = IF(${wasQueued}, ${cancelledFailure.errorCode}, error_code),
+              public_error_message = IF(${wasQueued}, ${cancelledFailure.publicErrorMessage}, public_error_message),
+              status = IF(${wasQueued}, ${legacyStatusOf.cancelled}, status),
+              updated_at = ${now},
+              lifecycle_status = IF(${wasQueued}, 'cancelled', lifecycle_status)
+            WHERE id = ${jobId} AND lifecycle_status IN ('queued', 'running')`.raw
       )
-      if (cancelledQueued === 0) {
-        yield* affectedRows("ai_job.requestCancel")(
-          sql`UPDATE ai_job SET cancel_requested_at = COALESCE(cancel_requested_at, ${now}), updated_at = ${now}
-              WHERE id = ${jobId} AND lifecycle_status = 'running'`.raw
-        )
-      }
+      // Written: the request stands, whatever the job did since (a worker may end it now).
+      if (requested > 0) return yield* mustFind("ai_job.requestCancel", jobId)
       const current = yield* findById(jobId)
-      if (cancelledQueued > 0) return yield* mustFind("ai_job.requestCancel", jobId)
       return yield* Either.match(requestCancelGuard(jobId, current), {
         onLeft: Effect.fail,
+        // Nothing matched yet the job is queued or running: it was created or moved in between.
         onRight: (job) =>
-          job.lifecycleStatus === "running"
-            ? Effect.succeed(job)
-            : Effect.fail(new PersistenceError({ operation: "ai_job.requestCancel", message: `job ${jobId} was ${job.lifecycleStatus} after cancel` }))
+          Effect.fail(
+            new PersistenceError({
+              operation: "ai_job.requestCancel",
+              message: `job ${jobId} changed during the cancel (${job.lifecycleStatus})`
+            })
+          )
       })
     })
 

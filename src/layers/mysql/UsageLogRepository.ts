@@ -23,10 +23,10 @@ export const makeMysqlUsageLog = Effect.gen(function* () {
       Effect.gen(function* () {
         yield* sql`
           INSERT INTO ai_usage_log
-            (id, job_id, attempt_no, credential_mode, provider, model, prompt_tokens, completion_tokens,
+            (id, job_id, lease_no, attempt_no, credential_mode, provider, model, prompt_tokens, completion_tokens,
              total_tokens, cost_micros, latency_ms, error_code, created_at)
           VALUES
-            (${entry.id}, ${entry.jobId}, ${entry.attemptNo}, ${entry.credentialMode}, ${entry.provider}, ${entry.model},
+            (${entry.id}, ${entry.jobId}, ${entry.leaseNo}, ${entry.attemptNo}, ${entry.credentialMode}, ${entry.provider}, ${entry.model},
              ${entry.promptTokens}, ${entry.completionTokens}, ${entry.totalTokens}, ${entry.costMicros},
              ${entry.latencyMs}, ${entry.errorCode}, UTC_TIMESTAMP(3))`.pipe(persistence("usageLog.record"))
         const rows = yield* selectById(entry.id)
@@ -37,7 +37,7 @@ export const makeMysqlUsageLog = Effect.gen(function* () {
         return row
       }),
     listByJobId: (jobId) =>
-      sql`SELECT * FROM ai_usage_log WHERE job_id = ${jobId} ORDER BY attempt_no, created_at, id`.pipe(
+      sql`SELECT * FROM ai_usage_log WHERE job_id = ${jobId} ORDER BY lease_no, attempt_no, created_at, id`.pipe(
         persistence("usageLog.listByJobId"),
         Effect.flatMap(decodeRows("usageLog.listByJobId"))
       )

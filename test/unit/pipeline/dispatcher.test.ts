@@ -17,12 +17,12 @@ import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
 import { jobCreation, memoryRepositories } from "../../support/foundationStack.js"
 
 /** The embedded stack: memory repositories, job creation, the memory queue, all on TestClock. */
-const stack = (settings: Partial<DispatcherSettings["Type"]> = {}) =>
+const stack = (settings: Partial<DispatcherSettings["Type"]> = {}, timing: Partial<TimingConfig["Type"]> = {}) =>
   Layer.mergeAll(
     OutboxAdminLive,
     DispatcherSettings.make({ dispatcherId: "dispatcher-a", retryBaseDelayMs: 1_000, ...settings })
   ).pipe(
-    Layer.provideMerge(Layer.mergeAll(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())), TimingConfig.make())),
+    Layer.provideMerge(Layer.mergeAll(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())), TimingConfig.make(timing))),
     Layer.provideMerge(jobCreation(memoryRepositories)),
     Layer.orDie
   )
@@ -123,6 +123,21 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
       expect(event.lockedBy).toBe("dispatcher-a")
       expect(yield* queuedIds).toEqual([queueJobIdFor(job.id)])
       expect((yield* (yield* JobQueue).counts("ai-interactive")).waiting).toBe(1)
+    }).pipe(Effect.provide(stack({}, { outboxLockTtlMs: 60_000 }))))
+
+  it.scoped("with the default (lease-derived) claim TTL, a dead dispatcher's claim is dispatched again within two leases", () =>
+    Effect.gen(function* () {
+      const outbox = yield* OutboxRepository
+      const job = yield* createJob()
+      yield* outbox.claimBatch("dispatcher-that-died", 10)
+      yield* startDispatcher
+      // Default lease 15 s: the claim lasts 15 s and is swept every 7.5 s, so it is back before 30 s.
+      yield* TestClock.adjust(Duration.seconds(14))
+      expect((yield* eventOf(job.id)).status).toBe("processing")
+      yield* TestClock.adjust(Duration.seconds(15))
+      const event = yield* eventually(eventOf(job.id), (e) => e.status === "published")
+      expect(event.lockedBy).toBe("dispatcher-a")
+      expect(yield* queuedIds).toEqual([queueJobIdFor(job.id)])
     }).pipe(Effect.provide(stack())))
 
   it.scoped("queue unreachable: attempts accumulate, nothing is lost, and the event is delivered once it answers", () =>

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope, TestClock } from "effect"
-import { leaseOf } from "../../../src/domain/AiJob.js"
+import { type AiJob, leaseOf } from "../../../src/domain/AiJob.js"
 import { CredentialError, ProviderError } from "../../../src/domain/ExecutionError.js"
 import { jobCatalog } from "../../../src/jobs/catalog.js"
 import { syntheticEchoJobType } from "../../../src/jobs/synthetic_echo/index.js"
@@ -8,6 +8,7 @@ import { syntheticEcho, syntheticEchoDefinition, SyntheticEchoInput } from "../.
 import { SyntheticEchoOutput } from "../../../src/jobs/synthetic_echo/output.js"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
 import { defineJobType } from "../../../src/domain/JobType.js"
+import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { makeExecutionEngine } from "../../../src/pipeline/engine.js"
 import { execute } from "../../../src/pipeline/execute.js"
 import { prepare } from "../../../src/pipeline/prepare.js"
@@ -20,7 +21,7 @@ import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { CancelSignal } from "../../../src/services/CancelSignal.js"
 import { JobDefinitionRegistry } from "../../../src/services/JobDefinitionRegistry.js"
 import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
-import { payloadFor } from "../../../src/services/JobQueue.js"
+import { JobQueue, payloadFor } from "../../../src/services/JobQueue.js"
 import { definePromptTemplate } from "../../../src/services/PromptTemplates.js"
 import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
@@ -253,7 +254,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(cancelled.progress).toBe(25)
       expect((yield* control.calls).map((call) => call.outcome)).toStrictEqual(["interrupted"])
       expect(yield* Effect.flatMap(ArtifactRepository, (artifacts) => artifacts.listByJob(job.id))).toHaveLength(0)
-    }).pipe(Effect.provide(memoryEngineStack())))
+    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))
 
   it.scoped("a published cancel stops a running job at once", () =>
     Effect.gen(function* () {
@@ -404,6 +405,62 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(done.lifecycleStatus).toBe("succeeded")
     }).pipe(Effect.provide(memoryEngineStack())))
 
+  it.scoped("a queued job merely waiting in the queue (a backlog) is never queued again by the reaper", () =>
+    Effect.gen(function* () {
+      const outbox = yield* OutboxRepository
+      const job = yield* createEcho("waiting in a backlog")
+      // Published, but no worker consumes yet: the queue job waits.
+      const dispatcher = yield* makeDispatcher
+      yield* Effect.forkScoped(dispatcher.run)
+      yield* settle
+      yield* TestClock.adjust(1_000)
+      yield* settle
+      expect((yield* (yield* JobQueue).counts("ai-interactive")).waiting).toBe(1)
+      // Well past the requeue age (two leases), several reaper passes.
+      for (let pass = 0; pass < 4; pass++) {
+        yield* TestClock.adjust(40_000)
+        expect((yield* reapOnce).requeuedQueued).toBe(0)
+      }
+      // One event: the create's; the reaper added none.
+      expect(yield* outbox.countByStatus).toMatchObject({ published: 1, pending: 0, processing: 0 })
+      // A worker arrives: the one delivery runs it.
+      yield* startEngine()
+      const done = yield* awaitStatus(job.id, ["succeeded", "failed"])
+      expect(done.lifecycleStatus).toBe("succeeded")
+      expect(yield* outbox.countByStatus).toMatchObject({ published: 1 })
+    }).pipe(Effect.provide(memoryEngineStack())))
+
+  it.scoped("a delivery taken by a worker that died before PREPARE is queued again within two leases", () =>
+    Effect.gen(function* () {
+      const queue = yield* JobQueue
+      const job = yield* createEcho("taken, never prepared")
+      // A consumer that takes the delivery and never gets to PREPARE (killed right after).
+      const taken = yield* Deferred.make<void>()
+      const gone = yield* Deferred.make<void>()
+      yield* queue.consume("ai-interactive", () => Effect.zipRight(Deferred.succeed(taken, undefined), Deferred.await(gone)), {
+        concurrency: 1
+      })
+      const dispatcher = yield* makeDispatcher
+      yield* Effect.forkScoped(dispatcher.run)
+      for (let step = 0; step < 100 && !(yield* Deferred.isDone(taken)); step++) {
+        yield* TestClock.adjust(100)
+        yield* settle
+      }
+      expect(yield* Deferred.isDone(taken)).toBe(true)
+      yield* startEngine("rescuer")
+      // Still within a lease of the take: the delivery may yet be prepared; nothing happens.
+      yield* TestClock.adjust(10_000)
+      expect((yield* reapOnce).requeuedQueued).toBe(0)
+      // Two leases (30 s) after it was queued, its queue job active for more than a lease: queued again.
+      yield* TestClock.adjust(21_000)
+      expect((yield* reapOnce).requeuedQueued).toBe(1)
+      const done = yield* awaitStatus(job.id, ["succeeded", "failed"])
+      expect(done.lifecycleStatus).toBe("succeeded")
+      expect(done.lockedBy).toBe("rescuer")
+      expect(done.attemptCount).toBe(1)
+      yield* Deferred.succeed(gone, undefined)
+    }).pipe(Effect.provide(memoryEngineStack())))
+
   it.scoped("the reaper fails a lost job with no attempts left, and cancels one whose cancel was requested", () =>
     Effect.gen(function* () {
       const jobs = yield* AiJobLifecycleRepository
@@ -446,6 +503,50 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(done.lifecycleStatus).toBe("succeeded")
       expect(done.lockedBy).toBe("staying")
     }).pipe(Effect.provide(memoryEngineStack())))
+
+  it.scoped("a job handed off more times than it has attempts still succeeds, in its first attempt", () =>
+    Effect.gen(function* () {
+      const control = yield* SyntheticGatewayControl
+      const jobs = yield* AiJobLifecycleRepository
+      const handOffs = 4
+      // Every worker but the last is stopped while its provider call hangs.
+      yield* control.script(Array.from({ length: handOffs }, () => ({ _tag: "Hang" as const })))
+      const job = yield* createEcho("handed around")
+      expect(job.maxAttempts).toBeLessThan(handOffs)
+      /** Moves time on (the reaper queues a handed-off job again once the queue gave up) until `done`. */
+      const until = (done: (current: AiJob) => boolean) =>
+        Effect.gen(function* () {
+          for (let step = 0; step < 2_000; step++) {
+            const current = Option.getOrThrow(yield* jobs.findById(job.id))
+            if (done(current)) return current
+            yield* TestClock.adjust(50)
+            yield* settle
+            if (step % 20 === 19) yield* reapOnce
+          }
+          return yield* Effect.dieMessage(`job ${job.id} never reached the expected state`)
+        })
+      for (let handOff = 0; handOff < handOffs; handOff++) {
+        const workerScope = yield* Scope.make()
+        yield* startEngine(`worker-${handOff}`).pipe(Scope.extend(workerScope))
+        // Running under this worker, its provider call under way.
+        yield* until((current) => current.lockedBy === `worker-${handOff}` && current.progress > 0)
+        yield* Scope.close(workerScope, Exit.void)
+        const handedBack = Option.getOrThrow(yield* jobs.findById(job.id))
+        expect(handedBack.lifecycleStatus).toBe("running")
+        expect(handedBack.lockedBy).toBeNull()
+        expect(handedBack.attemptCount).toBe(1)
+      }
+      yield* startEngine("worker-last")
+      const done = yield* until((current) => current.lifecycleStatus !== "running" && current.lifecycleStatus !== "queued")
+      expect(done.lifecycleStatus).toBe("succeeded")
+      expect(done.lockedBy).toBe("worker-last")
+      expect(done.attemptCount).toBe(1)
+      expect(yield* Effect.flatMap(ArtifactRepository, (repo) => repo.listByJob(job.id))).toHaveLength(1)
+      // One usage row per call: the interrupted calls of the workers that left, then the answer.
+      const rows = yield* Effect.flatMap(UsageLog, (usage) => usage.listByJobId(job.id))
+      expect(rows.map((row) => row.errorCode)).toStrictEqual([...Array.from({ length: handOffs }, () => "CANCELLED"), null])
+      expect(new Set(rows.map((row) => `${row.leaseNo}/${row.attemptNo}`)).size).toBe(rows.length)
+    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: 200 } }))))
 
   it.scoped("the registry refuses to start with a broken job type", () =>
     Effect.gen(function* () {
