@@ -158,6 +158,7 @@ WHERE o.status <> 'published'`
 const StatusCount = Schema.Struct({ status: Schema.String, n: Count })
 const DuplicateUsage = Schema.Struct({ jobId: Schema.String, attemptNo: Count, n: Count })
 const ColumnCount = Schema.Struct({ n: Count })
+const ColumnName = Schema.Struct({ name: Schema.String })
 
 const rowsOf = <A, I>(schema: Schema.Schema<A, I>, query: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(query)).pipe(
@@ -202,8 +203,8 @@ const projectionProblem = (job: typeof JobRow.Type, exactFlashcardCount: boolean
 }
 
 /**
- * Reads the database the `SqlClient` points at and checks every rule. Works with today's usage
- * schema and with one that numbers calls (`ai_usage_log.call_no`): uniqueness is then per call.
+ * Reads the database the `SqlClient` points at and checks every rule. Usage rows must be unique
+ * per provider call, however the schema numbers calls.
  */
 export const checkDatabase = (
   context: CheckContext = {}
@@ -269,11 +270,13 @@ export const checkDatabase = (
       }
     }
 
-    const [callColumn] = yield* rowsOf(
-      ColumnCount,
-      "SELECT COUNT(*) AS n FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'ai_usage_log' AND COLUMN_NAME = 'call_no'"
+    // A provider call is (job, lease, number within the lease) where the schema numbers calls
+    // per lease (`lease_no`, migration 0012); before that, (job, attempt_no).
+    const callColumns = yield* rowsOf(
+      ColumnName,
+      "SELECT COLUMN_NAME AS name FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'ai_usage_log' AND COLUMN_NAME IN ('lease_no', 'call_no') ORDER BY COLUMN_NAME DESC"
     )
-    const perCall = (callColumn?.n ?? 0) > 0 ? ", call_no" : ""
+    const perCall = callColumns.map((column) => `, ${column.name}`).join("")
     const duplicates = yield* rowsOf(
       DuplicateUsage,
       `SELECT job_id, attempt_no, COUNT(*) AS n FROM ai_usage_log GROUP BY job_id, attempt_no${perCall} HAVING COUNT(*) > 1`
@@ -282,7 +285,9 @@ export const checkDatabase = (
       violations.push({
         rule: "usageNotUnique",
         jobId: duplicate.jobId,
-        detail: `${duplicate.n} usage rows with attempt_no ${duplicate.attemptNo}${perCall === "" ? "" : " and the same call_no"}`
+        detail: `${duplicate.n} usage rows with attempt_no ${duplicate.attemptNo}${
+          callColumns.length === 0 ? "" : ` and the same ${callColumns.map((column) => column.name).join(" and ")}`
+        }`
       })
     }
 

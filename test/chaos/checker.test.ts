@@ -100,6 +100,7 @@ describe("chaos checker", () => {
   it.layer(scratchMysqlLayer("chaos_checker_planted"))("on a database with planted violations", (it) => {
     it.effect("names each one", () =>
       Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
         yield* healthyFlashcards("job-healthy")
         // Succeeded without artifacts.
         yield* Effect.all([insertJob("job-no-artifacts", { status: "succeeded", count: 2 }), insertFlashcards("job-no-artifacts", 2, { artifacts: 0 }), insertEvent("job-no-artifacts", "e", "published")])
@@ -113,7 +114,8 @@ describe("chaos checker", () => {
         yield* Effect.all([insertJob("job-attempts", { status: "failed", attempts: 4, maxAttempts: 3, errorCode: "PROVIDER_UNAVAILABLE" }), insertEvent("job-attempts", "e", "published")])
         // Stuck, with an event still pending.
         yield* Effect.all([insertJob("job-stuck", { status: "running", attempts: 1 }), insertEvent("job-stuck", "e", "pending")])
-        // Two usage rows numbered alike.
+        // Two usage rows numbered alike (planted past the unique key a drifted schema might lack).
+        yield* sql.unsafe("ALTER TABLE ai_usage_log DROP INDEX IF EXISTS uq_ai_usage_log_call")
         yield* Effect.all([insertUsage("job-healthy", 2, "2"), insertUsage("job-healthy", 2, "3")])
         // Failed for lost workers although none crashed while holding it.
         yield* Effect.all([insertJob("job-lost", { status: "failed", attempts: 2, maxAttempts: 2, errorCode: "INTERNAL_WORKER_LOST" }), insertEvent("job-lost", "e", "published")])
@@ -157,16 +159,17 @@ describe("chaos checker", () => {
         expect(v.find((x) => x.jobId === "job-frozen")?.detail).toContain("SIGSTOP")
       }))
 
-    it.effect("counts usage per call once the schema numbers calls", () =>
+    it.effect("counts usage per provider call: the same number in another lease is another call", () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        yield* sql.unsafe("ALTER TABLE ai_usage_log ADD COLUMN call_no INT NOT NULL DEFAULT 1")
-        // Two calls of one attempt, numbered apart: not a duplicate. Two rows of one call are.
+        yield* sql.unsafe("ALTER TABLE ai_usage_log DROP INDEX IF EXISTS uq_ai_usage_log_call")
+        // Call 1 of leases 1 and 2: two calls. Call 2 of lease 1, written twice: one duplicate.
         yield* Effect.all([insertUsage("job-per-call", 1, "1"), insertUsage("job-per-call", 1, "2"), insertUsage("job-per-call", 2, "3"), insertUsage("job-per-call", 2, "4")])
-        yield* sql`UPDATE ai_usage_log SET call_no = 2 WHERE id = ${"job-per-call-u2"}`
+        yield* sql`UPDATE ai_usage_log SET lease_no = 1 WHERE job_id = ${"job-per-call"}`
+        yield* sql`UPDATE ai_usage_log SET lease_no = 2 WHERE id = ${"job-per-call-u2"}`
         const report = yield* checkDatabase()
         expect(report.violations.filter((x) => x.rule === "usageNotUnique" && x.jobId === "job-per-call").map((x) => x.detail)).toEqual([
-          "2 usage rows with attempt_no 2 and the same call_no"
+          "2 usage rows with attempt_no 2 and the same lease_no"
         ])
       }))
 
