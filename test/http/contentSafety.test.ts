@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel, Schedule } from "effect"
 import { memoryEngineStack, startEngine } from "../support/engineStack.js"
+import { mysqlRedisInfrastructure } from "../support/liveInfrastructure.js"
 import { bodyAs, feynmanBody, JobBody, startApi, tokenFor } from "./support/harness.js"
 
 const terminal = ["succeeded", "failed", "cancelled"]
@@ -8,12 +9,12 @@ const terminal = ["succeeded", "failed", "cancelled"]
 /** The engine's own configuration: one blocked term, everything else at its default. */
 const blockingBomb = ConfigProvider.fromMap(new Map([["CONTENT_SAFETY_BLOCKED_TERMS", "bomb"]]))
 
-describe("content safety over the API (real server, engine running)", () => {
+describe("content safety over the API (real server, engine running on MySQL + Redis)", () => {
   it.live("a blocked term disguised with invisible characters or look-alikes is refused like the plain term", () =>
     Effect.scoped(
       Effect.gen(function* () {
         // Built once here: the stack is `Layer.fresh`, and the server and the test must share it.
-        const engine = yield* Layer.build(memoryEngineStack()).pipe(Effect.withConfigProvider(blockingBomb))
+        const engine = yield* Layer.build(memoryEngineStack({ infrastructure: mysqlRedisInfrastructure("http_content_safety") })).pipe(Effect.withConfigProvider(blockingBomb))
         const api = yield* startApi(Layer.succeedContext(engine))
         yield* Effect.provide(startEngine(), engine)
         const token = yield* tokenFor("user-a")
