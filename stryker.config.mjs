@@ -1,0 +1,29 @@
+// Mutation testing (`npm run mutate`): not part of `npm test`, it takes far longer than the suite.
+// `npm run mutate -- --incremental` reuses reports/mutation/incremental.json and only re-tests
+// mutants whose code or covering tests changed; `--mutate 'src/domain/**/*.ts'` narrows the scope.
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: "vitest",
+  vitest: { configFile: "vitest.mutation.config.ts", related: true },
+  coverageAnalysis: "perTest",
+  mutate: [
+    "src/domain/**/*.ts",
+    "src/pipeline/**/*.ts",
+    "src/layers/memory/**/*.ts",
+    "src/layers/mysql/MysqlOutboxRepository.ts",
+    "src/layers/mysql/MysqlAiJobLifecycleRepository.ts",
+    "src/layers/mysql/MysqlUnitOfWork.ts"
+  ],
+  // Two shared cores: one sandbox at a time unless the machine is free (STRYKER_CONCURRENCY=2).
+  concurrency: Number(process.env.STRYKER_CONCURRENCY ?? 1),
+  timeoutMS: 20_000,
+  timeoutFactor: 2,
+  incrementalFile: "reports/mutation/incremental.json",
+  tempDirName: ".stryker-tmp",
+  cleanTempDir: "always",
+  reporters: ["progress", "clear-text", "html", "json"],
+  htmlReporter: { fileName: "reports/mutation/mutation.html" },
+  jsonReporter: { fileName: "reports/mutation/mutation.json" },
+  clearTextReporter: { allowColor: false, logTests: false, maxTestsToLog: 0 },
+  thresholds: { high: 85, low: 70, break: null }
+}
