@@ -1,13 +1,14 @@
 /**
- * `npm run mutate:summary`: reads Stryker's JSON report (reports/mutation/mutation.json) and
- * writes reports/mutation/summary.md: the score per directory and every surviving or uncovered
- * mutant with its line, so the list can be read without opening the HTML report.
+ * `npm run mutate:summary [-- a.json b.json]`: reads Stryker's JSON report(s) (default
+ * reports/mutation/mutation.json; several when the scope was run in parts) and writes
+ * reports/mutation/summary.md: the score per directory and every surviving or uncovered mutant
+ * with its line, so the list can be read without opening the HTML report.
  */
 import { FileSystem } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Schema } from "effect"
 
-const reportPath = "reports/mutation/mutation.json"
+const reportPaths = process.argv.length > 2 ? process.argv.slice(2) : ["reports/mutation/mutation.json"]
 const summaryPath = "reports/mutation/summary.md"
 
 const Position = Schema.Struct({ line: Schema.Number, column: Schema.Number })
@@ -52,12 +53,13 @@ const oneLine = (text: string) => {
 
 const summarise = Effect.gen(function* () {
   const fs = yield* FileSystem.FileSystem
-  const report = yield* decodeReport(yield* fs.readFileString(reportPath))
+  const reports = yield* Effect.forEach(reportPaths, (path) => Effect.flatMap(fs.readFileString(path), decodeReport))
+  const files = reports.flatMap((report) => Object.entries(report.files))
   const total = emptyTally()
   const groups = new Map<string, Tally>()
   const undetected: Array<string> = []
 
-  for (const [file, { source, mutants }] of Object.entries(report.files).sort(([a], [b]) => a.localeCompare(b))) {
+  for (const [file, { source, mutants }] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
     const lines = source.split("\n")
     const group = groups.get(groupOf(file)) ?? emptyTally()
     groups.set(groupOf(file), group)
