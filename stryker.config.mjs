@@ -1,6 +1,9 @@
 // Mutation testing (`npm run mutate`): not part of `npm test`, it takes far longer than the suite.
 // `npm run mutate -- --incremental` reuses reports/mutation/incremental.json and only re-tests
 // mutants whose code or covering tests changed; `--mutate 'src/domain/**/*.ts'` narrows the scope.
+// MUTATE_REPORT=name writes reports/mutation/name.{json,html}, so a scope run in parts keeps each part.
+const reportName = process.env.MUTATE_REPORT ?? "mutation"
+
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   testRunner: "vitest",
@@ -26,8 +29,8 @@ export default {
   tempDirName: ".stryker-tmp",
   cleanTempDir: "always",
   reporters: ["progress", "clear-text", "html", "json"],
-  htmlReporter: { fileName: "reports/mutation/mutation.html" },
-  jsonReporter: { fileName: "reports/mutation/mutation.json" },
+  htmlReporter: { fileName: `reports/mutation/${reportName}.html` },
+  jsonReporter: { fileName: `reports/mutation/${reportName}.json` },
   clearTextReporter: { allowColor: false, logTests: false, maxTestsToLog: 0 },
   thresholds: { high: 85, low: 70, break: null }
 }
