@@ -27,6 +27,7 @@ export default {
   timeoutFactor: 2,
   incrementalFile: "reports/mutation/incremental.json",
   tempDirName: ".stryker-tmp",
+  ignorePatterns: ["/.stryker-tmp*"],
   cleanTempDir: "always",
   reporters: ["progress", "clear-text", "html", "json"],
   htmlReporter: { fileName: `reports/mutation/${reportName}.html` },
