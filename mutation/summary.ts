@@ -1,8 +1,8 @@
 /**
  * `npm run mutate:summary [-- a.json b.json]`: reads Stryker's JSON report(s) (default
- * reports/mutation/mutation.json; several when the scope was run in parts) and writes
- * reports/mutation/summary.md: the score per directory and every surviving or uncovered mutant
- * with its line, so the list can be read without opening the HTML report.
+ * reports/mutation/mutation.json; several when the scope was run in parts, a later one winning
+ * for a file they share) and writes reports/mutation/summary.md: the score per directory and
+ * every surviving or uncovered mutant with its line, readable without the HTML report.
  */
 import { FileSystem } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
@@ -54,7 +54,8 @@ const oneLine = (text: string) => {
 const summarise = Effect.gen(function* () {
   const fs = yield* FileSystem.FileSystem
   const reports = yield* Effect.forEach(reportPaths, (path) => Effect.flatMap(fs.readFileString(path), decodeReport))
-  const files = reports.flatMap((report) => Object.entries(report.files))
+  // A file in a later report (a re-run of part of the scope) replaces its earlier result.
+  const files = [...new Map(reports.flatMap((report) => Object.entries(report.files))).entries()]
   const total = emptyTally()
   const groups = new Map<string, Tally>()
   const undetected: Array<string> = []

@@ -37,8 +37,15 @@ describe("the execution error taxonomy", () => {
   })
 
   it("retries provider, validation and internal errors, never safety, credential or cancellation ones", () => {
-    const retryable = oneOfEach.filter(([error]) => isRetryable(error, failOnTimeout)).map(([, category]) => category)
-    expect(retryable).toStrictEqual(["PROVIDER", "VALIDATION", "INTERNAL"])
+    expect(oneOfEach.map(([error, category]) => [category, isRetryable(error, failOnTimeout)])).toStrictEqual([
+      ["PROVIDER", true],
+      ["VALIDATION", true],
+      ["CONTENT_SAFETY", false],
+      ["TIMEOUT", false],
+      ["CREDENTIAL", false],
+      ["CANCELLED", false],
+      ["INTERNAL", true]
+    ])
   })
 
   it("retries a timeout only when the job type's abort strategy says so", () => {

@@ -23,6 +23,8 @@ describe("ids", () => {
     expect(id).toMatch(uuidShape)
     expect(id.replace(/-/g, "")).toMatch(new RegExp(`^${hex.slice(0, 12)}8${hex.slice(13, 16)}[89ab]${hex.slice(17, 32)}$`))
     expect(derivedId("job-1", "card", "0")).toBe(id)
+    // Stored rows are keyed by these ids: a re-projection after an upgrade must derive the same ones.
+    expect(id).toBe("b095f895-366e-82a6-9dd1-2f4b3f3caa0c")
     expect(derivedId("job-1", "card0")).not.toBe(id)
   })
 })
@@ -32,6 +34,11 @@ describe("canonical JSON", () => {
     expect(canonicalJson({ b: 1, a: [{ d: 2, c: undefined, b: { z: 1, y: 2 } }], c: "x" })).toBe(
       `{"a":[{"b":{"y":2,"z":1},"d":2}],"b":1,"c":"x"}`
     )
+  })
+
+  it("sorts keys given in any order", () => {
+    expect(canonicalJson({ e: 5, d: 4, c: 3, b: 2, a: 1 })).toBe(`{"a":1,"b":2,"c":3,"d":4,"e":5}`)
+    expect(canonicalJson({ c: 3, a: 1, e: 5, b: 2, d: 4 })).toBe(`{"a":1,"b":2,"c":3,"d":4,"e":5}`)
   })
 
   it("writes a date as its ISO string", () => {
