@@ -2,7 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { defineJobType } from "../../../src/domain/JobType.js"
 
-const demo = defineJobType({
+// Built inside each test, not at module load, so mutation testing sees which test covers it.
+const demoType = () => defineJobType({
   definition: { jobType: "demo" },
   input: Schema.Struct({ count: Schema.Number, topic: Schema.String }),
   output: Schema.Struct({ cards: Schema.Array(Schema.String) }),
@@ -12,6 +13,7 @@ const demo = defineJobType({
 describe("defineJobType", () => {
   it.effect("rejects input with every problem by field, unknown fields included, naming the job type", () =>
     Effect.gen(function* () {
+      const demo = demoType()
       const error = yield* Effect.flip(demo.decodeInput({ count: "three", extra: 1 }))
       expect(error.jobType).toBe("demo")
       expect(error.problems.map((problem) => problem.split(":")[0]).sort()).toStrictEqual(["count", "extra", "topic"])
@@ -20,6 +22,7 @@ describe("defineJobType", () => {
 
   it.effect("an output that breaks its schema or a rule of its input is a validation error with the problems", () =>
     Effect.gen(function* () {
+      const demo = demoType()
       const input = { count: 1, topic: "cells" }
       const malformed = yield* Effect.flip(demo.decodeOutput({ cards: [1, 2] }, input))
       expect(malformed._tag).toBe("ValidationError")
