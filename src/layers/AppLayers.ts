@@ -88,8 +88,8 @@ export const MemoryInfrastructure = Layer.mergeAll(
   InProcessDomainEvents
 )
 
-/** The repositories on MySQL (`DATABASE_URL`). */
-export const MysqlStorage = Layer.mergeAll(
+/** Every repository on MySQL, over whatever `SqlClient` it is given. */
+export const MysqlRepositories = Layer.mergeAll(
   MysqlAiJobLifecycleRepository,
   MysqlOutboxRepository,
   MysqlSnapshotRepository,
@@ -99,7 +99,10 @@ export const MysqlStorage = Layer.mergeAll(
   MysqlProjectionStore,
   MysqlCredentialRepository,
   MysqlUsageLogRepository
-).pipe(Layer.provideMerge(MysqlFromConfig))
+)
+
+/** The repositories on MySQL (`DATABASE_URL`). */
+export const MysqlStorage = MysqlRepositories.pipe(Layer.provideMerge(MysqlFromConfig))
 
 /** Production infrastructure: MySQL storage, BullMQ queues and Redis signals (`REDIS_URL`). */
 export const LiveInfrastructure = Layer.mergeAll(

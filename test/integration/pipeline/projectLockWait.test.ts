@@ -6,15 +6,7 @@ import { InProcessDomainEvents } from "../../../src/layers/memory/InProcessDomai
 import { InProcessOutboxSignal } from "../../../src/layers/memory/InProcessOutboxSignal.js"
 import { MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
 import { MemoryWorkerDirectory } from "../../../src/layers/memory/MemoryWorkerDirectory.js"
-import { MysqlCredentialRepository } from "../../../src/layers/mysql/CredentialRepository.js"
-import { MysqlAiJobLifecycleRepository } from "../../../src/layers/mysql/MysqlAiJobLifecycleRepository.js"
-import { MysqlArtifactRepository } from "../../../src/layers/mysql/MysqlArtifactRepository.js"
-import { MysqlOutboxRepository } from "../../../src/layers/mysql/MysqlOutboxRepository.js"
-import { MysqlProjectionStore } from "../../../src/layers/mysql/MysqlProjectionStore.js"
-import { MysqlQuotas } from "../../../src/layers/mysql/MysqlQuotas.js"
-import { MysqlSnapshotRepository } from "../../../src/layers/mysql/MysqlSnapshotRepository.js"
-import { MysqlUnitOfWork } from "../../../src/layers/mysql/MysqlUnitOfWork.js"
-import { MysqlUsageLogRepository } from "../../../src/layers/mysql/UsageLogRepository.js"
+import { MysqlRepositories } from "../../../src/layers/AppLayers.js"
 import { QueueSettings } from "../../../src/layers/queueSettings.js"
 import { QuotaLimitsConfig } from "../../../src/services/Quotas.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
@@ -37,17 +29,7 @@ import { scratchMysqlLayer } from "../../support/scratchDatabase.js"
 const bounds = ConfigProvider.fromMap(new Map([["DB_LOCK_WAIT_TIMEOUT_S", "1"], ["DB_IDLE_TRANSACTION_TIMEOUT_S", "10"]]))
 
 const mysqlInfrastructure = Layer.mergeAll(
-  Layer.mergeAll(
-    MysqlAiJobLifecycleRepository,
-    MysqlOutboxRepository,
-    MysqlSnapshotRepository,
-    MysqlUnitOfWork,
-    MysqlQuotas,
-    MysqlArtifactRepository,
-    MysqlProjectionStore,
-    MysqlCredentialRepository,
-    MysqlUsageLogRepository
-  ).pipe(Layer.provideMerge(scratchMysqlLayer("project_lock", { maxConnections: 10 }))),
+  MysqlRepositories.pipe(Layer.provideMerge(scratchMysqlLayer("project_lock", { maxConnections: 10 }))),
   MemoryJobQueueLive,
   InProcessOutboxSignal,
   InProcessCancelSignal,
