@@ -1,12 +1,12 @@
 import { NodeContext } from "@effect/platform-node"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { allQueueNames } from "../src/domain/QueueName.js"
-import { ConfigLive, LiveInfrastructure } from "../src/layers/AppLayers.js"
-import { AiJobServiceLive } from "../src/layers/core/AiJobServiceLive.js"
-import { JobCatalogLive } from "../src/layers/core/JobCatalogLive.js"
-import { OutboxAdminLive } from "../src/layers/core/OutboxAdminLive.js"
-import { SnapshotBuilderLive } from "../src/layers/core/SnapshotBuilderLive.js"
-import { GatewayServicesLive } from "../src/layers/gateway/GatewayLive.js"
+import { ConfigLive, LiveInfrastructure } from "../src/main/AppLayers.js"
+import { AiJobServiceLive } from "../src/services/AiJobServiceLive.js"
+import { JobCatalogLive } from "../src/jobs/JobCatalogLive.js"
+import { OutboxAdminLive } from "../src/services/OutboxAdminLive.js"
+import { SnapshotBuilderLive } from "../src/services/SnapshotBuilderLive.js"
+import { GatewayServicesLive } from "../src/main/GatewayLive.js"
 import { SyntheticGatewayLayer } from "../src/layers/gateway/SyntheticGateway.js"
 import { makeDispatcher } from "../src/pipeline/dispatcher.js"
 import { runWorker } from "../src/pipeline/worker.js"
@@ -36,7 +36,7 @@ export const benchConfigProvider = (target: BenchTarget, options: { readonly wor
   )
 
 /**
- * The production composition (`AppLive` of src/layers/AppLayers.ts: `ConfigLive`,
+ * The production composition (`AppLive` of src/main/AppLayers.ts: `ConfigLive`,
  * `LiveInfrastructure` = MySQL + BullMQ + Redis signals, the engine's services) with one swap:
  * the gateway is the instant synthetic provider (`latencyMs: 0`) instead of the one chosen by
  * `AI_GATEWAY`.

@@ -1,5 +1,5 @@
 import { Effect, Layer, type Redacted } from "effect"
-import { declaredSchema } from "../src/layers/mysql/DeclaredSchema.js"
+import { declaredSchema } from "./DeclaredSchema.js"
 import { runMigrations } from "../src/layers/mysql/migrate.js"
 import { mysqlClientLayer } from "../src/layers/mysql/MysqlDatabase.js"
 import { compareSchemas, type SchemaDifference } from "./compare.js"

@@ -1,5 +1,5 @@
 import { Data } from "effect"
-import type { DeclaredColumn, DeclaredTable } from "../src/layers/mysql/DeclaredSchema.js"
+import type { DeclaredColumn, DeclaredTable } from "./DeclaredSchema.js"
 import type { IntrospectedIndex, IntrospectedSchema, IntrospectedTable } from "./introspect.js"
 
 /**

@@ -1,4 +1,4 @@
-import type { DeclaredColumn } from "../src/layers/mysql/DeclaredSchema.js"
+import type { DeclaredColumn } from "./DeclaredSchema.js"
 import { isDrift, SchemaDifference } from "./compare.js"
 
 /** What was compared, for the report's heading. */

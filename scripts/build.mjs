@@ -20,7 +20,7 @@ export const programs = {
   migrate: "src/main/migrate.ts",
   simulate: "src/main/simulate.ts",
   token: "src/main/token.ts",
-  "migrations-check": "migrations-check/main.ts"
+  "migrations-check": "src/main/migrations-check.ts"
 }
 
 export const programFile = (name) => join(distDirectory, `${name}.js`)

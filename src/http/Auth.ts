@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto"
 import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest, OpenApi } from "@effect/platform"
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { Forbidden, forbidden, Unauthorized, unauthorized } from "./ApiErrors.js"
-import { ApiSettings } from "./ApiSettings.js"
+import { ApiSettings } from "../config/ApiSettings.js"
 import { type AuthenticatedUser, verifyToken } from "./AuthTokens.js"
 
 /** The caller of a user or admin route, as its verified token says. */

@@ -1,7 +1,7 @@
 import { Context, Duration, Effect, Layer } from "effect"
 import { PlatformUnavailable, publicMessages } from "./ApiErrors.js"
-import { ApiSettings } from "./ApiSettings.js"
-import { ReadinessProbe } from "./ReadinessProbe.js"
+import { ApiSettings } from "../config/ApiSettings.js"
+import { ReadinessProbe } from "../services/ReadinessProbe.js"
 
 /**
  * Whether a request may create AI work: not when `AI_PLATFORM_ENABLED=false`, and not while

@@ -11,11 +11,11 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
-import { ApiSettings } from "../http/ApiSettings.js"
-import { ReadinessProbeLive } from "../http/ReadinessProbe.js"
+import { ApiSettings } from "../config/ApiSettings.js"
+import { ReadinessProbeLive } from "./AppLayers.js"
 import { nodeApiServer } from "../http/server.js"
-import { ConfigLive, EngineServicesLive, LiveInfrastructure } from "../layers/AppLayers.js"
-import { HttpConfig } from "../layers/config.js"
+import { ConfigLive, EngineServicesLive, LiveInfrastructure } from "./AppLayers.js"
+import { HttpConfig } from "../config/EngineConfig.js"
 import { requireStorage, runProcess } from "./runProcess.js"
 
 /** The engine's services over MySQL + Redis (one pool, one Redis connection set, shared). */

@@ -9,13 +9,14 @@
  */
 import { Layer } from "effect"
 import { BullMqJobQueueLive } from "../layers/bullmq/BullMqJobQueue.js"
-import { StorageConfig, TimingConfig } from "../layers/config.js"
+import { StorageConfig, TimingConfig } from "../config/EngineConfig.js"
 import { MysqlFromConfig } from "../layers/mysql/MysqlDatabase.js"
 import { MysqlOutboxRepository } from "../layers/mysql/MysqlOutboxRepository.js"
-import { QueueSettings } from "../layers/queueSettings.js"
+import { QueueSettings } from "../config/QueueSettings.js"
 import { RedisConnection } from "../layers/redis/RedisConnection.js"
 import { RedisOutboxSignal } from "../layers/redis/RedisOutboxSignal.js"
-import { DispatcherSettings, OutboxDispatcherLive } from "../pipeline/dispatcher.js"
+import { OutboxDispatcherLive } from "../pipeline/dispatcher.js"
+import { DispatcherSettings } from "../config/DispatcherSettings.js"
 import { requireStorage, runProcess } from "./runProcess.js"
 
 const redis = RedisConnection.fromConfig

@@ -4,7 +4,7 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { Data, Effect, Layer, Option, type Redacted } from "effect"
-import { StorageConfig } from "../layers/config.js"
+import { StorageConfig } from "../config/EngineConfig.js"
 import { runMigrations } from "../layers/mysql/migrate.js"
 import { MysqlFromConfig, parseDatabaseUrl } from "../layers/mysql/MysqlDatabase.js"
 import { runOnce } from "./runProcess.js"

@@ -1,6 +1,6 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, ConfigError, Console, Data, Effect, Layer, Option } from "effect"
-import { StorageConfig } from "../layers/config.js"
+import { StorageConfig } from "../config/EngineConfig.js"
 import { LoggingLive } from "../layers/logging.js"
 
 export class StorageMissing extends Data.TaggedError("StorageMissing")<{

@@ -9,7 +9,7 @@ import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Console, Data, Effect, Option, Schema } from "effect"
 import { describeIssue } from "../domain/ValueFreeMessages.js"
 import { Role, signToken, TokenClaims } from "../http/AuthTokens.js"
-import { HttpConfig } from "../layers/config.js"
+import { HttpConfig } from "../config/EngineConfig.js"
 
 class TokenNotMinted extends Data.TaggedError("TokenNotMinted")<{ readonly reason: string }> {}
 

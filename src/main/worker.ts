@@ -8,7 +8,7 @@
  * so another worker takes them over at once, closes its connections and exits 0.
  */
 import { Layer } from "effect"
-import { AppLive } from "../layers/AppLayers.js"
+import { AppLive } from "./AppLayers.js"
 import { WorkerServiceLive } from "../pipeline/worker.js"
 import { requireStorage, runProcess } from "./runProcess.js"
 

@@ -1,80 +1,11 @@
-import { hostname } from "node:os"
-import { Chunk, Clock, Config, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
-import { newId } from "../domain/Ids.js"
+import { Chunk, Clock, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { DispatcherSettings, type DispatcherSettingsShape } from "../config/DispatcherSettings.js"
 import { EnqueuePayload, enqueueEventType, type OutboxEvent } from "../domain/OutboxEvent.js"
-import { TimingConfig } from "../layers/config.js"
+import { TimingConfig } from "../config/EngineConfig.js"
 import type { QueueName } from "../domain/QueueName.js"
 import { JobQueue, payloadFor } from "../services/JobQueue.js"
 import { OutboxRepository } from "../services/OutboxRepository.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
-
-/** The dispatcher's knobs; lock TTL and poll interval come from `TimingConfig`. */
-export interface DispatcherSettingsShape {
-  /** Who holds a claim (`outbox_event.locked_by`); unique per running dispatcher. */
-  readonly dispatcherId: string
-  /** Events claimed by one statement. */
-  readonly batchSize: number
-  /** Queue adds in flight at once within a batch. */
-  readonly dispatchConcurrency: number
-  /** ADR 4.4: the failed dispatch that makes an event `dead`. */
-  readonly maxAttempts: number
-  /** First retry delay after a failed add; doubles per failure (jittered), capped at `retryMaxDelayMs`. */
-  readonly retryBaseDelayMs: number
-  readonly retryMaxDelayMs: number
-  /** ADR 4.4: how often expired claims are released, at most (and at most half the claim TTL). */
-  readonly releaseIntervalMs: number
-  /**
-   * After an add whose outcome is unknown (timed out, connection lost), how many times to ask
-   * whether the queue job exists before counting a failure; each ask is bounded by the queue's
-   * own timeout, so a paused Redis is waited for about this many add timeouts.
-   */
-  readonly addChecks: number
-}
-
-const defaults: Omit<DispatcherSettingsShape, "dispatcherId"> = {
-  batchSize: 100,
-  dispatchConcurrency: 16,
-  maxAttempts: 3,
-  retryBaseDelayMs: 1_000,
-  retryMaxDelayMs: 60_000,
-  releaseIntervalMs: 30_000,
-  addChecks: 3
-}
-
-const positiveInt = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive whole number`, validation: (n) => n > 0 })
-  )
-
-/** A fresh dispatcher id: host, process and a random suffix. */
-export const newDispatcherId = Effect.map(newId, (id) => `dispatcher-${hostname()}-${process.pid}-${id.slice(-12)}`)
-
-export class DispatcherSettings extends Context.Tag("ai-job-engine/DispatcherSettings")<
-  DispatcherSettings,
-  DispatcherSettingsShape
->() {
-  /** `OUTBOX_BATCH_SIZE`, `OUTBOX_RETRY_BASE_MS`, `OUTBOX_RETRY_MAX_MS`; `DISPATCHER_ID` or a fresh id. */
-  static readonly layer = Layer.effect(
-    DispatcherSettings,
-    Effect.gen(function* () {
-      const config = yield* Config.all({
-        dispatcherId: Config.option(Config.nonEmptyString("DISPATCHER_ID")),
-        batchSize: positiveInt("OUTBOX_BATCH_SIZE", defaults.batchSize),
-        retryBaseDelayMs: positiveInt("OUTBOX_RETRY_BASE_MS", defaults.retryBaseDelayMs),
-        retryMaxDelayMs: positiveInt("OUTBOX_RETRY_MAX_MS", defaults.retryMaxDelayMs)
-      })
-      const dispatcherId = Option.isSome(config.dispatcherId) ? config.dispatcherId.value : yield* newDispatcherId
-      return { ...defaults, ...config, dispatcherId }
-    })
-  )
-  static readonly defaults = defaults
-  static readonly make = (overrides: Partial<DispatcherSettingsShape> = {}) =>
-    Layer.effect(
-      DispatcherSettings,
-      Effect.map(newDispatcherId, (dispatcherId) => ({ ...defaults, dispatcherId, ...overrides }))
-    )
-}
 
 /**
  * The delay before the `failure`-th retry (1-based), read off the retry Schedule: exponential

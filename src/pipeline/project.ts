@@ -1,7 +1,7 @@
 import { Duration, Effect, Schedule } from "effect"
 import { InternalError } from "../domain/ExecutionError.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
-import { TimingConfig } from "../layers/config.js"
+import { TimingConfig } from "../config/EngineConfig.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { ArtifactRepository } from "../services/ArtifactRepository.js"
 import { ResultProjectors } from "../services/ResultProjectors.js"

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto"
 import { expect, it } from "@effect/vitest"
 import { Effect, Either, Layer, Option, Redacted } from "effect"
-import { CredentialVaultLayer, makeCredentialVault, makeKeyring } from "../../src/layers/gateway/CredentialVaultLive.js"
+import { CredentialVaultLayer, makeCredentialVault, makeKeyring } from "../../src/services/CredentialVaultLive.js"
 import { CredentialRepository } from "../../src/services/CredentialRepository.js"
 import { CredentialVault } from "../../src/services/CredentialVault.js"
 import { UsageLog } from "../../src/services/UsageLog.js"

@@ -4,7 +4,7 @@ import { existsSync } from "node:fs"
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { ReadinessProbeLive } from "../../src/http/ReadinessProbe.js"
+import { ReadinessProbeLive } from "../../src/main/AppLayers.js"
 import {
   apiLayer,
   bodyAs,

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Fiber, Layer, Option, Schema } from "effect"
-import { ReadinessProbeLive } from "../../src/http/ReadinessProbe.js"
+import { ReadinessProbeLive } from "../../src/main/AppLayers.js"
 import { leaseOf } from "../../src/domain/AiJob.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { CancelSignal } from "../../src/services/CancelSignal.js"

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Redacted, Schedule, Schema } from "effect"
-import { ReadinessProbeLive } from "../../src/http/ReadinessProbe.js"
+import { ReadinessProbeLive } from "../../src/main/AppLayers.js"
 import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
 import { testServerUrl } from "../support/scratchDatabase.js"
 import { routeThroughProxy, type TcpProxy } from "../support/tcpProxy.js"

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Deferred, Effect, Schema } from "effect"
-import { ReadinessProbeLive } from "../../src/http/ReadinessProbe.js"
+import { ReadinessProbeLive } from "../../src/main/AppLayers.js"
 import { type CommitCut, routeThroughProxy, type TcpProxy } from "../support/tcpProxy.js"
 import { apiLayer, bodyAs, ErrorBody, flashcardBody, JobBody, TestApi, tokenFor } from "./support/harness.js"
 import { mysqlEngine } from "./support/mysqlEngine.js"

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, HashMap, Option } from "effect"
-import { memoryCheck, readinessProbeWith } from "../../src/http/ReadinessProbe.js"
+import { memoryCheck, readinessProbeWith } from "../../src/services/ReadinessProbe.js"
 import { MemoryDatabase } from "../../src/layers/memory/MemoryDatabase.js"
 import { bodyAs, ErrorBody, feynmanBody, flashcardBody, JobBody, markFailed, memoryEngine, startApi, tokenFor } from "./support/harness.js"
 

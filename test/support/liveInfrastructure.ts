@@ -1,5 +1,5 @@
 import { Layer } from "effect"
-import { MysqlRepositories } from "../../src/layers/AppLayers.js"
+import { MysqlRepositories } from "../../src/main/AppLayers.js"
 import { BullMqJobQueueLive } from "../../src/layers/bullmq/BullMqJobQueue.js"
 import { InProcessDomainEvents } from "../../src/layers/memory/InProcessDomainEvents.js"
 import { RedisCancelSignal } from "../../src/layers/redis/RedisCancelSignal.js"

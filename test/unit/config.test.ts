@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either, Option, Redacted } from "effect"
-import { httpTransportConfig } from "../../src/http/HttpTransportSettings.js"
-import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../../src/layers/config.js"
+import { httpTransportConfig } from "../../src/config/HttpTransportSettings.js"
+import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../../src/config/EngineConfig.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 

@@ -2,7 +2,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { AiJobApi } from "../Api.js"
 import { NotReady } from "../ApiSchemas.js"
-import { ReadinessProbe } from "../ReadinessProbe.js"
+import { ReadinessProbe } from "../../services/ReadinessProbe.js"
 
 export const HealthHandlersLive = HttpApiBuilder.group(AiJobApi, "health", (handlers) =>
   Effect.gen(function* () {

@@ -14,7 +14,7 @@ import {
   type QueueJobState,
   queuePriorityFor
 } from "../../services/JobQueue.js"
-import { QueueSettings } from "../queueSettings.js"
+import { QueueSettings } from "../../config/QueueSettings.js"
 import { RedisConnection } from "../redis/RedisConnection.js"
 
 const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error))

@@ -4,7 +4,7 @@ import { Clock, Config, Duration, Effect, Either, Layer, ParseResult, Redacted, 
 import { ContentSafetyError, CredentialError, InternalError, ProviderError, ValidationError } from "../../domain/ExecutionError.js"
 import { scrubSecrets } from "../../domain/SecretScrubbing.js"
 import { AiGateway, type GatewayError, type GenerateRequest, type GenerateResult } from "../../services/AiGateway.js"
-import { ProviderConfig } from "../config.js"
+import { ProviderConfig } from "../../config/EngineConfig.js"
 
 // --- The wire format of OpenAI-compatible chat completions (the parts we send and read) ---
 

@@ -29,7 +29,7 @@ import {
   type QueueJobState,
   queuePriorityFor
 } from "../../services/JobQueue.js"
-import { QueueSettings } from "../queueSettings.js"
+import { QueueSettings } from "../../config/QueueSettings.js"
 
 type EntryState = "waiting" | "active" | "delayed"
 

@@ -1,7 +1,7 @@
 import { MysqlClient } from "@effect/sql-mysql2"
 import type { PoolOptions } from "mysql2"
 import { Effect, Layer, Option, Redacted, String as Str } from "effect"
-import { StorageConfig } from "../config.js"
+import { StorageConfig } from "../../config/EngineConfig.js"
 
 /** The parts of a `mysql://user:password@host:port/database` URL the pool needs. */
 export const parseDatabaseUrl = (url: Redacted.Redacted<string>) => {

@@ -4,7 +4,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option, Ref, Schedule, Schema, Scope } from "effect"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import { UnitOfWork } from "../../services/UnitOfWork.js"
-import { DatabaseSessionConfig } from "../config.js"
+import { DatabaseSessionConfig } from "../../config/EngineConfig.js"
 import { describeSqlError, isLockContention, toPersistenceError } from "./sqlErrors.js"
 
 /**

@@ -1,6 +1,6 @@
 import { Config, Context, Duration, Effect, Layer, Option, Redacted, Runtime, type Scope } from "effect"
 import { Redis, type RedisOptions } from "ioredis"
-import { StorageConfig } from "../config.js"
+import { StorageConfig } from "../../config/EngineConfig.js"
 
 /**
  * What a connection is for:

@@ -1,7 +1,7 @@
 import { Queue } from "bullmq"
 import { Effect, Layer } from "effect"
 import { BullMqJobQueueLive } from "../../../src/layers/bullmq/BullMqJobQueue.js"
-import { QueueSettings } from "../../../src/layers/queueSettings.js"
+import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { RedisConnection } from "../../../src/layers/redis/RedisConnection.js"
 import { JobQueueTestKit, jobQueueContract } from "../../contract/JobQueue.contract.js"
 import { testRedisLayer, uniqueRedisPrefix } from "../../support/redis.js"

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { RuleBasedContentSafetyLayer } from "../../../src/layers/gateway/RuleBasedContentSafety.js"
+import { RuleBasedContentSafetyLayer } from "../../../src/services/RuleBasedContentSafety.js"
 import { ContentSafety } from "../../../src/services/ContentSafety.js"
 
 const rules = {

@@ -1,6 +1,6 @@
 import { Effect, Layer } from "effect"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
-import { QueueSettings } from "../../../src/layers/queueSettings.js"
+import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { JobQueueTestKit, jobQueueContract } from "../../contract/JobQueue.contract.js"
 
 const settings = QueueSettings.make({

@@ -1,6 +1,6 @@
 import { Config, ConfigError, Effect, Either, Layer } from "effect"
-import { ContentSafetyError } from "../../domain/ExecutionError.js"
-import { ContentSafety } from "../../services/ContentSafety.js"
+import { ContentSafetyError } from "../domain/ExecutionError.js"
+import { ContentSafety } from "./ContentSafety.js"
 import { foldedText, skeletonPatternSource, type TextSkeletons, textSkeletons } from "./textSkeleton.js"
 
 export interface ContentSafetyRules {

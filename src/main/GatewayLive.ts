@@ -1,12 +1,12 @@
 import { Config, Effect, Layer, Option } from "effect"
-import { ProviderConfig } from "../config.js"
-import { AiCostCalculatorLive } from "./AiCostCalculatorLive.js"
-import { BuiltinPromptTemplatesLive } from "./builtinPrompts.js"
-import { CredentialVaultLive } from "./CredentialVaultLive.js"
-import { ModelRouterLive } from "./ModelRouterLive.js"
-import { OpenAiCompatibleGatewayLive } from "./OpenAiCompatibleGateway.js"
-import { RuleBasedContentSafetyLive } from "./RuleBasedContentSafety.js"
-import { SyntheticGatewayLive } from "./SyntheticGateway.js"
+import { ProviderConfig } from "../config/EngineConfig.js"
+import { AiCostCalculatorLive } from "../services/AiCostCalculatorLive.js"
+import { BuiltinPromptTemplatesLive } from "../jobs/builtinPrompts.js"
+import { CredentialVaultLive } from "../services/CredentialVaultLive.js"
+import { ModelRouterLive } from "../services/ModelRouterLive.js"
+import { OpenAiCompatibleGatewayLive } from "../layers/gateway/OpenAiCompatibleGateway.js"
+import { RuleBasedContentSafetyLive } from "../services/RuleBasedContentSafety.js"
+import { SyntheticGatewayLive } from "../layers/gateway/SyntheticGateway.js"
 
 /**
  * `AI_GATEWAY`: `openai` (the OpenAI-compatible provider at `AI_BASE_URL`) or `synthetic`.

@@ -1,6 +1,4 @@
-import { SqlClient } from "@effect/sql"
-import { Clock, Context, Duration, Effect, Layer, Option, Resource } from "effect"
-import { RedisConnection } from "../layers/redis/RedisConnection.js"
+import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 
 /**
  * Whether the backing stores answer: the API's `/readyz`, the creation routes' gate (no new AI
@@ -77,49 +75,6 @@ export const makeReadinessProbe = (
 
 /** A store that lives in this process: always up. */
 export const memoryCheck = (name: string): ReadinessCheck => ({ name, backend: "memory", ping: Effect.void })
-
-/**
- * `SELECT 1` on a connection of its own, taken from the pool once and held: a pool busy with
- * work never makes the database look down. A failed ping takes a fresh connection and tries
- * once more, so a connection the server dropped is not mistaken for a stopped server.
- */
-export const mysqlCheck = Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient
-  const connection = yield* Resource.manual(sql.reserve)
-  const selectOne = Effect.flatMap(Resource.get(connection), (conn) => conn.executeRaw("SELECT 1", []))
-  return {
-    name: "database",
-    backend: "mysql",
-    ping: selectOne.pipe(
-      Effect.catchAll(() => Effect.zipRight(Resource.refresh(connection), selectOne)),
-      Effect.asVoid
-    ),
-    gatesWrites: false
-  } satisfies ReadinessCheck
-})
-
-/** `PING` on the shared command connection. */
-export const redisCheck = Effect.map(RedisConnection, (redis): ReadinessCheck => ({
-  name: "redis",
-  backend: "redis",
-  ping: Effect.tryPromise(() => redis.commands.ping())
-}))
-
-/** The embedded engine: the memory store and in-process queues, always ready. */
-export const ReadinessProbeMemory = Layer.succeed(
-  ReadinessProbe,
-  makeReadinessProbe([memoryCheck("database"), memoryCheck("queue")])
-)
-
-/** MySQL and Redis; needs `SqlClient` (one of its connections is held) and `RedisConnection`. */
-export const ReadinessProbeLive = Layer.scoped(
-  ReadinessProbe,
-  Effect.gen(function* () {
-    const database = yield* mysqlCheck
-    const redis = yield* redisCheck
-    return makeReadinessProbe([database, redis])
-  })
-)
 
 /** Any checks, e.g. MySQL with the in-process queues. */
 export const readinessProbeWith = (

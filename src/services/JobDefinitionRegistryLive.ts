@@ -6,10 +6,10 @@ import {
   maxRetriesLimit,
   priorityBounds,
   timeoutBoundsMs
-} from "../../domain/JobDefinition.js"
-import type { JobTypeSpec } from "../../domain/JobType.js"
-import { formatProblems } from "../../domain/JobType.js"
-import { allQueueNames } from "../../domain/QueueName.js"
+} from "../domain/JobDefinition.js"
+import type { JobTypeSpec } from "../domain/JobType.js"
+import { formatProblems } from "../domain/JobType.js"
+import { allQueueNames } from "../domain/QueueName.js"
 import {
   CredentialModeNotAllowed,
   DuplicateJobDefinition,
@@ -23,9 +23,9 @@ import {
   UnknownJobType,
   UnknownProjector,
   type JobDefinitionError
-} from "../../domain/RegistryErrors.js"
-import { JobDefinitionRegistry, type RegisteredJobType } from "../../services/JobDefinitionRegistry.js"
-import { ResultProjectors } from "../../services/ResultProjectors.js"
+} from "../domain/RegistryErrors.js"
+import { JobDefinitionRegistry, type RegisteredJobType } from "./JobDefinitionRegistry.js"
+import { ResultProjectors } from "./ResultProjectors.js"
 
 const credentialModes: ReadonlyArray<string> = ["platform_key", "user_deepseek_key"]
 

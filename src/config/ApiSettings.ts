@@ -1,5 +1,5 @@
 import { Config, ConfigError, Context, Effect, Layer, Option, Redacted } from "effect"
-import { HttpConfig } from "../layers/config.js"
+import { HttpConfig } from "./EngineConfig.js"
 import { defaultHttpTransport, httpTransportConfig, type HttpTransportSettings } from "./HttpTransportSettings.js"
 
 /**

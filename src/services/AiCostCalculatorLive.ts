@@ -1,5 +1,5 @@
 import { Config, Effect, Layer, Option, Schema } from "effect"
-import { AiCostCalculator, type ModelPrice } from "../../services/AiCostCalculator.js"
+import { AiCostCalculator, type ModelPrice } from "./AiCostCalculator.js"
 
 /**
  * Defaults in micro-USD per million tokens (DeepSeek's list prices, cache-miss input). Operators

@@ -1,7 +1,7 @@
 import { Effect, Layer } from "effect"
-import { OutboxAdmin } from "../../services/OutboxAdmin.js"
-import { OutboxRepository } from "../../services/OutboxRepository.js"
-import { OutboxSignal } from "../../services/OutboxSignal.js"
+import { OutboxAdmin } from "./OutboxAdmin.js"
+import { OutboxRepository } from "./OutboxRepository.js"
+import { OutboxSignal } from "./OutboxSignal.js"
 
 export const OutboxAdminLive = Layer.effect(
   OutboxAdmin,

@@ -1,11 +1,11 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
 import { Config, ConfigError, Effect, Either, Layer, Option, Redacted } from "effect"
-import { CredentialError } from "../../domain/ExecutionError.js"
-import { newId } from "../../domain/Ids.js"
-import type { ResolvedCredential } from "../../services/AiGateway.js"
-import { type CredentialCiphertext, type CredentialRecord, CredentialRepository } from "../../services/CredentialRepository.js"
-import { type CredentialSummary, CredentialVault } from "../../services/CredentialVault.js"
-import { ProviderConfig } from "../config.js"
+import { CredentialError } from "../domain/ExecutionError.js"
+import { newId } from "../domain/Ids.js"
+import type { ResolvedCredential } from "./AiGateway.js"
+import { type CredentialCiphertext, type CredentialRecord, CredentialRepository } from "./CredentialRepository.js"
+import { type CredentialSummary, CredentialVault } from "./CredentialVault.js"
+import { ProviderConfig } from "../config/EngineConfig.js"
 
 /**
  * The encryption keys of `user_model_credential`: the current version encrypts, every listed

@@ -1,7 +1,7 @@
 import { Clock, Effect, Layer } from "effect"
-import type { JobDefinition } from "../../domain/JobDefinition.js"
-import { SnapshotBuilder } from "../../services/SnapshotBuilder.js"
-import { TimingConfig } from "../config.js"
+import type { JobDefinition } from "../domain/JobDefinition.js"
+import { SnapshotBuilder } from "./SnapshotBuilder.js"
+import { TimingConfig } from "../config/EngineConfig.js"
 
 /** Field names whose values never belong in a snapshot, at any depth. */
 const secretFieldPattern = /(api[_-]?key|password|passwd|secret|token|authorization|credential)/i

@@ -1,6 +1,6 @@
 import { Effect, Layer, Option } from "effect"
-import { InternalError } from "../../domain/ExecutionError.js"
-import { type PromptTemplate, PromptTemplates } from "../../services/PromptTemplates.js"
+import { InternalError } from "../domain/ExecutionError.js"
+import { type PromptTemplate, PromptTemplates } from "./PromptTemplates.js"
 
 /**
  * PromptTemplates from a list of templates. A duplicate `jobType@version` is a programming

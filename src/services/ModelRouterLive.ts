@@ -1,6 +1,6 @@
 import { Config, Effect, Layer, Option, Schema } from "effect"
-import { ProviderConfig } from "../config.js"
-import { type ModelRoute, ModelRouter } from "../../services/ModelRouter.js"
+import { ProviderConfig } from "../config/EngineConfig.js"
+import { type ModelRoute, ModelRouter } from "./ModelRouter.js"
 
 const RouteOverride = Schema.Struct({
   provider: Schema.optional(Schema.String),

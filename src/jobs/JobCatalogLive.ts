@@ -1,8 +1,8 @@
 import { Effect, Layer } from "effect"
-import { jobCatalog } from "../../jobs/catalog.js"
-import type { JobTypeModule } from "../../jobs/JobTypeModule.js"
-import { ResultProjectors, UnknownProjectorKey } from "../../services/ResultProjectors.js"
-import { jobDefinitionRegistryWith } from "./JobDefinitionRegistryLive.js"
+import { jobCatalog } from "./catalog.js"
+import type { JobTypeModule } from "./JobTypeModule.js"
+import { ResultProjectors, UnknownProjectorKey } from "../services/ResultProjectors.js"
+import { jobDefinitionRegistryWith } from "../services/JobDefinitionRegistryLive.js"
 
 /** The projectors of `modules`, by key; needs the `ProjectionStore` they write to. */
 export const resultProjectorsOf = (modules: ReadonlyArray<JobTypeModule>) =>
