@@ -12,6 +12,7 @@ import synthetic_echo_result from "./0010_synthetic_echo_result.js"
 import exact_identifiers from "./0011_exact_identifiers.js"
 import usage_call_unique from "./0012_usage_call_unique.js"
 import business_created_at_default from "./0013_business_created_at_default.js"
+import learning_analysis from "./0014_learning_analysis.js"
 
 /** Every migration, by `{id}_{name}`; the Migrator runs those above the last one recorded. */
 export const migrations = Migrator.fromRecord({
@@ -27,7 +28,8 @@ export const migrations = Migrator.fromRecord({
   "0010_synthetic_echo_result": synthetic_echo_result,
   "0011_exact_identifiers": exact_identifiers,
   "0012_usage_call_unique": usage_call_unique,
-  "0013_business_created_at_default": business_created_at_default
+  "0013_business_created_at_default": business_created_at_default,
+  "0014_learning_analysis": learning_analysis
 })
 
 export const migrationsTable = "effect_sql_migrations"

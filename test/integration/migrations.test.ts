@@ -141,7 +141,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "10_synthetic_echo_result",
         "11_exact_identifiers",
         "12_usage_call_unique",
-        "13_business_created_at_default"
+        "13_business_created_at_default",
+        "14_learning_analysis"
       ])
       expect(second).toEqual([])
     }))
@@ -200,7 +201,7 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
   it.scoped("the default check builds, compares and drops its own scratch database", () =>
     Effect.gen(function*() {
       const outcome = yield* checkMigrationsBuildDeclaredSchema(Redacted.make(testServerUrl))
-      expect(outcome.subject.appliedMigrations).toHaveLength(13)
+      expect(outcome.subject.appliedMigrations).toHaveLength(14)
       expect(outcome.differences).toEqual([])
       const scratchName = outcome.subject.target.split("/").at(-1) ?? ""
       expect(scratchName).toMatch(/^migrations_check_[0-9a-f]+$/)
