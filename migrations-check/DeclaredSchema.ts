@@ -327,6 +327,27 @@ export const syntheticEchoResultTable = table(
   }
 )
 
+export const learningAnalysisTable = table(
+  "learning_analysis",
+  [
+    required("id", uuid),
+    required("job_id", uuid),
+    required("user_id", userId),
+    required("evaluation_ids", json),
+    required("summary", text),
+    required("strengths", json),
+    required("gaps", json),
+    required("next_steps", json),
+    stampedCreatedAt
+  ],
+  {
+    primaryKey: ["id"],
+    // One analysis per job: the projector's idempotency rests on this key.
+    uniqueKeys: [["job_id"]],
+    indexes: [["user_id", "created_at"]]
+  }
+)
+
 /** Every table the code needs, in migration order. */
 export const declaredSchema: ReadonlyArray<DeclaredTable> = [
   aiJobTable,
@@ -338,5 +359,6 @@ export const declaredSchema: ReadonlyArray<DeclaredTable> = [
   flashcardTable,
   learningEvaluationTable,
   aiUserJobGateTable,
-  syntheticEchoResultTable
+  syntheticEchoResultTable,
+  learningAnalysisTable
 ]

@@ -31,6 +31,7 @@ import {
   JobIdParam,
   JobStatusPage,
   JobStatusResponse,
+  LearningAnalysisRequest,
   NotReady,
   OutboxCountsResponse,
   OutboxEventResponse,
@@ -69,6 +70,17 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .addError(TooManyJobsError)
       .addError(QuotaExceededError)
       .annotate(OpenApi.Summary, "Evaluate a Feynman explanation of a concept (job type feynman_evaluation)")
+  )
+  .add(
+    HttpApiEndpoint.post("createLearningAnalysis", "/api/ai/learning-analyses")
+      .setPayload(LearningAnalysisRequest)
+      .setHeaders(CreationHeaders)
+      .addSuccess(AcceptedJobStatusResponse, { status: 202 })
+      .addSuccess(JobStatusResponse)
+      .addError(IdempotencyKeyReusedError)
+      .addError(TooManyJobsError)
+      .addError(QuotaExceededError)
+      .annotate(OpenApi.Summary, "Analyse recent evaluation results: strengths, gaps and next steps (job type learning_analysis)")
   )
   .add(
     HttpApiEndpoint.get("listJobs", "/api/ai/jobs")

@@ -6,6 +6,7 @@ import { OutboxStatus } from "../domain/OutboxEvent.js"
 import { QueueName } from "../domain/QueueName.js"
 import { FeynmanEvaluationInput } from "../jobs/feynman_evaluation/definition.js"
 import { FlashcardGenerationInput } from "../jobs/flashcard_generation/definition.js"
+import { LearningAnalysisInput } from "../jobs/learning_analysis/definition.js"
 import { WorkerHeartbeat } from "../services/WorkerDirectory.js"
 import { withValueFreeErrors } from "../domain/ValueFreeMessages.js"
 
@@ -190,6 +191,12 @@ export const FlashcardGenerationRequest = withValueFreeErrors(FlashcardGeneratio
 
 export const FeynmanEvaluationRequest = withValueFreeErrors(FeynmanEvaluationInput.annotations({
   identifier: "FeynmanEvaluationRequest",
+  ...strict
+}))
+
+export const LearningAnalysisRequest = withValueFreeErrors(LearningAnalysisInput.annotations({
+  identifier: "LearningAnalysisRequest",
+  description: "Evaluation results to analyse, as the artifacts of the caller's feynman_evaluation jobs show them (records of type learning_evaluation).",
   ...strict
 }))
 

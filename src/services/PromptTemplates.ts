@@ -49,13 +49,16 @@ export const definePromptTemplate = <I, IE>(spec: {
   }
 }
 
+/** A JSON value a data message carries: nested lists and objects too (a learning analysis's evaluations). */
+export type DataValue = string | number | boolean | null | ReadonlyArray<DataValue> | { readonly [key: string]: DataValue }
+
 /**
  * The user message that carries a job's input: one JSON object whose fields are the user's values,
  * and nothing else. JSON escapes every quote and control character, so no value can end the data
  * and start instructions, as a text delimiter (`<<<`, `>>>`) could. No user value may appear in
  * any other message; the system message says the object is data (`dataMessageRule`).
  */
-export const dataMessage = (data: Readonly<Record<string, string | number>>): ChatMessage => ({
+export const dataMessage = (data: Readonly<Record<string, DataValue>>): ChatMessage => ({
   role: "user",
   content: JSON.stringify(data)
 })

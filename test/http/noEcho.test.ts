@@ -3,7 +3,7 @@ import { Effect, Option, Schema } from "effect"
 import { hasValueFreeErrors } from "../../src/domain/ValueFreeMessages.js"
 import { AiJobApi } from "../../src/http/Api.js"
 import { LogCapture, LogCaptureLayer } from "../support/logCapture.js"
-import { bodyAs, feynmanBody, flashcardBody, JobBody, runtimeToken, startApi, tokenFor, type RequestOptions } from "./support/harness.js"
+import { bodyAs, feynmanBody, flashcardBody, JobBody, learningAnalysisBody, runtimeToken, startApi, tokenFor, type RequestOptions } from "./support/harness.js"
 import { mysqlEngine } from "./support/mysqlEngine.js"
 
 /**
@@ -32,6 +32,7 @@ const probes = (jobId: string, credentialId: string): ReadonlyArray<Probe> => {
   const runtime = (probe: Omit<Probe, "as">): Probe => ({ ...probe, as: "runtime" })
   const flashcards = "/api/ai/flashcard-generations"
   const feynman = "/api/ai/feynman-evaluations"
+  const analyses = "/api/ai/learning-analyses"
   const canaryParam = encodeURIComponent(CANARY)
   return [
     // Bodies: every field refused, an unknown field, and accepted values carrying the canary.
@@ -46,6 +47,9 @@ const probes = (jobId: string, credentialId: string): ReadonlyArray<Probe> => {
     user({ method: "POST", path: feynman, body: { concept: CANARY, explanation: [CANARY] } }),
     user({ method: "POST", path: feynman, body: feynmanBody({ concept: CANARY, explanation: CANARY }) }),
     user({ method: "POST", path: feynman, body: feynmanBody(), headers: { "Idempotency-Key": longCanary } }),
+    user({ method: "POST", path: analyses, body: { evaluations: [{ evaluationId: longCanary, concept: longCanary.repeat(4), score: CANARY, gaps: CANARY }] } }),
+    user({ method: "POST", path: analyses, body: { evaluations: [{ ...learningAnalysisBody().evaluations[0], [CANARY]: CANARY }] } }),
+    user({ method: "POST", path: analyses, body: { evaluations: [{ evaluationId: CANARY, concept: CANARY, score: 50, gaps: [CANARY] }] } }),
     // Query parameters.
     user({ method: "GET", path: `/api/ai/jobs?status=${canaryParam}&cursor=${canaryParam}&limit=${canaryParam}` }),
     user({ method: "GET", path: `/api/ai/jobs?cursor=${Buffer.from(JSON.stringify({ createdAt: CANARY, id: CANARY })).toString("base64url")}` }),
@@ -89,6 +93,7 @@ const probes = (jobId: string, credentialId: string): ReadonlyArray<Probe> => {
 const probedRoutes = [
   "POST /api/ai/flashcard-generations",
   "POST /api/ai/feynman-evaluations",
+  "POST /api/ai/learning-analyses",
   "GET /api/ai/jobs",
   "GET /api/ai/jobs/:jobId",
   "GET /api/ai/jobs/:jobId/artifacts",

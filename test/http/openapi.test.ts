@@ -12,7 +12,9 @@ const JsonSchema: Schema.Schema<JsonSchema> = Schema.suspend(() =>
     anyOf: Schema.optional(Schema.Array(JsonSchema)),
     enum: Schema.optional(Schema.Array(Schema.Unknown)),
     minLength: Schema.optional(Schema.Number),
-    minimum: Schema.optional(Schema.Number)
+    minimum: Schema.optional(Schema.Number),
+    items: Schema.optional(JsonSchema),
+    minItems: Schema.optional(Schema.Number)
   })
 )
 interface JsonSchema {
@@ -24,6 +26,8 @@ interface JsonSchema {
   readonly enum?: ReadonlyArray<unknown> | undefined
   readonly minLength?: number | undefined
   readonly minimum?: number | undefined
+  readonly items?: JsonSchema | undefined
+  readonly minItems?: number | undefined
 }
 
 const Content = Schema.Struct({ "application/json": Schema.optional(Schema.Struct({ schema: JsonSchema })) })
@@ -58,6 +62,7 @@ const table: ReadonlyArray<{
 }> = [
   { method: "post", path: "/api/ai/flashcard-generations", security: "bearer", success: "202", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"], "503": ["PLATFORM_UNAVAILABLE"] } },
   { method: "post", path: "/api/ai/feynman-evaluations", security: "bearer", success: "202", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"], "503": ["PLATFORM_UNAVAILABLE"] } },
+  { method: "post", path: "/api/ai/learning-analyses", security: "bearer", success: "202", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"], "503": ["PLATFORM_UNAVAILABLE"] } },
   { method: "get", path: "/api/ai/jobs/{jobId}", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"], "503": ["PLATFORM_UNAVAILABLE"] } },
   { method: "get", path: "/api/ai/jobs", security: "bearer", success: "200", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"] } },
   { method: "get", path: "/api/ai/jobs/{jobId}/artifacts", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"] } },
@@ -109,6 +114,11 @@ const exampleOf = (spec: Spec, schema: JsonSchema): unknown => {
     case "integer":
     case "number":
       return resolved.minimum ?? 1
+    case "array": {
+      const items = resolved.items
+      if (items === undefined) throw new Error(`no example for ${JSON.stringify(resolved)}`)
+      return Array.from({ length: resolved.minItems ?? 0 }, () => exampleOf(spec, items))
+    }
     default:
       throw new Error(`no example for ${JSON.stringify(resolved)}`)
   }
@@ -186,7 +196,7 @@ describe("OpenAPI", () => {
           const url = path.replace(/\{(\w+)\}/g, (_, name: string) => params[name] ?? "")
           return api.request(method.toUpperCase(), url, { token, body: schema === undefined ? undefined : exampleOf(spec, schema) })
         }
-        for (const path of ["/api/ai/flashcard-generations", "/api/ai/feynman-evaluations"]) {
+        for (const path of ["/api/ai/flashcard-generations", "/api/ai/feynman-evaluations", "/api/ai/learning-analyses"]) {
           const created = yield* built(path, "post")
           expect(created.status, created.text).toBe(202)
         }

@@ -54,7 +54,7 @@ describe("issue 4: crash recovery with real processes", () => {
         ready: workerStarted
       })
       // Lease 3 s + grace 1 s + reaper 0.5 s + a dispatch + worker B's start: about 5 s. The queue's
-      // own lock on A's delivery (ADR 3.1: 60 s on ai-background) must not be what brings it back.
+      // own lock on A's delivery (60 s on ai-background, docs/architecture.md §7.1) must not be what brings it back.
       const done = yield* pollJob(api.baseUrl, token, job.jobId, { timeout: Duration.seconds(25), every: Duration.millis(200) })
       const recoveredInMs = Date.now() - killedAt
       expect(done.lifecycleStatus).toBe("succeeded")

@@ -53,7 +53,7 @@ describe("issue 7 item 4: production logs", () => {
         expect(entry.annotations["attempt"]).toBe(1)
       }
 
-      // ADR 8.3: no input, provider output, token or key in any line.
+      // No input, provider output, token or key in any line (docs/architecture.md §14.3).
       const output = engine.output()
       expect(output).not.toContain("SECRET-INPUT-7f3a")
       expect(output).not.toContain(providerKey)

@@ -124,6 +124,20 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           }),
         { uninterruptible: true }
       )
+      .handle(
+        "createLearningAnalysis",
+        ({ headers, payload }) =>
+          Effect.flatMap(CurrentUser, (user) =>
+            create({
+              jobType: "learning_analysis",
+              // An analysis is about the learner, whichever evaluations it reads.
+              targetType: "learner",
+              targetId: user.userId,
+              input: payload,
+              idempotencyKey: headers["idempotency-key"]
+            })),
+        { uninterruptible: true }
+      )
       .handle("listJobs", ({ urlParams }) =>
         Effect.gen(function* () {
           const user = yield* CurrentUser

@@ -8,6 +8,9 @@ export type SyntheticResponder = (input: unknown, pick: (n: number) => number) =
 
 const FlashcardInput = Schema.Struct({ sourceText: Schema.String, count: Schema.Number })
 const FeynmanInput = Schema.Struct({ concept: Schema.String, explanation: Schema.String })
+const AnalysisInput = Schema.Struct({
+  evaluations: Schema.Array(Schema.Struct({ concept: Schema.String, score: Schema.Number, gaps: Schema.Array(Schema.String) }))
+})
 
 const sentencesOf = (text: string) =>
   text
@@ -74,8 +77,45 @@ export const feynmanResponder: SyntheticResponder = (input, pick) => {
   return { score, feedback, gaps }
 }
 
+/**
+ * `learning_analysis`: concepts scored 70 or more without gaps are strengths, the five most
+ * frequent gaps are its gaps, and the plan revisits the weakest concepts (under 70) first.
+ */
+export const learningAnalysisResponder: SyntheticResponder = (input, pick) => {
+  const decoded = Schema.decodeUnknownEither(AnalysisInput)(input)
+  if (Either.isLeft(decoded) || decoded.right.evaluations.length === 0) {
+    return { summary: "The evaluations could not be read.", strengths: [], gaps: [], nextSteps: ["Evaluate a concept first."] }
+  }
+  const evaluations = decoded.right.evaluations
+  const concept = (text: string) => clip(text, 80)
+  const strengths = evaluations
+    .filter((e) => e.score >= 70 && e.gaps.length === 0)
+    .map((e) => `explains ${concept(e.concept)} well`)
+  const gapCounts = new Map<string, number>()
+  for (const gap of evaluations.flatMap((e) => e.gaps).filter((g) => g.trim().length > 0)) {
+    gapCounts.set(gap, (gapCounts.get(gap) ?? 0) + 1)
+  }
+  const gaps = Array.from(gapCounts.entries())
+    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+    .slice(0, 5)
+    .map(([gap]) => clip(gap, 300))
+  const weakest = [...evaluations].sort((a, b) => a.score - b.score).filter((e) => e.score < 70).slice(0, 3)
+  const openers = ["Re-read", "Review", "Revisit"] as const
+  const nextSteps = weakest.length === 0
+    ? ["Explain a harder concept next, with a concrete example."]
+    : weakest.map((e) => `${openers[pick(openers.length)]} ${concept(e.concept)} and explain it again in simple words`)
+  const average = Math.round(evaluations.reduce((sum, e) => sum + e.score, 0) / evaluations.length)
+  const summary = [
+    `Across ${evaluations.length} evaluation${evaluations.length === 1 ? "" : "s"} the average score is ${average}.`,
+    strengths.length === 0 ? "No concept is solid yet." : `Strong points: ${strengths.length}.`,
+    gaps.length === 0 ? "No recurring gap." : `The gap to work on first: ${gaps[0]}.`
+  ].join(" ")
+  return { summary, strengths: strengths.slice(0, 20), gaps, nextSteps }
+}
+
 export const defaultSyntheticResponders: Readonly<Record<string, SyntheticResponder>> = {
   synthetic_echo: echoResponder,
   flashcard_generation: flashcardResponder,
-  feynman_evaluation: feynmanResponder
+  feynman_evaluation: feynmanResponder,
+  learning_analysis: learningAnalysisResponder
 }

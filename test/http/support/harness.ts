@@ -202,6 +202,15 @@ export const feynmanBody = (overrides: Readonly<Record<string, unknown>> = {}) =
   ...overrides
 })
 
+/** Two evaluation results, as a client copies them from its feynman_evaluation jobs' artifacts. */
+export const learningAnalysisBody = (overrides: Readonly<Record<string, unknown>> = {}) => ({
+  evaluations: [
+    { evaluationId: "eval-1", concept: "photosynthesis", score: 85, gaps: [] },
+    { evaluationId: "eval-2", concept: "cellular respiration", score: 40, gaps: ["no concrete example", "does not mention \"mitochondria\""] }
+  ],
+  ...overrides
+})
+
 // ---------------------------------------------------------------------------------------------
 // Driving jobs through their lifecycle without the engine (what a worker would do).
 

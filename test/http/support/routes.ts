@@ -1,4 +1,4 @@
-import { flashcardBody, feynmanBody } from "./harness.js"
+import { flashcardBody, feynmanBody, learningAnalysisBody } from "./harness.js"
 
 export interface Route {
   readonly method: string
@@ -17,6 +17,7 @@ export const jobRoutes = (jobId: string): ReadonlyArray<Route> => [
 export const userRoutes = (jobId: string): ReadonlyArray<Route> => [
   { method: "POST", path: "/api/ai/flashcard-generations", body: flashcardBody() },
   { method: "POST", path: "/api/ai/feynman-evaluations", body: feynmanBody() },
+  { method: "POST", path: "/api/ai/learning-analyses", body: learningAnalysisBody() },
   { method: "GET", path: "/api/ai/jobs" },
   ...jobRoutes(jobId),
   { method: "PUT", path: "/api/ai/credentials/deepseek", body: { apiKey: "sk-test-0123456789" } },

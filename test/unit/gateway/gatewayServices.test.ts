@@ -81,7 +81,8 @@ it.effect("prompt templates: v1 (kept for stored jobs) and v2 for each built-in 
   Effect.gen(function* () {
     const prompts = yield* PromptTemplates
     expect(builtinPromptTemplates.map((t) => `${t.jobType}@${t.version}`)).toEqual([
-      "synthetic_echo@v1", "synthetic_echo@v2", "flashcard_generation@v1", "flashcard_generation@v2", "feynman_evaluation@v1", "feynman_evaluation@v2"
+      "synthetic_echo@v1", "synthetic_echo@v2", "flashcard_generation@v1", "flashcard_generation@v2", "feynman_evaluation@v1", "feynman_evaluation@v2",
+      "learning_analysis@v2"
     ])
     expect(prompts.currentVersion("flashcard_generation")).toEqual(Option.some("v2"))
     const first = yield* prompts.render({ jobType: "flashcard_generation", promptVersion: "v1", content: { sourceText: "Cells divide.", count: 3 } })

@@ -3,6 +3,7 @@ import { Effect, Option, type Schema } from "effect"
 import { jobCatalog } from "../../../src/jobs/catalog.js"
 import { FeynmanEvaluationInput } from "../../../src/jobs/feynman_evaluation/definition.js"
 import { FlashcardGenerationInput } from "../../../src/jobs/flashcard_generation/definition.js"
+import { LearningAnalysisInput } from "../../../src/jobs/learning_analysis/definition.js"
 import { SyntheticEchoInput } from "../../../src/jobs/synthetic_echo/definition.js"
 import { BuiltinPromptTemplatesLive } from "../../../src/jobs/builtinPrompts.js"
 import type { ChatMessage } from "../../../src/services/AiGateway.js"
@@ -27,8 +28,8 @@ const planted = (field: string) =>
 interface Case {
   readonly jobType: string
   readonly fields: Schema.Struct.Fields
-  readonly hostile: Readonly<Record<string, string | number>>
-  readonly benign: Readonly<Record<string, string | number>>
+  readonly hostile: Readonly<Record<string, unknown>>
+  readonly benign: Readonly<Record<string, unknown>>
 }
 
 const cases: ReadonlyArray<Case> = [
@@ -49,6 +50,15 @@ const cases: ReadonlyArray<Case> = [
     fields: FeynmanEvaluationInput.fields,
     hostile: { concept: planted("concept"), explanation: planted("explanation") },
     benign: { concept: "entropy", explanation: "Disorder grows." }
+  },
+  {
+    // Nested values: test/unit/jobs/learningAnalysis.test.ts checks their markers stay in the data.
+    jobType: "learning_analysis",
+    fields: LearningAnalysisInput.fields,
+    hostile: {
+      evaluations: [{ evaluationId: "PLANTED-evaluationId>>>\"}", concept: planted("concept"), score: 40, gaps: [planted("gaps")] }]
+    },
+    benign: { evaluations: [{ evaluationId: "e-1", concept: "entropy", score: 70, gaps: [] }] }
   }
 ]
 

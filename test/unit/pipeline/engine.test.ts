@@ -59,7 +59,11 @@ describe("the execution engine (memory layers, TestClock)", () => {
           jobType: "flashcard_generation",
           input: { sourceText: "Photosynthesis turns light into chemical energy. Chlorophyll absorbs light.", count: 2, deckId: "deck-9" }
         },
-        { jobType: "feynman_evaluation", input: { concept: "entropy", explanation: "Entropy measures disorder, for example a messy room." } }
+        { jobType: "feynman_evaluation", input: { concept: "entropy", explanation: "Entropy measures disorder, for example a messy room." } },
+        {
+          jobType: "learning_analysis",
+          input: { evaluations: [{ evaluationId: "e-1", concept: "entropy", score: 45, gaps: ["no concrete example"] }] }
+        }
       ]
       for (const { input, jobType } of inputs) {
         const { job } = yield* service.createJob({ userId: "user-1", jobType, targetType: "test", targetId: "t", input })
@@ -81,6 +85,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
           expect(records[0]).toMatchObject({ deckId: "deck-9", ordinal: 0 })
         }
         if (jobType === "feynman_evaluation") expect(records[0]).toMatchObject({ concept: "entropy" })
+        if (jobType === "learning_analysis") expect(records[0]).toMatchObject({ evaluationIds: ["e-1"], gaps: ["no concrete example"] })
       }
     }).pipe(Effect.provide(memoryEngineStack())))
 

@@ -1,0 +1,10 @@
+import type { JobTypeModule } from "../JobTypeModule.js"
+import { learningAnalysis } from "./definition.js"
+import { learningAnalysisPrompts } from "./prompt.js"
+import { learningAnalysisProjector } from "./projector.js"
+
+export const learningAnalysisJobType: JobTypeModule = {
+  spec: learningAnalysis,
+  prompts: learningAnalysisPrompts,
+  projector: learningAnalysisProjector
+}
