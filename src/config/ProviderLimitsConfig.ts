@@ -28,7 +28,8 @@ export const ProviderLimit = Schema.Struct({
 export type ProviderLimit = typeof ProviderLimit.Type
 
 const ProviderLimits = Schema.Record({ key: ProviderModel, value: ProviderLimit })
-const decodeLimits = Schema.decodeUnknownEither(Schema.parseJson(ProviderLimits))
+// A key that is not `provider/model` (or an unknown field) is an error, not a limit silently dropped.
+const decodeLimits = Schema.decodeUnknownEither(Schema.parseJson(ProviderLimits), { onExcessProperty: "error" })
 
 export interface ProviderLimits {
   /** The limits of `providerModel`; undefined means unlimited. */
