@@ -56,11 +56,18 @@ export interface CapacityState {
  * per minute, tokens per minute and concurrent requests (`AI_RATE_LIMITS`), with a concurrency limit
  * that adapts to the provider (AIMD) and pauses that follow its `Retry-After`.
  *
- * `acquire` waits until the call may go: it sleeps on the Clock (no polling loop of its own), is
- * interruptible, and cannot fail, so waiting never spends a retry attempt. Callers acquire outside
+ * `acquire` waits until the call may go: it sleeps on the Clock until the earliest instant the
+ * limit can let it through (a release in this worker wakes it sooner; one held by another worker
+ * is seen within 50 ms), is interruptible, and cannot fail, so waiting never spends a retry attempt. Callers acquire outside
  * any database transaction (waiting must not hold a connection) and keep their lease fresh meanwhile.
  * The permit belongs to the scope: if the scope closes before `release`, the call counts as sent
  * and its slot is freed with the estimate standing (`Failed`).
+ *
+ * Fairness: a worker grants interactive waiters before background ones, and while any worker has
+ * an interactive call waiting, no worker starts a background call. Within a priority a worker
+ * serves users in turn (round-robin), not in arrival order. So one user's 200 background jobs delay
+ * another user's interactive job only until the next slot frees (one provider round trip when the
+ * concurrency limit binds), and another user's background job by one of theirs per turn.
  */
 export class ProviderCapacity extends Context.Tag("ai-job-engine/ProviderCapacity")<
   ProviderCapacity,
@@ -68,6 +75,7 @@ export class ProviderCapacity extends Context.Tag("ai-job-engine/ProviderCapacit
     readonly acquire: (request: CapacityRequest) => Effect.Effect<CapacityPermit, never, Scope.Scope>
     /** No new call to `providerModel` starts, on any worker, before `untilMs` (epoch ms); a pause only ever extends. */
     readonly pause: (providerModel: string, untilMs: number) => Effect.Effect<void>
+    /** An operator's view; dies when the shared store cannot be read. */
     readonly state: (providerModel: string) => Effect.Effect<CapacityState>
   }
 >() {}

@@ -275,13 +275,11 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
       Effect.gen(function* () {
         const existing = rooms.get(providerModel)
         if (existing !== undefined) return existing
-        const room: Room = {
-          interactive: new Lane(),
-          background: new Lane(),
-          wake: yield* Queue.sliding<void>(1),
-          held: new Set(),
-          marked: false
-        }
+        const wake = yield* Queue.sliding<void>(1)
+        // Another first waiter may have made the room while this fiber yielded.
+        const raced = rooms.get(providerModel)
+        if (raced !== undefined) return raced
+        const room: Room = { interactive: new Lane(), background: new Lane(), wake, held: new Set(), marked: false }
         rooms.set(providerModel, room)
         // The first waiter forks the pump from its uninterruptible region: the pump must not inherit it.
         yield* Effect.forkIn(Effect.interruptible(pump(providerModel, room)), scope)
