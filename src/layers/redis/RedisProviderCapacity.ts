@@ -156,6 +156,9 @@ return 1
 // ARGV: leaseUntil, permitIds...
 const refreshScript = `${common}
 for i = 2, #ARGV do redis.call('ZADD', K_HELD, 'XX', ARGV[1], ARGV[i]) end
+-- A call longer than the idle expiry keeps its slot counted even when nothing else touches the model.
+local ttl = redis.call('PTTL', K_HELD)
+if ttl >= 0 and ttl < WINDOW * 2 then redis.call('PEXPIRE', K_HELD, WINDOW * 2) end
 return 1
 `
 
