@@ -72,7 +72,6 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
      * it over at once, in the same attempt; this lease can no longer write.
      */
     readonly releaseLock: (lease: JobLease) => Effect.Effect<void, LockLost | PersistenceError>
-    readonly updateProgress: (lease: JobLease, progress: number) => Effect.Effect<void, LockLost | PersistenceError>
     readonly markSucceeded: (lease: JobLease, outputHash: string) => Effect.Effect<AiJob, TerminalWriteError>
     readonly markFailed: (fence: JobFence, failure: JobFailure) => Effect.Effect<AiJob, TerminalWriteError>
     /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */

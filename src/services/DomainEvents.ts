@@ -1,4 +1,4 @@
-import { Context, type Effect, type Queue, type Scope } from "effect"
+import { Context, type Effect } from "effect"
 import type { LifecycleStatus } from "../domain/LifecycleStatus.js"
 
 /** ADR 5.1 COMPLETE: a job reached a terminal state. Ids and hashes only, never content. */
@@ -20,6 +20,5 @@ export class DomainEvents extends Context.Tag("ai-job-engine/DomainEvents")<
   DomainEvents,
   {
     readonly publish: (event: DomainEvent) => Effect.Effect<void>
-    readonly subscribe: Effect.Effect<Queue.Dequeue<DomainEvent>, never, Scope.Scope>
   }
 >() {}

@@ -33,9 +33,10 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
      * `dispatcherId` in one compare-and-set; events another dispatcher holds are skipped.
      */
     readonly claimBatch: (dispatcherId: string, limit: number) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
-    /** `processing → published`, only while `dispatcherId` still holds the claim. */
-    readonly markPublished: (eventId: string, dispatcherId: string) => Effect.Effect<boolean, PersistenceError>
-    /** `markPublished` for a whole dispatched batch in one write; returns how many it published. */
+    /**
+     * `processing → published` for a dispatched batch in one write, only for the events
+     * `dispatcherId` still holds the claim on; returns how many it published.
+     */
     readonly markPublishedMany: (
       eventIds: ReadonlyArray<string>,
       dispatcherId: string

@@ -177,11 +177,6 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       Effect.asVoid
     )
 
-  const updateProgress = (lease: JobLease, progress: number) =>
-    whileLeased("ai_job.updateProgress", lease, (job, now) => changed(job, now, { progress: clampProgress(progress) })).pipe(
-      Effect.asVoid
-    )
-
   const markSucceeded = (lease: JobLease, outputHash: string) =>
     guarded("ai_job.markSucceeded", lease.jobId, (current) => leaseCheck(lease, current, "succeeded"), (job, now) =>
       changed(job, now, { lifecycleStatus: "succeeded", progress: 100, outputHash, finishedAt: now, lockUntil: null }))
@@ -291,7 +286,6 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
     takeOver,
     extendLock,
     releaseLock,
-    updateProgress,
     markSucceeded,
     markFailed,
     markCancelled,

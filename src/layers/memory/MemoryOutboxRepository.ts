@@ -79,10 +79,6 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
       return Either.right([Option.some(result), withEvent(tables, updated)] as const)
     })
 
-  const markPublished = (eventId: string, dispatcherId: string) =>
-    whileClaimed("outbox_event.markPublished", eventId, dispatcherId, (event, now) =>
-      [true, changed(event, now, { status: "published", publishedAt: now })] as const).pipe(Effect.map(Option.isSome))
-
   const markPublishedMany = (eventIds: ReadonlyArray<string>, dispatcherId: string) =>
     db.write("outbox_event.markPublishedMany", (tables, now) => {
       const held = eventIds.flatMap((eventId) =>
@@ -157,7 +153,6 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     createInTransaction,
     findById,
     claimBatch,
-    markPublished,
     markPublishedMany,
     markDispatchFailed,
     releaseClaimsOf,

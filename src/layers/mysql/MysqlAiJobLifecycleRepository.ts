@@ -189,9 +189,6 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   /** A hand-off: nobody holds the job and its lock is gone; the next lease costs no attempt. */
   const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
 
-  const updateProgress = (lease: JobLease, progress: number) =>
-    leaseWrite("ai_job.updateProgress", lease, sql`progress = ${clampProgress(progress)}`)
-
   const markSucceeded = (lease: JobLease, outputHash: string) =>
     leaseUpdate(
       "ai_job.markSucceeded",
@@ -345,7 +342,6 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     takeOver,
     extendLock,
     releaseLock,
-    updateProgress,
     markSucceeded,
     markFailed,
     markCancelled,

@@ -73,12 +73,6 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       )
     )
 
-  const markPublished = (eventId: string, dispatcherId: string) =>
-    affectedRows("outbox_event.markPublished")(
-      sql`UPDATE outbox_event SET status = 'published', published_at = ${now}, updated_at = ${now}
-          WHERE id = ${eventId} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
-    ).pipe(Effect.map((changed) => changed > 0))
-
   const markPublishedMany = (eventIds: ReadonlyArray<string>, dispatcherId: string) =>
     eventIds.length === 0
       ? Effect.succeed(0)
@@ -146,7 +140,6 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     createInTransaction,
     findById,
     claimBatch,
-    markPublished,
     markPublishedMany,
     markDispatchFailed,
     releaseClaimsOf,

@@ -69,7 +69,3 @@ export const engineAclRule = (prefix: string): string => {
     ...commands.map((command) => `+${command}`)
   ].join(" ")
 }
-
-/** The full `ACL SETUSER` line for `user` with `password` (what the README shows). */
-export const engineAclSetUser = (user: string, password: string, prefix: string): string =>
-  `ACL SETUSER ${user} on >${password} ${engineAclRule(prefix)}`
