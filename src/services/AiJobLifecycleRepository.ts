@@ -19,11 +19,52 @@ import type {
   JobNotFound,
   LockLost
 } from "../domain/LifecycleErrors.js"
-import type { LifecycleStatus } from "../domain/LifecycleStatus.js"
+import { legacyStatusOf, type LifecycleStatus } from "../domain/LifecycleStatus.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { QueueName } from "../domain/QueueName.js"
 
 export type TerminalWriteError = JobNotFound | IllegalTransition | LockLost | PersistenceError
+
+/**
+ * A new job's row, all but the two times the store's clock stamps (`createdAt`, `updatedAt`):
+ * `queued`, never locked, no attempt used. Both stores insert exactly this.
+ */
+export const queuedJobFields = (job: NewAiJob): Omit<AiJob, "createdAt" | "updatedAt"> => ({
+  id: job.id,
+  userId: job.userId,
+  jobType: job.jobType,
+  targetType: job.targetType,
+  targetId: job.targetId,
+  idempotencyKey: job.idempotencyKey,
+  requestHash: job.requestHash,
+  status: legacyStatusOf.queued,
+  lifecycleStatus: "queued",
+  queueName: job.queueName,
+  priority: job.priority,
+  progress: 0,
+  input: job.input,
+  credentialMode: job.credentialMode,
+  credentialId: job.credentialId,
+  promptVersion: job.promptVersion,
+  inputSchemaVersion: job.inputSchemaVersion,
+  outputSchemaVersion: job.outputSchemaVersion,
+  attemptCount: 0,
+  maxAttempts: job.maxAttempts,
+  leaseNo: 0,
+  lockedBy: null,
+  lockedAt: null,
+  lockUntil: null,
+  cancelRequestedAt: null,
+  startedAt: null,
+  finishedAt: null,
+  errorCode: null,
+  publicErrorMessage: null,
+  internalErrorMessage: null,
+  outputHash: null
+})
+
+/** Progress as stored: a whole percentage, 0 to 100, whatever a worker reports. */
+export const clampProgress = (progress: number): number => Math.max(0, Math.min(100, Math.round(progress)))
 
 /**
  * ADR 1.4: the only code that writes `lifecycle_status` (and its legacy `status` shadow).

@@ -1,7 +1,7 @@
 import { Context, type Effect, type Option, Schema } from "effect"
 import type { NewOutboxEvent, OutboxCounts, OutboxEvent } from "../domain/OutboxEvent.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
-import { OutboxStatus } from "../domain/OutboxEvent.js"
+import { allOutboxStatuses, OutboxStatus } from "../domain/OutboxEvent.js"
 
 export class OutboxEventNotFound extends Schema.TaggedError<OutboxEventNotFound>()("OutboxEventNotFound", {
   eventId: Schema.String
@@ -12,6 +12,35 @@ export class OutboxEventNotDead extends Schema.TaggedError<OutboxEventNotDead>()
   eventId: Schema.String,
   status: OutboxStatus
 }) {}
+
+/**
+ * A new event's row, all but the times the store's clock sets (`availableAt` is `delayMs` from
+ * now; `createdAt`, `updatedAt`): `pending`, unclaimed, never tried. Both stores insert exactly this.
+ */
+export const pendingEventFields = (event: NewOutboxEvent): Omit<OutboxEvent, "availableAt" | "createdAt" | "updatedAt"> => ({
+  id: event.id,
+  eventType: event.eventType,
+  aggregateType: event.aggregateType,
+  aggregateId: event.aggregateId,
+  dedupeKey: event.dedupeKey,
+  payload: event.payload,
+  status: "pending",
+  attemptCount: 0,
+  lockedBy: null,
+  lockedAt: null,
+  publishedAt: null,
+  lastError: null
+})
+
+/** `countByStatus`'s answer from per-status totals: every status present, 0 when none; unknown statuses ignored. */
+export const outboxCountsOf = (totals: Iterable<{ readonly status: string; readonly total: number }>): OutboxCounts => {
+  const counts: Record<OutboxStatus, number> = { pending: 0, processing: 0, published: 0, failed: 0, dead: 0 }
+  for (const { status, total } of totals) {
+    const known = allOutboxStatuses.find((candidate) => candidate === status)
+    if (known !== undefined) counts[known] += total
+  }
+  return counts
+}
 
 /** What happened to a failed dispatch: back to pending after a delay, or dead. */
 export type DispatchFailureOutcome = "retry_scheduled" | "dead"
