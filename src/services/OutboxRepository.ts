@@ -45,20 +45,20 @@ export const outboxCountsOf = (totals: Iterable<{ readonly status: string; reado
 /** What happened to a failed dispatch: back to pending after a delay, or dead. */
 export type DispatchFailureOutcome = "retry_scheduled" | "dead"
 
-/** ADR 4: the transactional outbox. Time is the store's clock, as for job locks. */
+/** The transactional outbox (docs/architecture.md §6). Time is the store's clock, as for job locks. */
 export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepository")<
   OutboxRepository,
   {
     /**
      * Inserts inside the caller's transaction. A duplicate `dedupe_key` is an idempotent
-     * success (ADR 4.2): the existing event's id comes back with `duplicate: true`.
+     * success (§6.2): the existing event's id comes back with `duplicate: true`.
      */
     readonly createInTransaction: (
       event: NewOutboxEvent
     ) => Effect.Effect<{ readonly eventId: string; readonly duplicate: boolean }, PersistenceError>
     readonly findById: (eventId: string) => Effect.Effect<Option.Option<OutboxEvent>, PersistenceError>
     /**
-     * ADR 4.3: claims up to `limit` dispatchable events (`pending`, `available_at` reached) for
+     * Claims (§6.3) up to `limit` dispatchable events (`pending`, `available_at` reached) for
      * `dispatcherId` in one compare-and-set; events another dispatcher holds are skipped.
      */
     readonly claimBatch: (dispatcherId: string, limit: number) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
@@ -82,7 +82,7 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
     ) => Effect.Effect<Option.Option<DispatchFailureOutcome>, PersistenceError>
     /** A stopping dispatcher's own claims go back to `pending` at once; returns how many. */
     readonly releaseClaimsOf: (dispatcherId: string) => Effect.Effect<number, PersistenceError>
-    /** ADR 4.4: `processing` events claimed longer ago than `lockTtlMs` go back to `pending`. */
+    /** `processing` events claimed longer ago than `lockTtlMs` go back to `pending` (§6.4). */
     readonly releaseExpiredLocks: (lockTtlMs: number) => Effect.Effect<number, PersistenceError>
     readonly countByStatus: Effect.Effect<OutboxCounts, PersistenceError>
     /** A `dead` event back to `pending`, attempts reset. */

@@ -47,7 +47,7 @@ export const logWorkerErrors = (
 }
 
 /**
- * The JobQueue on BullMQ (ADR 3.1). One `Queue` per queue name on the shared command
+ * The JobQueue on BullMQ (docs/architecture.md §7.1). One `Queue` per queue name on the shared command
  * connection; one `Worker` per `consume`, on its own blocking connection. Everything is scoped:
  * closing the layer's scope closes the queues, closing a consumer's scope closes its worker.
  *

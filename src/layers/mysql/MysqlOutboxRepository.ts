@@ -15,7 +15,7 @@ import { isDuplicateKey, persistence, retryOnLockContention } from "./sqlErrors.
 const EventId = Schema.Struct({ id: Schema.String })
 const StatusTotal = Schema.Struct({ status: Schema.String, ...Total.fields })
 
-/** `outbox_event` on MySQL; claims use `FOR UPDATE SKIP LOCKED`, times the server's clock. */
+/** `outbox_event` on MySQL; a claim is a compare-and-set on primary keys (see `claimBatch`), times the server's clock. */
 export const makeMysqlOutboxRepository = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const { minusMillis, now, plusMillis } = sqlClock(sql)
