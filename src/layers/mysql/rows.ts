@@ -3,10 +3,11 @@ import { AiJob } from "../../domain/AiJob.js"
 import { JobSnapshot } from "../../domain/JobSnapshot.js"
 import { OutboxEvent } from "../../domain/OutboxEvent.js"
 
-/**
- * The rows the MySQL repositories read and write, as `SqlSchema` request and result schemas:
- * built once here, each a domain schema with its JSON column swapped in.
- */
+// The rows the MySQL repositories read and write, as `SqlSchema` request and result schemas:
+// built once here, each a domain schema with its JSON column swapped in. Inserts write a row's
+// keys as columns (`sql.update(row)` in MySQL's `INSERT ... SET`, names through
+// transformQueryNames) because their clock columns are SQL expressions, which `sql.insert` binds
+// as values.
 
 /**
  * A JSON column: MySQL 8 hands it over parsed, MariaDB (where JSON is LONGTEXT) as a string.
