@@ -61,7 +61,7 @@ export interface GenerateResult {
 }
 
 /**
- * What a provider call can fail with, already in the taxonomy of ADR 5.2:
+ * What a provider call can fail with, already in the taxonomy of docs/architecture.md §9.1:
  * PROVIDER_* (retry with backoff, honouring `retryAfterMs`), VALIDATION_PROVIDER_RESPONSE /
  * VALIDATION_MALFORMED_JSON (retry with the problems in the prompt), CONTENT_SAFETY_BLOCKED and
  * CREDENTIAL_INVALID (never retried), INTERNAL_ERROR (a request the provider refused as malformed).
@@ -69,7 +69,7 @@ export interface GenerateResult {
 export type GatewayError = ProviderError | ValidationError | ContentSafetyError | CredentialError | InternalError
 
 /**
- * ADR 9 AiGatewayService. Interrupting `generate` aborts the provider call (the HTTP request
+ * The provider call (docs/architecture.md §16.4). Interrupting `generate` aborts the provider call (the HTTP request
  * is cancelled), so `Effect.timeout` on the EXECUTE stage really stops the work.
  */
 export class AiGateway extends Context.Tag("ai-job-engine/AiGateway")<

@@ -19,14 +19,55 @@ import type {
   JobNotFound,
   LockLost
 } from "../domain/LifecycleErrors.js"
-import type { LifecycleStatus } from "../domain/LifecycleStatus.js"
+import { legacyStatusOf, type LifecycleStatus } from "../domain/LifecycleStatus.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { QueueName } from "../domain/QueueName.js"
 
 export type TerminalWriteError = JobNotFound | IllegalTransition | LockLost | PersistenceError
 
 /**
- * ADR 1.4: the only code that writes `lifecycle_status` (and its legacy `status` shadow).
+ * A new job's row, all but the two times the store's clock stamps (`createdAt`, `updatedAt`):
+ * `queued`, never locked, no attempt used. Both stores insert exactly this.
+ */
+export const queuedJobFields = (job: NewAiJob): Omit<AiJob, "createdAt" | "updatedAt"> => ({
+  id: job.id,
+  userId: job.userId,
+  jobType: job.jobType,
+  targetType: job.targetType,
+  targetId: job.targetId,
+  idempotencyKey: job.idempotencyKey,
+  requestHash: job.requestHash,
+  status: legacyStatusOf.queued,
+  lifecycleStatus: "queued",
+  queueName: job.queueName,
+  priority: job.priority,
+  progress: 0,
+  input: job.input,
+  credentialMode: job.credentialMode,
+  credentialId: job.credentialId,
+  promptVersion: job.promptVersion,
+  inputSchemaVersion: job.inputSchemaVersion,
+  outputSchemaVersion: job.outputSchemaVersion,
+  attemptCount: 0,
+  maxAttempts: job.maxAttempts,
+  leaseNo: 0,
+  lockedBy: null,
+  lockedAt: null,
+  lockUntil: null,
+  cancelRequestedAt: null,
+  startedAt: null,
+  finishedAt: null,
+  errorCode: null,
+  publicErrorMessage: null,
+  internalErrorMessage: null,
+  outputHash: null
+})
+
+/** Progress as stored: a whole percentage, 0 to 100, whatever a worker reports. */
+export const clampProgress = (progress: number): number => Math.max(0, Math.min(100, Math.round(progress)))
+
+/**
+ * The only code that writes `lifecycle_status` (and its legacy `status` shadow; docs/architecture.md §3.3).
  * Lock times are measured by the store's own clock: the database's `UTC_TIMESTAMP(3)` for
  * MySQL, Effect's Clock for the memory store; never a worker's wall clock.
  */
@@ -41,14 +82,14 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       jobType: string,
       idempotencyKey: string
     ) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
-    /** ADR 1.6: compare-and-set `queued → running`; the loser gets `JobLockConflict`. */
+    /** Compare-and-set `queued → running`; the loser gets `JobLockConflict` (docs/architecture.md §4.1). */
     readonly lockJob: (
       jobId: string,
       workerId: string,
       lockTtlMs: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | PersistenceError>
     /**
-     * DESIGN.md correction 5: take a `running` job whose lock has expired (a crashed worker's:
+     * Take a `running` job (docs/architecture.md §4.4) whose lock has expired (a crashed worker's:
      * a new attempt, refused with `AttemptsExhausted` when none is left) or was released (a
      * hand-off: the same attempt). The status stays `running`; the owner and lease number change,
      * fencing out the old worker.
@@ -72,13 +113,12 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
      * it over at once, in the same attempt; this lease can no longer write.
      */
     readonly releaseLock: (lease: JobLease) => Effect.Effect<void, LockLost | PersistenceError>
-    readonly updateProgress: (lease: JobLease, progress: number) => Effect.Effect<void, LockLost | PersistenceError>
     readonly markSucceeded: (lease: JobLease, outputHash: string) => Effect.Effect<AiJob, TerminalWriteError>
     readonly markFailed: (fence: JobFence, failure: JobFailure) => Effect.Effect<AiJob, TerminalWriteError>
     /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */
     readonly markCancelled: (fence: JobFence) => Effect.Effect<AiJob, TerminalWriteError>
     /**
-     * ADR 5.4: `queued → cancelled` at once; `running` only records the request (the worker or
+     * Cancellation (docs/architecture.md §10): `queued → cancelled` at once; `running` only records the request (the worker or
      * the reaper ends it). A terminal job answers `JobNotCancellable` / `JobAlreadyCancelled`.
      */
     readonly requestCancel: (
@@ -98,7 +138,7 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
      * as `seen`; false when anything changed it meanwhile. Call inside the requeue's transaction.
      */
     readonly touchQueued: (job: AiJob) => Effect.Effect<boolean, PersistenceError>
-    /** Running jobs whose lock ended more than `graceMs` ago (ADR 1.7), oldest first. */
+    /** Running jobs whose lock ended more than `graceMs` ago (docs/architecture.md §12.1), oldest first. */
     readonly findExpiredLocks: (graceMs: number, limit: number) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
     /** Newest first, keyset-paginated. */
     readonly list: (

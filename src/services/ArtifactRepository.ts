@@ -8,13 +8,13 @@ export interface StoredArtifact extends ArtifactRef {
   readonly createdAt: Date
 }
 
-/** `ai_job_artifact`: what a job's projection produced (ADR 6.1, 6.3). */
+/** `ai_job_artifact`: what a job's projection produced (docs/architecture.md §11.1, §11.3). */
 export class ArtifactRepository extends Context.Tag("ai-job-engine/ArtifactRepository")<
   ArtifactRepository,
   {
     /**
      * Records artifacts inside the PROJECT transaction. The unique key (job, type, artifact id)
-     * makes a repeated projection insert nothing: those count as `duplicates` (ADR 6.3).
+     * makes a repeated projection insert nothing: those count as `duplicates` (§11.3).
      */
     readonly record: (
       jobId: string,

@@ -1,7 +1,7 @@
 import { Context, type Effect } from "effect"
 
 /**
- * DESIGN.md correction 8: a cancel request for a running job, published the moment it is
+ * A cancel request (docs/architecture.md §10) for a running job, published the moment it is
  * recorded (Redis `job:cancel:{jobId}` across processes) so the worker stops within a second.
  * The heartbeat's database check remains the safety net for a missed message.
  */

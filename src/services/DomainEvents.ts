@@ -1,7 +1,7 @@
-import { Context, type Effect, type Queue, type Scope } from "effect"
+import { Context, type Effect } from "effect"
 import type { LifecycleStatus } from "../domain/LifecycleStatus.js"
 
-/** ADR 5.1 COMPLETE: a job reached a terminal state. Ids and hashes only, never content. */
+/** COMPLETE (docs/architecture.md §8.5): a job reached a terminal state. Ids and hashes only, never content. */
 export interface JobFinished {
   readonly _tag: "JobFinished"
   readonly jobId: string
@@ -15,11 +15,10 @@ export interface JobFinished {
 
 export type DomainEvent = JobFinished
 
-/** The in-process event bus (ADR 9 EventBusService, synchronous publish). */
+/** The in-process event bus (synchronous publish). */
 export class DomainEvents extends Context.Tag("ai-job-engine/DomainEvents")<
   DomainEvents,
   {
     readonly publish: (event: DomainEvent) => Effect.Effect<void>
-    readonly subscribe: Effect.Effect<Queue.Dequeue<DomainEvent>, never, Scope.Scope>
   }
 >() {}

@@ -3,10 +3,10 @@ import { priorityBounds } from "../domain/JobDefinition.js"
 import type { QueueName } from "../domain/QueueName.js"
 
 /**
- * ADR 3.2's frozen queue payload, and nothing else: no input, no user, no credential, no
- * snapshot content ever reaches Redis (ADR 8.2, 8.5).
+ * The frozen queue payload (docs/architecture.md §7.2), and nothing else: no input, no user, no
+ * credential, no snapshot content ever reaches Redis (§14.5).
  *
- * Decision on the ADR's `idempotencyKey`: the ADR sets it to the outbox `dedupeKey`
+ * Decision on the spec's `idempotencyKey` (§19.15): the spec sets it to the outbox `dedupeKey`
  * (`{jobType}:{userId}:{idempotencyKey}`), which would carry the user id and a user-chosen
  * string into Redis. We carry `dedupeKey` instead: the queue job id derived from the AiJob id
  * (see `queueJobIdFor`), which is what the queue actually deduplicates on. `createdAt` is the
@@ -23,7 +23,7 @@ export type AiJobQueuePayload = typeof AiJobQueuePayload.Type
 export type AiJobQueuePayloadEncoded = typeof AiJobQueuePayload.Encoded
 
 /**
- * DESIGN.md correction 2: the queue job id is derived from the AiJob id (unique per job, so two
+ * The queue job id (docs/architecture.md §7.3) is derived from the AiJob id (unique per job, so two
  * users with the same idempotency key never collide) and never contains ':' (BullMQ rejects
  * custom ids with ':' unless they have exactly three parts). '%' and ':' are escaped so the
  * mapping stays one-to-one; the `aijob-` prefix keeps the id from ever being an integer
@@ -33,7 +33,7 @@ export const queueJobIdFor = (jobId: string): string =>
   `aijob-${jobId.replace(/%/g, "%25").replace(/:/g, "%3A")}`
 
 /**
- * DESIGN.md correction 4: the ADR's priority runs 0 (highest) .. 100 (lowest); BullMQ's runs
+ * The spec's priority runs 0 (highest) .. 100 (lowest) (docs/architecture.md §7.3); BullMQ's runs
  * 1 (highest) .. 2^21, and 0 means "no priority". Shift by one, after clamping and rounding,
  * so every job is prioritized and the order is kept.
  */
@@ -61,7 +61,7 @@ export const payloadFor = (job: {
 export interface JobQueueAddRequest {
   readonly queueName: QueueName
   readonly payload: AiJobQueuePayload
-  /** The ADR's scale: 0 = highest, 100 = lowest. */
+  /** The spec's scale: 0 = highest, 100 = lowest. */
   readonly priority: number
   /** Delay before the job may be taken, in milliseconds. */
   readonly delayMs?: number
@@ -92,7 +92,7 @@ export interface JobDelivery {
   readonly payload: AiJobQueuePayload
   /** 1 for the first delivery; grows when a delivery failed or its worker died. */
   readonly attempt: number
-  /** The queue's attempt budget (ADR 3.1): only a crashed worker should ever use it up. */
+  /** The queue's attempt budget: only a crashed worker should ever use it up. */
   readonly maxAttempts: number
   /** Aborted when the queue takes the job back (worker shutdown, lost lock, cancel). */
   readonly signal: AbortSignal
@@ -134,7 +134,7 @@ export const payloadErrorPaths = (error: ParseResult.ParseError): string => {
 }
 
 /**
- * ADR 3: the job queues between the outbox dispatcher and the workers. BullMQ on Redis in
+ * The job queues (docs/architecture.md §7) between the outbox dispatcher and the workers. BullMQ on Redis in
  * production, an in-memory twin for tests and the embedded engine; both pass one contract suite.
  */
 export class JobQueue extends Context.Tag("ai-job-engine/JobQueue")<

@@ -1,7 +1,7 @@
 import { Context, type Effect, type Option, Schema } from "effect"
 import type { NewOutboxEvent, OutboxCounts, OutboxEvent } from "../domain/OutboxEvent.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
-import { OutboxStatus } from "../domain/OutboxEvent.js"
+import { allOutboxStatuses, OutboxStatus } from "../domain/OutboxEvent.js"
 
 export class OutboxEventNotFound extends Schema.TaggedError<OutboxEventNotFound>()("OutboxEventNotFound", {
   eventId: Schema.String
@@ -13,29 +13,59 @@ export class OutboxEventNotDead extends Schema.TaggedError<OutboxEventNotDead>()
   status: OutboxStatus
 }) {}
 
+/**
+ * A new event's row, all but the times the store's clock sets (`availableAt` is `delayMs` from
+ * now; `createdAt`, `updatedAt`): `pending`, unclaimed, never tried. Both stores insert exactly this.
+ */
+export const pendingEventFields = (event: NewOutboxEvent): Omit<OutboxEvent, "availableAt" | "createdAt" | "updatedAt"> => ({
+  id: event.id,
+  eventType: event.eventType,
+  aggregateType: event.aggregateType,
+  aggregateId: event.aggregateId,
+  dedupeKey: event.dedupeKey,
+  payload: event.payload,
+  status: "pending",
+  attemptCount: 0,
+  lockedBy: null,
+  lockedAt: null,
+  publishedAt: null,
+  lastError: null
+})
+
+/** `countByStatus`'s answer from per-status totals: every status present, 0 when none; unknown statuses ignored. */
+export const outboxCountsOf = (totals: Iterable<{ readonly status: string; readonly total: number }>): OutboxCounts => {
+  const counts: Record<OutboxStatus, number> = { pending: 0, processing: 0, published: 0, failed: 0, dead: 0 }
+  for (const { status, total } of totals) {
+    const known = allOutboxStatuses.find((candidate) => candidate === status)
+    if (known !== undefined) counts[known] += total
+  }
+  return counts
+}
+
 /** What happened to a failed dispatch: back to pending after a delay, or dead. */
 export type DispatchFailureOutcome = "retry_scheduled" | "dead"
 
-/** ADR 4: the transactional outbox. Time is the store's clock, as for job locks. */
+/** The transactional outbox (docs/architecture.md §6). Time is the store's clock, as for job locks. */
 export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepository")<
   OutboxRepository,
   {
     /**
      * Inserts inside the caller's transaction. A duplicate `dedupe_key` is an idempotent
-     * success (ADR 4.2): the existing event's id comes back with `duplicate: true`.
+     * success (§6.2): the existing event's id comes back with `duplicate: true`.
      */
     readonly createInTransaction: (
       event: NewOutboxEvent
     ) => Effect.Effect<{ readonly eventId: string; readonly duplicate: boolean }, PersistenceError>
     readonly findById: (eventId: string) => Effect.Effect<Option.Option<OutboxEvent>, PersistenceError>
     /**
-     * ADR 4.3: claims up to `limit` dispatchable events (`pending`, `available_at` reached) for
+     * Claims (§6.3) up to `limit` dispatchable events (`pending`, `available_at` reached) for
      * `dispatcherId` in one compare-and-set; events another dispatcher holds are skipped.
      */
     readonly claimBatch: (dispatcherId: string, limit: number) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
-    /** `processing → published`, only while `dispatcherId` still holds the claim. */
-    readonly markPublished: (eventId: string, dispatcherId: string) => Effect.Effect<boolean, PersistenceError>
-    /** `markPublished` for a whole dispatched batch in one write; returns how many it published. */
+    /**
+     * `processing → published` for a dispatched batch in one write, only for the events
+     * `dispatcherId` still holds the claim on; returns how many it published.
+     */
     readonly markPublishedMany: (
       eventIds: ReadonlyArray<string>,
       dispatcherId: string
@@ -52,7 +82,7 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
     ) => Effect.Effect<Option.Option<DispatchFailureOutcome>, PersistenceError>
     /** A stopping dispatcher's own claims go back to `pending` at once; returns how many. */
     readonly releaseClaimsOf: (dispatcherId: string) => Effect.Effect<number, PersistenceError>
-    /** ADR 4.4: `processing` events claimed longer ago than `lockTtlMs` go back to `pending`. */
+    /** `processing` events claimed longer ago than `lockTtlMs` go back to `pending` (§6.4). */
     readonly releaseExpiredLocks: (lockTtlMs: number) => Effect.Effect<number, PersistenceError>
     readonly countByStatus: Effect.Effect<OutboxCounts, PersistenceError>
     /** A `dead` event back to `pending`, attempts reset. */

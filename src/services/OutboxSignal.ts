@@ -1,7 +1,7 @@
 import { Context, type Effect } from "effect"
 
 /**
- * DESIGN.md correction 9: a wake-up for the outbox dispatcher, raised after a transaction that
+ * A wake-up (docs/architecture.md §6.6) for the outbox dispatcher, raised after a transaction that
  * wrote outbox events commits, so dispatch does not wait for the next poll. In one process it
  * is an in-memory signal; across processes it rides Redis pub/sub. Losing a signal costs at
  * most one poll interval: polling stays the safety net.

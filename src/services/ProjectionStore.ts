@@ -10,7 +10,7 @@ export type ProjectionRow = Readonly<Record<string, ProjectionValue>> & { readon
 /**
  * The business tables projectors write (`flashcard`, `learning_evaluation`, ...), behind one
  * generic service so a new job type needs a projector and a migration, not a repository.
- * Idempotency rests on each table's unique keys (DESIGN.md correction 7): a row whose unique
+ * Idempotency rests on each table's unique keys (docs/architecture.md §11.3): a row whose unique
  * key already holds a row is skipped and counted as a duplicate.
  */
 export class ProjectionStore extends Context.Tag("ai-job-engine/ProjectionStore")<

@@ -1,6 +1,6 @@
-import { Config, Context, type Effect, Layer } from "effect"
+import { Config, Context, Effect, Layer } from "effect"
 import type { PersistenceError } from "../domain/PersistenceError.js"
-import type { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
+import { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
 
 export interface QuotaLimits {
   /** Queued + running jobs one user may have. */
@@ -35,3 +35,19 @@ export class Quotas extends Context.Tag("ai-job-engine/Quotas")<
     readonly admit: (userId: string) => Effect.Effect<void, TooManyJobs | QuotaExceeded | PersistenceError>
   }
 >() {}
+
+/**
+ * The admission rule both stores apply to the user's counts: too many active jobs first, then
+ * the day's quota.
+ */
+export const admission = (
+  userId: string,
+  limits: QuotaLimits,
+  counts: { readonly active: number; readonly today: number }
+): Effect.Effect<void, TooManyJobs | QuotaExceeded> => {
+  if (counts.active >= limits.maxActiveJobsPerUser) {
+    return Effect.fail(new TooManyJobs({ userId, limit: limits.maxActiveJobsPerUser }))
+  }
+  if (counts.today >= limits.dailyJobQuota) return Effect.fail(new QuotaExceeded({ userId, limit: limits.dailyJobQuota }))
+  return Effect.void
+}

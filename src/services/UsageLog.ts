@@ -4,7 +4,7 @@ import type { PersistenceError } from "../domain/PersistenceError.js"
 /** A number column: mysql2 may hand BIGINT back as a string. */
 const IntColumn = Schema.Union(Schema.Number, Schema.NumberFromString)
 
-/** One row of `ai_usage_log` (ADR 5.7), camelCased; also the memory store's `UsageLogRow`. */
+/** One row of `ai_usage_log` (docs/architecture.md §11.5), camelCased; also the memory store's `UsageLogRow`. */
 export const UsageLogRecord = Schema.Struct({
   id: Schema.String,
   jobId: Schema.String,
@@ -29,7 +29,7 @@ export type UsageLogRecord = typeof UsageLogRecord.Type
 export type NewUsageLogEntry = Omit<UsageLogRecord, "createdAt">
 
 /**
- * ADR 5.7 AiUsageLogService: one row per provider call, failed calls included (tokens 0 and
+ * The usage log: one row per provider call, failed calls included (tokens 0 and
  * `errorCode` set). Cost comes from `AiCostCalculator.costMicros`.
  */
 export class UsageLog extends Context.Tag("ai-job-engine/UsageLog")<

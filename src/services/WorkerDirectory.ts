@@ -1,6 +1,6 @@
 import { Context, type Effect, Schema } from "effect"
 
-/** What a live worker says about itself in its heartbeat (ADR 8.2 `worker:heartbeat:{instanceId}`). */
+/** What a live worker says about itself in its heartbeat (`worker:heartbeat:{instanceId}`, docs/architecture.md §4.3). */
 export const WorkerHeartbeat = Schema.Struct({
   instanceId: Schema.String,
   hostname: Schema.String,

@@ -228,7 +228,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(taken.lockedBy).toBe("worker-b")
           expect(taken.attemptCount).toBe(2)
           yield* refusedWithoutChange(job.id, "LockLost", repo.extendLock(zombie, ttl))
-          yield* refusedWithoutChange(job.id, "LockLost", repo.updateProgress(zombie, 50))
+          yield* refusedWithoutChange(job.id, "LockLost", repo.extendLock(zombie, ttl, 50))
           yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(zombie, "zombie"))
           yield* refusedWithoutChange(job.id, "LockLost", repo.markFailed(byLease(zombie), failure))
           const done = yield* repo.markSucceeded(leaseFor(taken), "b".repeat(64))
@@ -377,7 +377,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository
           const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
-          yield* repo.updateProgress(leaseFor(running), 40)
+          yield* repo.extendLock(leaseFor(running), ttl, 40)
           expect((yield* reload(running.id)).progress).toBe(40)
         }))
 

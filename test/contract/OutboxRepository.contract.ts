@@ -24,7 +24,7 @@ const newEvent = (eventType = "ai.job.enqueue") =>
 const drain = (dispatcherId: string) =>
   Effect.flatMap(OutboxRepository, (outbox) =>
     outbox.claimBatch(dispatcherId, 10_000).pipe(
-      Effect.flatMap((events) => Effect.forEach(events, (event) => outbox.markPublished(event.id, dispatcherId)))
+      Effect.flatMap((events) => outbox.markPublishedMany(events.map((event) => event.id), dispatcherId))
     ))
 
 export const outboxRepositoryContract = (harness: RepositoryHarness) =>
@@ -85,8 +85,8 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
               expect(event.status).toBe("processing")
               expect(event.lockedBy).toBe(dispatcherId)
               // Only the holder of the claim may publish it.
-              expect(yield* outbox.markPublished(event.id, "someone-else")).toBe(false)
-              expect(yield* outbox.markPublished(event.id, dispatcherId)).toBe(true)
+              expect(yield* outbox.markPublishedMany([event.id], "someone-else")).toBe(0)
+              expect(yield* outbox.markPublishedMany([event.id], dispatcherId)).toBe(1)
             }
           }
           const published = yield* outbox.findById(events[0]!.id)
@@ -133,7 +133,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(Either.isLeft(again) && again.left._tag).toBe("OutboxEventNotDead")
           const [reclaimed] = yield* outbox.claimBatch("d-fail", 10)
           expect(reclaimed?.id).toBe(event.id)
-          expect(yield* outbox.markPublished(event.id, "d-fail")).toBe(true)
+          expect(yield* outbox.markPublishedMany([event.id], "d-fail")).toBe(1)
         }))
 
       it.effect("a claim older than the lock TTL goes back to pending", () =>
@@ -148,10 +148,10 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           yield* harness.advance(harness.lockTtlMs * 2)
           expect(yield* outbox.releaseExpiredLocks(harness.lockTtlMs)).toBe(1)
           // The crashed dispatcher's late publish is refused; another dispatcher takes it.
-          expect(yield* outbox.markPublished(event.id, "d-dead")).toBe(false)
+          expect(yield* outbox.markPublishedMany([event.id], "d-dead")).toBe(0)
           const [again] = yield* outbox.claimBatch("d-alive", 10)
           expect(again?.id).toBe(event.id)
-          expect(yield* outbox.markPublished(event.id, "d-alive")).toBe(true)
+          expect(yield* outbox.markPublishedMany([event.id], "d-alive")).toBe(1)
         }))
 
       it.effect("a stopping dispatcher gives back its own claims at once, and only its own", () =>
@@ -168,7 +168,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(yield* outbox.releaseClaimsOf("d-stopping")).toBe(0)
           // Pending again, without waiting for the claim TTL; the other claim still holds.
           expect((yield* outbox.claimBatch("d-next", 10)).map((event) => event.id)).toStrictEqual([mine.id])
-          expect(yield* outbox.markPublished(theirs.id, "d-running")).toBe(true)
+          expect(yield* outbox.markPublishedMany([theirs.id], "d-running")).toBe(1)
         }))
     })
   })

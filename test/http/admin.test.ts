@@ -180,7 +180,7 @@ describe("admin outbox and workers", () => {
             if (event === undefined) return yield* Effect.dieMessage("event not claimed")
             yield* outbox.markDispatchFailed(event.id, "dispatcher-test", "redis down", { retryDelayMs: 0, maxAttempts: 1 })
             const other = claimed.find((e) => e.aggregateId !== job.jobId)
-            if (other !== undefined) yield* outbox.markPublished(other.id, "dispatcher-test")
+            if (other !== undefined) yield* outbox.markPublishedMany([other.id], "dispatcher-test")
             return { deadId: event.id, publishedId: other?.id ?? "" }
           }).pipe(Effect.orDie)
         )

@@ -23,7 +23,31 @@ const unavailable = (operation: string) => (error: unknown) =>
   new JobQueueUnavailable({ operation, message: errorMessage(error) })
 
 /**
- * The JobQueue on BullMQ (ADR 3.1). One `Queue` per queue name on the shared command
+ * Logs what a BullMQ worker reports on `error` (lock renewals, stalled-job checks, a lost
+ * connection), at warning, with the error's message only: never a job's data. A message that
+ * repeats the previous one is skipped until `connection` is ready again, since an outage
+ * repeats its error on every reconnect.
+ */
+export const logWorkerErrors = (
+  worker: { readonly on: (event: "error", listener: (error: Error) => void) => unknown },
+  connection: { readonly on: (event: "ready", listener: () => void) => unknown },
+  queueName: QueueName,
+  log: (effect: Effect.Effect<void>) => unknown
+): void => {
+  let previous: string | undefined
+  connection.on("ready", () => {
+    previous = undefined
+  })
+  worker.on("error", (error: unknown) => {
+    const message = errorMessage(error)
+    if (message === previous) return
+    previous = message
+    log(Effect.logWarning("BullMQ worker error").pipe(Effect.annotateLogs({ queue: queueName, error: message })))
+  })
+}
+
+/**
+ * The JobQueue on BullMQ (docs/architecture.md §7.1). One `Queue` per queue name on the shared command
  * connection; one `Worker` per `consume`, on its own blocking connection. Everything is scoped:
  * closing the layer's scope closes the queues, closing a consumer's scope closes its worker.
  *
@@ -217,7 +241,7 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
             removeOnFail: { count: 0 },
             autorun: true
           })
-          created.on("error", () => {})
+          logWorkerErrors(created, connection, queueName, runLog)
           return created
         }),
         (worker) =>

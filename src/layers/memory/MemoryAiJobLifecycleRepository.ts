@@ -21,14 +21,12 @@ import {
   takeOverGuard
 } from "../../domain/LifecycleGuards.js"
 import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
-import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
+import { AiJobLifecycleRepository, clampProgress, queuedJobFields } from "../../services/AiJobLifecycleRepository.js"
 import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
 
 const idempotencyIndexKey = (userId: string, jobType: string, key: string) => `${userId}\u0000${jobType}\u0000${key}`
 
 const plus = (now: Date, millis: number) => new Date(now.getTime() + millis)
-
-const clampProgress = (progress: number) => Math.max(0, Math.min(100, Math.round(progress)))
 
 /** A copy of `job` with `changes`, stamped `updatedAt = now`, its legacy status kept in step. */
 const changed = (job: AiJob, now: Date, changes: Partial<AiJob>): AiJob => {
@@ -94,29 +92,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
           new DuplicateIdempotencyKey({ userId: job.userId, jobType: job.jobType, idempotencyKey: job.idempotencyKey ?? "" })
         )
       }
-      const row = new AiJob(
-        {
-          ...job,
-          status: legacyStatusOf.queued,
-          lifecycleStatus: "queued",
-          progress: 0,
-          attemptCount: 0,
-          leaseNo: 0,
-          lockedBy: null,
-          lockedAt: null,
-          lockUntil: null,
-          cancelRequestedAt: null,
-          startedAt: null,
-          finishedAt: null,
-          errorCode: null,
-          publicErrorMessage: null,
-          internalErrorMessage: null,
-          outputHash: null,
-          createdAt: now,
-          updatedAt: now
-        },
-        { disableValidation: true }
-      )
+      const row = new AiJob({ ...queuedJobFields(job), createdAt: now, updatedAt: now }, { disableValidation: true })
       const next = withJob(tables, row)
       return Either.right([
         row,
@@ -174,11 +150,6 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
 
   const releaseLock = (lease: JobLease) =>
     whileLeased("ai_job.releaseLock", lease, (job, now) => changed(job, now, { lockedBy: null, lockUntil: null })).pipe(
-      Effect.asVoid
-    )
-
-  const updateProgress = (lease: JobLease, progress: number) =>
-    whileLeased("ai_job.updateProgress", lease, (job, now) => changed(job, now, { progress: clampProgress(progress) })).pipe(
       Effect.asVoid
     )
 
@@ -291,7 +262,6 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
     takeOver,
     extendLock,
     releaseLock,
-    updateProgress,
     markSucceeded,
     markFailed,
     markCancelled,

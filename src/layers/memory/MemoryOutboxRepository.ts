@@ -1,6 +1,12 @@
 import { Effect, Either, HashMap, Layer, Option } from "effect"
-import { OutboxEvent, type NewOutboxEvent, type OutboxCounts, type OutboxStatus } from "../../domain/OutboxEvent.js"
-import { OutboxEventNotDead, OutboxEventNotFound, OutboxRepository } from "../../services/OutboxRepository.js"
+import { OutboxEvent, type NewOutboxEvent } from "../../domain/OutboxEvent.js"
+import {
+  OutboxEventNotDead,
+  OutboxEventNotFound,
+  outboxCountsOf,
+  OutboxRepository,
+  pendingEventFields
+} from "../../services/OutboxRepository.js"
 import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
 
 const plus = (now: Date, millis: number) => new Date(now.getTime() + millis)
@@ -27,23 +33,7 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
       const existing = HashMap.get(tables.outboxEventByDedupeKey, event.dedupeKey)
       if (Option.isSome(existing)) return Either.right([{ eventId: existing.value, duplicate: true }, tables] as const)
       const row = new OutboxEvent(
-        {
-          id: event.id,
-          eventType: event.eventType,
-          aggregateType: event.aggregateType,
-          aggregateId: event.aggregateId,
-          dedupeKey: event.dedupeKey,
-          payload: event.payload,
-          status: "pending",
-          attemptCount: 0,
-          availableAt: plus(now, event.delayMs),
-          lockedBy: null,
-          lockedAt: null,
-          publishedAt: null,
-          lastError: null,
-          createdAt: now,
-          updatedAt: now
-        },
+        { ...pendingEventFields(event), availableAt: plus(now, event.delayMs), createdAt: now, updatedAt: now },
         { disableValidation: true }
       )
       const next = withEvent(tables, row)
@@ -78,10 +68,6 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
       const [result, updated] = change(event.value, now)
       return Either.right([Option.some(result), withEvent(tables, updated)] as const)
     })
-
-  const markPublished = (eventId: string, dispatcherId: string) =>
-    whileClaimed("outbox_event.markPublished", eventId, dispatcherId, (event, now) =>
-      [true, changed(event, now, { status: "published", publishedAt: now })] as const).pipe(Effect.map(Option.isSome))
 
   const markPublishedMany = (eventIds: ReadonlyArray<string>, dispatcherId: string) =>
     db.write("outbox_event.markPublishedMany", (tables, now) => {
@@ -129,11 +115,9 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
       return Either.right([released.length, released.reduce(withEvent, tables)] as const)
     })
 
-  const countByStatus = db.read((tables): OutboxCounts => {
-    const counts: Record<OutboxStatus, number> = { pending: 0, processing: 0, published: 0, failed: 0, dead: 0 }
-    for (const event of HashMap.values(tables.outboxEvent)) counts[event.status] += 1
-    return counts
-  })
+  const countByStatus = db.read((tables) =>
+    outboxCountsOf(Array.from(HashMap.values(tables.outboxEvent), (event) => ({ status: event.status, total: 1 })))
+  )
 
   const replayDead = (eventId: string) =>
     db.write<OutboxEvent, OutboxEventNotFound | OutboxEventNotDead>("outbox_event.replayDead", (tables, now) => {
@@ -157,7 +141,6 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     createInTransaction,
     findById,
     claimBatch,
-    markPublished,
     markPublishedMany,
     markDispatchFailed,
     releaseClaimsOf,

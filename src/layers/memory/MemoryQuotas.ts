@@ -1,7 +1,6 @@
 import { Effect, Layer } from "effect"
-import { QuotaExceeded, TooManyJobs } from "../../domain/QuotaErrors.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
-import { QuotaLimitsConfig, Quotas } from "../../services/Quotas.js"
+import { admission, QuotaLimitsConfig, Quotas } from "../../services/Quotas.js"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 
 const dayMillis = 24 * 60 * 60 * 1000
@@ -17,12 +16,9 @@ export const MemoryQuotas = Layer.effect(
       Effect.gen(function* () {
         const now = yield* db.now
         const startOfDay = new Date(Math.floor(now.getTime() / dayMillis) * dayMillis)
-        if ((yield* jobs.countActive(userId)) >= limits.maxActiveJobsPerUser) {
-          return yield* Effect.fail(new TooManyJobs({ userId, limit: limits.maxActiveJobsPerUser }))
-        }
-        if ((yield* jobs.countCreatedSince(userId, startOfDay)) >= limits.dailyJobQuota) {
-          return yield* Effect.fail(new QuotaExceeded({ userId, limit: limits.dailyJobQuota }))
-        }
+        const active = yield* jobs.countActive(userId)
+        const today = yield* jobs.countCreatedSince(userId, startOfDay)
+        return yield* admission(userId, limits, { active, today })
       })
     return Quotas.of({ admit })
   })

@@ -1,7 +1,8 @@
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Fragment } from "@effect/sql/Statement"
-import { Array as Arr, Effect, Either, Layer, Option } from "effect"
+import { isFragment } from "@effect/sql/Statement"
+import { Effect, Either, Layer, Option, Schema } from "effect"
 import type { AiJob, JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
 import { fencedJobId } from "../../domain/AiJob.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
@@ -18,10 +19,16 @@ import { JobLockConflict, LockLost } from "../../domain/LifecycleErrors.js"
 import { reaperWorkerId } from "../../domain/LifecycleGuards.js"
 import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
-import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
+import { AiJobLifecycleRepository, clampProgress, queuedJobFields } from "../../services/AiJobLifecycleRepository.js"
 import { sqlClock } from "./sqlClock.js"
-import { affectedRows, decodeAiJobs, toJsonText } from "./rows.js"
-import { isDuplicateKey, toPersistenceError } from "./sqlErrors.js"
+import { AiJobRow, changedRows, NewAiJobRow, Total } from "./rows.js"
+import { isDuplicateKey, persistence } from "./sqlErrors.js"
+
+/** The rest of a `SELECT * FROM ai_job` (its WHERE, ORDER BY, LIMIT), for the lists whose clauses vary. */
+const SqlTail = Schema.declare(isFragment)
+
+/** What a heartbeat reads back after extending the lock. */
+const LockState = Schema.Struct({ lockUntil: Schema.NullOr(Schema.DateFromSelf), cancelRequestedAt: Schema.NullOr(Schema.DateFromSelf) })
 
 /**
  * `ai_job` on MySQL. Every state change is one compare-and-set `UPDATE ... WHERE` on the
@@ -42,23 +49,40 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const endOfTime = new Date(8.64e15)
   const status = (to: LifecycleStatus) => sql`lifecycle_status = ${to}, status = ${legacyStatusOf[to]}`
 
-  const selectWhere = (operation: string, where: Fragment) =>
-    sql`SELECT * FROM ai_job WHERE ${where}`.pipe(
-      Effect.mapError(toPersistenceError(operation)),
-      Effect.flatMap(decodeAiJobs(operation))
-    )
+  const byId = { Request: Schema.String, Result: AiJobRow, execute: (jobId: string) => sql`SELECT * FROM ai_job WHERE id = ${jobId}` }
+  const findJob = SqlSchema.findOne(byId)
+  const singleJob = SqlSchema.single(byId)
+  const findJobByIdempotencyKey = SqlSchema.findOne({
+    Request: Schema.Struct({ userId: Schema.String, jobType: Schema.String, idempotencyKey: Schema.String }),
+    Result: AiJobRow,
+    execute: (key) =>
+      sql`SELECT * FROM ai_job WHERE user_id = ${key.userId} AND job_type = ${key.jobType} AND idempotency_key = ${key.idempotencyKey}`
+  })
+  const selectJobs = SqlSchema.findAll({ Request: SqlTail, Result: AiJobRow, execute: (tail) => sql`SELECT * FROM ai_job ${tail}` })
+  const insertJob = SqlSchema.void({
+    Request: NewAiJobRow,
+    // `sql.insert` binds every value; the two clock columns are the database's expression, so the
+    // row goes in as MySQL's `INSERT ... SET` (column names still from the row's keys).
+    execute: (row) => sql`INSERT INTO ai_job SET ${sql.update(row)}, created_at = ${now}, updated_at = ${now}`
+  })
+  const readLockState = SqlSchema.findOne({
+    Request: Schema.String,
+    Result: LockState,
+    execute: (jobId) => sql`SELECT lock_until, cancel_requested_at FROM ai_job WHERE id = ${jobId}`
+  })
+  const countWhere = SqlSchema.findOne({
+    Request: SqlTail,
+    Result: Total,
+    execute: (where) => sql`SELECT COUNT(*) AS total FROM ai_job WHERE ${where}`
+  })
 
-  const findById = (jobId: string) =>
-    selectWhere("ai_job.findById", sql`id = ${jobId}`).pipe(Effect.map(Arr.head))
+  const findById = (jobId: string) => findJob(jobId).pipe(persistence("ai_job.findById"))
 
   const mustFind = (operation: string, jobId: string) =>
-    findById(jobId).pipe(
-      Effect.flatMap(
-        Option.match({
-          onNone: () => Effect.fail(new PersistenceError({ operation, message: `job ${jobId} vanished after its update` })),
-          onSome: Effect.succeed
-        })
-      )
+    singleJob(jobId).pipe(
+      Effect.catchTag("NoSuchElementException", () =>
+        Effect.fail(new PersistenceError({ operation, message: `job ${jobId} vanished after its update` }))),
+      persistence(operation)
     )
 
   /** Runs a compare-and-set; on no match, reads the row and fails with the guard's reason. */
@@ -70,7 +94,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     raced: () => E
   ): Effect.Effect<AiJob, E | PersistenceError> =>
     Effect.gen(function* () {
-      const changed = yield* affectedRows(operation)(update)
+      const changed = yield* changedRows(update).pipe(persistence(operation))
       if (changed > 0) return yield* mustFind(operation, jobId)
       const current = yield* findById(jobId)
       return yield* Either.match(whyRefused(current), {
@@ -91,15 +115,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
           AND (lock_until IS NULL OR lock_until < ${minusMillis(fence.graceMs)})`
 
   const createJob = (job: NewAiJob) =>
-    sql`INSERT INTO ai_job (
-        id, user_id, job_type, target_type, target_id, idempotency_key, request_hash, status, lifecycle_status, queue_name,
-        priority, progress, input, credential_mode, credential_id, prompt_version, input_schema_version,
-        output_schema_version, attempt_count, max_attempts, lease_no, created_at, updated_at)
-      VALUES (
-        ${job.id}, ${job.userId}, ${job.jobType}, ${job.targetType}, ${job.targetId}, ${job.idempotencyKey}, ${job.requestHash},
-        ${legacyStatusOf.queued}, 'queued', ${job.queueName}, ${job.priority}, 0, ${toJsonText(job.input)},
-        ${job.credentialMode}, ${job.credentialId}, ${job.promptVersion}, ${job.inputSchemaVersion},
-        ${job.outputSchemaVersion}, 0, ${job.maxAttempts}, 0, ${now}, ${now})`.pipe(
+    insertJob(queuedJobFields(job)).pipe(
       Effect.catchIf(isDuplicateKey, () =>
         Effect.fail(
           new DuplicateIdempotencyKey({
@@ -108,15 +124,12 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
             idempotencyKey: job.idempotencyKey ?? ""
           })
         )),
-      Effect.mapError((error) => error._tag === "SqlError" ? toPersistenceError("ai_job.create")(error) : error),
+      persistence("ai_job.create"),
       Effect.zipRight(mustFind("ai_job.create", job.id))
     )
 
   const findByIdempotencyKey = (userId: string, jobType: string, idempotencyKey: string) =>
-    selectWhere(
-      "ai_job.findByIdempotencyKey",
-      sql`user_id = ${userId} AND job_type = ${jobType} AND idempotency_key = ${idempotencyKey}`
-    ).pipe(Effect.map(Arr.head))
+    findJobByIdempotencyKey({ userId, jobType, idempotencyKey }).pipe(persistence("ai_job.findByIdempotencyKey"))
 
   const lockJob = (jobId: string, workerId: string, lockTtlMs: number) =>
     compareAndSet(
@@ -153,15 +166,14 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       () => new LockLost({ ...lease })
     )
 
-  const clampProgress = (progress: number) => Math.max(0, Math.min(100, Math.round(progress)))
-
   /**
    * A write that keeps the job running (heartbeat, progress, release): no read-back when it
    * matched; when it did not, the lease is gone whatever the reason (another owner, the job left
    * `running`, or vanished).
    */
   const leaseWrite = (operation: string, lease: JobLease, set: Fragment) =>
-    affectedRows(operation)(sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)}`.raw).pipe(
+    changedRows(sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)}`.raw).pipe(
+      persistence(operation),
       Effect.flatMap((changed) => (changed > 0 ? Effect.void : Effect.fail(new LockLost({ ...lease }))))
     )
 
@@ -173,24 +185,16 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
         ? sql`lock_until = ${plusMillis(lockTtlMs)}`
         : sql`lock_until = ${plusMillis(lockTtlMs)}, progress = GREATEST(progress, ${clampProgress(progress)})`
     ).pipe(
-      Effect.zipRight(
-        sql<{ readonly lockUntil: Date | null; readonly cancelRequestedAt: Date | null }>`
-          SELECT lock_until, cancel_requested_at FROM ai_job WHERE id = ${lease.jobId}`.pipe(
-          Effect.mapError(toPersistenceError("ai_job.extendLock"))
-        )
-      ),
-      Effect.flatMap(([row]) =>
-        row === undefined || row.lockUntil === null
+      Effect.zipRight(readLockState(lease.jobId).pipe(persistence("ai_job.extendLock"))),
+      Effect.flatMap((row) =>
+        Option.isNone(row) || row.value.lockUntil === null
           ? Effect.fail(new LockLost({ ...lease }))
-          : Effect.succeed({ lockUntil: row.lockUntil, cancelRequested: row.cancelRequestedAt !== null })
+          : Effect.succeed({ lockUntil: row.value.lockUntil, cancelRequested: row.value.cancelRequestedAt !== null })
       )
     )
 
   /** A hand-off: nobody holds the job and its lock is gone; the next lease costs no attempt. */
   const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
-
-  const updateProgress = (lease: JobLease, progress: number) =>
-    leaseWrite("ai_job.updateProgress", lease, sql`progress = ${clampProgress(progress)}`)
 
   const markSucceeded = (lease: JobLease, outputHash: string) =>
     leaseUpdate(
@@ -247,7 +251,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const requestCancel = (jobId: string) =>
     Effect.gen(function* () {
       const wasQueued = sql`lifecycle_status = 'queued'`
-      const requested = yield* affectedRows("ai_job.requestCancel")(
+      const requested = yield* changedRows(
         sql`UPDATE ai_job SET
               cancel_requested_at = COALESCE(cancel_requested_at, ${now}),
               finished_at = IF(${wasQueued}, ${now}, finished_at),
@@ -257,7 +261,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
               updated_at = ${now},
               lifecycle_status = IF(${wasQueued}, 'cancelled', lifecycle_status)
             WHERE id = ${jobId} AND lifecycle_status IN ('queued', 'running')`.raw
-      )
+      ).pipe(persistence("ai_job.requestCancel"))
       // Written: the request stands, whatever the job did since (a worker may end it now).
       if (requested > 0) return yield* mustFind("ai_job.requestCancel", jobId)
       const current = yield* findById(jobId)
@@ -280,34 +284,29 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   ) =>
     statuses.length === 0
       ? Effect.succeed([])
-      : sql`SELECT * FROM ai_job WHERE lifecycle_status IN ${sql.in(statuses)}
+      : selectJobs(
+        sql`WHERE lifecycle_status IN ${sql.in(statuses)}
             ${options.queueName === undefined ? sql`` : sql`AND queue_name = ${options.queueName}`}
-            ORDER BY created_at, id LIMIT ${options.limit ?? 100}`.pipe(
-        Effect.mapError(toPersistenceError("ai_job.findByLifecycleStatus")),
-        Effect.flatMap(decodeAiJobs("ai_job.findByLifecycleStatus"))
-      )
+            ORDER BY created_at, id LIMIT ${options.limit ?? 100}`
+      ).pipe(persistence("ai_job.findByLifecycleStatus"))
 
   const findExpiredLocks = (graceMs: number, limit: number) =>
-    sql`SELECT * FROM ai_job
-        WHERE lifecycle_status = 'running' AND (lock_until IS NULL OR lock_until < ${minusMillis(graceMs)})
-        ORDER BY lock_until LIMIT ${limit}`.pipe(
-      Effect.mapError(toPersistenceError("ai_job.findExpiredLocks")),
-      Effect.flatMap(decodeAiJobs("ai_job.findExpiredLocks"))
-    )
+    selectJobs(
+      sql`WHERE lifecycle_status = 'running' AND (lock_until IS NULL OR lock_until < ${minusMillis(graceMs)})
+          ORDER BY lock_until LIMIT ${limit}`
+    ).pipe(persistence("ai_job.findExpiredLocks"))
 
   const findStaleQueued = (olderThanMs: number, limit: number) =>
-    sql`SELECT * FROM ai_job
-        WHERE lifecycle_status = 'queued' AND updated_at < ${minusMillis(olderThanMs)}
-        ORDER BY updated_at LIMIT ${limit}`.pipe(
-      Effect.mapError(toPersistenceError("ai_job.findStaleQueued")),
-      Effect.flatMap(decodeAiJobs("ai_job.findStaleQueued"))
-    )
+    selectJobs(
+      sql`WHERE lifecycle_status = 'queued' AND updated_at < ${minusMillis(olderThanMs)}
+          ORDER BY updated_at LIMIT ${limit}`
+    ).pipe(persistence("ai_job.findStaleQueued"))
 
   const touchQueued = (job: AiJob) =>
-    affectedRows("ai_job.touchQueued")(
+    changedRows(
       sql`UPDATE ai_job SET updated_at = ${now}
           WHERE id = ${job.id} AND lifecycle_status = 'queued' AND updated_at = ${job.updatedAt}`.raw
-    ).pipe(Effect.map((changed) => changed > 0))
+    ).pipe(persistence("ai_job.touchQueued"), Effect.map((changed) => changed > 0))
 
   const list: AiJobLifecycleRepository["Type"]["list"] = (filter, page) => {
     const clauses: Array<Fragment> = []
@@ -325,16 +324,13 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       )
     }
     const where = clauses.length === 0 ? sql`` : sql`WHERE ${sql.and(clauses)}`
-    return sql`SELECT * FROM ai_job ${where} ORDER BY created_at DESC, id DESC LIMIT ${page.limit}`.pipe(
-      Effect.mapError(toPersistenceError("ai_job.list")),
-      Effect.flatMap(decodeAiJobs("ai_job.list"))
-    )
+    return selectJobs(sql`${where} ORDER BY created_at DESC, id DESC LIMIT ${page.limit}`).pipe(persistence("ai_job.list"))
   }
 
   const count = (operation: string, where: Fragment) =>
-    sql<{ readonly total: number }>`SELECT COUNT(*) AS total FROM ai_job WHERE ${where}`.pipe(
-      Effect.mapError(toPersistenceError(operation)),
-      Effect.map((rows) => Number(rows[0]?.total ?? 0))
+    countWhere(where).pipe(
+      persistence(operation),
+      Effect.map(Option.match({ onNone: () => 0, onSome: (row) => row.total }))
     )
 
   return AiJobLifecycleRepository.of({
@@ -345,7 +341,6 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     takeOver,
     extendLock,
     releaseLock,
-    updateProgress,
     markSucceeded,
     markFailed,
     markCancelled,

@@ -1,42 +1,78 @@
-import { SqlClient } from "@effect/sql"
-import { Array as Arr, Effect, Layer, Option } from "effect"
-import type { NewOutboxEvent, OutboxCounts, OutboxStatus } from "../../domain/OutboxEvent.js"
-import { allOutboxStatuses } from "../../domain/OutboxEvent.js"
-
-import { OutboxEventNotDead, OutboxEventNotFound, OutboxRepository } from "../../services/OutboxRepository.js"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Layer, Option, Schema } from "effect"
+import type { NewOutboxEvent } from "../../domain/OutboxEvent.js"
+import {
+  OutboxEventNotDead,
+  OutboxEventNotFound,
+  outboxCountsOf,
+  OutboxRepository,
+  pendingEventFields
+} from "../../services/OutboxRepository.js"
 import { sqlClock } from "./sqlClock.js"
-import { affectedRows, decodeOutboxEvents, toJsonText } from "./rows.js"
-import { isDuplicateKey, retryOnLockContention, toPersistenceError } from "./sqlErrors.js"
+import { changedRows, NewOutboxEventRow, OutboxEventRow, Total } from "./rows.js"
+import { isDuplicateKey, persistence, retryOnLockContention } from "./sqlErrors.js"
 
-/** `outbox_event` on MySQL; claims use `FOR UPDATE SKIP LOCKED`, times the server's clock. */
+const EventId = Schema.Struct({ id: Schema.String })
+const StatusTotal = Schema.Struct({ status: Schema.String, ...Total.fields })
+
+/** `outbox_event` on MySQL; a claim is a compare-and-set on primary keys (see `claimBatch`), times the server's clock. */
 export const makeMysqlOutboxRepository = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const { minusMillis, now, plusMillis } = sqlClock(sql)
 
-  const selectByIds = (operation: string, ids: ReadonlyArray<string>) =>
-    sql`SELECT * FROM outbox_event WHERE id IN ${sql.in(ids)} ORDER BY available_at, id`.pipe(
-      Effect.mapError(toPersistenceError(operation)),
-      Effect.flatMap(decodeOutboxEvents(operation))
-    )
+  const findEvent = SqlSchema.findOne({
+    Request: Schema.String,
+    Result: OutboxEventRow,
+    execute: (eventId) => sql`SELECT * FROM outbox_event WHERE id = ${eventId}`
+  })
+  const insertEvent = SqlSchema.void({
+    Request: Schema.Struct({ row: NewOutboxEventRow, delayMs: Schema.Number }),
+    // `sql.insert` binds every value; the clock columns are the database's expressions, so the row
+    // goes in as MySQL's `INSERT ... SET` (column names still from the row's keys).
+    execute: ({ delayMs, row }) =>
+      sql`INSERT INTO outbox_event SET ${sql.update(row)}, available_at = ${plusMillis(delayMs)},
+            created_at = ${now}, updated_at = ${now}`
+  })
+  // A locking read sees the winner's committed row; a plain one may read an older snapshot.
+  const findIdByDedupeKey = SqlSchema.findOne({
+    Request: Schema.String,
+    Result: EventId,
+    execute: (dedupeKey) => sql`SELECT id FROM outbox_event WHERE dedupe_key = ${dedupeKey} LOCK IN SHARE MODE`
+  })
+  const findDispatchable = SqlSchema.findAll({
+    Request: Schema.Number,
+    Result: EventId,
+    execute: (limit) =>
+      sql`SELECT id FROM outbox_event
+          WHERE status = 'pending' AND available_at <= ${now}
+          ORDER BY available_at, id
+          LIMIT ${limit}`
+  })
+  const findClaimed = SqlSchema.findAll({
+    Request: Schema.Struct({ ids: Schema.Array(Schema.String), dispatcherId: Schema.String }),
+    Result: OutboxEventRow,
+    execute: ({ dispatcherId, ids }) =>
+      sql`SELECT * FROM outbox_event
+          WHERE id IN ${sql.in(ids)} AND status = 'processing' AND locked_by = ${dispatcherId}
+          ORDER BY available_at, id`
+  })
+  const totalsByStatus = SqlSchema.findAll({
+    Request: Schema.Void,
+    Result: StatusTotal,
+    execute: () => sql`SELECT status, COUNT(*) AS total FROM outbox_event GROUP BY status`
+  })
 
-  const findById = (eventId: string) =>
-    selectByIds("outbox_event.findById", [eventId]).pipe(Effect.map(Arr.head))
+  const findById = (eventId: string) => findEvent(eventId).pipe(persistence("outbox_event.findById"))
 
   const createInTransaction = (event: NewOutboxEvent) =>
-    sql`INSERT INTO outbox_event (
-          id, event_type, aggregate_type, aggregate_id, dedupe_key, payload, status, attempt_count,
-          available_at, created_at, updated_at)
-        VALUES (
-          ${event.id}, ${event.eventType}, ${event.aggregateType}, ${event.aggregateId}, ${event.dedupeKey},
-          ${toJsonText(event.payload)}, 'pending', 0, ${plusMillis(event.delayMs)}, ${now}, ${now})`.pipe(
+    insertEvent({ row: pendingEventFields(event), delayMs: event.delayMs }).pipe(
       Effect.as({ eventId: event.id, duplicate: false }),
-      // ADR 4.2: the unique dedupe key refused the row; MySQL keeps the transaction alive.
+      // The unique dedupe key refused the row (the outbox's idempotency); MySQL keeps the transaction alive.
       Effect.catchIf(isDuplicateKey, () =>
-        // A locking read sees the winner's committed row; a plain one may read an older snapshot.
-        sql<{ readonly id: string }>`SELECT id FROM outbox_event WHERE dedupe_key = ${event.dedupeKey} LOCK IN SHARE MODE`.pipe(
-          Effect.map((rows) => ({ eventId: rows[0]?.id ?? event.id, duplicate: true }))
+        findIdByDedupeKey(event.dedupeKey).pipe(
+          Effect.map((row) => ({ eventId: Option.match(row, { onNone: () => event.id, onSome: (found) => found.id }), duplicate: true }))
         )),
-      Effect.mapError(toPersistenceError("outbox_event.create"))
+      persistence("outbox_event.create")
     )
 
   /**
@@ -48,11 +84,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
    */
   const claimBatch = (dispatcherId: string, limit: number) =>
     Effect.gen(function* () {
-      const candidates = yield* sql<{ readonly id: string }>`
-        SELECT id FROM outbox_event
-        WHERE status = 'pending' AND available_at <= ${now}
-        ORDER BY available_at, id
-        LIMIT ${limit}`
+      const candidates = yield* findDispatchable(limit)
       if (candidates.length === 0) return []
       const ids = candidates.map((row) => row.id)
       yield* sql`UPDATE outbox_event SET status = 'processing', locked_by = ${dispatcherId}, locked_at = ${now},
@@ -60,82 +92,56 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
                  WHERE id IN ${sql.in(ids)} AND status = 'pending'`.pipe(retryOnLockContention)
       return ids
     }).pipe(
-      Effect.mapError(toPersistenceError("outbox_event.claimBatch")),
-      Effect.flatMap((ids) =>
-        ids.length === 0
-          ? Effect.succeed([])
-          : sql`SELECT * FROM outbox_event
-                WHERE id IN ${sql.in(ids)} AND status = 'processing' AND locked_by = ${dispatcherId}
-                ORDER BY available_at, id`.pipe(
-            Effect.mapError(toPersistenceError("outbox_event.claimBatch")),
-            Effect.flatMap(decodeOutboxEvents("outbox_event.claimBatch"))
-          )
-      )
+      Effect.flatMap((ids) => ids.length === 0 ? Effect.succeed([]) : findClaimed({ ids, dispatcherId })),
+      persistence("outbox_event.claimBatch")
     )
-
-  const markPublished = (eventId: string, dispatcherId: string) =>
-    affectedRows("outbox_event.markPublished")(
-      sql`UPDATE outbox_event SET status = 'published', published_at = ${now}, updated_at = ${now}
-          WHERE id = ${eventId} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
-    ).pipe(Effect.map((changed) => changed > 0))
 
   const markPublishedMany = (eventIds: ReadonlyArray<string>, dispatcherId: string) =>
     eventIds.length === 0
       ? Effect.succeed(0)
-      : affectedRows("outbox_event.markPublishedMany")(
+      : changedRows(
         sql`UPDATE outbox_event SET status = 'published', published_at = ${now}, updated_at = ${now}
             WHERE id IN ${sql.in(eventIds)} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
-      )
+      ).pipe(persistence("outbox_event.markPublishedMany"))
 
   const markDispatchFailed: OutboxRepository["Type"]["markDispatchFailed"] = (eventId, dispatcherId, error, options) =>
     Effect.gen(function* () {
       // Assignments read the old attempt_count: the increment comes last (MySQL evaluates SET
       // left to right; MariaDB's SIMULTANEOUS_ASSIGNMENT mode agrees with this order too).
-      const changed = yield* affectedRows("outbox_event.markDispatchFailed")(
+      const changed = yield* changedRows(
         sql`UPDATE outbox_event SET
               status = IF(attempt_count + 1 >= ${options.maxAttempts}, 'dead', 'pending'),
               available_at = IF(attempt_count + 1 >= ${options.maxAttempts}, available_at, ${plusMillis(options.retryDelayMs)}),
               last_error = ${error.slice(0, 2000)}, locked_by = NULL, locked_at = NULL, updated_at = ${now},
               attempt_count = attempt_count + 1
             WHERE id = ${eventId} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
-      )
+      ).pipe(persistence("outbox_event.markDispatchFailed"))
       if (changed === 0) return Option.none()
       const event = yield* findById(eventId)
       return Option.map(event, (row) => (row.status === "dead" ? "dead" as const : "retry_scheduled" as const))
     })
 
   const releaseClaimsOf = (dispatcherId: string) =>
-    affectedRows("outbox_event.releaseClaimsOf")(
+    changedRows(
       sql`UPDATE outbox_event SET status = 'pending', locked_by = NULL, locked_at = NULL, updated_at = ${now}
           WHERE status = 'processing' AND locked_by = ${dispatcherId}`.raw
-    )
+    ).pipe(persistence("outbox_event.releaseClaimsOf"))
 
   const releaseExpiredLocks = (lockTtlMs: number) =>
-    affectedRows("outbox_event.releaseExpiredLocks")(
+    changedRows(
       sql`UPDATE outbox_event SET status = 'pending', locked_by = NULL, locked_at = NULL, updated_at = ${now}
           WHERE status = 'processing' AND locked_at < ${minusMillis(lockTtlMs)}`.raw
-    )
+    ).pipe(persistence("outbox_event.releaseExpiredLocks"))
 
-  const countByStatus = sql<{ readonly status: string; readonly total: number }>`
-      SELECT status, COUNT(*) AS total FROM outbox_event GROUP BY status`.pipe(
-    Effect.mapError(toPersistenceError("outbox_event.countByStatus")),
-    Effect.map((rows): OutboxCounts => {
-      const counts: Record<OutboxStatus, number> = { pending: 0, processing: 0, published: 0, failed: 0, dead: 0 }
-      for (const row of rows) {
-        const status = allOutboxStatuses.find((known) => known === row.status)
-        if (status !== undefined) counts[status] = Number(row.total)
-      }
-      return counts
-    })
-  )
+  const countByStatus = totalsByStatus(undefined).pipe(persistence("outbox_event.countByStatus"), Effect.map(outboxCountsOf))
 
   const replayDead = (eventId: string) =>
     Effect.gen(function* () {
-      const changed = yield* affectedRows("outbox_event.replayDead")(
+      const changed = yield* changedRows(
         sql`UPDATE outbox_event SET status = 'pending', attempt_count = 0, available_at = ${now}, last_error = NULL,
               locked_by = NULL, locked_at = NULL, updated_at = ${now}
             WHERE id = ${eventId} AND status = 'dead'`.raw
-      )
+      ).pipe(persistence("outbox_event.replayDead"))
       const event = yield* findById(eventId)
       if (Option.isNone(event)) return yield* Effect.fail(new OutboxEventNotFound({ eventId }))
       if (changed === 0) return yield* Effect.fail(new OutboxEventNotDead({ eventId, status: event.value.status }))
@@ -146,7 +152,6 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     createInTransaction,
     findById,
     claimBatch,
-    markPublished,
     markPublishedMany,
     markDispatchFailed,
     releaseClaimsOf,

@@ -3,7 +3,7 @@ import { Effect, Layer } from "effect"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import { ProjectionStore, type ProjectionRow, type ProjectionValue } from "../../services/ProjectionStore.js"
 import { sqlClock } from "./sqlClock.js"
-import { isDuplicateKey, toPersistenceError } from "./sqlErrors.js"
+import { isDuplicateKey, persistence } from "./sqlErrors.js"
 
 /** Table and column names come from projector code, never from a request; still, check them. */
 const identifierPattern = /^[a-z][a-z0-9_]{0,63}$/
@@ -64,7 +64,7 @@ export const MysqlProjectionStore = Layer.effect(
         const inserted = yield* insertRows(rows).pipe(
           Effect.as(rows.length),
           Effect.catchIf(isDuplicateKey, () => insertMissing),
-          Effect.mapError(toPersistenceError(`${table}.insert`))
+          persistence(`${table}.insert`)
         )
         return { inserted, duplicates: rows.length - inserted }
       })
@@ -73,9 +73,7 @@ export const MysqlProjectionStore = Layer.effect(
       checkIdentifiers(`${table}.findByJob`, [table, options.orderBy]).pipe(
         Effect.zipRight(
           sql`SELECT * FROM ${sql.literal(`\`${table}\``)} WHERE job_id = ${jobId} ORDER BY ${sql.literal(`\`${options.orderBy}\``)}`
-            .withoutTransform.pipe(
-            Effect.mapError(toPersistenceError(`${table}.findByJob`))
-          )
+            .withoutTransform.pipe(persistence(`${table}.findByJob`))
         ),
         Effect.flatMap((rows) =>
           Effect.try({

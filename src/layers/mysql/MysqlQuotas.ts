@@ -1,8 +1,12 @@
-import { SqlClient } from "@effect/sql"
-import { Effect, Layer } from "effect"
-import { QuotaExceeded, TooManyJobs } from "../../domain/QuotaErrors.js"
-import { QuotaLimitsConfig, Quotas } from "../../services/Quotas.js"
-import { toPersistenceError } from "./sqlErrors.js"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Layer, Option, Schema } from "effect"
+import { admission, QuotaLimitsConfig, Quotas } from "../../services/Quotas.js"
+import { sqlClock } from "./sqlClock.js"
+import { persistence } from "./sqlErrors.js"
+
+/** SUM over no rows is NULL, hence the COALESCE; mysql2 hands a DECIMAL sum over as a number or a string. */
+const Count = Schema.Union(Schema.Number, Schema.NumberFromString)
+const UserCounts = Schema.Struct({ active: Count, today: Count })
 
 /**
  * Locks the user's gate row (insert-or-touch takes its exclusive lock until commit), then
@@ -13,26 +17,29 @@ export const MysqlQuotas = Layer.effect(
   Quotas,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const { now } = sqlClock(sql)
     const limits = yield* QuotaLimitsConfig
+    const touchGate = SqlSchema.void({
+      Request: Schema.String,
+      execute: (userId) =>
+        sql`INSERT INTO ai_user_job_gate (user_id, updated_at) VALUES (${userId}, ${now})
+            ON DUPLICATE KEY UPDATE updated_at = ${now}`
+    })
+    const countJobs = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: UserCounts,
+      execute: (userId) =>
+        sql`SELECT
+              COALESCE(SUM(lifecycle_status IN ('queued', 'running')), 0) AS active,
+              COALESCE(SUM(created_at >= UTC_DATE()), 0) AS today
+            FROM ai_job WHERE user_id = ${userId}`
+    })
     const admit = (userId: string) =>
-      Effect.gen(function* () {
-        yield* sql`INSERT INTO ai_user_job_gate (user_id, updated_at) VALUES (${userId}, UTC_TIMESTAMP(3))
-                   ON DUPLICATE KEY UPDATE updated_at = UTC_TIMESTAMP(3)`
-        const [counts] = yield* sql<{ readonly active: number | string; readonly today: number | string }>`
-          SELECT
-            COALESCE(SUM(lifecycle_status IN ('queued', 'running')), 0) AS active,
-            COALESCE(SUM(created_at >= UTC_DATE()), 0) AS today
-          FROM ai_job WHERE user_id = ${userId}`
-        return { active: Number(counts?.active ?? 0), today: Number(counts?.today ?? 0) }
-      }).pipe(
-        Effect.mapError(toPersistenceError("quotas.admit")),
-        Effect.flatMap(({ active, today }): Effect.Effect<void, TooManyJobs | QuotaExceeded> => {
-          if (active >= limits.maxActiveJobsPerUser) {
-            return Effect.fail(new TooManyJobs({ userId, limit: limits.maxActiveJobsPerUser }))
-          }
-          if (today >= limits.dailyJobQuota) return Effect.fail(new QuotaExceeded({ userId, limit: limits.dailyJobQuota }))
-          return Effect.void
-        })
+      touchGate(userId).pipe(
+        Effect.zipRight(countJobs(userId)),
+        persistence("quotas.admit"),
+        Effect.map(Option.getOrElse(() => ({ active: 0, today: 0 }))),
+        Effect.flatMap((counts) => admission(userId, limits, counts))
       )
     return Quotas.of({ admit })
   })

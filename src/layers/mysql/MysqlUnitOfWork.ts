@@ -1,11 +1,11 @@
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Layer, Option, Ref, Schedule, Schema, Scope } from "effect"
+import { Effect, Layer, Option, Ref, Schema, Scope } from "effect"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import { UnitOfWork } from "../../services/UnitOfWork.js"
 import { DatabaseSessionConfig } from "../../config/EngineConfig.js"
-import { describeSqlError, isLockContention, toPersistenceError } from "./sqlErrors.js"
+import { describeSqlError, retryOnLockContention, toPersistenceError } from "./sqlErrors.js"
 
 /**
  * `@effect/sql` turns a failed COMMIT or ROLLBACK into a defect. A failed COMMIT (the body had
@@ -37,9 +37,6 @@ const withCommitOutcome = <A, E, R>(
       )
     ))
 
-/** `SHOW VARIABLES` rows; only whether there is one matters. */
-const Variables = Schema.Array(Schema.Unknown)
-
 /**
  * The session bounds every engine transaction starts with, sent with its BEGIN in one round
  * trip. MariaDB also kills a write transaction left idle too long; the server is asked once
@@ -48,10 +45,12 @@ const Variables = Schema.Array(Schema.Unknown)
 const sessionBounds = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const bounds = yield* DatabaseSessionConfig.config.pipe(Effect.orDie)
-  const found = yield* sql`SHOW VARIABLES LIKE 'idle_write_transaction_timeout'`.pipe(
-    Effect.flatMap(Schema.decodeUnknown(Variables)),
-    Effect.orDie
-  )
+  // Only whether there is a row matters.
+  const found = yield* SqlSchema.findAll({
+    Request: Schema.Void,
+    Result: Schema.Unknown,
+    execute: () => sql`SHOW VARIABLES LIKE 'idle_write_transaction_timeout'`
+  })(undefined).pipe(Effect.orDie)
   const settings = [`innodb_lock_wait_timeout = ${bounds.lockWaitTimeoutS}`]
   if (found.length > 0) settings.push(`idle_write_transaction_timeout = ${bounds.idleTransactionTimeoutS}`)
   return `SET SESSION ${settings.join(", ")}`
@@ -87,12 +86,9 @@ export const MysqlUnitOfWork = Layer.effect(
       transaction: (effect) =>
         Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
           const once = withCommitOutcome(withTransaction, effect)
-          const attempt = Option.isNone(outer)
-            ? Effect.retry(once, {
-              while: (error) => error instanceof SqlError && isLockContention(error),
-              schedule: Schedule.exponential("10 millis").pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(4)))
-            })
-            : once
+          const attempt = Option.isNone(outer) ? retryOnLockContention(once) : once
+          // Only the driver's own errors: whatever else the body fails with (a schema's
+          // ParseError included) is the caller's, untouched.
           return Effect.catchIf(
             attempt,
             (error): error is SqlError => error instanceof SqlError,

@@ -1,11 +1,13 @@
-import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, ParseResult, Schema } from "effect"
 import { AiJob } from "../../domain/AiJob.js"
 import { JobSnapshot } from "../../domain/JobSnapshot.js"
 import { OutboxEvent } from "../../domain/OutboxEvent.js"
-import { PersistenceError } from "../../domain/PersistenceError.js"
-import { toPersistenceError } from "./sqlErrors.js"
-import { failedPaths } from "../../domain/JobType.js"
+
+// The rows the MySQL repositories read and write, as `SqlSchema` request and result schemas:
+// built once here, each a domain schema with its JSON column swapped in. Inserts write a row's
+// keys as columns (`sql.update(row)` in MySQL's `INSERT ... SET`, names through
+// transformQueryNames) because their clock columns are SQL expressions, which `sql.insert` binds
+// as values.
 
 /**
  * A JSON column: MySQL 8 hands it over parsed, MariaDB (where JSON is LONGTEXT) as a string.
@@ -23,46 +25,37 @@ export const JsonColumn = Schema.transformOrFail(Schema.Unknown, Schema.Unknown,
   encode: (value) => ParseResult.succeed(JSON.stringify(value))
 })
 
-export const toJsonText = (value: unknown): string => JSON.stringify(value)
+/** The result header of an INSERT / UPDATE / DELETE (`sql\`...\`.raw`): how many rows it changed. */
+export const AffectedRows = Schema.Struct({ affectedRows: Schema.Number }).pipe(
+  Schema.transform(Schema.Number, {
+    strict: true,
+    decode: (header) => header.affectedRows,
+    encode: (affectedRows) => ({ affectedRows })
+  })
+)
 
-/** The result header of an INSERT / UPDATE / DELETE (`sql\`...\`.raw`). */
-const ResultHeader = Schema.Struct({ affectedRows: Schema.Number })
+const decodeAffectedRows = Schema.decodeUnknown(AffectedRows)
 
-export const affectedRows = (operation: string) => (self: Effect.Effect<unknown, SqlError>) =>
-  self.pipe(
-    Effect.mapError(toPersistenceError(operation)),
-    Effect.flatMap((raw) =>
-      Schema.decodeUnknown(ResultHeader)(raw).pipe(
-        Effect.map((header) => header.affectedRows),
-        Effect.mapError((error) => new PersistenceError({ operation, message: `unexpected result header at ${failedPaths(error)}` }))
-      )
-    )
-  )
+/** Runs an INSERT / UPDATE / DELETE (its `.raw` form) and answers how many rows it changed. */
+export const changedRows = <E, R>(statement: Effect.Effect<unknown, E, R>) => Effect.flatMap(statement, decodeAffectedRows)
 
-const decodeRows = <A, I>(schema: Schema.Schema<A, I>, operation: string) => {
-  const decode = Schema.decodeUnknown(Schema.Array(schema))
-  return (rows: ReadonlyArray<unknown>) =>
-    decode(rows).pipe(
-      Effect.mapError((error) => new PersistenceError({ operation, message: `row does not decode at ${failedPaths(error)}` }))
-    )
-}
+/** A `COUNT(*) AS total`: mysql2 hands a BIGINT over as a number or, past 2^53, a string. */
+export const Total = Schema.Struct({ total: Schema.Union(Schema.Number, Schema.NumberFromString) })
 
-const AiJobRow = Schema.Struct({ ...AiJob.fields, input: JsonColumn })
-export const decodeAiJobs = (operation: string) => (rows: ReadonlyArray<unknown>) =>
-  decodeRows(AiJobRow, operation)(rows).pipe(
-    Effect.map((decoded) => decoded.map((fields) => new AiJob(fields, { disableValidation: true })))
-  )
+const AiJobColumns = Schema.Struct({ ...AiJob.fields, input: JsonColumn })
+/** An `ai_job` row, as the domain's `AiJob`. */
+export const AiJobRow = Schema.compose(AiJobColumns, AiJob)
+/** What `createJob` writes: every column but the two the database clock fills. */
+export const NewAiJobRow = AiJobColumns.pipe(Schema.omit("createdAt", "updatedAt"))
 
-const OutboxEventRow = Schema.Struct({ ...OutboxEvent.fields, payload: JsonColumn })
-export const decodeOutboxEvents = (operation: string) => (rows: ReadonlyArray<unknown>) =>
-  decodeRows(OutboxEventRow, operation)(rows).pipe(
-    Effect.map((decoded) => decoded.map((fields) => new OutboxEvent(fields, { disableValidation: true })))
-  )
+const OutboxEventColumns = Schema.Struct({ ...OutboxEvent.fields, payload: JsonColumn })
+/** An `outbox_event` row, as the domain's `OutboxEvent`. */
+export const OutboxEventRow = Schema.compose(OutboxEventColumns, OutboxEvent)
+/** What `createInTransaction` writes: every column but the three the database clock fills. */
+export const NewOutboxEventRow = OutboxEventColumns.pipe(Schema.omit("availableAt", "createdAt", "updatedAt"))
 
-const JobSnapshotRow = Schema.Struct({ ...JobSnapshot.fields, content: JsonColumn })
-export const decodeJobSnapshots = (operation: string) => (rows: ReadonlyArray<unknown>) =>
-  decodeRows(JobSnapshotRow, operation)(rows).pipe(
-    Effect.map((decoded) => decoded.map((fields) => new JobSnapshot(fields, { disableValidation: true })))
-  )
-
-export { decodeRows }
+const JobSnapshotColumns = Schema.Struct({ ...JobSnapshot.fields, content: JsonColumn })
+/** An `ai_job_snapshot` row, as the domain's `JobSnapshot`. */
+export const JobSnapshotRow = Schema.compose(JobSnapshotColumns, JobSnapshot)
+/** What `create` writes: every column but `created_at`, the database clock's. */
+export const NewJobSnapshotRow = JobSnapshotColumns.pipe(Schema.omit("createdAt"))

@@ -1,5 +1,6 @@
-import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Schedule } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Effect, ParseResult, Schedule } from "effect"
+import { failedPaths } from "../../domain/JobType.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 
 /** The mysql2 error behind an `SqlError`, when there is one. */
@@ -14,7 +15,8 @@ const driverErrorOf = (error: SqlError): { readonly errno?: number; readonly cod
 }
 
 /** ER_DUP_ENTRY: a unique key refused the row (MySQL does not abort the transaction for it). */
-export const isDuplicateKey = (error: SqlError): boolean => driverErrorOf(error).errno === 1062
+export const isDuplicateKey = (error: unknown): error is SqlError =>
+  error instanceof SqlError && driverErrorOf(error).errno === 1062
 
 export const describeSqlError = (error: SqlError): string => {
   const { code, errno } = driverErrorOf(error)
@@ -23,32 +25,56 @@ export const describeSqlError = (error: SqlError): string => {
 }
 
 /** ER_LOCK_DEADLOCK / ER_LOCK_WAIT_TIMEOUT: InnoDB rolled the statement back; running it again is safe. */
-export const isLockContention = (error: SqlError): boolean => {
+export const isLockContention = (error: unknown): boolean => {
+  if (!(error instanceof SqlError)) return false
   const { errno } = driverErrorOf(error)
   return errno === 1213 || errno === 1205
 }
 
-export const toPersistenceError = (operation: string) => (error: SqlError) =>
-  new PersistenceError({
-    operation,
-    message: describeSqlError(error),
-    cause: error,
-    ...(isLockContention(error) ? { lockContention: true } : {})
-  })
+/** What a repository statement can fail with before it is mapped: the driver, or a row / request schema. */
+type StorageFailure = SqlError | ParseResult.ParseError
 
-/** Runs one SQL effect with its `SqlError` mapped to our typed `PersistenceError`. */
-export const persistence =
-  (operation: string) =>
-  <A, R>(self: Effect.Effect<A, SqlError, R>): Effect.Effect<A, PersistenceError, R> =>
-    Effect.mapError(self, toPersistenceError(operation))
+const isStorageFailure = (error: unknown): error is StorageFailure =>
+  error instanceof SqlError || ParseResult.isParseError(error)
 
+export const toPersistenceError = (operation: string) => (error: StorageFailure): PersistenceError =>
+  error instanceof SqlError
+    ? new PersistenceError({
+      operation,
+      message: describeSqlError(error),
+      cause: error,
+      ...(isLockContention(error) ? { lockContention: true } : {})
+    })
+    // Paths only: a row may hold ciphertext or a user's input, which has no business in an error.
+    : new PersistenceError({ operation, message: `row or request does not fit its schema at ${failedPaths(error)}` })
 
 /**
- * Concurrent claims on one index can deadlock under InnoDB's next-key locks; the victim's
- * transaction was rolled back whole, so it is retried a few times with a short jittered backoff.
+ * The one way a repository's SQL failure becomes the engine's typed `PersistenceError` (named
+ * after `operation`): the driver's `SqlError` and a row or request that does not fit its
+ * `SqlSchema`. Every other error in the channel passes through untouched.
  */
-export const retryOnLockContention = <A, R>(self: Effect.Effect<A, SqlError, R>): Effect.Effect<A, SqlError, R> =>
-  Effect.retry(self, {
-    while: isLockContention,
-    schedule: Schedule.exponential("5 millis").pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(8)))
-  })
+export const persistence =
+  (operation: string) =>
+  <A, E, R>(self: Effect.Effect<A, E | StorageFailure, R>): Effect.Effect<A, Exclude<E, StorageFailure> | PersistenceError, R> =>
+    Effect.catchIf(
+      self,
+      isStorageFailure,
+      (error) => Effect.fail(toPersistenceError(operation)(error))
+    )
+
+/**
+ * The one retry for lock contention. InnoDB already rolled the victim back whole (a deadlock
+ * takes the transaction, a lock wait timeout the statement), so running it again is safe. Four
+ * tries with a short jittered backoff (10 ms doubling, about 150 ms in all) clear a burst of
+ * deadlocks on a hot index; every caller has an outer recovery beyond that (the dispatcher claims
+ * again at its next poll, a create answers 503, PROJECT retries lock waits within its lease), so
+ * a longer budget would only hold a connection: after a lock wait timeout each try has already
+ * waited `DB_LOCK_WAIT_TIMEOUT_S`.
+ */
+export const lockContentionSchedule = Schedule.exponential("10 millis").pipe(
+  Schedule.jittered,
+  Schedule.intersect(Schedule.recurs(4))
+)
+
+export const retryOnLockContention = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.retry(self, { while: isLockContention, schedule: lockContentionSchedule })

@@ -3,11 +3,11 @@ import { CancelSignal } from "../../services/CancelSignal.js"
 import { makeInProcessCancelSignal } from "../memory/InProcessCancelSignal.js"
 import { RedisConnection } from "./RedisConnection.js"
 
-/** ADR 8.2: the cancel marker lives five minutes, for a worker that looks after the message passed. */
+/** The cancel marker lives five minutes, for a worker that looks after the message passed (docs/architecture.md §14.2). */
 const cancelMarkerTtlSeconds = 300
 
 /**
- * DESIGN.md correction 8: `publish` sets `{prefix}:job:cancel:{jobId}` (TTL 5 min) and
+ * The cancel signal across processes (docs/architecture.md §10): `publish` sets `{prefix}:job:cancel:{jobId}` (TTL 5 min) and
  * publishes on that channel; every process's pattern subscription relays it to its own waiters.
  */
 export const makeRedisCancelSignal = Effect.gen(function* () {

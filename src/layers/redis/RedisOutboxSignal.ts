@@ -4,7 +4,7 @@ import { makeInProcessOutboxSignal } from "../memory/InProcessOutboxSignal.js"
 import { RedisConnection } from "./RedisConnection.js"
 
 /**
- * DESIGN.md correction 9 across processes: `notify` wakes this process's dispatcher at once and
+ * The dispatcher's wake-up (docs/architecture.md §6.6) across processes: `notify` wakes this process's dispatcher at once and
  * publishes on `{prefix}:outbox:wake`; every process subscribed to that channel wakes its own.
  * The publish is not awaited, so a slow or absent Redis never delays the caller; a lost signal costs at most one poll interval.
  */

@@ -1,5 +1,5 @@
 /**
- * The Redis ACL an engine process needs (ADR 8.2), for a deployment that gives the engine its
+ * The Redis ACL an engine process needs (docs/architecture.md §14.2), for a deployment that gives the engine its
  * own Redis user instead of `default`. Every process type (API, dispatcher, worker, all-in-one)
  * uses the same rule. `REDIS_URL=redis://{user}:{password}@host:port` selects the user.
  *
@@ -69,7 +69,3 @@ export const engineAclRule = (prefix: string): string => {
     ...commands.map((command) => `+${command}`)
   ].join(" ")
 }
-
-/** The full `ACL SETUSER` line for `user` with `password` (what the README shows). */
-export const engineAclSetUser = (user: string, password: string, prefix: string): string =>
-  `ACL SETUSER ${user} on >${password} ${engineAclRule(prefix)}`

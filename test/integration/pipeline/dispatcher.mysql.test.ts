@@ -215,7 +215,7 @@ layer(base, { excludeTestServices: true, timeout: Duration.seconds(120) })("Outb
         input: { message: "poisoned" }
       })).job
       // Its event went out earlier; what sits in Redis now is garbage under its id.
-      for (const event of yield* outbox.claimBatch("earlier-d", 1_000)) yield* outbox.markPublished(event.id, "earlier-d")
+      for (const event of yield* outbox.claimBatch("earlier-d", 1_000)) yield* outbox.markPublishedMany([event.id], "earlier-d")
       yield* Effect.promise(() =>
         import("bullmq").then(({ Queue }) => {
           const raw = new Queue("ai-interactive", { connection: redis.commands, prefix: redis.bullPrefix })

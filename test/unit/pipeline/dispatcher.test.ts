@@ -243,7 +243,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
       const poisoned = yield* createJob("poisoned")
       // Its event was dispatched earlier; what reached the queue got corrupted on the way.
       const [event] = yield* outbox.claimBatch("earlier-dispatcher", 10)
-      expect(yield* outbox.markPublished(event!.id, "earlier-dispatcher")).toBe(true)
+      expect(yield* outbox.markPublishedMany([event!.id], "earlier-dispatcher")).toBe(1)
       const handled = yield* Ref.make<ReadonlyArray<string>>([])
       yield* control.addRaw("ai-interactive", queueJobIdFor(poisoned.id), { jobId: poisoned.id, createdAt: "never" })
       yield* jobQueue.consume("ai-interactive", (delivery) => Ref.update(handled, (all) => [...all, delivery.payload.jobId]))

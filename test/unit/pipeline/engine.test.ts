@@ -397,7 +397,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
       // The event was published but the queue lost the delivery.
       const [event] = yield* outbox.claimBatch("careless-dispatcher", 10)
       expect(event?.aggregateId).toBe(job.id)
-      yield* outbox.markPublished(event!.id, "careless-dispatcher")
+      yield* outbox.markPublishedMany([event!.id], "careless-dispatcher")
       yield* startEngine()
       yield* TestClock.adjust(60_000)
       yield* settle

@@ -1,0 +1,340 @@
+import { Clock, Data, Deferred, Duration, Effect, Exit, Queue, Schedule, type Scope } from "effect"
+import type { ProviderLimit, ProviderLimits } from "../config/ProviderLimitsConfig.js"
+import { newId } from "../domain/Ids.js"
+import type {
+  CapacityOutcome,
+  CapacityPermit,
+  CapacityPriority,
+  CapacityRequest,
+  CapacityState
+} from "./ProviderCapacity.js"
+import { ProviderCapacity } from "./ProviderCapacity.js"
+
+/**
+ * The part of the provider limiter both backings share: each worker's waiting room (interactive
+ * first, round-robin by user) in front of a shared `CapacityStore` (Redis or memory) that counts
+ * the windows, the permits in flight, the adaptive limit, the pauses and the workers that have
+ * interactive calls waiting.
+ */
+
+/** The window of `rpm` and `tpm`: sliding, so no 60 s span ever sees more than the limit. */
+export const capacityWindowMs = 60_000
+/** Additive increase per successful call. */
+export const aimdIncrease = 1
+/** Multiplicative decrease per overload signal. */
+export const aimdDecreaseFactor = 0.5
+/** One decrease per this long: a burst of 429s from one overload halves the limit once, not to the floor. */
+export const aimdDecreaseCooldownMs = 1_000
+/**
+ * How often a worker blocked only by another worker (a slot held elsewhere, another worker's
+ * interactive call) asks again: releases in this worker wake its waiters at once.
+ */
+export const capacityPollMs = 50
+/** A worker's "interactive calls waiting" mark outlives its next attempt by this much. */
+export const interactiveMarkGraceMs = 2_000
+
+export interface StoreLimits {
+  readonly rpm: number | undefined
+  readonly tpm: number | undefined
+  readonly ceiling: number | undefined
+  readonly floor: number
+}
+
+export const storeLimitsOf = (limit: ProviderLimit | undefined): StoreLimits => ({
+  rpm: limit?.rpm,
+  tpm: limit?.tpm,
+  ceiling: limit?.concurrency,
+  floor: limit?.concurrency === undefined ? 1 : Math.min(limit.minConcurrency ?? 1, limit.concurrency)
+})
+
+export type StoreOutcome = "success" | "overload" | "neutral" | "unsent"
+
+export interface TryAcquireInput {
+  readonly providerModel: string
+  readonly permitId: string
+  readonly tokens: number
+  readonly priority: CapacityPriority
+  /** The worker asking; its interactive mark is set or cleared by this call. */
+  readonly workerId: string
+  /** This worker's interactive waiters, the one asking included. */
+  readonly interactiveWaiters: number
+  readonly limits: StoreLimits
+  readonly leaseMs: number
+  readonly now: number
+}
+
+export type TryAcquireResult =
+  | { readonly granted: true }
+  | { readonly granted: false; readonly retryAt: number }
+
+export class CapacityStoreError extends Data.TaggedError("CapacityStoreError")<{ readonly operation: string; readonly cause: unknown }> {}
+
+export interface StoreState {
+  readonly inFlight: number
+  readonly concurrencyLimit: number | undefined
+  readonly requestsInWindow: number
+  readonly tokensInWindow: number
+  readonly pausedUntil: number
+}
+
+/** One atomic operation per method; `now` is the caller's Clock. */
+export interface CapacityStore {
+  readonly tryAcquire: (input: TryAcquireInput) => Effect.Effect<TryAcquireResult, CapacityStoreError>
+  readonly release: (input: {
+    readonly providerModel: string
+    readonly permitId: string
+    readonly outcome: StoreOutcome
+    readonly totalTokens: number | undefined
+    readonly limits: StoreLimits
+    readonly now: number
+  }) => Effect.Effect<void, CapacityStoreError>
+  /** Extends the leases of permits this worker holds (a crashed worker's permits lapse). */
+  readonly refresh: (providerModel: string, permitIds: ReadonlyArray<string>, leaseUntil: number) => Effect.Effect<void, CapacityStoreError>
+  readonly pause: (providerModel: string, untilMs: number, now: number) => Effect.Effect<void, CapacityStoreError>
+  /** Clears the worker's interactive mark (its last interactive waiter left without a grant). */
+  readonly withdraw: (providerModel: string, workerId: string) => Effect.Effect<void, CapacityStoreError>
+  readonly state: (providerModel: string, limits: StoreLimits, now: number) => Effect.Effect<StoreState, CapacityStoreError>
+}
+
+// --- The waiting room ---
+
+interface Waiter {
+  readonly permitId: string
+  readonly request: CapacityRequest
+  readonly granted: Deferred.Deferred<CapacityPermit>
+  status: "waiting" | "granted" | "left"
+}
+
+/** One priority's waiters: users in turn, each user's waiters in arrival order. */
+class Lane {
+  private readonly turn: Array<string> = []
+  private readonly byUser = new Map<string, Array<Waiter>>()
+  size = 0
+
+  add(waiter: Waiter) {
+    const queue = this.byUser.get(waiter.request.userId)
+    if (queue === undefined) {
+      this.byUser.set(waiter.request.userId, [waiter])
+      this.turn.push(waiter.request.userId)
+    } else {
+      queue.push(waiter)
+    }
+    this.size++
+  }
+
+  head(): Waiter | undefined {
+    const user = this.turn[0]
+    return user === undefined ? undefined : this.byUser.get(user)?.[0]
+  }
+
+  /** Removes a waiter; a served user goes to the back of the turn. */
+  remove(waiter: Waiter, served: boolean) {
+    const user = waiter.request.userId
+    const queue = this.byUser.get(user)
+    const index = queue?.indexOf(waiter) ?? -1
+    if (queue === undefined || index < 0) return
+    queue.splice(index, 1)
+    this.size--
+    const position = this.turn.indexOf(user)
+    if (queue.length === 0) {
+      this.byUser.delete(user)
+      this.turn.splice(position, 1)
+    } else if (served && position === 0) {
+      this.turn.push(this.turn.shift() ?? user)
+    }
+  }
+}
+
+interface Room {
+  readonly interactive: Lane
+  readonly background: Lane
+  readonly wake: Queue.Queue<void>
+  readonly held: Set<string>
+  marked: boolean
+}
+
+/** Token counts are whole and never negative (Redis adds them with HINCRBY). */
+const wholeTokens = (tokens: number) => Number.isFinite(tokens) ? Math.max(0, Math.ceil(tokens)) : 0
+
+const laneOf = (room: Room, priority: CapacityPriority) => priority === "interactive" ? room.interactive : room.background
+const headOf = (room: Room) => room.interactive.head() ?? room.background.head()
+
+const storeOutcomeOf = (outcome: CapacityOutcome): StoreOutcome => {
+  switch (outcome._tag) {
+    case "Succeeded":
+      return "success"
+    case "Overloaded":
+      return "overload"
+    case "Failed":
+      return "neutral"
+    case "NotSent":
+      return "unsent"
+  }
+}
+
+export interface ProviderCapacityOptions {
+  /** How long a permit stays counted without its holder refreshing it (a crashed worker's lapse). */
+  readonly leaseMs?: number
+}
+
+/**
+ * A `ProviderCapacity` for this worker over `store`. Per `provider/model`, one pump fiber asks the
+ * store for the head waiter's permit and sleeps on the Clock until the store's `retryAt` or a local
+ * event (a new waiter, a release), whichever comes first. The fibers live in the layer's scope.
+ */
+export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimits, options: ProviderCapacityOptions = {}) =>
+  Effect.gen(function* () {
+    const scope = yield* Effect.scope
+    const leaseMs = options.leaseMs ?? 60_000
+    const workerId = `cap-${(yield* newId).slice(-12)}`
+    const rooms = new Map<string, Room>()
+    let permitCounter = 0
+
+    const storeWarning = (error: CapacityStoreError) =>
+      Effect.logWarning("Provider capacity store unavailable").pipe(Effect.annotateLogs({ operation: error.operation }))
+
+    const releaseInStore = (providerModel: string, permitId: string, outcome: StoreOutcome, totalTokens: number | undefined) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        store.release({ providerModel, permitId, outcome, totalTokens, limits: storeLimitsOf(limits.limitFor(providerModel)), now })).pipe(
+          Effect.catchAll(storeWarning)
+        )
+
+    const permitFor = (room: Room, waiter: Waiter): CapacityPermit => {
+      let released = false
+      const { estimatedTokens, providerModel } = waiter.request
+      return {
+        id: waiter.permitId,
+        providerModel,
+        estimatedTokens,
+        release: (outcome) =>
+          Effect.suspend(() => {
+            if (released) return Effect.void
+            released = true
+            room.held.delete(waiter.permitId)
+            return releaseInStore(
+              providerModel,
+              waiter.permitId,
+              storeOutcomeOf(outcome),
+              outcome._tag === "NotSent" || outcome.totalTokens === undefined ? undefined : wholeTokens(outcome.totalTokens)
+            ).pipe(Effect.zipRight(Queue.offer(room.wake, undefined)), Effect.asVoid)
+          }).pipe(Effect.uninterruptible)
+      }
+    }
+
+    const pump = (providerModel: string, room: Room): Effect.Effect<never> =>
+      Effect.gen(function* () {
+        const head = headOf(room)
+        if (head === undefined) {
+          if (room.marked) {
+            room.marked = false
+            yield* store.withdraw(providerModel, workerId).pipe(Effect.catchAll(storeWarning))
+          }
+          return yield* Queue.take(room.wake)
+        }
+        const now = yield* Clock.currentTimeMillis
+        const storeLimits = storeLimitsOf(limits.limitFor(providerModel))
+        const result = yield* store.tryAcquire({
+          providerModel,
+          permitId: head.permitId,
+          tokens: wholeTokens(head.request.estimatedTokens),
+          priority: head.request.priority,
+          workerId,
+          interactiveWaiters: room.interactive.size,
+          limits: storeLimits,
+          leaseMs,
+          now
+        }).pipe(
+          Effect.catchAll((error) => Effect.as(storeWarning(error), { granted: false, retryAt: now + 1_000 } as const))
+        )
+        room.marked = room.interactive.size - (result.granted && head.request.priority === "interactive" ? 1 : 0) > 0
+        if (result.granted) {
+          if (head.status !== "waiting") {
+            // Its fiber was interrupted while the store granted: give the permit back unused.
+            return yield* releaseInStore(providerModel, head.permitId, "unsent", undefined)
+          }
+          laneOf(room, head.request.priority).remove(head, true)
+          head.status = "granted"
+          room.held.add(head.permitId)
+          return yield* Deferred.succeed(head.granted, permitFor(room, head))
+        }
+        // Until an instant, read after the store answered: a clock that moved meanwhile shortens the sleep.
+        const delay = result.retryAt - (yield* Clock.currentTimeMillis)
+        if (delay > 0) yield* Effect.raceFirst(Effect.sleep(Duration.millis(delay)), Queue.take(room.wake))
+      }).pipe(Effect.forever)
+
+    const refresher = Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      for (const [providerModel, room] of rooms) {
+        if (room.held.size === 0) continue
+        yield* store.refresh(providerModel, [...room.held], now + leaseMs).pipe(Effect.catchAll(storeWarning))
+      }
+    }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Math.max(1, Math.floor(leaseMs / 3))))))
+    yield* Effect.forkIn(Effect.interruptible(refresher), scope)
+
+    const roomFor = (providerModel: string) =>
+      Effect.gen(function* () {
+        const existing = rooms.get(providerModel)
+        if (existing !== undefined) return existing
+        const wake = yield* Queue.sliding<void>(1)
+        // Another first waiter may have made the room while this fiber yielded.
+        const raced = rooms.get(providerModel)
+        if (raced !== undefined) return raced
+        const room: Room = { interactive: new Lane(), background: new Lane(), wake, held: new Set(), marked: false }
+        rooms.set(providerModel, room)
+        // The first waiter forks the pump from its uninterruptible region: the pump must not inherit it.
+        yield* Effect.forkIn(Effect.interruptible(pump(providerModel, room)), scope)
+        return room
+      })
+
+    const acquire = (request: CapacityRequest): Effect.Effect<CapacityPermit, never, Scope.Scope> =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function* () {
+          const room = yield* roomFor(request.providerModel)
+          const waiter: Waiter = {
+            permitId: `${workerId}-${++permitCounter}`,
+            request,
+            granted: yield* Deferred.make<CapacityPermit>(),
+            status: "waiting"
+          }
+          laneOf(room, request.priority).add(waiter)
+          yield* Queue.offer(room.wake, undefined)
+          // Only the wait itself is interruptible: a granted permit is always either owned by the
+          // scope or given back, never dropped between the two.
+          const waited = yield* Effect.exit(restore(Deferred.await(waiter.granted)))
+          if (Exit.isSuccess(waited)) {
+            yield* Effect.addFinalizer(() => waited.value.release({ _tag: "Failed" }))
+            return waited.value
+          }
+          if (waiter.status === "waiting") {
+            waiter.status = "left"
+            laneOf(room, request.priority).remove(waiter, false)
+            yield* Queue.offer(room.wake, undefined)
+          } else {
+            const granted = yield* Deferred.poll(waiter.granted)
+            if (granted._tag === "Some") yield* Effect.flatMap(granted.value, (permit) => permit.release({ _tag: "NotSent" }))
+          }
+          return yield* Effect.failCause(waited.cause)
+        })
+      ).pipe(Effect.withSpan("ProviderCapacity.acquire", { attributes: { providerModel: request.providerModel, priority: request.priority } }))
+
+    const pause = (providerModel: string, untilMs: number) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => store.pause(providerModel, untilMs, now)).pipe(
+        Effect.catchAll(storeWarning),
+        Effect.zipRight(Effect.suspend(() => {
+          const room = rooms.get(providerModel)
+          return room === undefined ? Effect.void : Queue.offer(room.wake, undefined)
+        })),
+        Effect.asVoid
+      )
+
+    const state = (providerModel: string): Effect.Effect<CapacityState> =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => store.state(providerModel, storeLimitsOf(limits.limitFor(providerModel)), now)).pipe(
+        Effect.orDie,
+        Effect.map((shared) => {
+          const room = rooms.get(providerModel)
+          return { ...shared, waiting: room === undefined ? 0 : room.interactive.size + room.background.size }
+        })
+      )
+
+    return ProviderCapacity.of({ acquire, pause, state })
+  })
