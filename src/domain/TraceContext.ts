@@ -31,12 +31,16 @@ export const externalParent = (traceParent: TraceParent): Tracer.ExternalSpan =>
   return Tracer.externalSpan({ traceId, spanId, sampled: (Number.parseInt(flags, 16) & 1) === 1 })
 }
 
+/** The remote parent a stored column names, if it holds a valid `traceparent`. */
+export const storedParent = (column: string | null | undefined): Option.Option<Tracer.ExternalSpan> =>
+  Option.map(decodeTraceParent(column), externalParent)
+
 /**
  * Runs `effect` as a child of the stored context when there is one (the job's trace); a row
  * written before trace contexts were stored runs under whatever span is current.
  */
-export const withStoredParent = (traceParent: Option.Option<TraceParent>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Option.match(traceParent, {
+export const withStoredParent = (column: string | null | undefined) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Option.match(storedParent(column), {
     onNone: () => effect,
-    onSome: (parent) => Effect.withParentSpan(effect, externalParent(parent))
+    onSome: (parent) => Effect.withParentSpan(effect, parent)
   })

@@ -1,4 +1,5 @@
 import { Duration, Effect, Metric, MetricBoundaries } from "effect"
+import { OutboxRepository } from "./OutboxRepository.js"
 
 /**
  * The engine's metrics, as Effect `Metric`s in the process's registry; `GET /metrics` renders
@@ -64,3 +65,16 @@ export const observe = (metric: Metric.Metric.Histogram<number>, labels: Readonl
 export const timed = (metric: Metric.Metric.Histogram<number>, labels: Readonly<Record<string, string>>) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Metric.trackDuration(effect, Metric.mapInput(tagged(metric, labels), Duration.toSeconds))
+
+/**
+ * Samples the outbox backlog into its gauges (at scrape time: nothing is queried unless someone
+ * reads the metrics). `processing` counts as pending: claimed but not yet published.
+ */
+export const sampleOutboxBacklog = Effect.gen(function* () {
+  const outbox = yield* OutboxRepository
+  const counts = yield* outbox.countByStatus
+  const ageMs = yield* outbox.oldestUnpublishedAgeMs
+  yield* Metric.set(outboxPending, counts.pending + counts.processing)
+  yield* Metric.set(outboxDead, counts.dead)
+  yield* Metric.set(outboxOldestPendingAge, ageMs / 1000)
+})

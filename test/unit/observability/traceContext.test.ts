@@ -14,7 +14,7 @@ describe("W3C trace context stored with a job", () => {
       const value = Option.getOrThrow(stored)
       expect(value).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
       const [, traceId, spanId] = value.split("-")
-      const child = yield* Effect.currentSpan.pipe(Effect.withSpan("worker.run"), withStoredParent(stored))
+      const child = yield* Effect.currentSpan.pipe(Effect.withSpan("worker.run"), withStoredParent(Option.getOrNull(stored)))
       expect(child.traceId).toBe(traceId)
       expect(Option.map(child.parent, (p) => p.spanId)).toEqual(Option.some(spanId))
     }))
