@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Schema } from "effect"
 import { defineJobType } from "../../src/domain/JobType.js"
 import { syntheticEchoDefinition } from "../../src/jobs/synthetic_echo/definition.js"
-import { makeJobDefinitionRegistry } from "../../src/services/JobDefinitionRegistryLive.js"
+import { makeJobDefinitionRegistry } from "../../src/services/JobDefinitionRegistry.js"
 import { projectorKeysOnly } from "../support/projectorKeys.js"
 
 type Change = (definition: unknown) => unknown
