@@ -7,7 +7,6 @@ export type LifecycleStatus = typeof LifecycleStatus.Type
 export const allLifecycleStatuses: ReadonlyArray<LifecycleStatus> = LifecycleStatus.literals
 
 export const terminalStatuses: ReadonlyArray<LifecycleStatus> = ["succeeded", "failed", "cancelled"]
-export const activeStatuses: ReadonlyArray<LifecycleStatus> = ["queued", "running"]
 
 export const isTerminal = (status: LifecycleStatus): boolean => terminalStatuses.includes(status)
 
