@@ -10,10 +10,10 @@ export const maxRetriesLimit = 10
 /** A rule's own words for any decode of it: never the value that broke it. */
 const rule = (text: string) => ({ message: () => ({ message: text, override: true }) })
 
+export const priorityRule = `must be a whole number from ${priorityBounds.min} to ${priorityBounds.max}`
+
 /** 0 = highest, 100 = lowest (the spec's scale; mapped to BullMQ's at the queue). */
-export const JobPriority = Schema.Int.pipe(
-  Schema.between(priorityBounds.min, priorityBounds.max, rule(`must be a whole number from ${priorityBounds.min} to ${priorityBounds.max}`))
-)
+export const JobPriority = Schema.Int.pipe(Schema.between(priorityBounds.min, priorityBounds.max, rule(priorityRule)))
 
 /** How long one provider call of a job may take. */
 export const JobTimeoutMs = Schema.Number.pipe(

@@ -6,7 +6,7 @@ import type { CredentialMode } from "../domain/CredentialMode.js"
 import { IdempotencyKeyReused, InvalidJobInput } from "../domain/JobCreationErrors.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import { enqueueEventFor, enqueueEventType } from "../domain/OutboxEvent.js"
-import { JobPriority, priorityBounds } from "../domain/JobDefinition.js"
+import { JobPriority, priorityRule } from "../domain/JobDefinition.js"
 import type { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
 import type { UnknownJobType } from "../domain/RegistryErrors.js"
 import { AiJobLifecycleRepository } from "./AiJobLifecycleRepository.js"
@@ -48,15 +48,16 @@ export interface CreatedJob {
   readonly created: boolean
 }
 
-/** Overrides are caller input too: check them against the definition before anything is written. */
+// The definition's own priority rule, so an override obeys the same bounds.
 const isPriority = Schema.is(JobPriority)
 
+/** Overrides are caller input too: check them against the definition before anything is written. */
 const checkOverrides = (registered: RegisteredJobType, request: CreateJobRequest): ReadonlyArray<string> => {
   const { definition } = registered
   const overrides = request.overrides ?? {}
   const problems: Array<string> = []
   if (overrides.priority !== undefined && !isPriority(overrides.priority)) {
-    problems.push(`overrides.priority: must be a whole number from ${priorityBounds.min} to ${priorityBounds.max}`)
+    problems.push(`overrides.priority: ${priorityRule}`)
   }
   const mode = overrides.credentialMode ?? definition.credential.defaultMode
   if (!definition.credential.allowedModes.includes(mode)) {
