@@ -5,15 +5,13 @@ import { allQueueNames } from "../domain/QueueName.js"
 import { jobCatalog } from "../jobs/catalog.js"
 import { MemoryAiJobLifecycleRepositoryWith } from "../layers/memory/MemoryAiJobLifecycleRepository.js"
 import { ProviderConfig, TimingConfig } from "../config/EngineConfig.js"
-import { AiJobServiceLive } from "../services/AiJobServiceLive.js"
 import { jobCatalogLayer } from "../jobs/JobCatalogLive.js"
-import { OutboxAdminLive } from "../services/OutboxAdminLive.js"
-import { SnapshotBuilderLive } from "../services/SnapshotBuilderLive.js"
-import { AiCostCalculatorLayer } from "../services/AiCostCalculatorLive.js"
-import { CredentialVaultLive } from "../services/CredentialVaultLive.js"
-import { ModelRouterLive } from "../services/ModelRouterLive.js"
-import { PromptTemplatesLayer } from "../services/PromptTemplatesLive.js"
-import { RuleBasedContentSafetyLive } from "../services/RuleBasedContentSafety.js"
+import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
+import { AiCostCalculator } from "../services/AiCostCalculator.js"
+import { CredentialVault } from "../services/CredentialVault.js"
+import { ModelRouter } from "../services/ModelRouter.js"
+import { PromptTemplates } from "../services/PromptTemplates.js"
+import { ContentSafety } from "../services/ContentSafety.js"
 import { SyntheticGatewayControl, SyntheticGatewayLayer, type SyntheticStep } from "../layers/gateway/SyntheticGateway.js"
 import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
 import { InProcessDomainEvents } from "../layers/memory/InProcessDomainEvents.js"
@@ -98,16 +96,16 @@ const sharedLayer = (settings: WorldSettings) => {
     MemoryWorkerDirectory,
     InProcessDomainEvents
   )
-  return Layer.mergeAll(AiJobServiceLive, OutboxAdminLive).pipe(
+  return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         jobCatalogLayer(jobCatalog),
-        SnapshotBuilderLive,
-        ModelRouterLive,
-        CredentialVaultLive,
-        RuleBasedContentSafetyLive,
-        AiCostCalculatorLayer(),
-        PromptTemplatesLayer(jobCatalog.flatMap((module) => module.prompts)),
+        SnapshotBuilder.Default,
+        ModelRouter.Default,
+        CredentialVault.Default,
+        ContentSafety.Default,
+        AiCostCalculator.withTable(),
+        PromptTemplates.Default(jobCatalog.flatMap((module) => module.prompts)),
         SyntheticGatewayLayer({ seed: `provider:${settings.seed}`, latencyMs: settings.providerLatencyMs })
       )
     ),
@@ -133,7 +131,7 @@ export type SharedServices = Layer.Layer.Success<ReturnType<typeof sharedLayer>>
 /** A worker's own view of the shared services: its repositories on its own connection. */
 const workerLayer = (settings: WorldSettings, shared: Context.Context<SharedServices>, process: SimProcess) => {
   const db = processDatabase(Context.get(shared, MemoryDatabase), process)
-  return Layer.mergeAll(jobCatalogLayer(jobCatalog), CredentialVaultLive).pipe(
+  return Layer.mergeAll(jobCatalogLayer(jobCatalog), CredentialVault.Default).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: settings.unsafeDisableFencing }),
