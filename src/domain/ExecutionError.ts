@@ -1,9 +1,10 @@
 import { Schema } from "effect"
 
 /**
- * The error taxonomy of job execution (docs/architecture.md §9.1). One tagged class per category, each carrying
- * its code. `message` is internal detail (it reaches `internal_error_message` and operators);
- * what a user sees is `publicMessageOf(code)`, fixed text with no stack, path or address.
+ * The error taxonomy of job execution (docs/architecture.md §9.1). One tagged class per
+ * category, each carrying its code. `message` is internal detail (it reaches
+ * `internal_error_message` and operators); what a user sees is `publicMessageOf(code)`, fixed
+ * text with no stack, path or address.
  */
 
 export class ProviderError extends Schema.TaggedError<ProviderError>()("ProviderError", {

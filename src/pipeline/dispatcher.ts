@@ -42,8 +42,8 @@ export interface BatchSummary {
 const decodeEnqueuePayload = Schema.decodeUnknown(EnqueuePayload)
 
 /**
- * One dispatcher over the outbox (docs/architecture.md §6). `dispatchBatch` is one claim-and-dispatch
- * round; `run` is the background loop around it.
+ * One dispatcher over the outbox (docs/architecture.md §6). `dispatchBatch` is one
+ * claim-and-dispatch round; `run` is the background loop around it.
  */
 export const makeDispatcher = Effect.gen(function* () {
   const outbox = yield* OutboxRepository
