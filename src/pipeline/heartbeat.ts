@@ -8,9 +8,10 @@ export type HeartbeatVerdict = Data.TaggedEnum.Value<RunOutcome, "CancelRequeste
 
 /**
  * The lease's heartbeat (docs/architecture.md §4.3): every `heartbeatMs` it extends the fenced
- * lock and reports the work's progress in the same write. It ends with a verdict when the lock is lost (another worker took over, or the job left `running`) or when
- * a cancel was requested; a storage error is logged and the next beat tries again (the lease
- * outlives a few missed beats, and fencing covers the rest).
+ * lock and reports the work's progress in the same write. It ends with a verdict when the lock
+ * is lost (another worker took over, or the job left `running`) or when a cancel was requested;
+ * a storage error is logged and the next beat tries again (the lease outlives a few missed
+ * beats, and fencing covers the rest).
  */
 export const heartbeat = (
   lease: JobLease,
