@@ -1,12 +1,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { allQueueNames } from "../src/domain/QueueName.js"
-import { ConfigLive, LiveInfrastructure } from "../src/main/AppLayers.js"
-import { AiJobServiceLive } from "../src/services/AiJobServiceLive.js"
-import { JobCatalogLive } from "../src/jobs/JobCatalogLive.js"
-import { OutboxAdminLive } from "../src/services/OutboxAdminLive.js"
-import { SnapshotBuilderLive } from "../src/services/SnapshotBuilderLive.js"
-import { GatewayServicesLive } from "../src/main/GatewayLive.js"
+import { ConfigLive, engineServices, LiveInfrastructure } from "../src/main/AppLayers.js"
 import { SyntheticGatewayLayer } from "../src/layers/gateway/SyntheticGateway.js"
 import { makeDispatcher } from "../src/pipeline/dispatcher.js"
 import { runWorker } from "../src/pipeline/worker.js"
@@ -36,21 +31,13 @@ export const benchConfigProvider = (target: BenchTarget, options: { readonly wor
   )
 
 /**
- * The production composition (`AppLive` of src/main/AppLayers.ts: `ConfigLive`,
+ * The production composition (`LiveStack` of src/main/AppLayers.ts: `ConfigLive`,
  * `LiveInfrastructure` = MySQL + BullMQ + Redis signals, the engine's services) with one swap:
  * the gateway is the instant synthetic provider (`latencyMs: 0`) instead of the one chosen by
  * `AI_GATEWAY`.
  */
 export const benchEngineLayer = (target: BenchTarget, options: { readonly workerConcurrency: number }) =>
-  Layer.mergeAll(AiJobServiceLive, OutboxAdminLive).pipe(
-    Layer.provideMerge(
-      Layer.mergeAll(
-        JobCatalogLive,
-        SnapshotBuilderLive,
-        GatewayServicesLive,
-        SyntheticGatewayLayer({ seed: "bench", latencyMs: 0 })
-      )
-    ),
+  engineServices(SyntheticGatewayLayer({ seed: "bench", latencyMs: 0 })).pipe(
     Layer.provideMerge(LiveInfrastructure),
     Layer.provideMerge(Layer.merge(ConfigLive, NodeContext.layer)),
     Layer.provide(Layer.setConfigProvider(benchConfigProvider(target, options)))

@@ -10,12 +10,12 @@ export interface DispatcherSettingsShape {
   readonly batchSize: number
   /** Queue adds in flight at once within a batch. */
   readonly dispatchConcurrency: number
-  /** ADR 4.4: the failed dispatch that makes an event `dead`. */
+  /** docs/architecture.md §6.4: the failed dispatch that makes an event `dead`. */
   readonly maxAttempts: number
   /** First retry delay after a failed add; doubles per failure (jittered), capped at `retryMaxDelayMs`. */
   readonly retryBaseDelayMs: number
   readonly retryMaxDelayMs: number
-  /** ADR 4.4: how often expired claims are released, at most (and at most half the claim TTL). */
+  /** docs/architecture.md §6.4: how often expired claims are released, at most (and at most half the claim TTL). */
   readonly releaseIntervalMs: number
   /**
    * After an add whose outcome is unknown (timed out, connection lost), how many times to ask

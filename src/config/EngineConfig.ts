@@ -1,4 +1,4 @@
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, Context, Layer, Option, Redacted } from "effect"
 
 /**
  * The engine's configuration, read with Effect `Config` from the environment. Variable names
@@ -187,17 +187,6 @@ export class HttpConfig extends Context.Tag("ai-job-engine/HttpConfig")<
   })
   static readonly layer = Layer.effect(HttpConfig, HttpConfig.config)
 }
-
-/** Reads every section at once, so that start-up reports all bad variables together. */
-export const loadAllConfig = Effect.all(
-  {
-    storage: StorageConfig.config,
-    timing: TimingConfig.config,
-    provider: ProviderConfig.config,
-    http: HttpConfig.config
-  },
-  { mode: "validate" }
-)
 
 const positiveSeconds = (name: string, fallback: number) =>
   Config.integer(name).pipe(

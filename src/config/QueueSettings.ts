@@ -1,7 +1,7 @@
 import { Config, Context, Layer } from "effect"
 import type { QueueName } from "../domain/QueueName.js"
 
-/** How one queue is consumed and retried (ADR 3.1). */
+/** How one queue is consumed and retried (docs/architecture.md §7.1). */
 export interface QueueSetting {
   /** Jobs one process runs at once. */
   readonly concurrency: number
@@ -21,7 +21,7 @@ export interface QueueSettingsShape {
   readonly shutdownGraceMs: number
 }
 
-/** ADR 3.1, verbatim. */
+/** The spec's queue settings, verbatim (docs/architecture.md §7.1). */
 export const adrQueueSettings: Readonly<Record<QueueName, QueueSetting>> = {
   "ai-interactive": { concurrency: 2, lockDurationMs: 30_000, attempts: 2, backoffDelayMs: 2_000 },
   "ai-background": { concurrency: 1, lockDurationMs: 60_000, attempts: 3, backoffDelayMs: 5_000 }
@@ -41,7 +41,7 @@ const positiveInt = (name: string, fallback: number) =>
 
 /**
  * The queue settings. Per-process concurrency can be raised for horizontal scaling with
- * `WORKER_CONCURRENCY_INTERACTIVE` / `WORKER_CONCURRENCY_BACKGROUND`; the rest is the ADR's.
+ * `WORKER_CONCURRENCY_INTERACTIVE` / `WORKER_CONCURRENCY_BACKGROUND`; the rest is the spec's.
  */
 export class QueueSettings extends Context.Tag("ai-job-engine/QueueSettings")<QueueSettings, QueueSettingsShape>() {
   static readonly config = Config.all({
@@ -61,7 +61,7 @@ export class QueueSettings extends Context.Tag("ai-job-engine/QueueSettings")<Qu
   )
   static readonly layer = Layer.effect(QueueSettings, QueueSettings.config)
   static readonly defaults = defaults
-  /** The ADR's settings with overrides, for tests and simulations. */
+  /** The spec's settings with overrides, for tests and simulations. */
   static readonly make = (
     overrides: Partial<Omit<QueueSettingsShape, "queues">> & {
       readonly queues?: Partial<Record<QueueName, Partial<QueueSetting>>>

@@ -71,8 +71,8 @@ export interface NewAiJob {
 }
 
 /**
- * The proof of ownership a worker presents with every write to a running job (DESIGN.md
- * correction 6): the lock owner and the lease number it locked. Every lock, takeover or pickup
+ * The proof of ownership a worker presents with every write to a running job
+ * (docs/architecture.md §4.6): the lock owner and the lease number it locked. Every lock, takeover or pickup
  * after a hand-off raises the lease number, so the previous holder is fenced out; `attempt` is
  * the attempt the lease runs in (a hand-off keeps it).
  */

@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto"
 
 /**
- * Canonical JSON: object keys sorted recursively, no whitespace. The ADR's
+ * Canonical JSON: object keys sorted recursively, no whitespace. The spec's
  * `JSON.stringify(v, Object.keys(v).sort())` treats the key list as an allow-list at every
- * depth, dropping nested fields (DESIGN.md correction 1); this keeps every field.
+ * depth, dropping nested fields (docs/architecture.md §19.1); this keeps every field.
  */
 export const canonicalJson = (value: unknown): string => JSON.stringify(canonicalize(value))
 
@@ -30,5 +30,5 @@ export const sha256Hex = (text: string): string => createHash("sha256").update(t
 export const requestHash = (jobType: string, validatedInput: unknown): string =>
   sha256Hex(canonicalJson({ jobType, input: validatedInput }))
 
-/** ADR 5.6: the hash of the validated output, stored on the job and used to spot duplicates. */
+/** docs/architecture.md §11.4: the hash of the validated output, stored on the job and used to spot duplicates. */
 export const outputHash = (validatedOutput: unknown): string => sha256Hex(canonicalJson(validatedOutput))

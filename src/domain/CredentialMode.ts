@@ -1,5 +1,5 @@
 import { Schema } from "effect"
 
-/** ADR 8.1: whose key pays for a provider call. */
+/** docs/architecture.md §14.1: whose key pays for a provider call. */
 export const CredentialMode = Schema.Literal("platform_key", "user_deepseek_key")
 export type CredentialMode = typeof CredentialMode.Type

@@ -1,9 +1,10 @@
 import { Schema } from "effect"
 
 /**
- * ADR 5.2: the error taxonomy of job execution. One tagged class per category, each carrying
- * its code. `message` is internal detail (it reaches `internal_error_message` and operators);
- * what a user sees is `publicMessageOf(code)`, fixed text with no stack, path or address.
+ * The error taxonomy of job execution (docs/architecture.md §9.1). One tagged class per
+ * category, each carrying its code. `message` is internal detail (it reaches
+ * `internal_error_message` and operators); what a user sees is `publicMessageOf(code)`, fixed
+ * text with no stack, path or address.
  */
 
 export class ProviderError extends Schema.TaggedError<ProviderError>()("ProviderError", {
@@ -47,14 +48,17 @@ export class InternalError extends Schema.TaggedError<InternalError>()("Internal
   message: Schema.String
 }) {}
 
-export type ExecutionError =
-  | ProviderError
-  | ValidationError
-  | ContentSafetyError
-  | JobTimeoutError
-  | CredentialError
-  | JobCancelledError
-  | InternalError
+/** The union is its Schema: the type and `isExecutionError` both derive from this one list. */
+export const ExecutionError = Schema.Union(
+  ProviderError,
+  ValidationError,
+  ContentSafetyError,
+  JobTimeoutError,
+  CredentialError,
+  JobCancelledError,
+  InternalError
+)
+export type ExecutionError = typeof ExecutionError.Type
 
 export type ErrorCode = ExecutionError["code"]
 
@@ -101,16 +105,5 @@ const publicMessages: Readonly<Record<ErrorCode, string>> = {
 
 export const publicMessageOf = (code: ErrorCode): string => publicMessages[code]
 
-const executionErrorTags: ReadonlySet<string> = new Set([
-  "ProviderError",
-  "ValidationError",
-  "ContentSafetyError",
-  "JobTimeoutError",
-  "CredentialError",
-  "JobCancelledError",
-  "InternalError"
-])
-
-export const isExecutionError = (value: unknown): value is ExecutionError =>
-  typeof value === "object" && value !== null && "_tag" in value && typeof value._tag === "string" &&
-  executionErrorTags.has(value._tag)
+/** An instance of one of the union's classes (the retry schedule sees every error, not only these). */
+export const isExecutionError: (value: unknown) => value is ExecutionError = Schema.is(ExecutionError)

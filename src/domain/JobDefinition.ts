@@ -2,8 +2,26 @@ import { Schema } from "effect"
 import { CredentialMode } from "./CredentialMode.js"
 import { QueueName } from "./QueueName.js"
 
+export const timeoutBoundsMs = { min: 1_000, max: 600_000 } as const
+export const priorityBounds = { min: 0, max: 100 } as const
+/** More retries than this is a typo, not a policy: ten exponential backoffs already span hours. */
+export const maxRetriesLimit = 10
+
+/** A rule's own words for any decode of it: never the value that broke it. */
+const rule = (text: string) => ({ message: () => ({ message: text, override: true }) })
+
+export const priorityRule = `must be a whole number from ${priorityBounds.min} to ${priorityBounds.max}`
+
+/** 0 = highest, 100 = lowest (the spec's scale; mapped to BullMQ's at the queue). */
+export const JobPriority = Schema.Int.pipe(Schema.between(priorityBounds.min, priorityBounds.max, rule(priorityRule)))
+
+/** How long one provider call of a job may take. */
+export const JobTimeoutMs = Schema.Number.pipe(
+  Schema.between(timeoutBoundsMs.min, timeoutBoundsMs.max, rule(`must be from ${timeoutBoundsMs.min} to ${timeoutBoundsMs.max} ms`))
+)
+
 /**
- * ADR 2.1, field for field. A definition is data: it says how a job type is routed, timed,
+ * The spec's JobDefinition, field for field (docs/architecture.md §16.1). A definition is data: it says how a job type is routed, timed,
  * retried and secured. The code that runs a job type (schemas, prompt, projector) lives in
  * its `JobType` bundle beside it.
  */
@@ -17,11 +35,10 @@ export class JobDefinition extends Schema.Class<JobDefinition>("JobDefinition")(
   }),
   queue: Schema.Struct({
     queueName: QueueName,
-    /** 0 = highest, 100 = lowest (the ADR's scale; mapped to BullMQ's at the queue). */
-    defaultPriority: Schema.Number
+    defaultPriority: JobPriority
   }),
   execution: Schema.Struct({
-    timeoutMs: Schema.Number,
+    timeoutMs: JobTimeoutMs,
     /** Retries after the first engine attempt. */
     maxRetries: Schema.Number,
     retryBackoff: Schema.Struct({ type: Schema.Literal("exponential"), delay: Schema.Number }),
@@ -49,7 +66,7 @@ export const JobDefinitionDraft = Schema.Struct({
   jobType: Schema.String,
   metadata: JobDefinition.fields.metadata,
   queue: Schema.Struct({ queueName: Schema.String, defaultPriority: Schema.Number }),
-  execution: JobDefinition.fields.execution,
+  execution: Schema.Struct({ ...JobDefinition.fields.execution.fields, timeoutMs: Schema.Number }),
   input: JobDefinition.fields.input,
   output: JobDefinition.fields.output,
   credential: Schema.Struct({
@@ -61,9 +78,5 @@ export const JobDefinitionDraft = Schema.Struct({
 })
 export type JobDefinitionDraft = typeof JobDefinitionDraft.Type
 
-/** The ADR's pattern; job types use underscores (DESIGN.md correction 3). */
+/** The spec's pattern; job types use underscores (docs/architecture.md §19.3). */
 export const jobTypePattern = /^[a-z][a-z0-9_]{1,63}$/
-export const timeoutBoundsMs = { min: 1_000, max: 600_000 } as const
-export const priorityBounds = { min: 0, max: 100 } as const
-/** More retries than this is a typo, not a policy: ten exponential backoffs already span hours. */
-export const maxRetriesLimit = 10

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 
-/** ADR 8.4: the frozen, redacted input a job runs on; deleted after `expiresAt`. */
+/** docs/architecture.md §5.4: the frozen, redacted input a job runs on; deleted after `expiresAt`. */
 export class JobSnapshot extends Schema.Class<JobSnapshot>("JobSnapshot")({
   id: Schema.String,
   jobId: Schema.String,

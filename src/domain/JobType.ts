@@ -4,7 +4,7 @@ import { ValidationError } from "./ExecutionError.js"
 import { describeIssue } from "./ValueFreeMessages.js"
 
 /**
- * A job type as the engine runs it: the definition (ADR 2.1 data) with the Schemas of its
+ * A job type as the engine runs it: the definition (data, docs/architecture.md §16.1) with the Schemas of its
  * input and output. The Schemas' types are erased behind decoders so that one registry holds
  * every job type; each type's own code (prompt, projector) decodes with the same Schemas.
  */

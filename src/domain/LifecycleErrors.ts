@@ -6,7 +6,7 @@ export class JobNotFound extends Schema.TaggedError<JobNotFound>()("JobNotFound"
   jobId: Schema.String
 }) {}
 
-/** ADR 1.3: a transition the state machine forbids. No row was changed. */
+/** docs/architecture.md §3.2: a transition the state machine forbids. No row was changed. */
 export class IllegalTransition extends Schema.TaggedError<IllegalTransition>()("IllegalTransition", {
   jobId: Schema.String,
   from: LifecycleStatus,
@@ -17,13 +17,13 @@ export class IllegalTransition extends Schema.TaggedError<IllegalTransition>()("
   }
 }
 
-/** ADR 1.6: another worker won the compare-and-set on the lock. */
+/** docs/architecture.md §4.1: another worker won the compare-and-set on the lock. */
 export class JobLockConflict extends Schema.TaggedError<JobLockConflict>()("JobLockConflict", {
   jobId: Schema.String
 }) {}
 
 /**
- * DESIGN.md correction 6: the caller no longer holds the lock it presents (it expired and was
+ * docs/architecture.md §4.6: the caller no longer holds the lock it presents (it expired and was
  * taken over, or the job left `running`). Whatever it was about to write must not land.
  */
 export class LockLost extends Schema.TaggedError<LockLost>()("LockLost", {

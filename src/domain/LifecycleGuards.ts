@@ -99,7 +99,7 @@ export const fenceGuard = (
   })
 }
 
-/** ADR 1.2: `running → cancelled` only once a cancel was requested. */
+/** docs/architecture.md §3.2: `running → cancelled` only once a cancel was requested. */
 export const cancelGuard = (fence: JobFence, current: Option.Option<AiJob>, now: Date): Guard<IllegalTransition | LockLost> =>
   Either.flatMap(fenceGuard(fence, current, now, "cancelled"), (job): Guard<IllegalTransition | LockLost> =>
     job.cancelRequestedAt === null

@@ -1,19 +1,18 @@
 import { Schema } from "effect"
 
-/** ADR 1.1: the five lifecycle states of an AI job. */
+/** docs/architecture.md §3.1: the five lifecycle states of an AI job. */
 export const LifecycleStatus = Schema.Literal("queued", "running", "succeeded", "failed", "cancelled")
 export type LifecycleStatus = typeof LifecycleStatus.Type
 
 export const allLifecycleStatuses: ReadonlyArray<LifecycleStatus> = LifecycleStatus.literals
 
 export const terminalStatuses: ReadonlyArray<LifecycleStatus> = ["succeeded", "failed", "cancelled"]
-export const activeStatuses: ReadonlyArray<LifecycleStatus> = ["queued", "running"]
 
 export const isTerminal = (status: LifecycleStatus): boolean => terminalStatuses.includes(status)
 
 /**
- * ADR 1.2: the allowed transitions; everything else (ADR 1.3) is illegal.
- * `running → running` is the takeover of an expired lock (DESIGN.md correction 5): the same
+ * The allowed transitions; everything else is illegal (docs/architecture.md §3.2).
+ * `running → running` is the takeover of an expired lock (§4.4): the same
  * status under a new owner and a higher attempt count.
  */
 export const allowedTransitions: Readonly<Record<LifecycleStatus, ReadonlyArray<LifecycleStatus>>> = {
@@ -28,7 +27,7 @@ export const isAllowedTransition = (from: LifecycleStatus, to: LifecycleStatus):
   allowedTransitions[from].includes(to)
 
 /**
- * ADR 1.5: the legacy `status` column is written beside `lifecycle_status` (shadow write)
+ * docs/architecture.md §3.4: the legacy `status` column is written beside `lifecycle_status` (shadow write)
  * until the legacy readers are gone.
  */
 export const LegacyStatus = Schema.Literal("pending", "processing", "completed", "failed", "cancelled")

@@ -1,17 +1,17 @@
 import { Schema } from "effect"
 import { QueueName } from "./QueueName.js"
 
-/** ADR 4.4: `dead` is the end for an event that failed too often; an operator can replay it. */
+/** docs/architecture.md §6.4: `dead` is the end for an event that failed too often; an operator can replay it. */
 export const OutboxStatus = Schema.Literal("pending", "processing", "published", "failed", "dead")
 export type OutboxStatus = typeof OutboxStatus.Type
 
 export const allOutboxStatuses: ReadonlyArray<OutboxStatus> = OutboxStatus.literals
 
-/** ADR 4.1 */
+/** The one event type the engine writes, and its aggregate (docs/architecture.md §6.1). */
 export const enqueueEventType = "ai.job.enqueue"
 export const aiJobAggregateType = "AiJob"
 
-/** ADR 8.5: the only fields an enqueue event carries; never input, user or credential. */
+/** docs/architecture.md §14.5: the only fields an enqueue event carries; never input, user or credential. */
 export const EnqueuePayload = Schema.Struct({
   jobId: Schema.String,
   jobType: Schema.String,
@@ -63,7 +63,7 @@ export interface NewOutboxEvent {
 export type OutboxCounts = Readonly<Record<OutboxStatus, number>>
 
 /**
- * The `ai.job.enqueue` event of a job (ADR 4.1): the only shape in which a job reaches the
+ * The `ai.job.enqueue` event of a job (§6.1): the only shape in which a job reaches the
  * queue, whether first created, requeued or redispatched. `dedupeKey` says which of those it is.
  */
 export const enqueueEventFor = (

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 
-/** ADR 3.1: the two queues of the unified engine. */
+/** docs/architecture.md §7.1: the two queues of the unified engine. */
 export const QueueName = Schema.Literal("ai-interactive", "ai-background")
 export type QueueName = typeof QueueName.Type
 

@@ -2,7 +2,7 @@ import { categoryOf, type ExecutionError } from "./ExecutionError.js"
 import type { JobDefinition } from "./JobDefinition.js"
 
 /**
- * ADR 5.2: whether an error may be retried, from its category and the job's definition.
+ * docs/architecture.md §9.1: whether an error may be retried, from its category and the job's definition.
  * INTERNAL is retryable, but the engine's schedule allows it only once.
  */
 export const isRetryable = (error: ExecutionError, definition: JobDefinition): boolean => {

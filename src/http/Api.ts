@@ -47,7 +47,7 @@ import {
 import { AdminAuthentication, Authentication, RuntimeServiceAuthentication } from "./Auth.js"
 import { withoutDefaultDecodeError } from "./openApiCleanup.js"
 
-/** The end user's jobs (ADR 7.1): create, read, list, cancel. */
+/** The end user's jobs (docs/architecture.md §15.1): create, read, list, cancel. */
 export class JobsGroup extends HttpApiGroup.make("jobs")
   .add(
     HttpApiEndpoint.post("createFlashcardGeneration", "/api/ai/flashcard-generations")
@@ -115,7 +115,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
   .annotate(OpenApi.Title, "jobs")
 {}
 
-/** The caller's own provider key (ADR 8.1 user_deepseek_key). */
+/** The caller's own provider key (`user_deepseek_key`, docs/architecture.md §14.1). */
 export class CredentialsGroup extends HttpApiGroup.make("credentials")
   .add(
     HttpApiEndpoint.put("storeDeepseekKey", "/api/ai/credentials/deepseek")
@@ -178,7 +178,7 @@ export class AdminGroup extends HttpApiGroup.make("admin")
   .annotate(OpenApi.Title, "admin")
 {}
 
-/** Service-to-service routes (ADR 8.1 runtime resolve). */
+/** Service-to-service routes (runtime resolve, docs/architecture.md §14.1). */
 export class InternalGroup extends HttpApiGroup.make("internal")
   .add(
     HttpApiEndpoint.post("resolveCredential", "/internal/credentials/:credentialId/resolve")
@@ -224,7 +224,7 @@ export class AiJobApi extends HttpApi.make("ai-job-engine")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(
     OpenApi.Description,
-    "Durable AI jobs: create, follow, cancel, and operate. Errors are JSON { code, message } (ADR 7.3)."
+    "Durable AI jobs: create, follow, cancel, and operate. Errors are JSON { code, message }."
   )
   .annotate(OpenApi.Transform, withoutDefaultDecodeError)
 {}

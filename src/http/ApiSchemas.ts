@@ -17,7 +17,7 @@ import { withValueFreeErrors } from "../domain/ValueFreeMessages.js"
  */
 
 // ---------------------------------------------------------------------------------------------
-// ADR 7.2, frozen.
+// The spec's JobStatusResponse, frozen: docs/architecture.md §15.2.
 
 export const ArtifactReference = Schema.Struct({
   artifactType: Schema.String,
@@ -47,9 +47,9 @@ const jobStatusFields = {
   result: Schema.optional(JobResult)
 }
 
-/** ADR 7.2 `JobStatusResponse`, field for field. */
+/** `JobStatusResponse`, field for field (docs/architecture.md §15.2). */
 export class JobStatusResponse extends Schema.Class<JobStatusResponse>("JobStatusResponse")(jobStatusFields, {
-  description: "ADR 7.2 JobStatusResponse (frozen)."
+  description: "The job's status. Frozen: fields are never renamed or removed."
 }) {}
 
 /**
@@ -71,11 +71,11 @@ const adminJobFields = {
   maxAttempts: Schema.Number,
   cancelRequestedAt: Schema.optional(Schema.String),
   updatedAt: Schema.String,
-  /** ADR 7.4: SUPER_ADMIN only. */
+  /** SUPER_ADMIN only (docs/architecture.md §15.4). */
   internalErrorMessage: Schema.optional(Schema.String)
 }
 
-/** `JobStatusResponse` plus what only an operator may see (ADR 7.4). */
+/** `JobStatusResponse` plus what only an operator may see (docs/architecture.md §15.4). */
 export class AdminJobStatusResponse extends Schema.Class<AdminJobStatusResponse>("AdminJobStatusResponse")(adminJobFields, {
   description: "JobStatusResponse plus operator fields, including internalErrorMessage (SUPER_ADMIN only)."
 }) {}

@@ -10,8 +10,8 @@ import {
 } from "./ApiSchemas.js"
 
 /**
- * AiJob rows → the API's answers. The user's view carries ADR 7.2's fields only; the
- * operator's view adds the internal ones (ADR 7.4).
+ * AiJob rows → the API's answers. The user's view carries the fields of
+ * docs/architecture.md §15.2 only; the operator's view adds the internal ones (§15.4).
  */
 
 const iso = (date: Date | null): string | undefined => (date === null ? undefined : date.toISOString())
@@ -19,7 +19,7 @@ const iso = (date: Date | null): string | undefined => (date === null ? undefine
 const genericFailure = "The job failed."
 
 /**
- * ADR 8.3: a public message never carries a stack, a path or an address. The engine stores
+ * docs/architecture.md §14.3: a public message never carries a stack, a path or an address. The engine stores
  * fixed text per code; this is the last line of defence should anything else ever land there.
  */
 const looksInternal = (text: string): boolean =>

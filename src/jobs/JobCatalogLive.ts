@@ -2,7 +2,7 @@ import { Effect, Layer } from "effect"
 import { jobCatalog } from "./catalog.js"
 import type { JobTypeModule } from "./JobTypeModule.js"
 import { ResultProjectors, UnknownProjectorKey } from "../services/ResultProjectors.js"
-import { jobDefinitionRegistryWith } from "../services/JobDefinitionRegistryLive.js"
+import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
 
 /** The projectors of `modules`, by key; needs the `ProjectionStore` they write to. */
 export const resultProjectorsOf = (modules: ReadonlyArray<JobTypeModule>) =>
@@ -26,7 +26,7 @@ export const resultProjectorsOf = (modules: ReadonlyArray<JobTypeModule>) =>
  * one stops the process with its own error). Needs `ProjectionStore`.
  */
 export const jobCatalogLayer = (modules: ReadonlyArray<JobTypeModule>) =>
-  jobDefinitionRegistryWith(
+  JobDefinitionRegistry.withSpecs(
     // New jobs get the module's current prompt: the last version it lists.
     modules.map((module) => ({ ...module.spec, promptVersion: module.spec.promptVersion ?? module.prompts.at(-1)?.version }))
   ).pipe(Layer.provideMerge(resultProjectorsOf(modules)))

@@ -1,14 +1,31 @@
+/**
+ * The composition root: the one place that wires adapters (src/layers) to the engine's services,
+ * the pipeline and the HTTP API. Each program in src/main picks a stack (live: MySQL + Redis;
+ * embedded: in memory) and the parts it runs (API, dispatcher, worker with its reaper).
+ */
 import { NodeContext } from "@effect/platform-node"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Config, type ConfigError, ConfigProvider, Effect, Layer, Option, Schema } from "effect"
+import { ApiSettings } from "../config/ApiSettings.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
-import { QuotaLimitsConfig } from "../services/Quotas.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../config/EngineConfig.js"
-import { AiJobServiceLive } from "../services/AiJobServiceLive.js"
+import { nodeApiServer } from "../http/server.js"
+import { BuiltinPromptTemplatesLive } from "../jobs/builtinPrompts.js"
 import { JobCatalogLive } from "../jobs/JobCatalogLive.js"
-import { OutboxAdminLive } from "../services/OutboxAdminLive.js"
-import { SnapshotBuilderLive } from "../services/SnapshotBuilderLive.js"
+import { OpenAiCompatibleGatewayLive } from "../layers/gateway/OpenAiCompatibleGateway.js"
+import { SyntheticGatewayLive } from "../layers/gateway/SyntheticGateway.js"
+import { runMigrations } from "../layers/mysql/migrate.js"
+import { OutboxDispatcherLive } from "../pipeline/dispatcher.js"
+import { WorkerServiceLive } from "../pipeline/worker.js"
+import { AiCostCalculator } from "../services/AiCostCalculator.js"
+import type { AiGateway } from "../services/AiGateway.js"
+import { AiJobService } from "../services/AiJobService.js"
+import { ContentSafety } from "../services/ContentSafety.js"
+import { CredentialVault } from "../services/CredentialVault.js"
+import { ModelRouter } from "../services/ModelRouter.js"
+import { OutboxAdmin } from "../services/OutboxAdmin.js"
+import { QuotaLimitsConfig } from "../services/Quotas.js"
+import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
 import { BullMqJobQueueLive } from "../layers/bullmq/BullMqJobQueue.js"
-import { AiGatewayFromConfig, GatewayServicesLive } from "./GatewayLive.js"
 import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
 import { InProcessDomainEvents } from "../layers/memory/InProcessDomainEvents.js"
 import { InProcessOutboxSignal } from "../layers/memory/InProcessOutboxSignal.js"
@@ -42,7 +59,25 @@ import { RedisWorkerDirectory } from "../layers/redis/RedisWorkerDirectory.js"
 import { mysqlCheck } from "../layers/mysql/MysqlReadinessCheck.js"
 import { redisCheck } from "../layers/redis/RedisReadinessCheck.js"
 import { makeReadinessProbe, ReadinessProbe } from "../services/ReadinessProbe.js"
-export { ReadinessProbeMemory } from "../layers/memory/MemoryReadinessProbe.js"
+import { ReadinessProbeMemory } from "../layers/memory/MemoryReadinessProbe.js"
+export { ReadinessProbeMemory }
+
+// ---- Configuration
+
+/** Every configuration section, read from the environment. */
+export const ConfigLive = Layer.mergeAll(
+  StorageConfig.layer,
+  TimingConfig.layer,
+  ProviderConfig.layer,
+  HttpConfig.layer,
+  QuotaLimitsConfig.layer,
+  QueueSettings.layer,
+  DispatcherSettings.layer
+)
+
+const Platform = Layer.merge(ConfigLive, NodeContext.layer)
+
+// ---- Infrastructure: the ports with two backings
 
 /** The services every infrastructure provides, whichever backs them. */
 export type Infrastructure = Layer.Layer.Success<typeof MemoryInfrastructure> extends infer All
@@ -54,15 +89,22 @@ export class InfrastructureUnavailable extends Schema.TaggedError<Infrastructure
   message: Schema.String
 }) {}
 
-/** Every configuration section, read from the environment. */
-export const ConfigLive = Layer.mergeAll(
-  StorageConfig.layer,
-  TimingConfig.layer,
-  ProviderConfig.layer,
-  HttpConfig.layer,
-  QuotaLimitsConfig.layer,
-  QueueSettings.layer,
-  DispatcherSettings.layer
+/**
+ * Which infrastructure the configuration names: `live` (MySQL + Redis) when both `DATABASE_URL`
+ * and `REDIS_URL` are set, `embedded` (in memory) when neither is; one without the other is a
+ * configuration error, not a silent fallback.
+ */
+export const storageMode: Effect.Effect<"live" | "embedded", InfrastructureUnavailable | ConfigError.ConfigError> = Effect.gen(
+  function* () {
+    const storage = yield* StorageConfig.config
+    const database = Option.isSome(storage.databaseUrl)
+    const redis = Option.isSome(storage.redisUrl)
+    if (database && redis) return "live" as const
+    if (!database && !redis) return "embedded" as const
+    return yield* new InfrastructureUnavailable({
+      message: `${database ? "REDIS_URL" : "DATABASE_URL"} is not set: set both DATABASE_URL and REDIS_URL, or neither (embedded)`
+    })
+  }
 )
 
 /** The repositories on the in-memory database (needs `QuotaLimitsConfig`). */
@@ -118,41 +160,80 @@ export const LiveInfrastructure = Layer.mergeAll(
 )
 
 /**
- * MySQL + Redis when both `DATABASE_URL` and `REDIS_URL` are set, the embedded memory engine
- * when neither is; one without the other is a configuration error, not a silent fallback.
+ * What a dispatcher alone needs on MySQL + Redis: the outbox, the queues and the wake-up signal
+ * (no other repository, no cancel or worker-presence connection).
  */
-export const InfrastructureFromConfig: Layer.Layer<
-  Infrastructure,
-  InfrastructureUnavailable,
-  StorageConfig | QuotaLimitsConfig | QueueSettings
-> = Layer.unwrapEffect(
+export const DispatcherInfrastructure = Layer.mergeAll(
+  MysqlOutboxRepository.pipe(Layer.provide(MysqlFromConfig)),
+  Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal).pipe(Layer.provide(RedisConnection.fromConfig)),
+  TimingConfig.layer,
+  DispatcherSettings.layer
+).pipe(Layer.provide(Layer.merge(StorageConfig.layer, QueueSettings.layer)))
+
+// ---- The provider
+
+/**
+ * `AI_GATEWAY`: `openai` (the OpenAI-compatible provider at `AI_BASE_URL`) or `synthetic`.
+ * Unset: `openai` when `AI_API_KEY` is set, otherwise `synthetic` (the embedded default).
+ */
+export const gatewayKindConfig = Config.literal("openai", "synthetic")("AI_GATEWAY").pipe(Config.option)
+
+export const AiGatewayFromConfig = Layer.unwrapEffect(
   Effect.gen(function* () {
-    const storage = yield* StorageConfig
-    const database = Option.isSome(storage.databaseUrl)
-    const redis = Option.isSome(storage.redisUrl)
-    const live: Layer.Layer<Infrastructure, InfrastructureUnavailable, StorageConfig | QuotaLimitsConfig | QueueSettings> =
-      LiveInfrastructure.pipe(Layer.mapError((error) => new InfrastructureUnavailable({ message: error.message })))
-    const memory: Layer.Layer<Infrastructure, never, QuotaLimitsConfig | QueueSettings> = MemoryInfrastructure
-    if (database && redis) return live
-    if (!database && !redis) return memory
-    return Layer.fail(
-      new InfrastructureUnavailable({
-        message: `${database ? "REDIS_URL" : "DATABASE_URL"} is not set: set both DATABASE_URL and REDIS_URL, or neither (embedded)`
-      })
-    )
+    const kind = yield* gatewayKindConfig
+    const provider = yield* ProviderConfig
+    const chosen = Option.getOrElse(kind, () => (Option.isSome(provider.apiKey) ? "openai" as const : "synthetic" as const))
+    yield* Effect.logInfo("AI gateway selected").pipe(Effect.annotateLogs({ gateway: chosen }))
+    return chosen === "openai" ? OpenAiCompatibleGatewayLive : SyntheticGatewayLive
   })
 )
 
-/** The engine's own services over any infrastructure: job types, creation, the gateway. */
-export const EngineServicesLive = Layer.mergeAll(AiJobServiceLive, OutboxAdminLive).pipe(
-  Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilderLive, GatewayServicesLive, AiGatewayFromConfig))
+/**
+ * Everything RESOLVE and EXECUTE need besides the gateway itself: ModelRouter, CredentialVault
+ * (needs a `CredentialRepository`), ContentSafety, AiCostCalculator and the built-in PromptTemplates.
+ * Needs `ProviderConfig`.
+ */
+export const GatewayServicesLive = Layer.mergeAll(
+  ModelRouter.Default,
+  CredentialVault.Default,
+  ContentSafety.Default,
+  AiCostCalculator.Default,
+  BuiltinPromptTemplatesLive
 )
 
-/** Everything a process needs, from configuration: services over the infrastructure it names. */
-export const AppLive = EngineServicesLive.pipe(
-  Layer.provideMerge(InfrastructureFromConfig),
-  Layer.provideMerge(Layer.merge(ConfigLive, NodeContext.layer))
+// ---- The engine's own services and the stacks
+
+/**
+ * The engine's own services over any infrastructure: job types, creation, the provider and its
+ * helpers. `gateway` provides at least an `AiGateway` (what else it provides is kept: a test
+ * provider's control).
+ */
+export const engineServices = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
+  Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
+    Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, gateway))
+  )
+
+/** The engine's services with the provider `AI_GATEWAY` names. */
+export const EngineServicesLive = engineServices(AiGatewayFromConfig)
+
+/** The engine on MySQL + Redis, with its configuration and the Node platform. */
+export const LiveStack = EngineServicesLive.pipe(Layer.provideMerge(LiveInfrastructure), Layer.provideMerge(Platform))
+
+// Without a provider key the embedded engine runs the synthetic provider, which needs none;
+// the placeholder only lets the platform-key credential resolve.
+const syntheticProvider = ConfigProvider.fromMap(
+  new Map([["AI_GATEWAY", "synthetic"], ["AI_API_KEY", "embedded-synthetic-provider-needs-no-key"]])
+).pipe(ConfigProvider.orElse(() => ConfigProvider.fromEnv()))
+
+/** The engine in memory, on the synthetic provider unless `AI_API_KEY` names a real one. */
+export const EmbeddedStack = Layer.unwrapEffect(
+  Effect.map(ProviderConfig.config, (provider) => {
+    const stack = EngineServicesLive.pipe(Layer.provideMerge(MemoryInfrastructure), Layer.provideMerge(Platform))
+    return Option.isSome(provider.apiKey) ? stack : stack.pipe(Layer.provide(Layer.setConfigProvider(syntheticProvider)))
+  })
 )
+
+// ---- Readiness
 
 /** MySQL and Redis; needs `SqlClient` (one of its connections is held) and `RedisConnection`. */
 export const ReadinessProbeLive = Layer.scoped(
@@ -162,4 +243,34 @@ export const ReadinessProbeLive = Layer.scoped(
     const redis = yield* redisCheck
     return makeReadinessProbe([database, redis])
   })
+)
+
+// ---- The parts a program runs over a stack
+
+/** The HTTP API on `PORT`; needs `ApiSettings` and a `ReadinessProbe` beside the stack. */
+export const ApiPart = (options: { readonly logRequests?: boolean } = {}) =>
+  Layer.unwrapEffect(Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, ...options })))
+
+/** The API's settings (`AUTH_JWT_SECRET`, transport limits) and readiness on MySQL + Redis. */
+export const LiveApiSupport = Layer.merge(ApiSettings.layer, ReadinessProbeLive)
+
+/** The outbox dispatcher: claims events, adds them to the queues. */
+export const DispatcherPart = OutboxDispatcherLive
+
+/** Workers on `WORKER_QUEUES`, with the lock reaper and snapshot cleanup beside them. */
+export const WorkerPart = WorkerServiceLive
+
+/** Applies pending migrations before anything else starts (`MIGRATE_ON_START`, default true). */
+export const MigrationsOnStart = Layer.unwrapEffect(
+  Effect.map(Config.boolean("MIGRATE_ON_START").pipe(Config.withDefault(true)), (migrate) =>
+    migrate
+      ? Layer.effectDiscard(
+        runMigrations.pipe(
+          Effect.tap((applied) =>
+            Effect.logInfo("migrations applied on start").pipe(Effect.annotateLogs({ applied: applied.length }))
+          )
+        )
+      ).pipe(Layer.provide(Layer.merge(MysqlFromConfig, NodeContext.layer)), Layer.provide(StorageConfig.layer))
+      : Layer.empty
+  )
 )

@@ -8,26 +8,27 @@
  * that secret and prints no token, only how to mint one (`npm run token`). With both set it applies pending
  * migrations (`MIGRATE_ON_START`, default true) and runs on MySQL and Redis.
  */
-import { NodeContext } from "@effect/platform-node"
-import { Config, ConfigProvider, Console, Effect, Layer, Option, Redacted } from "effect"
+import { Console, Effect, Layer, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { signToken } from "../http/AuthTokens.js"
 import { httpTransportConfig } from "../config/HttpTransportSettings.js"
-import { ReadinessProbeLive, ReadinessProbeMemory } from "./AppLayers.js"
-import { nodeApiServer } from "../http/server.js"
-import { ConfigLive, EngineServicesLive, LiveInfrastructure, MemoryInfrastructure } from "./AppLayers.js"
-import { HttpConfig, ProviderConfig, StorageConfig } from "../config/EngineConfig.js"
-import { runMigrations } from "../layers/mysql/migrate.js"
-import { MysqlFromConfig } from "../layers/mysql/MysqlDatabase.js"
-import { OutboxDispatcherLive } from "../pipeline/dispatcher.js"
-import { WorkerServiceLive } from "../pipeline/worker.js"
+import { HttpConfig, ProviderConfig } from "../config/EngineConfig.js"
+import {
+  ApiPart,
+  DispatcherPart,
+  EmbeddedStack,
+  LiveApiSupport,
+  LiveStack,
+  MigrationsOnStart,
+  ReadinessProbeMemory,
+  storageMode,
+  WorkerPart
+} from "./AppLayers.js"
 import { runProcess } from "./runProcess.js"
 
-const migrateOnStartConfig = Config.boolean("MIGRATE_ON_START").pipe(Config.withDefault(true))
-
-/** The three parts of the engine over whatever services are below them. */
-const engineParts = (port: number) => Layer.mergeAll(nodeApiServer({ port }), OutboxDispatcherLive, WorkerServiceLive)
+/** The three parts of the engine over whatever stack is below them. */
+const engineParts = Layer.mergeAll(ApiPart(), DispatcherPart, WorkerPart)
 
 const sampleFlashcardRequest = JSON.stringify({
   sourceText:
@@ -100,59 +101,23 @@ const embedded = Effect.gen(function* () {
     ? { _tag: "Configured" }
     : { _tag: "GeneratedForThisRun", secret: generated }
   const realProvider = Option.isSome(provider.apiKey)
-  // Without a provider key the embedded engine runs the synthetic provider, which needs none;
-  // the placeholder only lets the platform-key credential resolve.
-  const synthetic = ConfigProvider.fromMap(
-    new Map([["AI_GATEWAY", "synthetic"], ["AI_API_KEY", "embedded-synthetic-provider-needs-no-key"]])
-  )
-  const services = EngineServicesLive.pipe(
-    Layer.provideMerge(MemoryInfrastructure),
-    Layer.provideMerge(Layer.merge(ConfigLive, NodeContext.layer)),
-    realProvider ? (layer) => layer : Layer.provide(Layer.setConfigProvider(synthetic.pipe(ConfigProvider.orElse(() => ConfigProvider.fromEnv()))))
-  )
   return Layer.merge(
-    engineParts(http.port),
+    engineParts,
     embeddedBanner({ port: http.port, secret: bannerSecret, provider: realProvider ? provider.baseUrl : "synthetic (set AI_API_KEY for a real one)" })
   ).pipe(
     Layer.provide(Layer.merge(ApiSettings.make({ jwtSecret: Redacted.value(secret), transport }), ReadinessProbeMemory)),
-    Layer.provide(services)
+    Layer.provide(EmbeddedStack)
   )
 })
 
-const onMysqlAndRedis = Effect.gen(function* () {
-  const http = yield* HttpConfig.config
-  const migrate = yield* migrateOnStartConfig
-  const migrations = migrate
-    ? Layer.effectDiscard(
-      runMigrations.pipe(
-        Effect.tap((applied) =>
-          Effect.logInfo("migrations applied on start").pipe(Effect.annotateLogs({ applied: applied.length }))
-        )
-      )
-    ).pipe(Layer.provide(Layer.merge(MysqlFromConfig, NodeContext.layer)), Layer.provide(StorageConfig.layer))
-    : Layer.empty
-  const services = EngineServicesLive.pipe(
-    Layer.provideMerge(LiveInfrastructure),
-    Layer.provideMerge(Layer.merge(ConfigLive, NodeContext.layer)),
-    Layer.provide(migrations)
-  )
-  return engineParts(http.port).pipe(
-    Layer.provide(Layer.merge(ApiSettings.layer, ReadinessProbeLive)),
-    Layer.provide(services)
-  )
-})
+const onMysqlAndRedis = engineParts.pipe(
+  Layer.provide(LiveApiSupport),
+  Layer.provide(LiveStack),
+  Layer.provide(MigrationsOnStart)
+)
 
 const AllInOne = Layer.unwrapEffect(
-  Effect.gen(function* () {
-    const storage = yield* StorageConfig.config
-    const database = Option.isSome(storage.databaseUrl)
-    const redis = Option.isSome(storage.redisUrl)
-    if (!database && !redis) return yield* embedded
-    if (database && redis) return yield* onMysqlAndRedis
-    return yield* Effect.fail(
-      new Error(`${database ? "REDIS_URL" : "DATABASE_URL"} is not set: set both DATABASE_URL and REDIS_URL, or neither (embedded)`)
-    )
-  })
+  Effect.map(storageMode, (mode) => (mode === "embedded" ? Layer.unwrapEffect(embedded) : onMysqlAndRedis))
 )
 
 runProcess("ai-job-engine", AllInOne)

@@ -1,15 +1,14 @@
 /**
- * `npm run start:worker`: a worker process (ADR 3.3). Serves the queues in `WORKER_QUEUES`
- * (default both) from BullMQ on Redis (`REDIS_URL`), runs each job through the pipeline against
- * MySQL (`DATABASE_URL`), keeps `worker:heartbeat:{id}` alive in Redis, and runs the lock reaper
- * and snapshot cleanup.
+ * `npm run start:worker`: a worker process (docs/architecture.md §7.4). Serves the queues in
+ * `WORKER_QUEUES` (default both) from BullMQ on Redis (`REDIS_URL`), runs each job through the
+ * pipeline against MySQL (`DATABASE_URL`), keeps `worker:heartbeat:{id}` alive in Redis, and runs
+ * the lock reaper and snapshot cleanup.
  *
  * On SIGTERM or SIGINT it stops taking jobs, interrupts its running ones, releases their locks
  * so another worker takes them over at once, closes its connections and exits 0.
  */
 import { Layer } from "effect"
-import { AppLive } from "./AppLayers.js"
-import { WorkerServiceLive } from "../pipeline/worker.js"
+import { LiveStack, WorkerPart } from "./AppLayers.js"
 import { requireStorage, runProcess } from "./runProcess.js"
 
-runProcess("worker", WorkerServiceLive.pipe(Layer.provide(AppLive), Layer.provide(requireStorage("the worker"))))
+runProcess("worker", WorkerPart.pipe(Layer.provide(LiveStack), Layer.provide(requireStorage("the worker"))))

@@ -1,5 +1,6 @@
-import { Schema } from "effect"
+import { Data, Schema } from "effect"
 import type { AiJob, JobLease } from "../domain/AiJob.js"
+import type { ExecutionError } from "../domain/ExecutionError.js"
 import type { ResolvedCredential } from "../services/AiGateway.js"
 import type { RegisteredJobType } from "../services/JobDefinitionRegistry.js"
 import type { ModelRoute } from "../services/ModelRouter.js"
@@ -27,7 +28,7 @@ export interface ExecutedJob extends ResolvedJob {
   readonly usage: NewUsageLogEntry
 }
 
-/** The stages, as logs and progress name them (ADR 5.1). */
+/** The stages, as logs and progress name them (docs/architecture.md §8). */
 export type Stage = "PREPARE" | "RESOLVE" | "EXECUTE" | "PROJECT" | "COMPLETE"
 
 /**
@@ -38,6 +39,21 @@ export const progressAfter = {
   RESOLVE: 25,
   PROJECT: 100
 } as const satisfies Partial<Record<Stage, number>>
+
+/**
+ * How a run ended, which COMPLETE records: by itself (succeeded, failed) or stopped from outside
+ * (a cancel, the lease lost, the worker handing the job back).
+ */
+export type RunOutcome = Data.TaggedEnum<{
+  /** PROJECT committed the result: the job as `markSucceeded` left it. */
+  Succeeded: { readonly job: AiJob }
+  /** An error the retry schedule gave up on, after `calls` provider calls under this lease. */
+  Failed: { readonly error: ExecutionError; readonly calls: number }
+  CancelRequested: {}
+  LockLost: {}
+  HandedOff: {}
+}>
+export const RunOutcome = Data.taggedEnum<RunOutcome>()
 
 /**
  * The worker gave the job back without finishing it (shutdown or a queue that took the job

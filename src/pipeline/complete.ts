@@ -1,16 +1,92 @@
-import { Cause, Clock, Effect, Exit, Option } from "effect"
-import type { AiJob } from "../domain/AiJob.js"
-import type { ExecutionError } from "../domain/ExecutionError.js"
+import { Cause, Clock, Effect, Either, Exit, Option } from "effect"
+import { type AiJob, byLease } from "../domain/AiJob.js"
+import { type ExecutionError, publicMessageOf } from "../domain/ExecutionError.js"
 import { newId } from "../domain/Ids.js"
+import { scrubSecrets } from "../domain/SecretScrubbing.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { GenerateResult } from "../services/AiGateway.js"
+import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { DomainEvents } from "../services/DomainEvents.js"
 import { type NewUsageLogEntry, UsageLog } from "../services/UsageLog.js"
-import type { ResolvedJob } from "./RunningJob.js"
+import { JobHandedOff, type PreparedJob, type ResolvedJob, RunOutcome } from "./RunningJob.js"
 
 /**
- * COMPLETE (ADR 5.7): the usage row of one provider call, failed and interrupted calls
- * included (tokens 0, the error code set).
+ * COMPLETE (docs/architecture.md §8.5): records how the run ended, fenced on this run's lease,
+ * and publishes `JobFinished`. Success was written by PROJECT; a failure is `markFailed`, a
+ * cancel `markCancelled`; a lost lease writes nothing (the new owner will); a hand-off releases
+ * the lease and fails with `JobHandedOff`, so the queue delivers the job again.
+ */
+export const complete = Effect.fn("pipeline.complete")(
+  function* (prepared: PreparedJob, outcome: RunOutcome) {
+    const jobs = yield* AiJobLifecycleRepository
+    const fence = byLease(prepared.lease)
+    return yield* RunOutcome.$match(outcome, {
+      Succeeded: ({ job }) => publishFinished(job),
+      Failed: ({ calls, error }) =>
+        Effect.flatMap(Effect.either(jobs.markFailed(fence, failureRecord(error, calls))), (failed) =>
+          Either.match(failed, {
+            onLeft: (refusal) =>
+              Effect.logWarning("failure not recorded; the reaper will see the job").pipe(
+                Effect.annotateLogs({ reason: refusal._tag })
+              ),
+            onRight: (job) =>
+              Effect.zipRight(
+                Effect.logWarning("job failed").pipe(Effect.annotateLogs({ errorCode: error.code })),
+                publishFinished(job)
+              )
+          })),
+      CancelRequested: () =>
+        Effect.flatMap(Effect.either(jobs.markCancelled(fence)), (cancelled) =>
+          Either.match(cancelled, {
+            onLeft: (refusal) =>
+              Effect.logInfo("cancel not applied: the job already ended").pipe(Effect.annotateLogs({ reason: refusal._tag })),
+            onRight: (job) => Effect.zipRight(Effect.logInfo("job cancelled"), publishFinished(job))
+          })),
+      LockLost: () => Effect.logWarning("lock lost: another worker owns the job; this run's work is dropped"),
+      HandedOff: () =>
+        Effect.flatMap(Effect.either(jobs.releaseLock(prepared.lease)), (released) =>
+          Either.isLeft(released)
+            ? Effect.void
+            : Effect.zipRight(
+              Effect.logInfo("job handed back: lock released for another worker"),
+              Effect.fail(new JobHandedOff({ jobId: prepared.job.id, reason: "worker stopping" }))
+            ))
+    })
+  },
+  Effect.annotateLogs({ stage: "COMPLETE" }),
+  Effect.uninterruptible
+)
+
+const failureRecord = (error: ExecutionError, calls: number) => ({
+  errorCode: error.code,
+  publicErrorMessage: publicMessageOf(error.code),
+  // Messages are built without provider text; the scrub is the last guard before the column.
+  internalErrorMessage: scrubSecrets(`${error._tag} ${error.code} after ${calls} provider call(s): ${error.message}`)
+})
+
+/**
+ * The `JobFinished` domain event of a job that reached a terminal state (the reaper publishes it
+ * too, for the jobs it ends).
+ */
+export const publishFinished = (job: AiJob) =>
+  Effect.gen(function* () {
+    const events = yield* DomainEvents
+    if (job.lifecycleStatus !== "succeeded" && job.lifecycleStatus !== "failed" && job.lifecycleStatus !== "cancelled") return
+    yield* events.publish({
+      _tag: "JobFinished",
+      jobId: job.id,
+      jobType: job.jobType,
+      userId: job.userId,
+      status: job.lifecycleStatus,
+      errorCode: job.errorCode,
+      outputHash: job.outputHash,
+      at: job.finishedAt ?? job.updatedAt
+    })
+  })
+
+/**
+ * The usage row of one provider call (docs/architecture.md §11.5), failed and interrupted calls
+ * included (tokens 0, the error code set). EXECUTE builds it when the call ends.
  */
 export const usageEntryOf = (
   resolved: ResolvedJob,
@@ -42,9 +118,13 @@ export const usageEntryOf = (
     } satisfies NewUsageLogEntry
   })
 
+const failureCodeOf = (exit: Exit.Failure<GenerateResult, ExecutionError>): string =>
+  Option.match(Cause.failureOption(exit.cause), { onNone: () => "INTERNAL_ERROR", onSome: (error) => error.code })
+
 /**
- * Writes a usage row now. One that cannot be written is logged and does not fail the job: the
- * call happened either way. (A successful call's row is written by PROJECT, in its transaction.)
+ * Writes a usage row on its own, now: a failed or interrupted call's, or the successful call's
+ * when its projection rolled back for good. One that cannot be written is logged and does not
+ * fail the job: the call happened either way.
  */
 export const recordUsage = (entry: NewUsageLogEntry) =>
   Effect.flatMap(UsageLog, (usageLog) => usageLog.record(entry)).pipe(
@@ -55,22 +135,10 @@ export const recordUsage = (entry: NewUsageLogEntry) =>
     Effect.uninterruptible
   )
 
-const failureCodeOf = (exit: Exit.Failure<GenerateResult, ExecutionError>): string =>
-  Option.match(Cause.failureOption(exit.cause), { onNone: () => "INTERNAL_ERROR", onSome: (error) => error.code })
-
-/** COMPLETE (ADR 5.1): the domain event of a job that reached a terminal state. */
-export const publishFinished = (job: AiJob) =>
-  Effect.gen(function* () {
-    const events = yield* DomainEvents
-    if (job.lifecycleStatus !== "succeeded" && job.lifecycleStatus !== "failed" && job.lifecycleStatus !== "cancelled") return
-    yield* events.publish({
-      _tag: "JobFinished",
-      jobId: job.id,
-      jobType: job.jobType,
-      userId: job.userId,
-      status: job.lifecycleStatus,
-      errorCode: job.errorCode,
-      outputHash: job.outputHash,
-      at: job.finishedAt ?? job.updatedAt
-    })
-  })
+/**
+ * Writes the successful call's usage row inside the caller's transaction (PROJECT's): it commits
+ * with the result or not at all, so a crash neither loses it nor counts it twice. A failure fails
+ * the transaction.
+ */
+export const recordUsageWithResult = (entry: NewUsageLogEntry) =>
+  Effect.flatMap(UsageLog, (usageLog) => usageLog.record(entry))

@@ -42,8 +42,8 @@ export interface BatchSummary {
 const decodeEnqueuePayload = Schema.decodeUnknown(EnqueuePayload)
 
 /**
- * One dispatcher over the outbox (ADR 4.3-4.5). `dispatchBatch` is one claim-and-dispatch
- * round; `run` is the background loop around it.
+ * One dispatcher over the outbox (docs/architecture.md §6). `dispatchBatch` is one
+ * claim-and-dispatch round; `run` is the background loop around it.
  */
 export const makeDispatcher = Effect.gen(function* () {
   const outbox = yield* OutboxRepository
@@ -82,7 +82,7 @@ export const makeDispatcher = Effect.gen(function* () {
   const dispatchEvent = (event: OutboxEvent): Effect.Effect<EventResult> =>
     Effect.gen(function* () {
       if (event.eventType !== enqueueEventType) {
-        // ADR 4.4: never block the outbox on an event nobody handles.
+        // Never block the outbox on an event nobody handles.
         yield* Effect.logWarning("Unknown outbox event type; marked published, nothing queued")
         return "unknown_to_publish" as const
       }
@@ -180,7 +180,7 @@ export const makeDispatcher = Effect.gen(function* () {
 
   const dispatchLoop = Effect.forever(Effect.zipRight(drain, wake))
 
-  /** ADR 4.4: every `releaseIntervalMs`, claims older than the lock TTL go back to pending. */
+  /** Every `releaseIntervalMs`, claims older than the lock TTL go back to pending (§6.4). */
   const releaseLoop = outbox.releaseExpiredLocks(timing.outboxLockTtlMs).pipe(
     Effect.tap((released) =>
       released > 0

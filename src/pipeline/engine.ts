@@ -1,9 +1,5 @@
-import { type Context, Deferred, Effect, Either, HashSet, Option, Ref } from "effect"
-import { byLease } from "../domain/AiJob.js"
-import { type ExecutionError, publicMessageOf } from "../domain/ExecutionError.js"
-import { LockLost } from "../domain/LifecycleErrors.js"
-import { scrubSecrets } from "../domain/SecretScrubbing.js"
-import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import { type Context, Deferred, Effect, HashSet, Option, Ref } from "effect"
+import type { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import type { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { AiGateway } from "../services/AiGateway.js"
 import type { ArtifactRepository } from "../services/ArtifactRepository.js"
@@ -20,15 +16,15 @@ import type { SnapshotRepository } from "../services/SnapshotRepository.js"
 import type { UnitOfWork } from "../services/UnitOfWork.js"
 import type { UsageLog } from "../services/UsageLog.js"
 import { TimingConfig } from "../config/EngineConfig.js"
-import { publishFinished, recordUsage } from "./complete.js"
+import { complete, recordUsage } from "./complete.js"
 import { execute } from "./execute.js"
 import { heartbeat } from "./heartbeat.js"
-import { defectsAsInternal, persistenceAsInternal } from "./internalErrors.js"
+import { defectsAsInternal } from "./internalErrors.js"
 import { prepare } from "./prepare.js"
 import { project } from "./project.js"
 import { resolve } from "./resolve.js"
 import { retrySchedule } from "./retrySchedule.js"
-import { JobHandedOff, type PreparedJob, progressAfter } from "./RunningJob.js"
+import { JobHandedOff, type PreparedJob, progressAfter, RunOutcome } from "./RunningJob.js"
 
 /** Every service the pipeline's stages use. */
 export type EngineServices =
@@ -49,22 +45,6 @@ export type EngineServices =
   | CancelSignal
   | TimingConfig
 
-/** How the work ended by itself. */
-type WorkOutcome =
-  | { readonly _tag: "Succeeded" }
-  | { readonly _tag: "Failed"; readonly error: ExecutionError; readonly calls: number }
-  | { readonly _tag: "LockLost" }
-
-/** Why the work was stopped from outside. */
-type Interruption = "cancel-requested" | "lock-lost" | "hand-off"
-
-const failureRecord = (error: ExecutionError, calls: number) => ({
-  errorCode: error.code,
-  publicErrorMessage: publicMessageOf(error.code),
-  // Messages are built without provider text; the scrub is the last guard before the column.
-  internalErrorMessage: scrubSecrets(`${error._tag} ${error.code} after ${calls} provider call(s): ${error.message}`)
-})
-
 /** Completes when the queue takes the delivery back (its AbortSignal fires). */
 const aborted = (signal: AbortSignal) =>
   Effect.async<void>((resume) => {
@@ -74,26 +54,24 @@ const aborted = (signal: AbortSignal) =>
     return Effect.sync(() => signal.removeEventListener("abort", onAbort))
   })
 
-/** A lifecycle write found the job no longer ours: the lease ended. */
-const leaseEnded = (prepared: PreparedJob) => () => Effect.fail(new LockLost({ ...prepared.lease }))
-
 /**
- * ADR 5: the AiJobExecutionEngine of one worker. `run` takes a queue delivery through the five
- * stages with a heartbeat beside it, catches every error (engine retries never become queue
- * retries) and records the outcome. It fails only with `JobHandedOff`, when the worker gives the
- * delivery back (shutdown, or no database to prepare it with) so the queue delivers it again.
+ * The AiJobExecutionEngine of one worker (docs/architecture.md §8). `run` sequences the five
+ * stages: PREPARE; then RESOLVE, EXECUTE and PROJECT raced against what stops a run from outside
+ * (heartbeat, cancel, hand-off); then COMPLETE, which records the outcome. Every error is caught
+ * (engine retries never become queue retries, §9.3): `run` fails only with `JobHandedOff`, when
+ * the worker gives the delivery back (shutdown, or no database to prepare it with) so the queue
+ * delivers it again.
  */
 export const makeExecutionEngine = (workerId: string) =>
   Effect.gen(function* () {
     const context: Context.Context<EngineServices> = yield* Effect.context<EngineServices>()
     const timing = yield* TimingConfig
-    const jobs = yield* AiJobLifecycleRepository
     const cancels = yield* CancelSignal
     const running = yield* Ref.make(HashSet.empty<string>())
     const stopping = yield* Deferred.make<void>()
 
-    /** RESOLVE → EXECUTE (retried per the definition) → PROJECT → COMPLETE. */
-    const work = (prepared: PreparedJob, progress: Ref.Ref<number>): Effect.Effect<WorkOutcome, never, EngineServices> =>
+    /** RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself. */
+    const work = (prepared: PreparedJob, progress: Ref.Ref<number>): Effect.Effect<RunOutcome, never, EngineServices> =>
       Effect.gen(function* () {
         const schedule = retrySchedule(prepared.registered.definition)
         const calls = yield* Ref.make(0)
@@ -111,7 +89,7 @@ export const makeExecutionEngine = (workerId: string) =>
             const attemptNo = 1 + (yield* Ref.getAndUpdate(calls, (n) => n + 1))
             return yield* execute(resolved, attemptNo, yield* Ref.get(problems)).pipe(
               defectsAsInternal,
-              // VALIDATION is retried with what was wrong added to the prompt (ADR 5.2).
+              // VALIDATION is retried with what was wrong added to the prompt.
               Effect.tapError((error) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
             )
           })
@@ -120,65 +98,22 @@ export const makeExecutionEngine = (workerId: string) =>
           // Once projection starts it finishes: a cancel that arrives meanwhile finds the job
           // succeeded with its artifacts, or (if the transaction failed) untouched; never a mix.
           const succeeded = yield* project(executed).pipe(
-            Effect.catchTag("PersistenceError", persistenceAsInternal),
-            Effect.catchTags({ IllegalTransition: leaseEnded(prepared), JobNotFound: leaseEnded(prepared) }),
             defectsAsInternal,
             Effect.retry(schedule),
             // The projection rolled back for good: its call's usage row is written on its own.
             Effect.tapError(() => recordUsage(executed.usage)),
             Effect.uninterruptible
           )
-          yield* publishFinished(succeeded).pipe(Effect.annotateLogs({ stage: "COMPLETE" }))
-          return { _tag: "Succeeded" } satisfies WorkOutcome
+          return RunOutcome.Succeeded({ job: succeeded })
         })
 
         return yield* pipeline.pipe(
           Effect.catchAll((error) =>
-            Effect.map(Ref.get(calls), (callCount): WorkOutcome =>
-              error._tag === "LockLost" ? { _tag: "LockLost" } : { _tag: "Failed", error, calls: callCount })
+            Effect.map(Ref.get(calls), (callCount) =>
+              error._tag === "LockLost" ? RunOutcome.LockLost() : RunOutcome.Failed({ error, calls: callCount }))
           )
         )
       })
-
-    /** Records how the run ended; a lost lease records nothing (the new owner will). */
-    const finish = (prepared: PreparedJob, outcome: WorkOutcome | Interruption) =>
-      Effect.gen(function* () {
-        const fence = byLease(prepared.lease)
-        const ended = typeof outcome === "string" ? outcome : outcome._tag
-        if (ended === "Succeeded") return
-        if (ended === "LockLost" || ended === "lock-lost") {
-          return yield* Effect.logWarning("lock lost: another worker owns the job; this run's work is dropped")
-        }
-        if (ended === "hand-off") {
-          const released = yield* Effect.either(jobs.releaseLock(prepared.lease))
-          if (Either.isLeft(released)) return
-          yield* Effect.logInfo("job handed back: lock released for another worker")
-          return yield* Effect.fail(new JobHandedOff({ jobId: prepared.job.id, reason: "worker stopping" }))
-        }
-        const error = typeof outcome === "object" && outcome._tag === "Failed" ? outcome.error : undefined
-        if (ended === "cancel-requested" || error?._tag === "JobCancelledError") {
-          const cancelled = yield* Effect.either(jobs.markCancelled(fence))
-          return yield* Either.match(cancelled, {
-            onLeft: (refusal) =>
-              Effect.logInfo("cancel not applied: the job already ended").pipe(Effect.annotateLogs({ reason: refusal._tag })),
-            onRight: (job) => Effect.zipRight(Effect.logInfo("job cancelled"), publishFinished(job))
-          })
-        }
-        if (error !== undefined && typeof outcome === "object" && outcome._tag === "Failed") {
-          const failed = yield* Effect.either(jobs.markFailed(fence, failureRecord(error, outcome.calls)))
-          return yield* Either.match(failed, {
-            onLeft: (refusal) =>
-              Effect.logWarning("failure not recorded; the reaper will see the job").pipe(
-                Effect.annotateLogs({ reason: refusal._tag })
-              ),
-            onRight: (job) =>
-              Effect.zipRight(
-                Effect.logWarning("job failed").pipe(Effect.annotateLogs({ errorCode: error.code })),
-                publishFinished(job)
-              )
-          })
-        }
-      }).pipe(Effect.annotateLogs({ stage: "COMPLETE" }), Effect.uninterruptible)
 
     /** What stops the work from outside: the heartbeat's verdict, a cancel message, a hand-off. */
     const interruptions = (prepared: PreparedJob, delivery: JobDelivery, progress: Ref.Ref<number>) => {
@@ -189,12 +124,12 @@ export const makeExecutionEngine = (workerId: string) =>
         progress: Ref.get(progress),
         honourCancel: cancellable
       })
-      const cancelMessage: Effect.Effect<Interruption> = cancellable
-        ? Effect.as(cancels.await(prepared.job.id), "cancel-requested")
+      const cancelMessage: Effect.Effect<RunOutcome> = cancellable
+        ? Effect.as(cancels.await(prepared.job.id), RunOutcome.CancelRequested())
         : Effect.never
-      const handOff: Effect.Effect<Interruption> = Effect.as(
+      const handOff: Effect.Effect<RunOutcome> = Effect.as(
         Effect.race(Deferred.await(stopping), aborted(delivery.signal)),
-        "hand-off"
+        RunOutcome.HandedOff()
       )
       return Effect.raceAll([beat, cancelMessage, handOff])
     }
@@ -202,11 +137,11 @@ export const makeExecutionEngine = (workerId: string) =>
     const runPrepared = (prepared: PreparedJob, delivery: JobDelivery) =>
       Effect.gen(function* () {
         if (prepared.job.cancelRequestedAt !== null && prepared.registered.definition.execution.cancellable) {
-          return yield* finish(prepared, "cancel-requested")
+          return yield* complete(prepared, RunOutcome.CancelRequested())
         }
         const progress = yield* Ref.make(prepared.job.progress)
         const outcome = yield* Effect.raceFirst(work(prepared, progress), interruptions(prepared, delivery, progress))
-        yield* finish(prepared, outcome)
+        yield* complete(prepared, outcome)
       }).pipe(
         Effect.onExit(() => Ref.update(running, HashSet.remove(prepared.job.id))),
         Effect.annotateLogs({ jobId: prepared.job.id, jobType: prepared.job.jobType, attempt: prepared.lease.attempt })
@@ -235,7 +170,7 @@ export const makeExecutionEngine = (workerId: string) =>
       }).pipe(
         Effect.catchAllDefect((defect) => Effect.logError("engine defect; the reaper covers the job", defect)),
         Effect.annotateLogs({ workerId }),
-        Effect.withSpan("engine.run", { attributes: { jobId: delivery.payload.jobId } }),
+        Effect.withSpan("pipeline.run", { attributes: { jobId: delivery.payload.jobId } }),
         Effect.provide(context)
       )
 

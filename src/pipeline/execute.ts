@@ -8,13 +8,15 @@ import { recordUsage, usageEntryOf } from "./complete.js"
 import type { ExecutedJob, ResolvedJob } from "./RunningJob.js"
 
 /**
- * EXECUTE (ADR 5.1), one attempt: the input safety check, the prompt (with the problems of the
- * previous attempt's answer, if any), the provider call under the definition's timeout (the
- * timeout interrupts the call, which aborts its HTTP request), then the output's validation,
- * safety check and hash.
+ * EXECUTE (docs/architecture.md §8.3), one attempt: the input safety check, the prompt (with the
+ * problems of the previous attempt's answer, if any), the provider call under the definition's
+ * timeout (the timeout interrupts the call, which aborts its HTTP request), then the output's
+ * validation, safety check and hash. Each call's usage row is COMPLETE's: one that ends here is
+ * written as it ends; the successful one travels to PROJECT.
  */
-export const execute = (resolved: ResolvedJob, attemptNo: number, problems: ReadonlyArray<string>) =>
-  Effect.gen(function* () {
+export const execute = Effect.fn("pipeline.execute")(
+  function* (resolved: ResolvedJob, attemptNo: number, problems: ReadonlyArray<string>) {
+    yield* Effect.annotateCurrentSpan("attemptNo", attemptNo)
     const gateway = yield* AiGateway
     const templates = yield* PromptTemplates
     const safety = yield* ContentSafety
@@ -62,7 +64,6 @@ export const execute = (resolved: ResolvedJob, attemptNo: number, problems: Read
       yield* Effect.logInfo("output validated").pipe(Effect.annotateLogs({ outputHash: hash }))
       return { ...resolved, output, outputHash: hash, usage } satisfies ExecutedJob
     }).pipe(Effect.onError(() => recordUsage(usage)))
-  }).pipe(
-    Effect.annotateLogs({ stage: "EXECUTE", attempt: attemptNo }),
-    Effect.withSpan("pipeline.execute", { attributes: { attemptNo } })
-  )
+  },
+  (effect, _resolved, attemptNo) => Effect.annotateLogs(effect, { stage: "EXECUTE", attempt: attemptNo })
+)

@@ -1,16 +1,17 @@
-import { Effect } from "effect"
+import { type Data, Effect } from "effect"
 import type { JobLease } from "../domain/AiJob.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import { RunOutcome } from "./RunningJob.js"
 
-/** Why the heartbeat stopped the work. */
-export type HeartbeatVerdict = "cancel-requested" | "lock-lost"
+/** Why the heartbeat stopped the work: the run's outcome, for COMPLETE to record. */
+export type HeartbeatVerdict = Data.TaggedEnum.Value<RunOutcome, "CancelRequested" | "LockLost">
 
 /**
- * The lease's heartbeat (ADR 1.7): every `heartbeatMs` it extends the fenced lock and reports
- * the work's progress in the same write. It ends with
- * a verdict when the lock is lost (another worker took over, or the job left `running`) or when
- * a cancel was requested; a storage error is logged and the next beat tries again (the lease
- * outlives a few missed beats, and fencing covers the rest).
+ * The lease's heartbeat (docs/architecture.md §4.3): every `heartbeatMs` it extends the fenced
+ * lock and reports the work's progress in the same write. It ends with a verdict when the lock
+ * is lost (another worker took over, or the job left `running`) or when a cancel was requested;
+ * a storage error is logged and the next beat tries again (the lease outlives a few missed
+ * beats, and fencing covers the rest).
  */
 export const heartbeat = (
   lease: JobLease,
@@ -28,11 +29,11 @@ export const heartbeat = (
     while (true) {
       yield* Effect.sleep(options.heartbeatMs)
       const beat = yield* jobs.extendLock(lease, options.lockTtlMs, yield* options.progress).pipe(
-        Effect.map((extension) =>
-          extension.cancelRequested && options.honourCancel ? "cancel-requested" as const : "alive" as const
+        Effect.map((extension): HeartbeatVerdict | "alive" =>
+          extension.cancelRequested && options.honourCancel ? RunOutcome.CancelRequested() : "alive"
         ),
         Effect.catchTags({
-          LockLost: () => Effect.succeed("lock-lost" as const),
+          LockLost: () => Effect.succeed(RunOutcome.LockLost()),
           PersistenceError: (error) =>
             Effect.as(
               Effect.logWarning("heartbeat could not extend the lock").pipe(Effect.annotateLogs({ operation: error.operation })),
@@ -40,6 +41,6 @@ export const heartbeat = (
             )
         })
       )
-      if (beat !== "alive") return beat satisfies HeartbeatVerdict
+      if (beat !== "alive") return beat
     }
   }).pipe(Effect.annotateLogs({ stage: "HEARTBEAT" }))

@@ -16,12 +16,12 @@ const skip = (reason: string) =>
   Effect.as(Effect.logInfo(`delivery skipped: ${reason}`), Option.none<PreparedJob>())
 
 /**
- * PREPARE (ADR 5.1): look the job type up, load the job, and lock it, either `queued → running`
- * or by taking over a `running` job whose lock expired (DESIGN.md correction 5). Any other
+ * PREPARE (docs/architecture.md §8.1): look the job type up, load the job, and lock it, either
+ * `queued → running` or by taking over a `running` job whose lock expired (§4.4). Any other
  * state is a duplicate or stale delivery: nothing to do, and the delivery is acknowledged.
  */
-export const prepare = (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number) =>
-  Effect.gen(function* () {
+export const prepare = Effect.fn("pipeline.prepare")(
+  function* (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number) {
     const registry = yield* JobDefinitionRegistry
     const jobs = yield* AiJobLifecycleRepository
 
@@ -63,7 +63,6 @@ export const prepare = (payload: AiJobQueuePayload, workerId: string, lockTtlMs:
         JobNotFound: () => skip("no such job")
       })
     )
-  }).pipe(
-    Effect.annotateLogs({ stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType }),
-    Effect.withSpan("pipeline.prepare")
-  )
+  },
+  (effect, payload) => Effect.annotateLogs(effect, { stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType })
+)

@@ -1,26 +1,28 @@
 import { Duration, Effect, Schedule } from "effect"
 import { InternalError } from "../domain/ExecutionError.js"
+import { LockLost } from "../domain/LifecycleErrors.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import { TimingConfig } from "../config/EngineConfig.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { ArtifactRepository } from "../services/ArtifactRepository.js"
 import { ResultProjectors } from "../services/ResultProjectors.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
-import { UsageLog } from "../services/UsageLog.js"
+import { recordUsageWithResult } from "./complete.js"
+import { persistenceAsInternal } from "./internalErrors.js"
 import type { ExecutedJob } from "./RunningJob.js"
 
 /**
- * PROJECT (ADR 6.2): one transaction holding the projector's business rows, the artifacts, the
- * usage row of the call that produced the output, and the fenced `markSucceeded`. A worker that lost its lease fails the fence and the whole
- * projection rolls back (DESIGN.md correction 6); a repeated projection writes nothing new.
+ * PROJECT (docs/architecture.md §11.2): one transaction holding the projector's business rows,
+ * the artifacts, the usage row of the call that produced the output, and the fenced
+ * `markSucceeded`. A worker that lost its lease fails the fence and the whole projection rolls
+ * back (§4.6), which this stage reports as `LockLost`; a repeated projection writes nothing new.
  */
-export const project = (executed: ExecutedJob) =>
-  Effect.gen(function* () {
+export const project = Effect.fn("pipeline.project")(
+  function* (executed: ExecutedJob) {
     const projectors = yield* ResultProjectors
     const artifacts = yield* ArtifactRepository
     const jobs = yield* AiJobLifecycleRepository
     const unitOfWork = yield* UnitOfWork
-    const usageLog = yield* UsageLog
     const { job } = executed
     const key = executed.registered.definition.projector ?? job.jobType
     const projector = yield* projectors.get(key).pipe(
@@ -32,10 +34,10 @@ export const project = (executed: ExecutedJob) =>
         const projection = yield* projector.project(job, executed.output)
         const recorded = yield* artifacts.record(job.id, projection.artifacts)
         if (projection.duplicate || (recorded.inserted === 0 && recorded.duplicates > 0)) {
-          yield* Effect.logWarning("{{##duplicate}} projection already applied; nothing new written")
+          yield* Effect.logWarning("projection already applied; nothing new written")
         }
-        // COMPLETE's usage row of the successful call commits with the result (one commit less).
-        yield* usageLog.record(executed.usage)
+        // COMPLETE's usage row, written in this transaction so it commits with the result (§11.5).
+        yield* recordUsageWithResult(executed.usage)
         return yield* jobs.markSucceeded(executed.lease, executed.outputHash)
       })
     ).pipe(
@@ -49,6 +51,14 @@ export const project = (executed: ExecutedJob) =>
           Schedule.jittered,
           Schedule.upTo(Duration.millis(timing.jobLockTtlMs))
         )
+      }),
+      Effect.catchTag("PersistenceError", persistenceAsInternal),
+      // The fence found the job no longer ours: the lease ended.
+      Effect.catchTags({
+        IllegalTransition: () => Effect.fail(new LockLost({ ...executed.lease })),
+        JobNotFound: () => Effect.fail(new LockLost({ ...executed.lease }))
       })
     )
-  }).pipe(Effect.annotateLogs({ stage: "PROJECT" }), Effect.withSpan("pipeline.project"))
+  },
+  Effect.annotateLogs({ stage: "PROJECT" })
+)

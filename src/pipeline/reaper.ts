@@ -24,7 +24,7 @@ const skipOnFailure = (jobId: string) => <A, E extends { readonly message: strin
   )
 
 /**
- * One pass of the lock reaper (ADR 1.7, DESIGN.md correction 5), over running jobs whose lock
+ * One pass of the lock reaper (docs/architecture.md §12.1), over running jobs whose lock
  * expired more than `REAPER_GRACE_MS` ago: a requested cancel is carried out; a job with
  * attempts left, or handed off by its worker, is queued again (its next worker takes it over); a
  * crashed job without attempts left is failed as `INTERNAL_WORKER_LOST`. Every write is fenced
@@ -32,7 +32,7 @@ const skipOnFailure = (jobId: string) => <A, E extends { readonly message: strin
  * in time, or a second reaper, wins cleanly.
  * Then queued jobs untouched for `QUEUED_REDISPATCH_MS` whose queue holds none of their queue
  * jobs are queued again (a lost delivery must not strand a job; a waiting one must not run
- * twice), and expired snapshots are deleted (ADR 8.4).
+ * twice), and expired snapshots are deleted (§12.3).
  */
 export const reapOnce = Effect.gen(function* () {
   const jobs = yield* AiJobLifecycleRepository
@@ -105,7 +105,7 @@ export const reapOnce = Effect.gen(function* () {
     )
   }
   return { cancelled, requeued, failed, requeuedQueued, snapshotsDeleted }
-}).pipe(Effect.annotateLogs({ stage: "REAPER" }), Effect.withSpan("reaper.pass"))
+}).pipe(Effect.annotateLogs({ stage: "REAPER" }), Effect.withSpan("pipeline.reaper"))
 
 /** The reaper as a background loop, every `REAPER_INTERVAL_MS`; a failed pass is logged, not fatal. */
 export const runReaper = Effect.gen(function* () {

@@ -7,11 +7,12 @@ import { persistenceAsInternal } from "./internalErrors.js"
 import type { PreparedJob, ResolvedJob } from "./RunningJob.js"
 
 /**
- * RESOLVE (ADR 5.1): the snapshot the job runs on, the key that pays for it, and the model
- * that serves it. The prompt is rendered per call in EXECUTE, since a retry may add problems.
+ * RESOLVE (docs/architecture.md §8.2): the snapshot the job runs on, the key that pays for it,
+ * and the model that serves it. The prompt is rendered per call in EXECUTE, since a retry may
+ * add problems.
  */
-export const resolve = (prepared: PreparedJob) =>
-  Effect.gen(function* () {
+export const resolve = Effect.fn("pipeline.resolve")(
+  function* (prepared: PreparedJob) {
     const snapshots = yield* SnapshotRepository
     const vault = yield* CredentialVault
     const router = yield* ModelRouter
@@ -27,4 +28,6 @@ export const resolve = (prepared: PreparedJob) =>
       .pipe(Effect.catchTag("PersistenceError", persistenceAsInternal))
     const route = yield* router.route({ jobType: job.jobType, credentialMode: job.credentialMode })
     return { ...prepared, content: snapshot.value.content, credential, route } satisfies ResolvedJob
-  }).pipe(Effect.annotateLogs({ stage: "RESOLVE" }), Effect.withSpan("pipeline.resolve"))
+  },
+  Effect.annotateLogs({ stage: "RESOLVE" })
+)

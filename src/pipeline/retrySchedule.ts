@@ -4,10 +4,10 @@ import type { JobDefinition } from "../domain/JobDefinition.js"
 import { isRetryable, retryAfterOf } from "../domain/RetryPolicy.js"
 
 /**
- * ADR 5.2 / 5.5 as a Schedule, built from the definition: retryable errors are retried up to
- * `maxRetries` times with jittered exponential backoff from `retryBackoff.delay`, never sooner
- * than a provider's `Retry-After`; INTERNAL errors at most once in all. Anything that is not an
- * execution error (a lost lease, say) is never retried.
+ * The retry policy (docs/architecture.md §9.2) as a Schedule, built from the definition:
+ * retryable errors are retried up to `maxRetries` times with jittered exponential backoff from
+ * `retryBackoff.delay`, never sooner than a provider's `Retry-After`; INTERNAL errors at most
+ * once in all. Anything that is not an execution error (a lost lease, say) is never retried.
  */
 export const retrySchedule = (definition: JobDefinition): Schedule.Schedule<unknown, unknown> => {
   const { delay } = definition.execution.retryBackoff

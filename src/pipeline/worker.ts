@@ -7,7 +7,7 @@ import { makeExecutionEngine } from "./engine.js"
 import { runReaper } from "./reaper.js"
 import { workerIdFromConfig } from "./workerIdentity.js"
 
-/** ADR 8.2: a worker refreshes its heartbeat key (TTL 90 s) every 30 s. */
+/** A worker refreshes its presence key (TTL 90 s) every 30 s (docs/architecture.md §4.3). */
 const directoryBeatMs = 30_000
 
 /** `WORKER_QUEUES`: the queues this process serves, comma-separated (default both). */
@@ -26,9 +26,9 @@ export const workerQueuesConfig = Config.string("WORKER_QUEUES").pipe(
 )
 
 /**
- * ADR 3.3: a worker consumes its queues and hands each delivery to its engine, keeps its
- * heartbeat in the worker directory, and on shutdown (closing its scope) gives its running jobs
- * back before the consumers close, so other workers take them at once.
+ * A worker (docs/architecture.md §7.4) consumes its queues and hands each delivery to its
+ * engine, keeps its heartbeat in the worker directory, and on shutdown (closing its scope) gives
+ * its running jobs back before the consumers close, so other workers take them at once.
  */
 export const runWorker = (options: { readonly workerId: string; readonly queues: ReadonlyArray<QueueName> }) =>
   Effect.gen(function* () {

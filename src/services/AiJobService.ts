@@ -1,12 +1,25 @@
-import { Context, type Effect } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { newId } from "../domain/Ids.js"
+import { requestHash } from "../domain/CanonicalJson.js"
 import type { AiJob } from "../domain/AiJob.js"
 import type { CredentialMode } from "../domain/CredentialMode.js"
-import type { IdempotencyKeyReused, InvalidJobInput } from "../domain/JobCreationErrors.js"
-import type { PersistenceError } from "../domain/PersistenceError.js"
+import { IdempotencyKeyReused, InvalidJobInput } from "../domain/JobCreationErrors.js"
+import { PersistenceError } from "../domain/PersistenceError.js"
+import { enqueueEventFor, enqueueEventType } from "../domain/OutboxEvent.js"
+import { JobPriority, priorityRule } from "../domain/JobDefinition.js"
 import type { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
 import type { UnknownJobType } from "../domain/RegistryErrors.js"
+import { AiJobLifecycleRepository } from "./AiJobLifecycleRepository.js"
+import { JobDefinitionRegistry, type RegisteredJobType } from "./JobDefinitionRegistry.js"
+import { OutboxRepository } from "./OutboxRepository.js"
+import { OutboxSignal } from "./OutboxSignal.js"
+import { Quotas } from "./Quotas.js"
+import { SnapshotBuilder } from "./SnapshotBuilder.js"
+import { SnapshotRepository } from "./SnapshotRepository.js"
+import { UnitOfWork } from "./UnitOfWork.js"
+import { adrQueueSettings } from "../config/QueueSettings.js"
 
-/** ADR 2.4 `CreateJobInput`, with the job's input itself. */
+/** The spec's `CreateJobInput`, with the job's input itself (docs/architecture.md §5.1). */
 export interface CreateJobRequest {
   readonly userId: string
   readonly jobType: string
@@ -35,20 +48,149 @@ export interface CreatedJob {
   readonly created: boolean
 }
 
-/** ADR 2.4: the one way a job comes to exist. */
-export class AiJobService extends Context.Tag("ai-job-engine/AiJobService")<
-  AiJobService,
-  {
+// The definition's own priority rule, so an override obeys the same bounds.
+const isPriority = Schema.is(JobPriority)
+
+/** Overrides are caller input too: check them against the definition before anything is written. */
+const checkOverrides = (registered: RegisteredJobType, request: CreateJobRequest): ReadonlyArray<string> => {
+  const { definition } = registered
+  const overrides = request.overrides ?? {}
+  const problems: Array<string> = []
+  if (overrides.priority !== undefined && !isPriority(overrides.priority)) {
+    problems.push(`overrides.priority: ${priorityRule}`)
+  }
+  const mode = overrides.credentialMode ?? definition.credential.defaultMode
+  if (!definition.credential.allowedModes.includes(mode)) {
+    problems.push(`overrides.credentialMode: ${mode} is not allowed for ${definition.jobType}`)
+  }
+  if (mode === "user_deepseek_key" && overrides.credentialId === undefined) {
+    problems.push("overrides.credentialId: required when the credential mode is user_deepseek_key")
+  }
+  if (mode === "platform_key" && overrides.credentialId !== undefined) {
+    problems.push("overrides.credentialId: only a user_deepseek_key job names a credential")
+  }
+  if (request.idempotencyKey !== undefined && (request.idempotencyKey.length === 0 || request.idempotencyKey.length > 191)) {
+    problems.push("idempotencyKey: must be 1 to 191 characters")
+  }
+  return problems
+}
+
+/** The service's make, for a test that swaps one of its ports. */
+export const makeAiJobService = Effect.gen(function* () {
+  const registry = yield* JobDefinitionRegistry
+  const jobs = yield* AiJobLifecycleRepository
+  const outbox = yield* OutboxRepository
+  const snapshots = yield* SnapshotRepository
+  const snapshotBuilder = yield* SnapshotBuilder
+  const unitOfWork = yield* UnitOfWork
+  const signal = yield* OutboxSignal
+  const quotas = yield* Quotas
+
+  const existing = (request: CreateJobRequest) =>
+    request.idempotencyKey === undefined
+      ? Effect.succeed(Option.none())
+      : jobs.findByIdempotencyKey(request.userId, request.jobType, request.idempotencyKey)
+
+  /** The job a key already names, if it was made from this request; a row without a hash (older than the check) matches. */
+  const sameRequest = (job: AiJob, hash: string): Effect.Effect<CreatedJob, IdempotencyKeyReused> =>
+    job.requestHash === null || job.requestHash === hash
+      ? Effect.succeed<CreatedJob>({ job, created: false })
+      : Effect.fail(new IdempotencyKeyReused({ jobType: job.jobType, jobId: job.id }))
+
+  const createJob = (
+    request: CreateJobRequest
+  ): Effect.Effect<
+    CreatedJob,
+    UnknownJobType | InvalidJobInput | IdempotencyKeyReused | TooManyJobs | QuotaExceeded | PersistenceError
+  > =>
+    Effect.gen(function* () {
+      const registered = yield* registry.get(request.jobType)
+      const { definition } = registered
+      const input = yield* registered.decodeInput(request.input)
+      const problems = checkOverrides(registered, request)
+      if (problems.length > 0) return yield* Effect.fail(new InvalidJobInput({ jobType: request.jobType, problems }))
+
+      const hash = requestHash(definition.jobType, input)
+      const found = yield* existing(request)
+      if (Option.isSome(found)) return yield* sameRequest(found.value, hash)
+
+      const snapshot = yield* snapshotBuilder.build(definition, input)
+      const jobId = yield* newId
+      const snapshotId = yield* newId
+      const eventId = yield* newId
+      const overrides = request.overrides ?? {}
+      const priority = overrides.priority ?? definition.queue.defaultPriority
+
+      const created = yield* unitOfWork.transaction(
+        Effect.gen(function* () {
+          if (request.enforceQuotas !== false) yield* quotas.admit(request.userId)
+          const job = yield* jobs.createJob({
+            id: jobId,
+            userId: request.userId,
+            jobType: definition.jobType,
+            targetType: request.targetType,
+            targetId: request.targetId,
+            idempotencyKey: request.idempotencyKey ?? null,
+            requestHash: request.idempotencyKey === undefined ? null : hash,
+            queueName: definition.queue.queueName,
+            priority,
+            input,
+            credentialMode: overrides.credentialMode ?? definition.credential.defaultMode,
+            credentialId: overrides.credentialId ?? null,
+            promptVersion: overrides.promptVersion ?? registered.promptVersion ?? "v1",
+            inputSchemaVersion: definition.input.schemaVersion,
+            outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,
+            maxAttempts: adrQueueSettings[definition.queue.queueName].attempts
+          })
+          yield* snapshots.create({ id: snapshotId, jobId, ...snapshot })
+          // The job id already carries the idempotency (the job's unique key decided it), so the
+          // dedupe key is per job: the spec's `{jobType}:{userId}:{key}` is ambiguous when a user id
+          // contains ':' and would then swallow another job's event.
+          yield* outbox.createInTransaction(
+            enqueueEventFor(job, { eventId, dedupeKey: `${enqueueEventType}:${jobId}` })
+          )
+          return job
+        })
+      ).pipe(
+        Effect.map((job): CreatedJob => ({ job, created: true })),
+        // A concurrent create with the same key won the unique index; return its job.
+        Effect.catchTag("DuplicateIdempotencyKey", () =>
+          existing(request).pipe(
+            Effect.flatMap(
+              Option.match({
+                onNone: (): Effect.Effect<CreatedJob, IdempotencyKeyReused | PersistenceError> =>
+                  Effect.fail(
+                    new PersistenceError({ operation: "ai_job.create", message: "the idempotency key conflicted but its job cannot be read" })
+                  ),
+                onSome: (job) => sameRequest(job, hash)
+              })
+            )
+          ))
+      )
+      if (created.created) yield* signal.notify
+      yield* Effect.annotateLogs(Effect.logDebug("job created"), {
+        jobId: created.job.id,
+        jobType: created.job.jobType,
+        created: created.created
+      })
+      return created
+    }).pipe(Effect.withSpan("AiJobService.createJob", { attributes: { jobType: request.jobType } }))
+
+  return {
     /**
      * Validates the input against the job type's Schema, then writes job, snapshot and outbox
      * event in one transaction, after the user's limits admit it. Concurrent calls with one
      * idempotency key all get the one job; a key reused with a different input is refused.
      */
-    readonly createJob: (
-      request: CreateJobRequest
-    ) => Effect.Effect<
-      CreatedJob,
-      UnknownJobType | InvalidJobInput | IdempotencyKeyReused | TooManyJobs | QuotaExceeded | PersistenceError
-    >
+    createJob
   }
->() {}
+})
+
+
+/**
+ * The one way a job comes to exist (docs/architecture.md §5.1). Its ports (repositories, unit of
+ * work, signal, quotas) stay open: the composition root picks their backing.
+ */
+export class AiJobService extends Effect.Service<AiJobService>()("ai-job-engine/AiJobService", {
+  effect: makeAiJobService
+}) {}

@@ -1,21 +1,147 @@
-import { Context, type Effect } from "effect"
-import type { ContentSafetyError } from "../domain/ExecutionError.js"
+import { Config, ConfigError, Effect, Either, Layer } from "effect"
+import { ContentSafetyError } from "../domain/ExecutionError.js"
+import { foldedText, skeletonPatternSource, type TextSkeletons, textSkeletons } from "./textSkeleton.js"
+
+export interface ContentSafetyRules {
+  /**
+   * Matched anywhere in a string, on the `textSkeletons` of both term and string: NFKC, invisible
+   * characters removed, Unicode TR39 confusables mapped, case folded.
+   */
+  readonly blockedTerms: ReadonlyArray<string>
+  /**
+   * Regular expressions (source text, `iu` flags), matched on the string as sent, on its
+   * `foldedText`, and (with their literal characters skeletonised) on its `textSkeletons`.
+   */
+  readonly blockedPatterns: ReadonlyArray<string>
+}
+
+/** One pattern as written, and its skeleton forms (absent when one does not compile). */
+interface CompiledPattern {
+  readonly written: RegExp
+  readonly upper: RegExp | undefined
+  readonly lower: RegExp | undefined
+}
+
+const skeletonForms = ["upper", "lower"] as const
+
+const containsTerm = (term: TextSkeletons, text: TextSkeletons) =>
+  skeletonForms.some((form) => term[form].length > 0 && text[form].includes(term[form]))
+
+/** Every string in a JSON value (keys included), depth first. */
+const stringsOf = (value: unknown, out: Array<string> = [], depth = 0): Array<string> => {
+  if (depth > 64) return out
+  if (typeof value === "string") out.push(value)
+  else if (Array.isArray(value)) for (const item of value) stringsOf(item, out, depth + 1)
+  else if (typeof value === "object" && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      out.push(key)
+      stringsOf(item, out, depth + 1)
+    }
+  }
+  return out
+}
+
+const compile = (pattern: string): Either.Either<RegExp, string> => {
+  try {
+    return Either.right(new RegExp(pattern, "iu"))
+  } catch {
+    return Either.left(pattern)
+  }
+}
+
+/** The checker of `rules`: blocked terms and patterns. The error names the rule (by index), never the content. */
+const makeRuleBasedContentSafety = (rules: ContentSafetyRules) =>
+  Effect.gen(function* () {
+    // Rules are normalised once, here; each string of a check is normalised once.
+    const terms = rules.blockedTerms.map(textSkeletons)
+    const patterns: Array<CompiledPattern> = []
+    for (const source of rules.blockedPatterns) {
+      const compiled = compile(source)
+      if (Either.isLeft(compiled)) return yield* Effect.dieMessage(`content safety: pattern #${patterns.length + 1} is not a valid regular expression`)
+      patterns.push({
+        written: compiled.right,
+        upper: Either.getOrUndefined(compile(skeletonPatternSource(source, "upper"))),
+        lower: Either.getOrUndefined(compile(skeletonPatternSource(source, "lower")))
+      })
+    }
+    const matchesPattern = (pattern: CompiledPattern, text: string, folded: string, skeletons: TextSkeletons) =>
+      pattern.written.test(folded) || pattern.written.test(text) ||
+      skeletonForms.some((form) => pattern[form]?.test(skeletons[form]) === true)
+    return {
+      check: (request: {
+        readonly stage: "input" | "output"
+        readonly jobType: string
+        readonly content: unknown
+      }): Effect.Effect<void, ContentSafetyError> =>
+        Effect.suspend(() => {
+          const { content, jobType, stage } = request
+          for (const text of stringsOf(content)) {
+            const skeletons = textSkeletons(text)
+            const term = terms.findIndex((t) => containsTerm(t, skeletons))
+            const folded = term >= 0 || patterns.length === 0 ? "" : foldedText(text)
+            const pattern = term >= 0 ? -1 : patterns.findIndex((p) => matchesPattern(p, text, folded, skeletons))
+            if (term >= 0 || pattern >= 0) {
+              const rule = term >= 0 ? `blocked term #${term + 1}` : `blocked pattern #${pattern + 1}`
+              return Effect.logWarning("content blocked by safety rules").pipe(
+                Effect.annotateLogs({ jobType, stage, rule }),
+                Effect.zipRight(
+                  Effect.fail(new ContentSafetyError({ code: "CONTENT_SAFETY_BLOCKED", stage, message: `${stage} of ${jobType} matched ${rule}` }))
+                )
+              )
+            }
+          }
+          return Effect.void
+        })
+    }
+  })
+
+const listOf = (value: string, separator: RegExp) => value.split(separator).map((s) => s.trim()).filter((s) => s.length > 0)
 
 /**
- * ADR 9 ContentSafetyService: checks a job's input before the provider call and its output
- * after it, when the definition's `security.contentSafetyCheck` asks. `content` is any JSON
- * value; every string in it is checked. A block is `CONTENT_SAFETY_BLOCKED`, never retried.
- * The error names the rule that matched, never the content. A rule matches what a reader would
- * see: invisible characters, look-alike letters (Unicode TR39 confusables) and case must not hide
- * a blocked term from it.
+ * `CONTENT_SAFETY_BLOCKED_TERMS`: comma-separated terms. `CONTENT_SAFETY_BLOCKED_PATTERNS`: a JSON
+ * array of regular expressions, or one per line. Both optional (no rules: everything passes).
  */
-export class ContentSafety extends Context.Tag("ai-job-engine/ContentSafety")<
-  ContentSafety,
-  {
-    readonly check: (request: {
-      readonly stage: "input" | "output"
-      readonly jobType: string
-      readonly content: unknown
-    }) => Effect.Effect<void, ContentSafetyError>
-  }
->() {}
+export const contentSafetyConfig = Config.all({
+  blockedTerms: Config.string("CONTENT_SAFETY_BLOCKED_TERMS").pipe(Config.withDefault(""), Config.map((v) => listOf(v, /,/))),
+  blockedPatterns: Config.string("CONTENT_SAFETY_BLOCKED_PATTERNS").pipe(
+    Config.withDefault(""),
+    Config.mapOrFail((value): Either.Either<ReadonlyArray<string>, ConfigError.ConfigError> => {
+      const trimmed = value.trim()
+      let patterns: ReadonlyArray<string>
+      if (trimmed.startsWith("[")) {
+        let parsed: unknown
+        try {
+          parsed = JSON.parse(trimmed)
+        } catch {
+          parsed = undefined
+        }
+        if (!Array.isArray(parsed) || !parsed.every((p): p is string => typeof p === "string")) {
+          return Either.left(ConfigError.InvalidData([], "CONTENT_SAFETY_BLOCKED_PATTERNS must be a JSON array of strings"))
+        }
+        patterns = parsed
+      } else {
+        patterns = listOf(trimmed, /\n/)
+      }
+      const bad = patterns.findIndex((p) => Either.isLeft(compile(p)))
+      return bad >= 0
+        ? Either.left(ConfigError.InvalidData([], `CONTENT_SAFETY_BLOCKED_PATTERNS: pattern #${bad + 1} is not a valid regular expression`))
+        : Either.right(patterns)
+    })
+  )
+})
+
+/**
+ * Checks a job's input before the provider call and its output after it, when the definition's
+ * `security.contentSafetyCheck` asks (docs/architecture.md §14.6). `content` is any JSON value;
+ * every string in it is checked. A block is `CONTENT_SAFETY_BLOCKED`, never retried. The error
+ * names the rule that matched, never the content. A rule matches what a reader would see:
+ * invisible characters, look-alike letters (Unicode TR39 confusables) and case must not hide a
+ * blocked term from it. `Default` reads the rules from configuration; `withRules` takes them as
+ * given. A moderation API would be a second layer of this service.
+ */
+export class ContentSafety extends Effect.Service<ContentSafety>()("ai-job-engine/ContentSafety", {
+  effect: Effect.flatMap(contentSafetyConfig, makeRuleBasedContentSafety)
+}) {
+  static readonly withRules = (rules: ContentSafetyRules): Layer.Layer<ContentSafety> =>
+    Layer.effect(ContentSafety, Effect.map(makeRuleBasedContentSafety(rules), ContentSafety.make))
+}

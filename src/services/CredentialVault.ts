@@ -1,8 +1,12 @@
-import { Context, type Effect, type Option, type Redacted } from "effect"
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
+import { Config, ConfigError, Effect, Either, Layer, Option, Redacted } from "effect"
+import { CredentialError } from "../domain/ExecutionError.js"
+import { newId } from "../domain/Ids.js"
 import type { CredentialMode } from "../domain/CredentialMode.js"
-import type { CredentialError } from "../domain/ExecutionError.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { ResolvedCredential } from "./AiGateway.js"
+import { type CredentialCiphertext, type CredentialRecord, CredentialRepository } from "./CredentialRepository.js"
+import { ProviderConfig } from "../config/EngineConfig.js"
 
 /** What the API may show about a stored key: never the key, never the ciphertext. */
 export interface CredentialSummary {
@@ -16,36 +20,303 @@ export interface CredentialSummary {
 }
 
 /**
- * ADR 8.1 CredentialEncryptionService. `platform_key` is `AI_API_KEY` (never stored);
- * `user_deepseek_key` is stored AES-256-GCM encrypted in `user_model_credential`, and `ai_job`
- * holds only its id. A key that cannot be decrypted (wrong key, rotated-away key version,
- * tampered row) is `CREDENTIAL_DECRYPT_FAILED`, never garbage.
+ * The encryption keys of `user_model_credential`: the current version encrypts, every listed
+ * version decrypts. Rotation: configure a new key under a new version, keep the old one among
+ * the previous keys until `CredentialVault.rotate` has re-encrypted every row.
  */
-export class CredentialVault extends Context.Tag("ai-job-engine/CredentialVault")<
-  CredentialVault,
-  {
+export interface CredentialKeyring {
+  readonly currentVersion: number
+  readonly keys: ReadonlyMap<number, Redacted.Redacted<Buffer>>
+}
+
+const keyFromBase64 = (value: string): Option.Option<Buffer> => {
+  const buffer = Buffer.from(value.trim(), "base64")
+  return buffer.length === 32 ? Option.some(buffer) : Option.none()
+}
+
+/** Parses `version:base64key,version:base64key`; a malformed entry fails naming the variable only. */
+const parsePreviousKeys = (value: Redacted.Redacted<string>): Either.Either<ReadonlyArray<readonly [number, Buffer]>, string> => {
+  const entries: Array<readonly [number, Buffer]> = []
+  for (const part of Redacted.value(value).split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
+    const separator = part.indexOf(":")
+    const version = Number(part.slice(0, separator))
+    const key = keyFromBase64(part.slice(separator + 1))
+    if (separator <= 0 || !Number.isInteger(version) || version < 1 || Option.isNone(key)) {
+      return Either.left("CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS must be version:base64key pairs (32-byte keys), comma separated")
+    }
+    entries.push([version, key.value])
+  }
+  return Either.right(entries)
+}
+
+/**
+ * `CREDENTIAL_ENCRYPTION_KEY` (current, see ProviderConfig), `CREDENTIAL_ENCRYPTION_KEY_VERSION`
+ * (default 1) and `CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS` (`2:base64,1:base64`, optional).
+ * No current key: the keyring is empty, storing fails and stored keys cannot be read.
+ */
+export const keyringConfig = Config.all({
+  currentVersion: Config.integer("CREDENTIAL_ENCRYPTION_KEY_VERSION").pipe(
+    Config.withDefault(1),
+    Config.validate({ message: "CREDENTIAL_ENCRYPTION_KEY_VERSION must be a whole number ≥ 1", validation: (n) => n >= 1 })
+  ),
+  previous: Config.option(Config.redacted("CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS")).pipe(
+    Config.mapOrFail((value) =>
+      Option.match(value, {
+        onNone: () => Either.right<ReadonlyArray<readonly [number, Buffer]>>([]),
+        onSome: (v) => Either.mapLeft(parsePreviousKeys(v), (message) => ConfigError.InvalidData([], message))
+      })
+    )
+  )
+})
+
+export const makeKeyring = (
+  current: Option.Option<{ readonly version: number; readonly key: Redacted.Redacted<string> }>,
+  previous: ReadonlyArray<readonly [number, Redacted.Redacted<string>]> = []
+): CredentialKeyring => {
+  const keys = new Map<number, Redacted.Redacted<Buffer>>()
+  for (const [version, key] of previous) {
+    Option.map(keyFromBase64(Redacted.value(key)), (buffer) => keys.set(version, Redacted.make(buffer)))
+  }
+  Option.map(current, ({ key, version }) =>
+    Option.map(keyFromBase64(Redacted.value(key)), (buffer) => keys.set(version, Redacted.make(buffer)))
+  )
+  return { currentVersion: Option.match(current, { onNone: () => 0, onSome: (c) => c.version }), keys }
+}
+
+const ALGORITHM = "aes-256-gcm"
+
+/** Binds a ciphertext to its row: moving it to another row or user fails authentication. */
+const associatedData = (row: { readonly id: string; readonly userId: string; readonly provider: string }, keyVersion: number) =>
+  Buffer.from(`user_model_credential|${row.id}|${row.userId}|${row.provider}|v${keyVersion}`, "utf8")
+
+export const encryptKey = (
+  plain: Redacted.Redacted<string>,
+  key: Redacted.Redacted<Buffer>,
+  keyVersion: number,
+  row: { readonly id: string; readonly userId: string; readonly provider: string }
+): CredentialCiphertext => {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv(ALGORITHM, Redacted.value(key), iv)
+  cipher.setAAD(associatedData(row, keyVersion))
+  const encrypted = Buffer.concat([cipher.update(Redacted.value(plain), "utf8"), cipher.final()])
+  return {
+    encryptedKey: encrypted.toString("base64"),
+    iv: iv.toString("base64"),
+    authTag: cipher.getAuthTag().toString("base64"),
+    keyVersion
+  }
+}
+
+/** Fails (Left) on a wrong key, a tampered row or a row moved to another user: GCM authenticates all three. */
+export const decryptKey = (
+  record: CredentialRecord,
+  key: Redacted.Redacted<Buffer>
+): Either.Either<Redacted.Redacted<string>, string> => {
+  try {
+    const iv = Buffer.from(record.iv, "base64")
+    const tag = Buffer.from(record.authTag, "base64")
+    if (iv.length !== 12 || tag.length !== 16) return Either.left("iv or auth tag has the wrong length")
+    const decipher = createDecipheriv(ALGORITHM, Redacted.value(key), iv)
+    decipher.setAAD(associatedData(record, record.keyVersion))
+    decipher.setAuthTag(tag)
+    const plain = Buffer.concat([decipher.update(Buffer.from(record.encryptedKey, "base64")), decipher.final()])
+    return Either.right(Redacted.make(plain.toString("utf8")))
+  } catch {
+    // The crypto error says only that authentication failed; nothing of the key is in it.
+    return Either.left("authentication failed (wrong key or tampered row)")
+  }
+}
+
+export const fingerprintOf = (plain: Redacted.Redacted<string>): string =>
+  createHash("sha256").update(Redacted.value(plain), "utf8").digest("hex")
+
+const summaryOf = (record: CredentialRecord): CredentialSummary => ({
+  id: record.id,
+  userId: record.userId,
+  provider: record.provider,
+  keyVersion: record.keyVersion,
+  keyFingerprint: record.keyFingerprint,
+  revokedAt: record.revokedAt,
+  createdAt: record.createdAt
+})
+
+export interface CredentialVaultOptions {
+  readonly keyring: CredentialKeyring
+  /** `AI_API_KEY`: the platform key. */
+  readonly platformKey: Option.Option<Redacted.Redacted<string>>
+  /** The provider the platform key and user keys are for (default `deepseek`). */
+  readonly provider?: string
+}
+
+export const makeCredentialVault = (options: CredentialVaultOptions) =>
+  Effect.gen(function* () {
+    const repository = yield* CredentialRepository
+    const { keyring, platformKey } = options
+    const defaultProvider = options.provider ?? "deepseek"
+
+    const decrypt = (record: CredentialRecord) => {
+      const key = keyring.keys.get(record.keyVersion)
+      if (key === undefined) {
+        return Effect.fail(
+          new CredentialError({
+            code: "CREDENTIAL_DECRYPT_FAILED",
+            message: `credential ${record.id} is encrypted under key version ${record.keyVersion}, which is not configured`
+          })
+        )
+      }
+      return Either.match(decryptKey(record, key), {
+        onLeft: (reason) =>
+          Effect.fail(
+            new CredentialError({
+              code: "CREDENTIAL_DECRYPT_FAILED",
+              message: `credential ${record.id} (key version ${record.keyVersion}) cannot be decrypted: ${reason}`
+            })
+          ),
+        onRight: (plain) =>
+          fingerprintOf(plain) === record.keyFingerprint
+            ? Effect.succeed(plain)
+            : Effect.fail(
+              new CredentialError({
+                code: "CREDENTIAL_DECRYPT_FAILED",
+                message: `credential ${record.id} decrypted to a key whose fingerprint does not match`
+              })
+            )
+      })
+    }
+
+    const currentKey = Effect.suspend(() => {
+      const key = keyring.keys.get(keyring.currentVersion)
+      return key === undefined
+        ? Effect.fail(
+          new CredentialError({ code: "CREDENTIAL_MISSING", message: "CREDENTIAL_ENCRYPTION_KEY is not configured: user keys cannot be stored" })
+        )
+        : Effect.succeed(key)
+    })
+
     /** Encrypts and stores the user's key; the user's previous active key of that provider is revoked. */
-    readonly store: (request: {
+    const store = (request: {
       readonly userId: string
       readonly apiKey: Redacted.Redacted<string>
       readonly provider?: string | undefined
-    }) => Effect.Effect<CredentialSummary, CredentialError | PersistenceError>
-    /** `CREDENTIAL_NOT_FOUND` unless the credential is the user's and active. */
-    readonly revoke: (request: { readonly userId: string; readonly credentialId: string }) => Effect.Effect<void, CredentialError | PersistenceError>
-    /** The id a new `user_deepseek_key` job stores in `ai_job.credential_id`. */
-    readonly activeCredentialId: (userId: string, provider?: string | undefined) => Effect.Effect<Option.Option<string>, PersistenceError>
-    readonly list: (userId: string) => Effect.Effect<ReadonlyArray<CredentialSummary>, PersistenceError>
+    }): Effect.Effect<CredentialSummary, CredentialError | PersistenceError> =>
+      Effect.gen(function* () {
+        const plain = Redacted.value(request.apiKey)
+        if (plain.trim().length === 0 || plain.length > 512 || /\s/.test(plain)) {
+          return yield* new CredentialError({ code: "CREDENTIAL_INVALID", message: "the key is empty, too long or contains whitespace" })
+        }
+        const key = yield* currentKey
+        const id = yield* newId
+        const provider = request.provider ?? defaultProvider
+        const row = { id, userId: request.userId, provider }
+        const ciphertext = encryptKey(request.apiKey, key, keyring.currentVersion, row)
+        const record = yield* repository.insertReplacingActive({
+          ...row,
+          ...ciphertext,
+          keyFingerprint: fingerprintOf(request.apiKey)
+        })
+        yield* Effect.logInfo("user credential stored").pipe(
+          Effect.annotateLogs({ credentialId: id, userId: request.userId, provider, keyVersion: keyring.currentVersion })
+        )
+        return summaryOf(record)
+      })
+
+    const notFound = (credentialId: string | null, why: string) =>
+      new CredentialError({ code: "CREDENTIAL_NOT_FOUND", message: `credential ${credentialId ?? "<none>"} ${why}` })
+
     /**
      * RESOLVE: the key that pays for a job. `platform_key` → `AI_API_KEY` (CREDENTIAL_MISSING when
      * unset); `user_deepseek_key` → the decrypted credential `credentialId`, which must belong to
      * `userId` and not be revoked (CREDENTIAL_NOT_FOUND otherwise).
      */
-    readonly resolve: (request: {
+    const resolve = (request: {
       readonly mode: CredentialMode
       readonly credentialId: string | null
       readonly userId: string
-    }) => Effect.Effect<ResolvedCredential, CredentialError | PersistenceError>
+    }): Effect.Effect<ResolvedCredential, CredentialError | PersistenceError> =>
+      Effect.gen(function* () {
+        if (request.mode === "platform_key") {
+          return yield* Option.match(platformKey, {
+            onNone: () =>
+              Effect.fail(new CredentialError({ code: "CREDENTIAL_MISSING", message: "AI_API_KEY is not configured" })),
+            onSome: (apiKey) =>
+              Effect.succeed<ResolvedCredential>({ mode: "platform_key", credentialId: null, provider: defaultProvider, apiKey })
+          })
+        }
+        const credentialId = request.credentialId
+        if (credentialId === null) return yield* notFound(null, "is not set on the job")
+        const found = yield* repository.findById(credentialId)
+        if (Option.isNone(found) || found.value.userId !== request.userId) {
+          return yield* notFound(credentialId, "does not exist for this user")
+        }
+        if (found.value.revokedAt !== null) return yield* notFound(credentialId, "was revoked")
+        const apiKey = yield* decrypt(found.value)
+        return { mode: "user_deepseek_key", credentialId, provider: found.value.provider, apiKey } satisfies ResolvedCredential
+      })
+
     /** Re-encrypts up to `limit` credentials stored under an older key version; returns how many. */
-    readonly rotate: (limit: number) => Effect.Effect<number, CredentialError | PersistenceError>
-  }
->() {}
+    const rotate = (limit: number): Effect.Effect<number, CredentialError | PersistenceError> =>
+      Effect.gen(function* () {
+        const key = yield* currentKey
+        const stale = yield* repository.listStale(keyring.currentVersion, limit)
+        let rotated = 0
+        for (const record of stale) {
+          const plain = yield* Effect.either(decrypt(record))
+          if (Either.isLeft(plain)) {
+            yield* Effect.logWarning("credential cannot be re-encrypted").pipe(
+              Effect.annotateLogs({ credentialId: record.id, keyVersion: record.keyVersion, code: plain.left.code })
+            )
+            continue
+          }
+          const ciphertext = encryptKey(plain.right, key, keyring.currentVersion, record)
+          if (yield* repository.reencrypt(record.id, record.keyVersion, ciphertext)) rotated++
+        }
+        return rotated
+      })
+
+    return {
+      store,
+      /** `CREDENTIAL_NOT_FOUND` unless the credential is the user's and active. */
+      revoke: ({ credentialId, userId }: { readonly userId: string; readonly credentialId: string }): Effect.Effect<
+        void,
+        CredentialError | PersistenceError
+      > =>
+        repository.revoke(credentialId, userId).pipe(
+          Effect.flatMap((revoked) =>
+            revoked
+              ? Effect.logInfo("user credential revoked").pipe(Effect.annotateLogs({ credentialId, userId }))
+              : Effect.fail(notFound(credentialId, "is not an active credential of this user"))
+          )
+        ),
+      /** The id a new `user_deepseek_key` job stores in `ai_job.credential_id`. */
+      activeCredentialId: (userId: string, provider?: string | undefined): Effect.Effect<Option.Option<string>, PersistenceError> =>
+        repository.findActive(userId, provider ?? defaultProvider).pipe(Effect.map(Option.map((record) => record.id))),
+      list: (userId: string): Effect.Effect<ReadonlyArray<CredentialSummary>, PersistenceError> =>
+        repository.listByUser(userId).pipe(Effect.map((records) => records.map(summaryOf))),
+      resolve,
+      rotate
+    }
+  })
+
+/**
+ * The spec's CredentialEncryptionService (docs/architecture.md §14.1). `platform_key` is
+ * `AI_API_KEY` (never stored); `user_deepseek_key` is stored AES-256-GCM encrypted in
+ * `user_model_credential`, and `ai_job` holds only its id. A key that cannot be decrypted (wrong
+ * key, rotated-away key version, tampered row) is `CREDENTIAL_DECRYPT_FAILED`, never garbage.
+ * `Default` reads `AI_API_KEY`, `CREDENTIAL_ENCRYPTION_KEY[_VERSION]` and
+ * `CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS`; `withOptions` takes them as given. Both need a
+ * `CredentialRepository`.
+ */
+export class CredentialVault extends Effect.Service<CredentialVault>()("ai-job-engine/CredentialVault", {
+  effect: Effect.gen(function* () {
+    const provider = yield* ProviderConfig
+    const ring = yield* keyringConfig
+    const keyring = makeKeyring(
+      Option.map(provider.credentialEncryptionKey, (key) => ({ version: ring.currentVersion, key })),
+      ring.previous.map(([version, buffer]) => [version, Redacted.make(buffer.toString("base64"))] as const)
+    )
+    return yield* makeCredentialVault({ keyring, platformKey: provider.apiKey })
+  })
+}) {
+  static readonly withOptions = (options: CredentialVaultOptions): Layer.Layer<CredentialVault, never, CredentialRepository> =>
+    Layer.effect(CredentialVault, Effect.map(makeCredentialVault(options), CredentialVault.make))
+}

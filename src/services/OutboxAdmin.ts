@@ -1,17 +1,28 @@
-import { Context, type Effect } from "effect"
+import { Effect } from "effect"
 import type { OutboxCounts, OutboxEvent } from "../domain/OutboxEvent.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
-import type { OutboxEventNotDead, OutboxEventNotFound } from "./OutboxRepository.js"
+import { type OutboxEventNotDead, type OutboxEventNotFound, OutboxRepository } from "./OutboxRepository.js"
+import { OutboxSignal } from "./OutboxSignal.js"
 
-/** The operator's view of the outbox (for the admin HTTP API). */
-export class OutboxAdmin extends Context.Tag("ai-job-engine/OutboxAdmin")<
-  OutboxAdmin,
-  {
+/** The operator's view of the outbox (for the admin HTTP API). Needs the outbox and its signal. */
+export class OutboxAdmin extends Effect.Service<OutboxAdmin>()("ai-job-engine/OutboxAdmin", {
+  effect: Effect.gen(function* () {
+    const outbox = yield* OutboxRepository
+    const signal = yield* OutboxSignal
     /** Events per status: a growing `pending` or any `dead` needs a look. */
-    readonly counts: Effect.Effect<OutboxCounts, PersistenceError>
+    const counts: Effect.Effect<OutboxCounts, PersistenceError> = outbox.countByStatus
     /** A `dead` event back to `pending` with its attempts reset, and the dispatcher woken. */
-    readonly replayDead: (
+    const replayDead = (
       eventId: string
-    ) => Effect.Effect<OutboxEvent, OutboxEventNotFound | OutboxEventNotDead | PersistenceError>
-  }
->() {}
+    ): Effect.Effect<OutboxEvent, OutboxEventNotFound | OutboxEventNotDead | PersistenceError> =>
+      outbox.replayDead(eventId).pipe(
+        Effect.tap((event) =>
+          Effect.logInfo("Dead outbox event replayed").pipe(
+            Effect.annotateLogs({ eventId: event.id, eventType: event.eventType, aggregateId: event.aggregateId }),
+            Effect.zipRight(signal.notify)
+          )
+        )
+      )
+    return { counts, replayDead }
+  })
+}) {}

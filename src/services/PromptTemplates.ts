@@ -1,4 +1,4 @@
-import { Context, Effect, type Option, ParseResult, Schema } from "effect"
+import { Effect, Option, ParseResult, Schema } from "effect"
 import { InternalError } from "../domain/ExecutionError.js"
 import type { ChatMessage } from "./AiGateway.js"
 
@@ -87,19 +87,51 @@ export interface RenderedPrompt {
   readonly messages: ReadonlyArray<ChatMessage>
 }
 
-/** ADR 9 PromptTemplateService: versioned templates per job type; `ai_job.prompt_version` picks one. */
-export class PromptTemplates extends Context.Tag("ai-job-engine/PromptTemplates")<
-  PromptTemplates,
-  {
+/**
+ * PromptTemplates from a list of templates. A duplicate `jobType@version` is a programming
+ * error and stops the layer. The last version listed for a job type is its current one.
+ */
+const makePromptTemplates = (templates: ReadonlyArray<PromptTemplate>) =>
+  Effect.gen(function* () {
+    const byKey = new Map<string, PromptTemplate>()
+    const versions = new Map<string, Array<string>>()
+    for (const template of templates) {
+      const key = `${template.jobType}@${template.version}`
+      if (byKey.has(key)) return yield* Effect.dieMessage(`prompt template ${key} is registered twice`)
+      byKey.set(key, template)
+      versions.set(template.jobType, [...(versions.get(template.jobType) ?? []), template.version])
+    }
     /** Unknown job type or version, or content that does not fit: `INTERNAL_ERROR` (our bug, not the user's). */
-    readonly render: (request: {
+    const render = (request: {
       readonly jobType: string
       readonly promptVersion: string
       readonly content: unknown
       readonly problems?: ReadonlyArray<string> | undefined
-    }) => Effect.Effect<RenderedPrompt, InternalError>
-    /** The version new jobs of this type are stamped with (the last one registered). */
-    readonly currentVersion: (jobType: string) => Option.Option<string>
-    readonly versions: (jobType: string) => ReadonlyArray<string>
-  }
->() {}
+    }): Effect.Effect<RenderedPrompt, InternalError> =>
+      Effect.suspend(() => {
+        const { content, jobType, problems, promptVersion } = request
+        const template = byKey.get(`${jobType}@${promptVersion}`)
+        if (template === undefined) {
+          return Effect.fail(
+            new InternalError({ code: "INTERNAL_ERROR", message: `no prompt template ${jobType}@${promptVersion}` })
+          )
+        }
+        return template.render(content, problems ?? []).pipe(
+          Effect.map((messages) => ({ jobType, version: promptVersion, messages }))
+        )
+      })
+    return {
+      render,
+      /** The version new jobs of this type are stamped with (the last one registered). */
+      currentVersion: (jobType: string): Option.Option<string> => Option.fromNullable(versions.get(jobType)?.at(-1)),
+      versions: (jobType: string): ReadonlyArray<string> => versions.get(jobType) ?? []
+    }
+  })
+
+/**
+ * Versioned templates per job type; `ai_job.prompt_version` picks one (docs/architecture.md
+ * §16.4). `Default(templates)` holds the given templates.
+ */
+export class PromptTemplates extends Effect.Service<PromptTemplates>()("ai-job-engine/PromptTemplates", {
+  effect: makePromptTemplates
+}) {}

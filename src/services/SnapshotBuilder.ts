@@ -1,5 +1,6 @@
-import { Context, type Effect } from "effect"
+import { Clock, Effect } from "effect"
 import type { JobDefinition } from "../domain/JobDefinition.js"
+import { TimingConfig } from "../config/EngineConfig.js"
 
 export interface BuiltSnapshot {
   readonly content: unknown
@@ -7,10 +8,37 @@ export interface BuiltSnapshot {
   readonly expiresAt: Date
 }
 
-/** ADR 8.4: freezes a job's validated input, redacted, with an expiry. */
-export class SnapshotBuilder extends Context.Tag("ai-job-engine/SnapshotBuilder")<
-  SnapshotBuilder,
-  {
-    readonly build: (definition: JobDefinition, validatedInput: unknown) => Effect.Effect<BuiltSnapshot>
+/** Field names whose values never belong in a snapshot, at any depth. */
+const secretFieldPattern = /(api[_-]?key|password|passwd|secret|token|authorization|credential)/i
+
+export const redactionVersion = "v1-secret-fields"
+
+const redact = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(redact)
+  if (value !== null && typeof value === "object") {
+    const kept: Record<string, unknown> = {}
+    for (const [key, field] of Object.entries(value)) {
+      kept[key] = secretFieldPattern.test(key) ? "[redacted]" : redact(field)
+    }
+    return kept
   }
->() {}
+  return value
+}
+
+/**
+ * Freezes a job's validated input, redacted, with an expiry (docs/architecture.md §5.4). Needs
+ * `TimingConfig` (the retention).
+ */
+export class SnapshotBuilder extends Effect.Service<SnapshotBuilder>()("ai-job-engine/SnapshotBuilder", {
+  effect: Effect.gen(function* () {
+    const timing = yield* TimingConfig
+    return {
+      build: (_definition: JobDefinition, validatedInput: unknown): Effect.Effect<BuiltSnapshot> =>
+        Effect.map(Clock.currentTimeMillis, (millis) => ({
+          content: redact(validatedInput),
+          redactionVersion,
+          expiresAt: new Date(millis + timing.snapshotRetentionMs)
+        }))
+    }
+  })
+}) {}

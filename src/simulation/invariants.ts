@@ -1,12 +1,41 @@
-import { Effect, FiberRef, HashMap } from "effect"
+import { Effect, FiberRef, HashMap, Option, Schema } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { isAllowedTransition, isTerminal } from "../domain/LifecycleStatus.js"
-import { enqueueEventType } from "../domain/OutboxEvent.js"
+import { EnqueuePayload, enqueueEventType, type OutboxEvent } from "../domain/OutboxEvent.js"
+import type { QueueName } from "../domain/QueueName.js"
 import type { MemoryTables } from "../layers/memory/MemoryDatabase.js"
+import { payloadFor } from "../services/JobQueue.js"
 import type { Trace } from "./trace.js"
 
 /** Who is writing: a simulated process id, or `shared` (clients, reaper, operator). */
 export const currentWriter = FiberRef.unsafeMake("shared")
+
+/**
+ * One queue delivery handled by a worker, as the monitor sees it: the lease its PREPARE took
+ * (recorded from the commit) and the committed tables when it asked for its first transaction,
+ * PROJECT's (a worker opens no other).
+ */
+export interface RunRecord {
+  lease: { readonly jobId: string; readonly owner: string; readonly leaseNo: number; readonly attempt: number } | undefined
+  projectSaw: MemoryTables | undefined
+  /** When its process froze (epoch ms), with a provider call in flight. */
+  frozeAt: number | undefined
+}
+
+/** The delivery a worker fiber works for (forked fibers share it); unset outside deliveries. */
+export const currentRun = FiberRef.unsafeMake<RunRecord | undefined>(undefined)
+
+export const newRunRecord = (): RunRecord => ({ lease: undefined, projectSaw: undefined, frozeAt: undefined })
+
+/** A provider call as the simulated gateway saw it (`leaseNo` absent outside a job run). */
+export interface ProviderCall {
+  readonly jobId: string
+  readonly jobType: string
+  readonly leaseNo: number | undefined
+  readonly by: string
+}
+
+const decodeEnqueuePayload = Schema.decodeUnknownOption(EnqueuePayload)
 
 /** The invariants, by name (the name is what a failing run prints). */
 export const invariantNames = {
@@ -23,7 +52,12 @@ export const invariantNames = {
   outboxPublishedFinal: "a published outbox event stays published",
   outboxSettled: "every outbox event ends published or dead",
   jobHasEnqueueEvent: "every job has its enqueue event",
-  backoff: "no retry before its backoff",
+  leaseHolderEnds: "an outcome is written only by the current lease holder (or the reaper, once the lock expired)",
+  newOwnerCounts: "a new owner of a running job costs an attempt (a hand-off costs none)",
+  workerLostExhausted: "INTERNAL_WORKER_LOST only when attempts are exhausted",
+  cancelBeforeProject: "a cancel requested before PROJECT began never ends succeeded",
+  publishedIsQueued: "a published enqueue event has its job in the queue or already locked",
+  backoff: "no retry before the larger of its backoff and the provider's Retry-After",
   liveness: "every job reaches a terminal state after a fault-free tail"
 } as const
 export type InvariantName = (typeof invariantNames)[keyof typeof invariantNames]
@@ -36,12 +70,23 @@ export interface Violation {
 export interface MonitorOptions {
   /** Per job type: the least gap between two provider calls of one lease (the schedule's minimum jittered delay). */
   readonly minRetryGapMs: Readonly<Record<string, number>>
+  /** The job types whose definitions say they can be cancelled. */
+  readonly cancellable: ReadonlySet<string>
+  /** How long past its lock a running job belongs to its worker still (the reaper waits that long). */
+  readonly reaperGraceMs: number
+  /** The simulated clock, in epoch milliseconds. */
+  readonly now: () => number
   readonly trace: Trace
 }
 
-interface UsageMark {
+/** What the monitor reads off the queue: the ids of the queue jobs it holds, whatever their state. */
+export interface QueueView {
+  readonly jobIds: (queueName: QueueName) => Effect.Effect<ReadonlyArray<string>>
+}
+
+interface CallEnd {
   readonly at: number
-  readonly writer: string
+  readonly retryAfterMs: number | undefined
 }
 
 /**
@@ -54,10 +99,10 @@ export const makeMonitor = (options: MonitorOptions) => {
   let commits = 0
   /** The commit that wrote each job's projection (artifacts and business rows). */
   const projectionCommit = new Map<string, number>()
-  /** When each job's lease changed hands (lock or takeover). */
-  const leaseChanges = new Map<string, Array<number>>()
-  /** Last provider call of each (job, writer). */
-  const lastCall = new Map<string, UsageMark>()
+  /** The end of the last provider call of each (job, lease). */
+  const lastCallEnd = new Map<string, CallEnd>()
+  /** Each outbox event's job lease number when the event was written. */
+  const leaseAtEvent = new Map<string, number>()
 
   const fail = (invariant: InvariantName, detail: string) => {
     if (violation === undefined) {
@@ -66,10 +111,89 @@ export const makeMonitor = (options: MonitorOptions) => {
     }
   }
 
-  const jobTransition = (previous: AiJob, job: AiJob, writer: string) => {
+  /**
+   * A terminal write: a queued job is cancelled by its client; a running one is ended by the run
+   * holding its lease, or by the reaper once the lock expired beyond the grace; an ended job
+   * has no lease holder, so nobody may write another outcome.
+   */
+  const checkEndedByHolder = (previous: AiJob, job: AiJob, writer: string, run: RunRecord | undefined) => {
+    const name = trace.alias(job.id)
+    if (previous.lifecycleStatus === "queued") {
+      if (writer !== "shared" || job.lifecycleStatus !== "cancelled") {
+        fail(invariantNames.leaseHolderEnds, `${name}: ended ${job.lifecycleStatus} by ${writer} while queued, without a lease`)
+      }
+      return
+    }
+    if (isTerminal(previous.lifecycleStatus)) {
+      fail(invariantNames.leaseHolderEnds, `${name}: ${previous.lifecycleStatus} job written ${job.lifecycleStatus} by ${writer}, which holds no lease`)
+      return
+    }
+    if (writer === "shared") {
+      const expired = previous.lockUntil === null || previous.lockUntil.getTime() < job.updatedAt.getTime() - options.reaperGraceMs
+      if (!expired) {
+        fail(
+          invariantNames.leaseHolderEnds,
+          `${name}: ended ${job.lifecycleStatus} by ${writer} while ${previous.lockedBy ?? "nobody"} held lease ${previous.leaseNo} ` +
+            `(lock until ${previous.lockUntil?.toISOString() ?? "none"})`
+        )
+      }
+      return
+    }
+    const lease = run?.lease
+    const holds = lease !== undefined && lease.jobId === job.id && lease.owner === writer && previous.lockedBy === writer &&
+      lease.leaseNo === previous.leaseNo && lease.attempt === previous.attemptCount
+    if (!holds) {
+      fail(
+        invariantNames.leaseHolderEnds,
+        `${name}: ended ${job.lifecycleStatus} by ${writer} in ${lease === undefined ? "no lease" : `lease ${lease.leaseNo} (attempt ${lease.attempt})`}` +
+          ` while ${previous.lockedBy ?? "nobody"} held lease ${previous.leaseNo} (attempt ${previous.attemptCount})`
+      )
+    }
+  }
+
+  /** A new owner (a lock, a takeover, a pickup after a hand-off) and the attempt it costs. */
+  const checkAttemptCounted = (previous: AiJob, job: AiJob, writer: string) => {
+    const newOwner = job.lifecycleStatus === "running" && job.lockedBy !== null &&
+      (job.lockedBy !== previous.lockedBy || job.leaseNo !== previous.leaseNo)
+    const handedOff = previous.lifecycleStatus === "running" && previous.lockedBy === null
+    const expected = newOwner && !handedOff ? previous.attemptCount + 1 : previous.attemptCount
+    if (job.attemptCount !== expected) {
+      const what = !newOwner ? "no new owner" : handedOff ? "a pickup after a hand-off" : `${previous.lockedBy ?? "a queued job"} → ${job.lockedBy ?? "?"}`
+      fail(invariantNames.newOwnerCounts, `${trace.alias(job.id)}: ${what} (by ${writer}) took attempt ${previous.attemptCount} → ${job.attemptCount}; expected ${expected}`)
+    }
+  }
+
+  const jobTransition = (previous: AiJob, job: AiJob, writer: string, run: RunRecord | undefined) => {
     const from = previous.lifecycleStatus
     const to = job.lifecycleStatus
     const name = trace.alias(job.id)
+    const outcomeWritten = isTerminal(to) &&
+      (from !== to || previous.outputHash !== job.outputHash || previous.errorCode !== job.errorCode)
+    if (outcomeWritten) checkEndedByHolder(previous, job, writer, run)
+    checkAttemptCounted(previous, job, writer)
+    // The lease this delivery took, for its later writes.
+    if (job.leaseNo !== previous.leaseNo && run !== undefined && job.lockedBy === writer) {
+      run.lease = { jobId: job.id, owner: writer, leaseNo: job.leaseNo, attempt: job.attemptCount }
+    }
+    if (to === "failed" && from !== "failed" && job.errorCode === "INTERNAL_WORKER_LOST" && job.attemptCount < job.maxAttempts) {
+      fail(invariantNames.workerLostExhausted, `${name}: failed INTERNAL_WORKER_LOST after ${job.attemptCount} of ${job.maxAttempts} attempts (by ${writer})`)
+    }
+    if (to === "succeeded" && from !== "succeeded" && previous.cancelRequestedAt !== null && options.cancellable.has(job.jobType)) {
+      // PROJECT began when the run asked for its transaction: was the cancel committed by then?
+      const seen = run?.projectSaw === undefined ? Option.none<AiJob>() : HashMap.get(run.projectSaw.aiJob, job.id)
+      // A known gap of the engine, left out: a worker frozen through the cancel wakes with its
+      // provider's answer and the cancel message at once, and nothing in PROJECT re-reads the
+      // request, so whichever runs first wins.
+      const frozenThrough = run?.frozeAt !== undefined && previous.cancelRequestedAt.getTime() >= run.frozeAt
+      if (frozenThrough) {
+        trace.record("gap", { job: name, note: "succeeded: cancel requested while its worker was frozen", by: writer })
+      } else if (Option.isNone(seen) || seen.value.cancelRequestedAt !== null) {
+        fail(
+          invariantNames.cancelBeforeProject,
+          `${name}: succeeded (by ${writer}) although a cancel was requested at ${previous.cancelRequestedAt.toISOString()}, before its PROJECT began`
+        )
+      }
+    }
     if (from !== to) {
       if (from === "cancelled" && to === "succeeded") {
         fail(invariantNames.cancelledNeverSucceeds, `${name}: cancelled → succeeded (by ${writer})`)
@@ -82,13 +206,6 @@ export const makeMonitor = (options: MonitorOptions) => {
       fail(invariantNames.terminalFinal, `${name}: its ${from} outcome was rewritten (by ${writer})`)
     }
     const attemptChanged = previous.attemptCount !== job.attemptCount
-    // A new lease (a takeover, or a pickup after a hand-off, which keeps the attempt) starts a
-    // fresh run: its first call owes nothing to the previous run's backoff.
-    if (previous.leaseNo !== job.leaseNo) {
-      const changes = leaseChanges.get(job.id) ?? []
-      changes.push(job.updatedAt.getTime())
-      leaseChanges.set(job.id, changes)
-    }
     if (from !== to || attemptChanged || (previous.cancelRequestedAt === null && job.cancelRequestedAt !== null)) {
       trace.record("job", {
         job: name,
@@ -111,90 +228,146 @@ export const makeMonitor = (options: MonitorOptions) => {
     }
   }
 
-  const usage = (jobId: string, jobType: string, at: number, writer: string) => {
-    const key = `${jobId}\u0000${writer}`
-    const previous = lastCall.get(key)
-    lastCall.set(key, { at, writer })
+  /**
+   * A provider call begins. Within one lease the calls follow the retry schedule: the gap since
+   * the previous call ended is at least the schedule's least delay and the Retry-After that
+   * call was answered with. A new lease starts afresh.
+   */
+  const callStarted = (call: ProviderCall) => {
+    if (call.leaseNo === undefined) return
+    const previous = lastCallEnd.get(`${call.jobId}\u0000${call.leaseNo}`)
     if (previous === undefined) return
-    const takenOver = (leaseChanges.get(jobId) ?? []).some((t) => t >= previous.at && t <= at)
-    const minimum = options.minRetryGapMs[jobType] ?? 0
-    if (!takenOver && at - previous.at < minimum) {
+    const gap = options.now() - previous.at
+    const backoff = options.minRetryGapMs[call.jobType] ?? 0
+    const required = Math.max(backoff, previous.retryAfterMs ?? 0)
+    if (gap < required) {
       fail(
         invariantNames.backoff,
-        `${trace.alias(jobId)}: two provider calls by ${writer} ${at - previous.at} ms apart; the backoff is at least ${minimum} ms`
+        `${trace.alias(call.jobId)}: a call by ${call.by} in lease ${call.leaseNo} began ${gap} ms after the previous one ended; ` +
+          `the backoff is at least ${backoff} ms${previous.retryAfterMs === undefined ? "" : `, the provider asked for ${previous.retryAfterMs} ms`}`
       )
     }
   }
 
-  /** The commit observer: diffs the tables before and after one commit. */
-  const observe = (before: MemoryTables, after: MemoryTables) =>
-    Effect.flatMap(FiberRef.get(currentWriter), (writer) =>
-      Effect.sync(() => {
-        commits += 1
-        if (before.aiJob !== after.aiJob) {
-          for (const [id, job] of after.aiJob) {
-            const previous = HashMap.get(before.aiJob, id)
-            if (previous._tag === "None") {
-              if (job.lifecycleStatus !== "queued") {
-                fail(invariantNames.createdQueued, `${trace.alias(id)} was created ${job.lifecycleStatus}`)
-              }
-              trace.record("job", { job: trace.alias(id), from: "none", to: job.lifecycleStatus, type: job.jobType, by: writer })
-            } else if (previous.value !== job) {
-              jobTransition(previous.value, job, writer)
-            }
-            if (job.attemptCount > job.maxAttempts) {
-              fail(invariantNames.attemptsBounded, `${trace.alias(id)}: attempt ${job.attemptCount} of ${job.maxAttempts}`)
-            }
+  /** A provider call ended (answered, failed or abandoned), with the provider's Retry-After, if any. */
+  const callEnded = (call: ProviderCall, retryAfterMs: number | undefined) => {
+    if (call.leaseNo === undefined) return
+    lastCallEnd.set(`${call.jobId}\u0000${call.leaseNo}`, { at: options.now(), retryAfterMs })
+  }
+
+  /**
+   * An enqueue event just published: its queue job is on the queue, or the job needs it no more
+   * (a worker locked it since the event was written, it holds a live lock, or it ended).
+   */
+  const checkPublished = (event: OutboxEvent, tables: MemoryTables, queue: QueueView) =>
+    Effect.gen(function* () {
+      const payload = decodeEnqueuePayload(event.payload)
+      if (Option.isNone(payload)) return
+      const job = HashMap.get(tables.aiJob, payload.value.jobId)
+      if (Option.isNone(job)) return
+      const { lifecycleStatus, leaseNo, lockUntil, lockedBy } = job.value
+      const writtenAt = leaseAtEvent.get(event.id) ?? 0
+      const liveLock = lifecycleStatus === "running" && lockedBy !== null && lockUntil !== null && lockUntil.getTime() >= options.now()
+      if (isTerminal(lifecycleStatus) || leaseNo > writtenAt || liveLock) return
+      const queueJobId = payloadFor({
+        jobId: payload.value.jobId,
+        jobType: payload.value.jobType,
+        createdAt: event.createdAt,
+        redispatchOf: payload.value.redispatchOf
+      }).dedupeKey
+      const held = yield* queue.jobIds(payload.value.queueName)
+      if (!held.includes(queueJobId)) {
+        fail(
+          invariantNames.publishedIsQueued,
+          `${trace.alias(job.value.id)}: event ${event.dedupeKey} published, but ${payload.value.queueName} does not hold ${queueJobId}; ` +
+            `the job is ${lifecycleStatus} in lease ${leaseNo}, as when the event was written`
+        )
+      }
+    })
+
+  /** The commit observer: diffs the tables before and after one commit, and checks what it published against the queue. */
+  const observer = (queue: QueueView) => (before: MemoryTables, after: MemoryTables) =>
+    Effect.gen(function* () {
+      const writer = yield* FiberRef.get(currentWriter)
+      const run = yield* FiberRef.get(currentRun)
+      const published = diff(before, after, writer, run)
+      for (const event of published) yield* checkPublished(event, after, queue)
+    })
+
+  /** Checks one commit; returns the enqueue events it published. */
+  const diff = (before: MemoryTables, after: MemoryTables, writer: string, run: RunRecord | undefined): ReadonlyArray<OutboxEvent> => {
+    const published: Array<OutboxEvent> = []
+    commits += 1
+    if (before.aiJob !== after.aiJob) {
+      for (const [id, job] of after.aiJob) {
+        const previous = HashMap.get(before.aiJob, id)
+        if (previous._tag === "None") {
+          if (job.lifecycleStatus !== "queued") {
+            fail(invariantNames.createdQueued, `${trace.alias(id)} was created ${job.lifecycleStatus}`)
           }
-          for (const [id] of before.aiJob) {
-            if (!HashMap.has(after.aiJob, id)) fail(invariantNames.terminalFinal, `${trace.alias(id)}: the job row vanished`)
-          }
+          trace.record("job", { job: trace.alias(id), from: "none", to: job.lifecycleStatus, type: job.jobType, by: writer })
+        } else if (previous.value !== job) {
+          jobTransition(previous.value, job, writer, run)
         }
-        if (before.aiJobArtifact !== after.aiJobArtifact) {
-          for (const [id, row] of after.aiJobArtifact) {
-            if (!HashMap.has(before.aiJobArtifact, id)) projected(row.jobId, commits, "an artifact")
-          }
+        if (job.attemptCount > job.maxAttempts) {
+          fail(invariantNames.attemptsBounded, `${trace.alias(id)}: attempt ${job.attemptCount} of ${job.maxAttempts}`)
         }
-        if (before.business !== after.business) {
-          for (const [table, rows] of after.business) {
-            const earlier = HashMap.get(before.business, table)
-            if (earlier._tag === "Some" && earlier.value === rows) continue
-            for (const [id, row] of rows) {
-              if (earlier._tag === "None" || !HashMap.has(earlier.value, id)) projected(row.job_id, commits, `a ${table} row`)
-            }
-          }
+      }
+      for (const [id] of before.aiJob) {
+        if (!HashMap.has(after.aiJob, id)) fail(invariantNames.terminalFinal, `${trace.alias(id)}: the job row vanished`)
+      }
+    }
+    if (before.aiJobArtifact !== after.aiJobArtifact) {
+      for (const [id, row] of after.aiJobArtifact) {
+        if (!HashMap.has(before.aiJobArtifact, id)) projected(row.jobId, commits, "an artifact")
+      }
+    }
+    if (before.business !== after.business) {
+      for (const [table, rows] of after.business) {
+        const earlier = HashMap.get(before.business, table)
+        if (earlier._tag === "Some" && earlier.value === rows) continue
+        for (const [id, row] of rows) {
+          if (earlier._tag === "None" || !HashMap.has(earlier.value, id)) projected(row.job_id, commits, `a ${table} row`)
         }
-        if (before.outboxEvent !== after.outboxEvent) {
-          for (const [id, event] of before.outboxEvent) {
-            const next = HashMap.get(after.outboxEvent, id)
-            if (next._tag === "None") {
-              fail(invariantNames.outboxNeverLost, `event ${event.dedupeKey} vanished`)
-              continue
-            }
-            if (next.value === event) continue
-            if (event.status === "published" && next.value.status !== "published") {
-              fail(invariantNames.outboxPublishedFinal, `event for ${trace.alias(event.aggregateId)}: published → ${next.value.status}`)
-            }
-            if (event.status !== next.value.status && (next.value.status === "published" || next.value.status === "dead")) {
-              trace.record("outbox", {
-                job: trace.alias(event.aggregateId),
-                event: event.dedupeKey.startsWith(enqueueEventType) ? "enqueue" : "redispatch",
-                to: next.value.status,
-                by: writer
-              })
-            }
-          }
+      }
+    }
+    if (before.outboxEvent !== after.outboxEvent) {
+      for (const [id, event] of after.outboxEvent) {
+        if (leaseAtEvent.has(id)) continue
+        const job = HashMap.get(after.aiJob, event.aggregateId)
+        leaseAtEvent.set(id, Option.isSome(job) ? job.value.leaseNo : 0)
+      }
+      for (const [id, event] of before.outboxEvent) {
+        const next = HashMap.get(after.outboxEvent, id)
+        if (next._tag === "None") {
+          fail(invariantNames.outboxNeverLost, `event ${event.dedupeKey} vanished`)
+          continue
         }
-        if (before.aiUsageLog !== after.aiUsageLog) {
-          for (const [id, row] of after.aiUsageLog) {
-            if (HashMap.has(before.aiUsageLog, id)) continue
-            const job = HashMap.get(after.aiJob, row.jobId)
-            trace.record("call", { job: trace.alias(row.jobId), no: row.attemptNo, error: row.errorCode, by: writer })
-            if (job._tag === "Some") usage(row.jobId, job.value.jobType, row.createdAt.getTime(), writer)
-          }
+        if (next.value === event) continue
+        if (event.status === "published" && next.value.status !== "published") {
+          fail(invariantNames.outboxPublishedFinal, `event for ${trace.alias(event.aggregateId)}: published → ${next.value.status}`)
         }
-      })
-    )
+        if (event.status !== "published" && next.value.status === "published" && next.value.eventType === enqueueEventType) {
+          published.push(next.value)
+        }
+        if (event.status !== next.value.status && (next.value.status === "published" || next.value.status === "dead")) {
+          trace.record("outbox", {
+            job: trace.alias(event.aggregateId),
+            event: event.dedupeKey.startsWith(enqueueEventType) ? "enqueue" : "redispatch",
+            to: next.value.status,
+            by: writer
+          })
+        }
+      }
+    }
+    if (before.aiUsageLog !== after.aiUsageLog) {
+      for (const [id, row] of after.aiUsageLog) {
+        if (HashMap.has(before.aiUsageLog, id)) continue
+        trace.record("call", { job: trace.alias(row.jobId), no: row.attemptNo, error: row.errorCode, by: writer })
+      }
+    }
+    return published
+  }
 
   /** The committed state, after a step. */
   const checkState = (tables: MemoryTables) => {
@@ -252,7 +425,9 @@ export const makeMonitor = (options: MonitorOptions) => {
   }
 
   return {
-    observe,
+    observer,
+    callStarted,
+    callEnded,
     checkState,
     checkSettled,
     fail,

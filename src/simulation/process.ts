@@ -1,12 +1,13 @@
-import { Deferred, Effect, Either, Exit, FiberRef, Random, Scope } from "effect"
+import { Cause, Clock, Deferred, Effect, Either, Exit, FiberRef, Option, Random, Scope } from "effect"
+import { ProviderError } from "../domain/ExecutionError.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
 import type { MemoryJobQueueControl } from "../layers/memory/MemoryJobQueue.js"
-import type { AiGateway } from "../services/AiGateway.js"
+import type { AiGateway, GenerateRequest } from "../services/AiGateway.js"
 import type { CancelSignal } from "../services/CancelSignal.js"
 import { encodeQueuePayload, type JobDelivery, type JobQueue, JobQueueUnavailable, queueJobIdFor } from "../services/JobQueue.js"
 import type { CrashPoint, DeliveryFaults } from "./faults.js"
-import { currentWriter } from "./invariants.js"
+import { currentRun, currentWriter, newRunRecord, type ProviderCall } from "./invariants.js"
 
 /** Where an armed process dies: a worker's crash point, or a dispatcher between claim and add. */
 export type ArmedPoint = CrashPoint | "after-claim"
@@ -161,6 +162,11 @@ export const processDatabase = (shared: MemoryDatabase["Type"], process: SimProc
 
   const transaction: MemoryDatabase["Type"]["transaction"] = (effect) =>
     Effect.gen(function* () {
+      // What the database held when the run asked for its transaction: when its PROJECT began.
+      const run = yield* FiberRef.get(currentRun)
+      if (run !== undefined && run.projectSaw === undefined && !(yield* FiberRef.get(inTransaction))) {
+        run.projectSaw = yield* shared.snapshot
+      }
       yield* enter("begin")
       const result = yield* shared.transaction(
         Effect.zipLeft(
@@ -190,33 +196,74 @@ export const processDatabase = (shared: MemoryDatabase["Type"], process: SimProc
   }
 }
 
-/** The worker's provider calls: frozen while paused; the `mid-execute` crash point. */
-export const processGateway = (shared: AiGateway["Type"], process: SimProcess): AiGateway["Type"] => ({
-  generate: (request) =>
-    Effect.gen(function* () {
-      const onPause = process.pauseArmed()
-      if (onPause !== null) {
-        // The call goes out, then the whole process freezes before the answer is read.
-        process.armPause(null)
-        yield* process.pause
-        yield* onPause(request.job.id)
-        const answer = yield* shared.generate(request)
-        yield* process.gate.await
-        return answer
-      }
-      yield* process.gate.await
-      if (process.isCrashed()) return yield* stopHere
-      if (process.armed() === "mid-execute") {
-        // The call goes out; the process dies while it is in flight.
-        yield* Effect.fork(shared.generate(request))
-        yield* Effect.sleep(yield* Random.nextIntBetween(1, 500))
-        yield* process.crash("mid-execute")
-        return yield* stopHere
-      }
-      const result = yield* shared.generate(request)
-      yield* process.gate.await
-      return result
+/** Who hears of each provider call (the monitor's retry checks). */
+export interface CallWatch {
+  readonly started: (call: ProviderCall) => void
+  readonly ended: (call: ProviderCall, retryAfterMs: number | undefined) => void
+}
+
+const retryAfterIn = (exit: Exit.Exit<unknown, unknown>): number | undefined =>
+  Exit.isFailure(exit)
+    ? Option.match(Cause.failureOption(exit.cause), {
+      onNone: () => undefined,
+      onSome: (error) => (error instanceof ProviderError ? error.retryAfterMs : undefined)
     })
+    : undefined
+
+/** One call through the process: the pause, the crash point, the gate. */
+const callThrough = (shared: AiGateway["Type"], process: SimProcess, request: GenerateRequest) =>
+  Effect.gen(function* () {
+    const onPause = process.pauseArmed()
+    if (onPause !== null) {
+      // The call goes out, then the whole process freezes before the answer is read.
+      process.armPause(null)
+      const run = yield* FiberRef.get(currentRun)
+      if (run !== undefined) run.frozeAt = yield* Clock.currentTimeMillis
+      yield* process.pause
+      yield* onPause(request.job.id)
+      const answer = yield* shared.generate(request)
+      yield* process.gate.await
+      return answer
+    }
+    yield* process.gate.await
+    if (process.isCrashed()) return yield* stopHere
+    if (process.armed() === "mid-execute") {
+      // The call goes out; the process dies while it is in flight.
+      yield* Effect.fork(shared.generate(request))
+      yield* Effect.sleep(yield* Random.nextIntBetween(1, 500))
+      yield* process.crash("mid-execute")
+      return yield* stopHere
+    }
+    const result = yield* shared.generate(request)
+    yield* process.gate.await
+    return result
+  })
+
+/**
+ * The worker's provider calls: frozen while paused; the `mid-execute` crash point; each call's
+ * start and end told to `watch`. `dropRetryAfter` is a planted bug: the adapter loses the
+ * provider's Retry-After, so the engine's schedule never sees it.
+ */
+export const processGateway = (
+  shared: AiGateway["Type"],
+  process: SimProcess,
+  watch: CallWatch,
+  options: { readonly dropRetryAfter: boolean }
+): AiGateway["Type"] => ({
+  generate: (request) => {
+    const call: ProviderCall = { jobId: request.job.id, jobType: request.job.type, leaseNo: request.job.leaseNo, by: process.id }
+    return Effect.suspend(() => {
+      watch.started(call)
+      return callThrough(shared, process, request)
+    }).pipe(
+      Effect.onExit((exit) => Effect.sync(() => watch.ended(call, retryAfterIn(exit)))),
+      Effect.mapError((error) =>
+        options.dropRetryAfter && error._tag === "ProviderError" && error.retryAfterMs !== undefined
+          ? new ProviderError({ code: error.code, message: error.message })
+          : error
+      )
+    )
+  }
 })
 
 /** A frozen process reads its cancel messages only once it runs again. */
@@ -237,13 +284,14 @@ export const processQueue = (shared: JobQueue["Type"], process: SimProcess): Job
       const consumerScope = yield* Scope.make()
       process.consumerScopes.push(consumerScope)
       yield* Effect.addFinalizer(() => Scope.close(consumerScope, Exit.void))
+      // Each delivery has its own run record (see `RunRecord`), shared by the fibers it forks.
       const guarded = (delivery: JobDelivery) =>
         Effect.suspend(() =>
           process.isCrashed()
             ? stopHere
             : Effect.raceFirst(
               process.gate.await.pipe(
-                Effect.zipRight(handler(delivery)),
+                Effect.zipRight(Effect.locally(handler(delivery), currentRun, newRunRecord())),
                 Effect.zipRight(Effect.suspend(() => (process.isCrashed() ? Effect.interrupt : Effect.void)))
               ),
               Effect.zipRight(Deferred.await(process.crashed), Effect.interrupt)

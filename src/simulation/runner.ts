@@ -9,6 +9,7 @@ import { makeSimulatedClock } from "./clock.js"
 import { makeSimulationScheduler } from "./scheduler.js"
 import { type FaultSettings, generateFaults } from "./faults.js"
 import { invariantNames, makeMonitor, type Violation } from "./invariants.js"
+import type { PlantedBug } from "./plantedBugs.js"
 import { formatEntry, makeTrace, traceLogger, type TraceEntry } from "./trace.js"
 import { type WorkloadSettings, defaultWorkloadSettings, generateWorkload } from "./workload.js"
 import { makeWorld, type WorldSettings } from "./world.js"
@@ -29,6 +30,8 @@ export interface SimulationSettings {
   readonly workload: Omit<WorkloadSettings, "phaseMs">
   readonly faults: Omit<FaultSettings, "phaseMs" | "workers" | "dispatchers" | "minPauseMs">
   readonly unsafeDisableFencing: boolean
+  /** A deliberate bug to plant (see `plantedBugs.ts`), to watch an invariant catch it; `null` for the real engine. */
+  readonly plantedBug: PlantedBug | null
 }
 
 export const defaultSimulationSettings: SimulationSettings = {
@@ -66,7 +69,8 @@ export const defaultSimulationSettings: SimulationSettings = {
     databaseFaultWindows: 1,
     duplicateDeliveries: 3
   },
-  unsafeDisableFencing: false
+  unsafeDisableFencing: false,
+  plantedBug: null
 }
 
 /** The definitions of the simulated job types (their timeouts and backoffs bound the checks). */
@@ -139,7 +143,13 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
   const clock = makeSimulatedClock({ startMillis: epochMillis })
   const elapsed = () => clock.now() - epochMillis
   const trace = makeTrace(elapsed)
-  const monitor = makeMonitor({ minRetryGapMs: minRetryGapMs(), trace })
+  const monitor = makeMonitor({
+    minRetryGapMs: minRetryGapMs(),
+    cancellable: new Set(definitions.filter((definition) => definition.execution.cancellable).map((definition) => definition.jobType)),
+    reaperGraceMs: settings.timing.reaperGraceMs,
+    now: clock.now,
+    trace
+  })
   const keep = options.keepEntries ?? 30
 
   const program = Effect.gen(function* () {
@@ -162,7 +172,8 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
       timing: settings.timing,
       dispatcherReleaseIntervalMs: settings.dispatcherReleaseIntervalMs,
       providerLatencyMs: settings.providerLatencyMs,
-      unsafeDisableFencing: settings.unsafeDisableFencing
+      unsafeDisableFencing: settings.unsafeDisableFencing,
+      plantedBug: settings.plantedBug
     }
     const world = yield* makeWorld({ settings: worldSettings, trace, monitor, now: elapsed })
     world.setDeliveryFaults(faults.delivery)

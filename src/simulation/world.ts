@@ -5,15 +5,13 @@ import { allQueueNames } from "../domain/QueueName.js"
 import { jobCatalog } from "../jobs/catalog.js"
 import { MemoryAiJobLifecycleRepositoryWith } from "../layers/memory/MemoryAiJobLifecycleRepository.js"
 import { ProviderConfig, TimingConfig } from "../config/EngineConfig.js"
-import { AiJobServiceLive } from "../services/AiJobServiceLive.js"
 import { jobCatalogLayer } from "../jobs/JobCatalogLive.js"
-import { OutboxAdminLive } from "../services/OutboxAdminLive.js"
-import { SnapshotBuilderLive } from "../services/SnapshotBuilderLive.js"
-import { AiCostCalculatorLayer } from "../services/AiCostCalculatorLive.js"
-import { CredentialVaultLive } from "../services/CredentialVaultLive.js"
-import { ModelRouterLive } from "../services/ModelRouterLive.js"
-import { PromptTemplatesLayer } from "../services/PromptTemplatesLive.js"
-import { RuleBasedContentSafetyLive } from "../services/RuleBasedContentSafety.js"
+import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
+import { AiCostCalculator } from "../services/AiCostCalculator.js"
+import { CredentialVault } from "../services/CredentialVault.js"
+import { ModelRouter } from "../services/ModelRouter.js"
+import { PromptTemplates } from "../services/PromptTemplates.js"
+import { ContentSafety } from "../services/ContentSafety.js"
 import { SyntheticGatewayControl, SyntheticGatewayLayer, type SyntheticStep } from "../layers/gateway/SyntheticGateway.js"
 import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
 import { InProcessDomainEvents } from "../layers/memory/InProcessDomainEvents.js"
@@ -38,12 +36,14 @@ import { AiGateway } from "../services/AiGateway.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../services/AiJobService.js"
 import { CancelSignal } from "../services/CancelSignal.js"
+import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
 import { encodeQueuePayload, JobQueue, payloadFor } from "../services/JobQueue.js"
 import { OutboxAdmin } from "../services/OutboxAdmin.js"
 import { QuotaLimitsConfig } from "../services/Quotas.js"
 import type { FaultAction, ProviderTrouble } from "./faults.js"
 import type { DeliveryFaults } from "./faults.js"
 import type { Monitor } from "./invariants.js"
+import { addAfterAnswer, cancelIgnored, type PlantedBug, reaperOffByOne, takeOverWithoutAttempt } from "./plantedBugs.js"
 import { invariantNames } from "./invariants.js"
 import {
   makeProcess,
@@ -52,6 +52,7 @@ import {
   processGateway,
   processQueue,
   processQueueAdds,
+  type CallWatch,
   type SimProcess
 } from "./process.js"
 import type { Trace } from "./trace.js"
@@ -68,13 +69,17 @@ export interface WorldSettings {
   readonly providerLatencyMs: { readonly min: number; readonly max: number }
   /** The deliberate bug (see `MemoryAiJobLifecycleRepositoryOptions`); off unless proving the simulator. */
   readonly unsafeDisableFencing: boolean
+  /** One deliberate bug planted in the wiring (see `plantedBugs.ts`); none unless proving an invariant. */
+  readonly plantedBug: PlantedBug | null
 }
+
+const fencingOff = (settings: WorldSettings) => settings.unsafeDisableFencing || settings.plantedBug === "fencing-off"
 
 const simulationPlatformKey = "sk-simulation-platform-key"
 
 /** Everything the processes share: the memory infrastructure and the engine's services. */
 const sharedLayer = (settings: WorldSettings) => {
-  const lifecycle = MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: settings.unsafeDisableFencing })
+  const lifecycle = MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: fencingOff(settings) })
   const storage = MemoryQuotas.pipe(
     Layer.provideMerge(
       Layer.mergeAll(
@@ -98,16 +103,16 @@ const sharedLayer = (settings: WorldSettings) => {
     MemoryWorkerDirectory,
     InProcessDomainEvents
   )
-  return Layer.mergeAll(AiJobServiceLive, OutboxAdminLive).pipe(
+  return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         jobCatalogLayer(jobCatalog),
-        SnapshotBuilderLive,
-        ModelRouterLive,
-        CredentialVaultLive,
-        RuleBasedContentSafetyLive,
-        AiCostCalculatorLayer(),
-        PromptTemplatesLayer(jobCatalog.flatMap((module) => module.prompts)),
+        SnapshotBuilder.Default,
+        ModelRouter.Default,
+        CredentialVault.Default,
+        ContentSafety.Default,
+        AiCostCalculator.withTable(),
+        PromptTemplates.Default(jobCatalog.flatMap((module) => module.prompts)),
         SyntheticGatewayLayer({ seed: `provider:${settings.seed}`, latencyMs: settings.providerLatencyMs })
       )
     ),
@@ -131,12 +136,20 @@ const sharedLayer = (settings: WorldSettings) => {
 export type SharedServices = Layer.Layer.Success<ReturnType<typeof sharedLayer>>
 
 /** A worker's own view of the shared services: its repositories on its own connection. */
-const workerLayer = (settings: WorldSettings, shared: Context.Context<SharedServices>, process: SimProcess) => {
-  const db = processDatabase(Context.get(shared, MemoryDatabase), process)
-  return Layer.mergeAll(jobCatalogLayer(jobCatalog), CredentialVaultLive).pipe(
+const workerLayer = (
+  settings: WorldSettings,
+  shared: Context.Context<SharedServices>,
+  process: SimProcess,
+  db: MemoryDatabase["Type"],
+  watch: CallWatch
+) => {
+  const gateway = processGateway(Context.get(shared, AiGateway), process, watch, {
+    dropRetryAfter: settings.plantedBug === "retry-after-ignored"
+  })
+  return Layer.mergeAll(jobCatalogLayer(jobCatalog), CredentialVault.Default).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
-        MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: settings.unsafeDisableFencing }),
+        MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: fencingOff(settings) }),
         MemorySnapshotRepository,
         MemoryUnitOfWork,
         MemoryArtifactRepository,
@@ -146,10 +159,22 @@ const workerLayer = (settings: WorldSettings, shared: Context.Context<SharedServ
       )
     ),
     Layer.provideMerge(Layer.succeed(MemoryDatabase, db)),
-    Layer.merge(Layer.succeed(AiGateway, processGateway(Context.get(shared, AiGateway), process))),
+    Layer.merge(Layer.succeed(AiGateway, gateway)),
     Layer.merge(Layer.succeed(JobQueue, processQueue(Context.get(shared, JobQueue), process))),
     Layer.merge(Layer.succeed(CancelSignal, processCancelSignal(Context.get(shared, CancelSignal), process)))
   )
+}
+
+/** A worker's own services with the planted bug, if it lives there. */
+const plantInWorker = <S>(bug: PlantedBug | null, own: Context.Context<S | AiJobLifecycleRepository | JobDefinitionRegistry>, db: MemoryDatabase["Type"]) => {
+  switch (bug) {
+    case "takeover-without-attempt":
+      return Context.add(own, AiJobLifecycleRepository, takeOverWithoutAttempt(Context.get(own, AiJobLifecycleRepository), db))
+    case "ignored-cancel":
+      return Context.add(own, JobDefinitionRegistry, cancelIgnored(Context.get(own, JobDefinitionRegistry)))
+    default:
+      return own
+  }
 }
 
 interface AgendaItem {
@@ -201,7 +226,7 @@ export const makeWorld = (options: {
     const service = Context.get(shared, AiJobService)
     const cancels = Context.get(shared, CancelSignal)
     const outboxAdmin = Context.get(shared, OutboxAdmin)
-    yield* db.setCommitObserver(Option.some(monitor.observe))
+    yield* db.setCommitObserver(Option.some(monitor.observer({ jobIds: queueControl.jobIds })))
 
     const agenda: Array<AgendaItem> = []
     let agendaSeq = 0
@@ -234,10 +259,11 @@ export const makeWorld = (options: {
         incarnations.worker[slot] = incarnation + 1
         const id = `w${slot + 1}${incarnation === 0 ? "" : `.${incarnation}`}`
         const process = yield* makeProcess({ id, slot, kind: "worker", hooks: { onCrash } })
-        const own = yield* Layer.build(workerLayer(settings, shared, process)).pipe(
-          Effect.provide(shared),
-          Scope.extend(process.scope)
-        )
+        const processDb = processDatabase(db, process)
+        const built = yield* Layer.build(
+          workerLayer(settings, shared, process, processDb, { started: monitor.callStarted, ended: monitor.callEnded })
+        ).pipe(Effect.provide(shared), Scope.extend(process.scope))
+        const own = plantInWorker(settings.plantedBug, built, processDb)
         yield* runWorker({ workerId: id, queues: allQueueNames }).pipe(
           Effect.provide(Context.merge(shared, own)),
           Scope.extend(process.scope)
@@ -255,12 +281,10 @@ export const makeWorld = (options: {
         const storage = yield* Layer.build(
           MemoryOutboxRepository.pipe(Layer.provide(Layer.succeed(MemoryDatabase, processDatabase(db, process))))
         ).pipe(Scope.extend(process.scope))
+        const adds = processQueueAdds(Context.get(shared, JobQueue), queueControl, process, () => (faultsOn ? deliveryFaults : undefined), (what, jobId, ms) =>
+          trace.record("delivery", { job: trace.alias(jobId), what, ms, by: id }))
         const own = storage.pipe(
-          Context.add(
-            JobQueue,
-            processQueueAdds(Context.get(shared, JobQueue), queueControl, process, () => (faultsOn ? deliveryFaults : undefined), (what, jobId, ms) =>
-              trace.record("delivery", { job: trace.alias(jobId), what, ms, by: id }))
-          ),
+          Context.add(JobQueue, settings.plantedBug === "publish-before-add" ? addAfterAnswer(adds, process.scope) : adds),
           Context.add(DispatcherSettings, {
             ...DispatcherSettings.defaults,
             dispatcherId: id,
@@ -285,8 +309,11 @@ export const makeWorld = (options: {
     // The deployment: dispatchers, workers and reapers.
     for (let slot = 0; slot < settings.dispatchers; slot++) yield* start("dispatcher", slot)
     for (let slot = 0; slot < settings.workers; slot++) yield* start("worker", slot)
+    const reaperContext = settings.plantedBug === "reaper-off-by-one"
+      ? Context.add(shared, AiJobLifecycleRepository, reaperOffByOne(jobs))
+      : shared
     for (let i = 0; i < settings.reapers; i++) {
-      yield* Effect.forkIn(runReaper.pipe(Effect.provide(shared)), worldScope)
+      yield* Effect.forkIn(runReaper.pipe(Effect.provide(reaperContext)), worldScope)
     }
 
     // ---- the clients and operators ----
@@ -295,10 +322,13 @@ export const makeWorld = (options: {
     const known: Array<string> = []
     const keyOwner = new Map<string, string>()
 
+    // Suspended: the actions are built when the run is planned, before any job is known.
     const findJob = (pick: number): Effect.Effect<Option.Option<AiJob>> =>
-      known.length === 0
-        ? Effect.succeed(Option.none())
-        : jobs.findById(known[positive(pick, known.length)]!).pipe(Effect.orElseSucceed(() => Option.none<AiJob>()))
+      Effect.suspend(() =>
+        known.length === 0
+          ? Effect.succeed(Option.none())
+          : jobs.findById(known[positive(pick, known.length)]!).pipe(Effect.orElseSucceed(() => Option.none<AiJob>()))
+      )
 
     const create = (action: Extract<WorkloadAction, { _tag: "Create" }>) =>
       Effect.gen(function* () {

@@ -1,9 +1,8 @@
 import { randomBytes, randomUUID } from "node:crypto"
 import { expect, it } from "@effect/vitest"
 import { Effect, Either, Layer, Option, Redacted } from "effect"
-import { CredentialVaultLayer, makeCredentialVault, makeKeyring } from "../../src/services/CredentialVaultLive.js"
 import { CredentialRepository } from "../../src/services/CredentialRepository.js"
-import { CredentialVault } from "../../src/services/CredentialVault.js"
+import { CredentialVault, makeCredentialVault, makeKeyring } from "../../src/services/CredentialVault.js"
 import { UsageLog } from "../../src/services/UsageLog.js"
 import type { CredentialError } from "../../src/domain/ExecutionError.js"
 import type { PersistenceError } from "../../src/domain/PersistenceError.js"
@@ -19,7 +18,7 @@ const keyV2 = Redacted.make(randomBytes(32).toString("base64"))
 const otherKey = Redacted.make(randomBytes(32).toString("base64"))
 const platformKey = Redacted.make("sk-platform-not-the-canary")
 
-const vaultV1 = CredentialVaultLayer({ keyring: makeKeyring(Option.some({ version: 1, key: keyV1 })), platformKey: Option.some(platformKey) })
+const vaultV1 = CredentialVault.withOptions({ keyring: makeKeyring(Option.some({ version: 1, key: keyV1 })), platformKey: Option.some(platformKey) })
 
 /** A vault over the same repository with another keyring. */
 const vaultWith = (keyring: ReturnType<typeof makeKeyring>) =>
@@ -214,7 +213,7 @@ export const credentialAndUsageContract = <E>(
         const vault = yield* CredentialVault
         const userId = user()
         const stored = yield* vault.store({ userId, apiKey: Redacted.make(CANARY_KEY) })
-        const resolveCode = (request: Parameters<CredentialVault["Type"]["resolve"]>[0]) =>
+        const resolveCode = (request: Parameters<CredentialVault["resolve"]>[0]) =>
           Effect.map(Effect.either(vault.resolve(request)), Either.match({ onLeft: codeOf, onRight: () => "ok" }))
         expect(yield* resolveCode({ mode: "user_deepseek_key", credentialId: null, userId })).toBe("CREDENTIAL_NOT_FOUND")
         expect(yield* resolveCode({ mode: "user_deepseek_key", credentialId: randomUUID(), userId })).toBe("CREDENTIAL_NOT_FOUND")

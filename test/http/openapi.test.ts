@@ -168,7 +168,7 @@ describe("OpenAPI", () => {
         for (const ref of allRefs(spec)) {
           expect(spec.components.schemas[ref.replace("#/components/schemas/", "")], ref).toBeDefined()
         }
-        // The frozen JobStatusResponse (ADR 7.2), field for field.
+        // The frozen JobStatusResponse (docs/architecture.md §15.2), field for field.
         const status = spec.components.schemas["JobStatusResponse"]
         expect(Object.keys(status?.properties ?? {}).sort()).toEqual(
           [

@@ -2,15 +2,14 @@ import { Effect, Layer, Option, Redacted, TestClock } from "effect"
 import { jobCatalog } from "../../src/jobs/catalog.js"
 import type { JobTypeModule } from "../../src/jobs/JobTypeModule.js"
 import { TimingConfig, ProviderConfig } from "../../src/config/EngineConfig.js"
-import { AiJobServiceLive } from "../../src/services/AiJobServiceLive.js"
+import { AiJobService } from "../../src/services/AiJobService.js"
 import { jobCatalogLayer } from "../../src/jobs/JobCatalogLive.js"
-import { OutboxAdminLive } from "../../src/services/OutboxAdminLive.js"
-import { SnapshotBuilderLive } from "../../src/services/SnapshotBuilderLive.js"
-import { AiCostCalculatorLayer } from "../../src/services/AiCostCalculatorLive.js"
-import { CredentialVaultLive } from "../../src/services/CredentialVaultLive.js"
-import { ModelRouterLive } from "../../src/services/ModelRouterLive.js"
-import { PromptTemplatesLayer } from "../../src/services/PromptTemplatesLive.js"
-import { RuleBasedContentSafetyLive } from "../../src/services/RuleBasedContentSafety.js"
+import { OutboxAdmin } from "../../src/services/OutboxAdmin.js"
+import { AiCostCalculator } from "../../src/services/AiCostCalculator.js"
+import { CredentialVault } from "../../src/services/CredentialVault.js"
+import { ModelRouter } from "../../src/services/ModelRouter.js"
+import { PromptTemplates } from "../../src/services/PromptTemplates.js"
+import { ContentSafety } from "../../src/services/ContentSafety.js"
 import { SyntheticGatewayLayer } from "../../src/layers/gateway/SyntheticGateway.js"
 import { type Infrastructure, MemoryInfrastructure } from "../../src/main/AppLayers.js"
 import { QueueSettings } from "../../src/config/QueueSettings.js"
@@ -21,7 +20,7 @@ import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepos
 import { QuotaLimitsConfig } from "../../src/services/Quotas.js"
 import type { LifecycleStatus } from "../../src/domain/LifecycleStatus.js"
 import type { AiGateway } from "../../src/services/AiGateway.js"
-import type { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
+import { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
 import { allQueueNames } from "../../src/domain/QueueName.js"
 
 export const testPlatformKey = "sk-engine-test-platform-key"
@@ -43,16 +42,16 @@ export const memoryEngineStack = (options: {
 } = {}) => {
   const modules = options.modules ?? jobCatalog
   return Layer.fresh(
-    Layer.mergeAll(AiJobServiceLive, OutboxAdminLive).pipe(
+    Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
       Layer.provideMerge(
         Layer.mergeAll(
           jobCatalogLayer(modules),
-          options.snapshotBuilder ?? SnapshotBuilderLive,
-          ModelRouterLive,
-          CredentialVaultLive,
-          RuleBasedContentSafetyLive,
-          AiCostCalculatorLayer(),
-          PromptTemplatesLayer(modules.flatMap((module) => module.prompts)),
+          options.snapshotBuilder ?? SnapshotBuilder.Default,
+          ModelRouter.Default,
+          CredentialVault.Default,
+          ContentSafety.Default,
+          AiCostCalculator.withTable(),
+          PromptTemplates.Default(modules.flatMap((module) => module.prompts)),
           // The given provider replaces the synthetic one (its control stays, unused).
           options.gateway === undefined
             ? SyntheticGatewayLayer({ seed: options.seed ?? "engine-test" })

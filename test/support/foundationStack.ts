@@ -1,8 +1,8 @@
 import { Layer } from "effect"
 import { syntheticEcho } from "../../src/jobs/synthetic_echo/definition.js"
-import { AiJobServiceLive } from "../../src/services/AiJobServiceLive.js"
-import { jobDefinitionRegistryWith } from "../../src/services/JobDefinitionRegistryLive.js"
-import { SnapshotBuilderLive } from "../../src/services/SnapshotBuilderLive.js"
+import { AiJobService } from "../../src/services/AiJobService.js"
+import { JobDefinitionRegistry } from "../../src/services/JobDefinitionRegistry.js"
+import { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
 import { TimingConfig } from "../../src/config/EngineConfig.js"
 import { MemoryAiJobLifecycleRepository } from "../../src/layers/memory/MemoryAiJobLifecycleRepository.js"
 import { MemoryDatabaseLive } from "../../src/layers/memory/MemoryDatabase.js"
@@ -52,11 +52,11 @@ export const mysqlRepositories = (
 
 /** Job creation over a set of repositories, with the synthetic job type registered. */
 export const jobCreation = <E, R>(repositories: Layer.Layer<R, E>) =>
-  Layer.fresh(AiJobServiceLive).pipe(
+  Layer.fresh(AiJobService.Default).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
-        jobDefinitionRegistryWith([syntheticEcho]).pipe(Layer.provide(projectorKeysOnly(["synthetic_echo"]))),
-        Layer.fresh(SnapshotBuilderLive).pipe(Layer.provide(TimingConfig.make())),
+        JobDefinitionRegistry.withSpecs([syntheticEcho]).pipe(Layer.provide(projectorKeysOnly(["synthetic_echo"]))),
+        Layer.fresh(SnapshotBuilder.Default).pipe(Layer.provide(TimingConfig.make())),
         Layer.fresh(InProcessOutboxSignal)
       )
     ),

@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Schema } from "effect"
 import { defineJobType } from "../../src/domain/JobType.js"
 import { syntheticEchoDefinition } from "../../src/jobs/synthetic_echo/definition.js"
-import { makeJobDefinitionRegistry } from "../../src/services/JobDefinitionRegistryLive.js"
+import { makeJobDefinitionRegistry } from "../../src/services/JobDefinitionRegistry.js"
 import { projectorKeysOnly } from "../support/projectorKeys.js"
 
 type Change = (definition: unknown) => unknown
@@ -34,7 +34,7 @@ const registerError = (change: Change) =>
     return Either.isLeft(result) ? result.left._tag : "registered"
   }).pipe(Effect.provide(projectorKeysOnly(["synthetic_echo"])))
 
-describe("JobDefinitionRegistry (ADR 2.2)", () => {
+describe("JobDefinitionRegistry", () => {
   it.effect("registers, gets and lists a valid definition", () =>
     Effect.gen(function* () {
       const registry = yield* makeJobDefinitionRegistry
@@ -55,7 +55,7 @@ describe("JobDefinitionRegistry (ADR 2.2)", () => {
     }).pipe(Effect.provide(projectorKeysOnly(["synthetic_echo"]))))
 
   const cases: ReadonlyArray<readonly [string, Change, string]> = [
-    ["a job type with a hyphen (the ADR's own active-recall)", withField(["jobType"], "active-recall"), "InvalidJobType"],
+    ["a job type with a hyphen (the spec's own active-recall)", withField(["jobType"], "active-recall"), "InvalidJobType"],
     ["a job type starting with a digit", withField(["jobType"], "1quiz"), "InvalidJobType"],
     ["a one-letter job type", withField(["jobType"], "q"), "InvalidJobType"],
     ["an unknown queue", withField(["queue", "queueName"], "ai-analysis"), "InvalidQueue"],

@@ -9,7 +9,7 @@ import { fromCredentialError, fromPersistence } from "../errorMapping.js"
 const notFound = () => new CredentialNotFoundError({ message: "No active credential for this job." })
 
 /**
- * ADR 8.1 runtime resolve: an external runtime that runs a job asks for the key that pays for
+ * Runtime resolve (docs/architecture.md §14.1): an external runtime that runs a job asks for the key that pays for
  * it. The key is given only for a job that is queued or running and names this credential, and
  * only while the credential is its owner's and not revoked. The key never reaches a log.
  */

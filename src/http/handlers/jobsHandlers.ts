@@ -198,7 +198,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
                 PersistenceError: fromPersistence
               })
             )
-            // A running job only records the request: tell its worker now (DESIGN.md correction 8).
+            // A running job only records the request: tell its worker now (docs/architecture.md §10).
             if (after.lifecycleStatus === "running") yield* cancelSignal.publish(after.id)
             yield* Effect.logInfo("job cancel requested").pipe(
               Effect.annotateLogs({ jobId: after.id, userId: user.userId, lifecycleStatus: after.lifecycleStatus })

@@ -2,7 +2,7 @@ import { Schema } from "effect"
 import { defineJobType } from "../../domain/JobType.js"
 import { SyntheticEchoOutput } from "./output.js"
 
-/** The engine's own test job (ADR 2.3): its output echoes its input. */
+/** The engine's own test job: its output echoes its input. */
 export const SyntheticEchoInput = Schema.Struct({
   message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000))
 })

@@ -7,12 +7,12 @@ import type { ReadinessProbe } from "../../../src/services/ReadinessProbe.js"
 import { ReadinessProbeMemory } from "../../../src/layers/memory/MemoryReadinessProbe.js"
 import type { HttpTransportSettings } from "../../../src/config/HttpTransportSettings.js"
 import { apiServer, nodeHttpServer } from "../../../src/http/server.js"
-import { AiJobServiceLive } from "../../../src/services/AiJobServiceLive.js"
+import { AiJobService } from "../../../src/services/AiJobService.js"
 import { JobCatalogLive } from "../../../src/jobs/JobCatalogLive.js"
-import { OutboxAdminLive } from "../../../src/services/OutboxAdminLive.js"
-import { SnapshotBuilderLive } from "../../../src/services/SnapshotBuilderLive.js"
+import { OutboxAdmin } from "../../../src/services/OutboxAdmin.js"
+import { SnapshotBuilder } from "../../../src/services/SnapshotBuilder.js"
 import { TimingConfig } from "../../../src/config/EngineConfig.js"
-import { CredentialVaultLayer, makeKeyring } from "../../../src/services/CredentialVaultLive.js"
+import { CredentialVault, makeKeyring } from "../../../src/services/CredentialVault.js"
 import { InProcessCancelSignal } from "../../../src/layers/memory/InProcessCancelSignal.js"
 import { InProcessOutboxSignal } from "../../../src/layers/memory/InProcessOutboxSignal.js"
 import { MemoryArtifactRepository } from "../../../src/layers/memory/MemoryArtifactRepository.js"
@@ -32,7 +32,7 @@ export const runtimeToken = "runtime-service-token-0123456789abcdefghij"
 export const encryptionKey = Buffer.alloc(32, 7).toString("base64")
 
 /** A vault with one key version and no platform key. Needs a `CredentialRepository`. */
-export const testVault = CredentialVaultLayer({
+export const testVault = CredentialVault.withOptions({
   keyring: makeKeyring(Option.some({ version: 1, key: Redacted.make(encryptionKey) })),
   platformKey: Option.none()
 })
@@ -47,9 +47,9 @@ export const memoryEngine = (limits: Partial<QuotaLimits> = {}) => {
     InProcessOutboxSignal,
     InProcessCancelSignal,
     MemoryWorkerDirectory,
-    SnapshotBuilderLive.pipe(Layer.provide(TimingConfig.make()))
+    SnapshotBuilder.Default.pipe(Layer.provide(TimingConfig.make()))
   ).pipe(Layer.provideMerge(repositories))
-  return Layer.mergeAll(AiJobServiceLive, OutboxAdminLive, testVault).pipe(
+  return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default, testVault).pipe(
     Layer.provideMerge(JobCatalogLive.pipe(Layer.provideMerge(stores)))
   )
 }

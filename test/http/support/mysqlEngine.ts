@@ -1,8 +1,8 @@
 import { Layer } from "effect"
-import { AiJobServiceLive } from "../../../src/services/AiJobServiceLive.js"
+import { AiJobService } from "../../../src/services/AiJobService.js"
 import { JobCatalogLive } from "../../../src/jobs/JobCatalogLive.js"
-import { OutboxAdminLive } from "../../../src/services/OutboxAdminLive.js"
-import { SnapshotBuilderLive } from "../../../src/services/SnapshotBuilderLive.js"
+import { OutboxAdmin } from "../../../src/services/OutboxAdmin.js"
+import { SnapshotBuilder } from "../../../src/services/SnapshotBuilder.js"
 import { TimingConfig } from "../../../src/config/EngineConfig.js"
 import { MysqlCredentialRepository } from "../../../src/layers/mysql/CredentialRepository.js"
 import { MysqlArtifactRepository } from "../../../src/layers/mysql/MysqlArtifactRepository.js"
@@ -27,12 +27,12 @@ export const mysqlEngine = (name: string, limits: Partial<QuotaLimits> = {}, cli
     MysqlProjectionStore,
     MysqlArtifactRepository,
     MysqlCredentialRepository,
-    SnapshotBuilderLive.pipe(Layer.provide(TimingConfig.make()))
+    SnapshotBuilder.Default.pipe(Layer.provide(TimingConfig.make()))
   ).pipe(
     Layer.provideMerge(Layer.mergeAll(RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory).pipe(Layer.provideMerge(redis))),
     Layer.provideMerge(repositories)
   )
-  return Layer.mergeAll(AiJobServiceLive, OutboxAdminLive, testVault).pipe(
+  return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default, testVault).pipe(
     Layer.provideMerge(JobCatalogLive.pipe(Layer.provideMerge(stores)))
   )
 }

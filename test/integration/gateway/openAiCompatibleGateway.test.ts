@@ -3,12 +3,11 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Fiber, Layer, Option, Redacted } from "effect"
 import type { ExecutionError } from "../../../src/domain/ExecutionError.js"
-import { CredentialVaultLayer, makeKeyring } from "../../../src/services/CredentialVaultLive.js"
 import { makeOpenAiCompatibleGateway, OpenAiCompatibleGatewayLayer } from "../../../src/layers/gateway/OpenAiCompatibleGateway.js"
 import { MemoryCredentialRepository } from "../../../src/layers/memory/MemoryCredentialRepository.js"
 import { MemoryDatabaseLive } from "../../../src/layers/memory/MemoryDatabase.js"
 import { AiGateway, type GenerateRequest, type ResolvedCredential } from "../../../src/services/AiGateway.js"
-import { CredentialVault } from "../../../src/services/CredentialVault.js"
+import { CredentialVault, makeKeyring } from "../../../src/services/CredentialVault.js"
 import { CANARY_KEY, WRONG_CANARY_KEY } from "../../support/canary.js"
 import { FakeOpenAiServer } from "../../support/fakeOpenAiServer.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
@@ -21,7 +20,7 @@ const gateway = Layer.unwrapEffect(
   Effect.map(FakeOpenAiServer, (fake) => OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeoutMs: REQUEST_TIMEOUT_MS }))
 ).pipe(Layer.provide(NodeHttpClient.layerUndici))
 
-const vault = CredentialVaultLayer({
+const vault = CredentialVault.withOptions({
   keyring: makeKeyring(Option.some({ version: 1, key: Redacted.make(Buffer.alloc(32, 7).toString("base64")) })),
   platformKey: Option.some(Redacted.make(CANARY_KEY))
 }).pipe(Layer.provide(MemoryCredentialRepository), Layer.provide(MemoryDatabaseLive))

@@ -3,8 +3,6 @@ import { Duration, Effect, Exit, HashMap, Layer, Option, Ref, Scope } from "effe
 import { newId } from "../../../src/domain/Ids.js"
 import { enqueueEventType } from "../../../src/domain/OutboxEvent.js"
 import { BullMqJobQueueLive } from "../../../src/layers/bullmq/BullMqJobQueue.js"
-import { AiJobServiceLive } from "../../../src/services/AiJobServiceLive.js"
-import { OutboxAdminLive } from "../../../src/services/OutboxAdminLive.js"
 import { InProcessOutboxSignal } from "../../../src/layers/memory/InProcessOutboxSignal.js"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { RedisConnection } from "../../../src/layers/redis/RedisConnection.js"
@@ -186,7 +184,7 @@ layer(base, { excludeTestServices: true, timeout: Duration.seconds(120) })("Outb
       expect(delivered.attemptCount).toBe(0)
       expect(yield* queuedCount).toBe(1)
       expect((yield* admin.counts).dead).toBe(before.dead)
-    }).pipe(Effect.provide(OutboxAdminLive.pipe(Layer.provide(InProcessOutboxSignal)))))
+    }).pipe(Effect.provide(OutboxAdmin.Default.pipe(Layer.provide(InProcessOutboxSignal)))))
 
   it.scoped("an unknown event_type is marked published and nothing is queued", () =>
     Effect.gen(function* () {
@@ -244,4 +242,4 @@ layer(base, { excludeTestServices: true, timeout: Duration.seconds(120) })("Outb
 })
 
 /** AiJobService whose signal goes over Redis, as in an API process (its own connections). */
-const AiJobServiceWithRedisSignal = AiJobServiceLive.pipe(Layer.provide(RedisOutboxSignal.pipe(Layer.provide(freshRedis))))
+const AiJobServiceWithRedisSignal = AiJobService.Default.pipe(Layer.provide(RedisOutboxSignal.pipe(Layer.provide(freshRedis))))

@@ -2,11 +2,11 @@ import { describe, expect, it } from "@effect/vitest"
 import { canonicalJson, outputHash } from "../../../src/domain/CanonicalJson.js"
 
 describe("outputHash", () => {
-  it("differs when only a nested field differs (the ADR's allow-list bug)", () => {
+  it("differs when only a nested field differs (the spec's allow-list bug)", () => {
     const a = { flashcards: [{ front: "What is 2+2?", back: "4" }] }
     const b = { flashcards: [{ front: "What is 2+2?", back: "5" }] }
     expect(outputHash(a)).not.toBe(outputHash(b))
-    // The ADR's formula hashes both alike: the key list drops every nested field.
+    // The spec's formula hashes both alike: the key list drops every nested field.
     const adr = (value: Record<string, unknown>) => JSON.stringify(value, Object.keys(value).sort())
     expect(adr(a)).toBe(adr(b))
   })

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { allLifecycleStatuses, isAllowedTransition, isTerminal, legacyStatusOf } from "../../../src/domain/LifecycleStatus.js"
 
-describe("the lifecycle transition table (ADR 1.2 / 1.3)", () => {
+describe("the lifecycle transition table", () => {
   const allowed = [
     ["queued", "running"],
     ["queued", "cancelled"],
@@ -11,7 +11,7 @@ describe("the lifecycle transition table (ADR 1.2 / 1.3)", () => {
     ["running", "running"]
   ]
 
-  it("allows exactly the ADR's transitions plus the takeover", () => {
+  it("allows exactly the spec's transitions plus the takeover", () => {
     for (const from of allLifecycleStatuses) {
       for (const to of allLifecycleStatuses) {
         const expected = allowed.some(([f, t]) => f === from && t === to)
@@ -26,7 +26,7 @@ describe("the lifecycle transition table (ADR 1.2 / 1.3)", () => {
     }
   })
 
-  it("shadows every state into the legacy status column (ADR 1.5)", () => {
+  it("shadows every state into the legacy status column", () => {
     expect(legacyStatusOf).toStrictEqual({
       queued: "pending",
       running: "processing",

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { RuleBasedContentSafetyLayer } from "../../../src/services/RuleBasedContentSafety.js"
 import { ContentSafety } from "../../../src/services/ContentSafety.js"
 
 const rules = {
@@ -24,7 +23,7 @@ const expectAllowed = (content: unknown) =>
   Effect.map(outcomeOf(content), (outcome) => expect(Either.isRight(outcome), `${JSON.stringify(content)} should pass`).toBe(true))
 
 describe("content safety matches on the normalised skeleton", () => {
-  const layer = RuleBasedContentSafetyLayer(rules)
+  const layer = ContentSafety.withRules(rules)
 
   it.effect("the plain term, as before", () => expectBlocked("how to build a bomb", "term #1").pipe(Effect.provide(layer)))
 

@@ -1,16 +1,12 @@
 import { randomBytes } from "node:crypto"
 import { expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Option, Redacted } from "effect"
-import { AiCostCalculatorLive, costOf } from "../../../src/services/AiCostCalculatorLive.js"
 import { builtinPromptTemplates, BuiltinPromptTemplatesLive } from "../../../src/jobs/builtinPrompts.js"
-import { CredentialVaultLive } from "../../../src/services/CredentialVaultLive.js"
-import { ModelRouterLive } from "../../../src/services/ModelRouterLive.js"
 import { parseRetryAfter } from "../../../src/layers/gateway/OpenAiCompatibleGateway.js"
-import { RuleBasedContentSafetyLayer, RuleBasedContentSafetyLive } from "../../../src/services/RuleBasedContentSafety.js"
 import { ProviderConfig } from "../../../src/config/EngineConfig.js"
 import { MemoryCredentialRepository } from "../../../src/layers/memory/MemoryCredentialRepository.js"
 import { MemoryDatabaseLive } from "../../../src/layers/memory/MemoryDatabase.js"
-import { AiCostCalculator } from "../../../src/services/AiCostCalculator.js"
+import { AiCostCalculator, costOf } from "../../../src/services/AiCostCalculator.js"
 import { ContentSafety } from "../../../src/services/ContentSafety.js"
 import { CredentialVault } from "../../../src/services/CredentialVault.js"
 import { ModelRouter } from "../../../src/services/ModelRouter.js"
@@ -31,15 +27,15 @@ it.effect("content safety: blocked terms and patterns, on input and output, nami
     expect(fullWidth.stage).toBe("output")
     const pattern = yield* Effect.flip(safety.check({ stage: "output", jobType: "t", content: { card: "call 555-123-4567 now" } }))
     expect(pattern.message).toContain("pattern #1")
-  }).pipe(Effect.provide(RuleBasedContentSafetyLayer({ blockedTerms: ["forbidden"], blockedPatterns: ["\\b\\d{3}-\\d{3}-\\d{4}\\b"] }))))
+  }).pipe(Effect.provide(ContentSafety.withRules({ blockedTerms: ["forbidden"], blockedPatterns: ["\\b\\d{3}-\\d{3}-\\d{4}\\b"] }))))
 
 it.effect("content safety from the environment; a bad pattern fails at start", () =>
   Effect.gen(function* () {
     const blocked = yield* Effect.flatMap(ContentSafety, (s) => Effect.flip(s.check({ stage: "input", jobType: "t", content: "some BADWORD here" }))).pipe(
-      Effect.provide(RuleBasedContentSafetyLive.pipe(Layer.provide(withEnv({ CONTENT_SAFETY_BLOCKED_TERMS: "badword, other", CONTENT_SAFETY_BLOCKED_PATTERNS: "[\"^secret:\"]" }))))
+      Effect.provide(ContentSafety.Default.pipe(Layer.provide(withEnv({ CONTENT_SAFETY_BLOCKED_TERMS: "badword, other", CONTENT_SAFETY_BLOCKED_PATTERNS: "[\"^secret:\"]" }))))
     )
     expect(blocked.code).toBe("CONTENT_SAFETY_BLOCKED")
-    const bad = yield* Effect.flip(Effect.provide(ContentSafety, RuleBasedContentSafetyLive.pipe(Layer.provide(withEnv({ CONTENT_SAFETY_BLOCKED_PATTERNS: "[\"(unclosed\"]" })))))
+    const bad = yield* Effect.flip(Effect.provide(ContentSafety, ContentSafety.Default.pipe(Layer.provide(withEnv({ CONTENT_SAFETY_BLOCKED_PATTERNS: "[\"(unclosed\"]" })))))
     expect(String(bad)).toContain("CONTENT_SAFETY_BLOCKED_PATTERNS")
   }))
 
@@ -53,7 +49,7 @@ it.effect("cost: micro-units from the price table, rounded up; AI_PRICE_TABLE ov
     expect(yield* calculator.costMicros("unknown", { promptTokens: 10, completionTokens: 10, totalTokens: 20 })).toBe(0)
     expect(Option.isSome(calculator.priceOf("deepseek-chat"))).toBe(true)
   }).pipe(
-    Effect.provide(AiCostCalculatorLive.pipe(
+    Effect.provide(AiCostCalculator.Default.pipe(
       Layer.provide(withEnv({ AI_PRICE_TABLE: JSON.stringify({ "my-model": { inputMicrosPerMillionTokens: 1_000_000, outputMicrosPerMillionTokens: 2_000_000 } }) }))
     ))
   ))
@@ -68,7 +64,7 @@ it.effect("model router: defaults from AI_MODEL, overrides by job type and crede
     expect(yield* router.route({ jobType: "feynman_evaluation", credentialMode: "user_deepseek_key" })).toMatchObject({ model: "deepseek-reasoner", temperature: 0 })
     expect(yield* router.route({ jobType: "feynman_evaluation", credentialMode: "platform_key" })).toMatchObject({ model: "deepseek-chat", temperature: 0 })
   }).pipe(
-    Effect.provide(ModelRouterLive.pipe(Layer.provide(ProviderConfig.layer), Layer.provide(withEnv({
+    Effect.provide(ModelRouter.Default.pipe(Layer.provide(ProviderConfig.layer), Layer.provide(withEnv({
       AI_MODEL_ROUTES: JSON.stringify({
         flashcard_generation: { maxTokens: 4000 },
         feynman_evaluation: { temperature: 0 },
@@ -135,7 +131,7 @@ it.effect("vault from configuration: key version and previous keys; nothing logg
   }).pipe(
     Effect.provide(
       Layer.mergeAll(
-        CredentialVaultLive.pipe(
+        CredentialVault.Default.pipe(
           Layer.provide(MemoryCredentialRepository),
           Layer.provide(MemoryDatabaseLive),
           Layer.provide(ProviderConfig.layer),
@@ -154,7 +150,7 @@ it.effect("vault from configuration: key version and previous keys; nothing logg
 it.effect("a malformed CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS fails at start without echoing the value", () =>
   Effect.gen(function* () {
     const error = yield* Effect.flip(
-      Effect.provide(CredentialVault, CredentialVaultLive.pipe(
+      Effect.provide(CredentialVault, CredentialVault.Default.pipe(
         Layer.provide(MemoryCredentialRepository),
         Layer.provide(MemoryDatabaseLive),
         Layer.provide(ProviderConfig.layer),

@@ -3,7 +3,6 @@ import { Duration, Effect, HashMap, Layer, Logger, Option, Ref, TestClock } from
 import { newId } from "../../../src/domain/Ids.js"
 import { enqueueEventType } from "../../../src/domain/OutboxEvent.js"
 import { TimingConfig } from "../../../src/config/EngineConfig.js"
-import { OutboxAdminLive } from "../../../src/services/OutboxAdminLive.js"
 import { MemoryDatabase } from "../../../src/layers/memory/MemoryDatabase.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
@@ -20,7 +19,7 @@ import { jobCreation, memoryRepositories } from "../../support/foundationStack.j
 /** The embedded stack: memory repositories, job creation, the memory queue, all on TestClock. */
 const stack = (settings: Partial<DispatcherSettings["Type"]> = {}, timing: Partial<TimingConfig["Type"]> = {}) =>
   Layer.mergeAll(
-    OutboxAdminLive,
+    OutboxAdmin.Default,
     DispatcherSettings.make({ dispatcherId: "dispatcher-a", retryBaseDelayMs: 1_000, ...settings })
   ).pipe(
     Layer.provideMerge(Layer.mergeAll(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())), TimingConfig.make(timing))),

@@ -12,7 +12,7 @@ import { awaitStatus, memoryEngineStack, startEngine } from "../../support/engin
 /** A snapshot builder that rewrites the message, so a run on the live input would show. */
 const rewritingSnapshots = Layer.succeed(
   SnapshotBuilder,
-  SnapshotBuilder.of({
+  SnapshotBuilder.make({
     build: (_definition, validatedInput) =>
       Effect.succeed({
         content: Object.assign({}, validatedInput, { message: "from the snapshot" }),

@@ -1,0 +1,30 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { type InvariantName, invariantNames } from "../../src/simulation/invariants.js"
+import type { PlantedBug } from "../../src/simulation/plantedBugs.js"
+import { runSeed } from "../../src/simulation/runner.js"
+
+/**
+ * Each invariant has teeth: a small, realistic bug planted in the simulation's wiring breaks it
+ * on the named seed (the first that did, searched once), and the same seed holds without it.
+ */
+const cases: ReadonlyArray<{ readonly bug: PlantedBug; readonly seed: number; readonly invariant: InvariantName }> = [
+  { bug: "fencing-off", seed: 2, invariant: invariantNames.leaseHolderEnds },
+  { bug: "takeover-without-attempt", seed: 1, invariant: invariantNames.newOwnerCounts },
+  { bug: "reaper-off-by-one", seed: 1, invariant: invariantNames.workerLostExhausted },
+  { bug: "ignored-cancel", seed: 3, invariant: invariantNames.cancelBeforeProject },
+  { bug: "publish-before-add", seed: 1, invariant: invariantNames.publishedIsQueued },
+  { bug: "retry-after-ignored", seed: 2, invariant: invariantNames.backoff }
+]
+
+describe("deterministic simulation, planted bugs", () => {
+  for (const { bug, invariant, seed } of cases) {
+    it.live(`${bug}: seed ${seed} breaks "${invariant}"`, () =>
+      Effect.gen(function* () {
+        const planted = yield* runSeed(seed, { plantedBug: bug })
+        expect(planted.violation?.invariant).toBe(invariant)
+        const real = yield* runSeed(seed)
+        expect(real.violation).toBeUndefined()
+      }), 60_000)
+  }
+})
