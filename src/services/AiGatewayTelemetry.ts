@@ -19,7 +19,7 @@ const outcomeOf = (exit: Exit.Exit<unknown, { readonly code: string }>) =>
     }
   })
 
-export const instrumentGateway = (gateway: AiGateway["Type"], costs: AiCostCalculator["Type"]): AiGateway["Type"] =>
+export const instrumentGateway = (gateway: AiGateway["Type"], costs: AiCostCalculator): AiGateway["Type"] =>
   AiGateway.of({
     generate: (request: GenerateRequest) =>
       Effect.gen(function* () {
