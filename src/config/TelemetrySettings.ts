@@ -132,19 +132,21 @@ export const telemetryConfig = (defaultServiceName: string) =>
     })
   )
 
-export class TelemetrySettings extends Context.Tag("ai-job-engine/TelemetrySettings")<
-  TelemetrySettings,
-  TelemetrySettingsShape
->() {
-  static readonly layer = (defaultServiceName: string) => Layer.effect(TelemetrySettings, telemetryConfig(defaultServiceName))
-  static readonly make = (settings: Partial<TelemetrySettingsShape> & { readonly serviceName: string }) =>
-    Layer.succeed(TelemetrySettings, {
-      traces: Option.none(),
-      metricsPort: Option.none(),
-      metricsToken: Option.none(),
-      ...settings
-    })
-  /** Tracing off, no listener: what tests and the simulation use. */
-  static readonly off = (serviceName: string) => TelemetrySettings.make({ serviceName })
+/** Tracing off, no listener, no token: what a process gets unless it reads the environment. */
+const telemetryOff: TelemetrySettingsShape = {
+  serviceName: "ai-job-engine",
+  traces: Option.none(),
+  metricsPort: Option.none(),
+  metricsToken: Option.none()
 }
 
+/**
+ * A reference with that default, so the HTTP API, tests and the simulation need not provide it;
+ * the programs provide it from the environment (`TelemetrySettings.layer`).
+ */
+export class TelemetrySettings extends Context.Reference<TelemetrySettings>()("ai-job-engine/TelemetrySettings", {
+  defaultValue: (): TelemetrySettingsShape => telemetryOff
+}) {
+  static readonly layer = (defaultServiceName: string) => Layer.effect(TelemetrySettings, telemetryConfig(defaultServiceName))
+  static readonly make = (settings: Partial<TelemetrySettingsShape>) => Layer.succeed(TelemetrySettings, { ...telemetryOff, ...settings })
+}

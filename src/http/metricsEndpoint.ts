@@ -52,11 +52,11 @@ const metricsHandler = (
   })
 
 /** Samples before a scrape; a failure is logged and the scrape answers with the last values. */
-const guarded = <E, R>(refresh: Effect.Effect<void, E, R>) =>
-  refresh.pipe(Effect.catchAllCause((cause) => Effect.logWarning("metrics refresh failed", cause)))
+const guarded = <E, R>(refresh: Effect.Effect<void, E, R> | undefined) =>
+  (refresh ?? Effect.void).pipe(Effect.catchAllCause((cause) => Effect.logWarning("metrics refresh failed", cause)))
 
 /** `GET /metrics` beside the HttpApi's routes (API and all-in-one, on `PORT`). */
-export const MetricsRoute = <E, R>(refresh: Effect.Effect<void, E, R> = Effect.void) =>
+export const MetricsRoute = <E = never, R = never>(refresh?: Effect.Effect<void, E, R>) =>
   HttpApiBuilder.Router.use((router) =>
     Effect.gen(function* () {
       const context = yield* Effect.context<R>()
@@ -76,7 +76,7 @@ export const MetricsRoute = <E, R>(refresh: Effect.Effect<void, E, R> = Effect.v
  * Workers and dispatchers: a listener on `METRICS_PORT` with `/metrics` and `/healthz` (no
  * listener when the variable is unset). It serves nothing else and reads no request body.
  */
-export const MetricsListener = <E, R>(refresh: Effect.Effect<void, E, R> = Effect.void) =>
+export const MetricsListener = <E = never, R = never>(refresh?: Effect.Effect<void, E, R>) =>
   Layer.unwrapEffect(
     Effect.gen(function* () {
       const telemetry = yield* TelemetrySettings

@@ -1,4 +1,5 @@
 import { Duration, Effect, Metric, MetricBoundaries } from "effect"
+import type { AiJob } from "../domain/AiJob.js"
 import { OutboxRepository } from "./OutboxRepository.js"
 
 /**
@@ -78,3 +79,25 @@ export const sampleOutboxBacklog = Effect.gen(function* () {
   yield* Metric.set(outboxDead, counts.dead)
   yield* Metric.set(outboxOldestPendingAge, ageMs / 1000)
 })
+
+/**
+ * A job's last log line and its metrics, once it is terminal: outcome, duration from creation
+ * (both times the store's), attempts and error code (docs/architecture.md §20.4).
+ */
+export const recordFinished = (job: AiJob) =>
+  Effect.gen(function* () {
+    const finishedAt = job.finishedAt ?? job.updatedAt
+    const durationMs = Math.max(0, finishedAt.getTime() - job.createdAt.getTime())
+    yield* increment(jobsFinished, finishedLabels(job.jobType, job.lifecycleStatus, job.errorCode))
+    yield* observe(jobDuration, { job_type: job.jobType }, durationMs / 1000)
+    yield* Effect.logInfo("job finished").pipe(
+      Effect.annotateLogs({
+        jobId: job.id,
+        jobType: job.jobType,
+        outcome: job.lifecycleStatus,
+        durationMs,
+        attempts: job.attemptCount,
+        errorCode: job.errorCode ?? "none"
+      })
+    )
+  })

@@ -29,7 +29,7 @@ const attributeStrings = (span: ReceivedSpan): ReadonlyArray<string> =>
 
 /** The spans of one job's trace once every stage of its run and its provider call arrived. */
 const traceOfJob = (jobId: string) => (spans: ReadonlyArray<ReceivedSpan>) => {
-  const run = spans.find((span) => span.name === "worker.run" && span.attributes["ai_job.id"] === jobId)
+  const run = spans.find((span) => span.name === "pipeline.run" && span.attributes["ai_job.id"] === jobId)
   if (run === undefined) return Option.none()
   const trace = spans.filter((span) => span.traceId === run.traceId)
   const wanted = ["http.server POST", "dispatcher.publish", "pipeline.prepare", "pipeline.resolve", "pipeline.execute", "pipeline.project", "pipeline.complete", "provider.chat"]
@@ -81,7 +81,7 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
       expect(request.map((span) => span.service)).toEqual(["ai-job-engine-api"])
       expect(request[0]?.parentSpanId).toBeUndefined()
       expect(byName("dispatcher.publish").map((span) => span.service)).toEqual(["ai-job-engine-dispatcher"])
-      expect(byName("worker.run").map((span) => span.service)).toEqual(["ai-job-engine-worker"])
+      expect(byName("pipeline.run").map((span) => span.service)).toEqual(["ai-job-engine-worker"])
       for (const stage of ["prepare", "resolve", "execute", "project", "complete"]) {
         expect(byName(`pipeline.${stage}`).length, stage).toBe(1)
       }
