@@ -18,6 +18,7 @@ import {
   leaseGuard,
   lockGuard,
   requestCancelGuard,
+  noCancelRequested,
   takeOverGuard
 } from "../../domain/LifecycleGuards.js"
 import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
@@ -153,9 +154,13 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       Effect.asVoid
     )
 
-  const markSucceeded = (lease: JobLease, outputHash: string) =>
-    guarded("ai_job.markSucceeded", lease.jobId, (current) => leaseCheck(lease, current, "succeeded"), (job, now) =>
-      changed(job, now, { lifecycleStatus: "succeeded", progress: 100, outputHash, finishedAt: now, lockUntil: null }))
+  const markSucceeded = (lease: JobLease, outputHash: string, options?: { readonly honourCancel: boolean }) =>
+    guarded(
+      "ai_job.markSucceeded",
+      lease.jobId,
+      (current) => Either.flatMap(leaseCheck(lease, current, "succeeded"), noCancelRequested(options?.honourCancel === true)),
+      (job, now) => changed(job, now, { lifecycleStatus: "succeeded", progress: 100, outputHash, finishedAt: now, lockUntil: null })
+    )
 
   const markFailed = (fence: JobFence, failure: JobFailure) =>
     guarded("ai_job.markFailed", fencedJobId(fence), (current, now) => fenceCheck(fence, current, now, "failed"), (job, now) =>
