@@ -17,8 +17,8 @@ import {
   fenceGuard,
   leaseGuard,
   lockGuard,
-  requestCancelGuard,
   noCancelRequested,
+  requestCancelGuard,
   takeOverGuard
 } from "../../domain/LifecycleGuards.js"
 import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
