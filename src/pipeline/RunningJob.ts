@@ -31,14 +31,7 @@ export interface ExecutedJob extends ResolvedJob {
 /** The stages, as logs and progress name them (docs/architecture.md §8). */
 export type Stage = "PREPARE" | "RESOLVE" | "EXECUTE" | "PROJECT" | "COMPLETE"
 
-/**
- * `progress` at the stage boundaries a client sees: resolved (the provider call begins; the
- * heartbeat reports it) and projected (`markSucceeded` writes 100).
- */
-export const progressAfter = {
-  RESOLVE: 25,
-  PROJECT: 100
-} as const satisfies Partial<Record<Stage, number>>
+
 
 /**
  * How a run ended, which COMPLETE records: by itself (succeeded, failed) or stopped from outside

@@ -4,6 +4,7 @@ import { Effect, Option } from "effect"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../services/AiJobService.js"
 import { CancelSignal } from "../../services/CancelSignal.js"
+import { jobEventOf, JobEvents } from "../../services/JobEvents.js"
 import { CredentialVault } from "../../services/CredentialVault.js"
 import { JobDefinitionRegistry } from "../../services/JobDefinitionRegistry.js"
 import { ResultProjectors } from "../../services/ResultProjectors.js"
@@ -39,6 +40,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
     const registry = yield* JobDefinitionRegistry
     const projectors = yield* ResultProjectors
     const cancelSignal = yield* CancelSignal
+    const jobEvents = yield* JobEvents
     const vault = yield* CredentialVault
     const gate = yield* PlatformGate
     const views = yield* makeJobViews
@@ -200,6 +202,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
             )
             // A running job only records the request: tell its worker now (docs/architecture.md §10).
             if (after.lifecycleStatus === "running") yield* cancelSignal.publish(after.id)
+            else yield* jobEvents.publish(jobEventOf(after))
             yield* Effect.logInfo("job cancel requested").pipe(
               Effect.annotateLogs({ jobId: after.id, userId: user.userId, lifecycleStatus: after.lifecycleStatus })
             )
