@@ -1,6 +1,6 @@
 import { FetchHttpClient } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Duration, Effect, Fiber, Stream } from "effect"
+import { Chunk, Deferred, Effect, Fiber, Stream } from "effect"
 import { JobNotFoundError } from "../../src/http/ApiErrors.js"
 import { jobStatusStream, type JobStatusEvent, makeAiJobClient } from "../../src/http/client.js"
 import { startLimitedFakeProvider } from "../support/limitedFakeProvider.js"
