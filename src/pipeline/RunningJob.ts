@@ -31,8 +31,6 @@ export interface ExecutedJob extends ResolvedJob {
 /** The stages, as logs and progress name them (docs/architecture.md §8). */
 export type Stage = "PREPARE" | "RESOLVE" | "EXECUTE" | "PROJECT" | "COMPLETE"
 
-
-
 /**
  * How a run ended, which COMPLETE records: by itself (succeeded, failed) or stopped from outside
  * (a cancel, the lease lost, the worker handing the job back).
