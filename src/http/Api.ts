@@ -30,7 +30,10 @@ import {
   JobArtifactsResponse,
   JobIdParam,
   JobStatusPage,
+  JobEventsHeaders,
+  JobEventStream,
   JobStatusResponse,
+  JobWaitParams,
   LearningAnalysisRequest,
   NotReady,
   OutboxCountsResponse,
@@ -91,9 +94,19 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
   .add(
     HttpApiEndpoint.get("getJob", "/api/ai/jobs/:jobId")
       .setPath(JobIdParam)
+      .setUrlParams(JobWaitParams)
       .addSuccess(JobStatusResponse)
       .addError(JobNotFoundError)
-      .annotate(OpenApi.Summary, "A job's status (the owner's, or any for SUPER_ADMIN)")
+      .annotate(OpenApi.Summary, "A job's status (the owner's, or any for SUPER_ADMIN); with waitFor=terminal, a long poll")
+  )
+  .add(
+    HttpApiEndpoint.get("jobEvents", "/api/ai/jobs/:jobId/events")
+      .setPath(JobIdParam)
+      .setHeaders(JobEventsHeaders)
+      .addSuccess(JobEventStream)
+      .addSuccess(HttpApiSchema.NoContent)
+      .addError(JobNotFoundError)
+      .annotate(OpenApi.Summary, "Follow a job live: Server-Sent Events of its JobStatusResponse until it ends")
   )
   .add(
     HttpApiEndpoint.get("getJobArtifacts", "/api/ai/jobs/:jobId/artifacts")

@@ -303,3 +303,35 @@ export class NotReady extends Schema.Class<NotReady>("NotReady")(
   { code: Schema.tag("PLATFORM_UNAVAILABLE"), message: Schema.String, checks: Schema.Array(CheckResultSchema) },
   HttpApiSchema.annotations({ status: 503, description: "A backing store does not answer; the message names it." })
 ) {}
+
+// Following a job (docs/architecture.md §15.5): the long poll's parameters and the event stream.
+
+/** The longest a long poll waits. */
+export const maxWaitMs = 30_000
+
+export const JobWaitParams = withValueFreeErrors(Schema.Struct({
+  waitFor: Schema.optional(Schema.Literal("terminal").annotations({
+    description: "Hold the request until the job is succeeded, failed or cancelled (or timeoutMs passes)."
+  })),
+  timeoutMs: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative()).annotations({
+    description: `How long to wait with waitFor=terminal, in ms; capped at ${maxWaitMs} (the default). The answer is the status at that moment.`
+  }))
+}))
+
+export const JobEventsHeaders = Schema.Struct({
+  "last-event-id": Schema.optional(Schema.String.annotations({
+    description: "The id of the last event received: the current status is sent again only if it changed since."
+  }))
+})
+
+/** `GET /api/ai/jobs/:jobId/events`: Server-Sent Events, each `data:` a JobStatusResponse. */
+export const JobEventStream = Schema.String.pipe(
+  HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })
+).annotations({
+  identifier: "JobEventStream",
+  description:
+    "Server-Sent Events. Each event is `id: <state>`, `event: status`, `data: <JobStatusResponse JSON>`: the current " +
+    "status first, then one per change (lifecycle or progress). A comment line `: heartbeat` every 15 s. The stream " +
+    "closes after the terminal status (succeeded, failed, cancelled). Reconnect with `Last-Event-ID` to get the " +
+    "current status again if it changed; a reconnect after the terminal event answers 204 (EventSource stops)."
+})

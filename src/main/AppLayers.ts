@@ -29,6 +29,7 @@ import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
 import { BullMqJobQueueLive } from "../layers/bullmq/BullMqJobQueue.js"
 import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
 import { InProcessDomainEvents } from "../layers/memory/InProcessDomainEvents.js"
+import { InProcessJobEvents } from "../layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../layers/memory/InProcessOutboxSignal.js"
 import { MemoryAiJobLifecycleRepository } from "../layers/memory/MemoryAiJobLifecycleRepository.js"
 import { MemoryArtifactRepository } from "../layers/memory/MemoryArtifactRepository.js"
@@ -55,6 +56,7 @@ import { MysqlUsageLogRepository } from "../layers/mysql/UsageLogRepository.js"
 import { QueueSettings } from "../config/QueueSettings.js"
 import { RedisCancelSignal } from "../layers/redis/RedisCancelSignal.js"
 import { RedisConnection } from "../layers/redis/RedisConnection.js"
+import { RedisJobEvents } from "../layers/redis/RedisJobEvents.js"
 import { RedisOutboxSignal } from "../layers/redis/RedisOutboxSignal.js"
 import { RedisWorkerDirectory } from "../layers/redis/RedisWorkerDirectory.js"
 import { mysqlCheck } from "../layers/mysql/MysqlReadinessCheck.js"
@@ -132,7 +134,8 @@ export const MemoryInfrastructure = Layer.mergeAll(
   InProcessOutboxSignal,
   InProcessCancelSignal,
   MemoryWorkerDirectory,
-  InProcessDomainEvents
+  InProcessDomainEvents,
+  InProcessJobEvents
 )
 
 /** Every repository on MySQL, over whatever `SqlClient` it is given. */
@@ -154,7 +157,7 @@ export const MysqlStorage = MysqlRepositories.pipe(Layer.provideMerge(MysqlFromC
 /** Production infrastructure: MySQL storage, BullMQ queues and Redis signals (`REDIS_URL`). */
 export const LiveInfrastructure = Layer.mergeAll(
   MysqlStorage,
-  Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory).pipe(
+  Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory, RedisJobEvents).pipe(
     Layer.provideMerge(RedisConnection.fromConfig)
   ),
   InProcessDomainEvents

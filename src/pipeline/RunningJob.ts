@@ -32,15 +32,6 @@ export interface ExecutedJob extends ResolvedJob {
 export type Stage = "PREPARE" | "RESOLVE" | "EXECUTE" | "PROJECT" | "COMPLETE"
 
 /**
- * `progress` at the stage boundaries a client sees: resolved (the provider call begins; the
- * heartbeat reports it) and projected (`markSucceeded` writes 100).
- */
-export const progressAfter = {
-  RESOLVE: 25,
-  PROJECT: 100
-} as const satisfies Partial<Record<Stage, number>>
-
-/**
  * How a run ended, which COMPLETE records: by itself (succeeded, failed) or stopped from outside
  * (a cancel, the lease lost, the worker handing the job back).
  */

@@ -7,6 +7,7 @@ import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { GenerateResult } from "../services/AiGateway.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { DomainEvents } from "../services/DomainEvents.js"
+import { jobEventOf, JobEvents } from "../services/JobEvents.js"
 import { type NewUsageLogEntry, UsageLog } from "../services/UsageLog.js"
 import { JobHandedOff, type PreparedJob, type ResolvedJob, RunOutcome } from "./RunningJob.js"
 import { recordFinished, stageDuration, timed } from "../services/EngineMetrics.js"
@@ -67,14 +68,15 @@ const failureRecord = (error: ExecutionError, calls: number) => ({
 })
 
 /**
- * The `JobFinished` domain event of a job that reached a terminal state (the reaper publishes it
- * too, for the jobs it ends).
+ * The `JobFinished` domain event and the job event of a job that reached a terminal state, after
+ * the commit (the reaper publishes them too, for the jobs it ends).
  */
 export const publishFinished = (job: AiJob) =>
   Effect.gen(function* () {
     const events = yield* DomainEvents
     if (job.lifecycleStatus !== "succeeded" && job.lifecycleStatus !== "failed" && job.lifecycleStatus !== "cancelled") return
     yield* recordFinished(job)
+    yield* Effect.flatMap(JobEvents, (jobEvents) => jobEvents.publish(jobEventOf(job)))
     yield* events.publish({
       _tag: "JobFinished",
       jobId: job.id,

@@ -10,6 +10,8 @@ import { CancelSignal } from "../services/CancelSignal.js"
 import type { ContentSafety } from "../services/ContentSafety.js"
 import type { CredentialVault } from "../services/CredentialVault.js"
 import type { DomainEvents } from "../services/DomainEvents.js"
+import type { JobEvents } from "../services/JobEvents.js"
+import { progressAt } from "../domain/JobEvent.js"
 import type { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
 import type { JobDelivery } from "../services/JobQueue.js"
 import type { ModelRouter } from "../services/ModelRouter.js"
@@ -27,7 +29,7 @@ import { prepare } from "./prepare.js"
 import { project } from "./project.js"
 import { resolve } from "./resolve.js"
 import { loggedRetries, retrySchedule } from "./retrySchedule.js"
-import { JobHandedOff, type PreparedJob, progressAfter, RunOutcome } from "./RunningJob.js"
+import { JobHandedOff, type PreparedJob, RunOutcome } from "./RunningJob.js"
 
 /** Every service the pipeline's stages use. */
 export type EngineServices =
@@ -45,6 +47,7 @@ export type EngineServices =
   | ArtifactRepository
   | UnitOfWork
   | DomainEvents
+  | JobEvents
   | CancelSignal
   | TimingConfig
 
@@ -76,15 +79,15 @@ export const makeExecutionEngine = (workerId: string) =>
     /** RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself. */
     const work = (prepared: PreparedJob, progress: Ref.Ref<number>): Effect.Effect<RunOutcome, never, EngineServices> =>
       Effect.gen(function* () {
+        // Reported by the next heartbeat (no write of its own: every write per job is a commit).
+        const reach = (value: number) => Ref.update(progress, (current) => Math.max(current, value))
         const schedule = retrySchedule(prepared.registered.definition)
         const calls = yield* Ref.make(0)
         const problems = yield* Ref.make<ReadonlyArray<string>>([])
 
         const pipeline = Effect.gen(function* () {
           const resolved = yield* resolve(prepared).pipe(defectsAsInternal, Effect.retry(schedule))
-          // Resolved: the provider call begins. The next heartbeat reports it (no write of its
-          // own: every write per job is a commit); markSucceeded shows 100.
-          yield* Ref.set(progress, progressAfter.RESOLVE)
+          yield* reach(progressAt.RESOLVE)
 
           const attempt = Effect.gen(function* () {
             // A call is numbered by its lease and its place in the lease: no read of the usage
@@ -96,7 +99,9 @@ export const makeExecutionEngine = (workerId: string) =>
               Effect.tapError((error) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
             )
           })
+          yield* reach(progressAt.EXECUTE)
           const executed = yield* Effect.retry(attempt, loggedRetries(schedule, prepared.job.jobType))
+          yield* reach(progressAt.VALIDATED)
 
           // Once projection starts it finishes: the job ends succeeded with its artifacts, or
           // untouched (a failed transaction, or a cancel requested before markSucceeded); never a mix.

@@ -1,6 +1,8 @@
-import { type Data, Effect } from "effect"
+import { type Data, DateTime, Effect } from "effect"
 import type { JobLease } from "../domain/AiJob.js"
-import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import { stageOf } from "../domain/JobEvent.js"
+import { AiJobLifecycleRepository, clampProgress } from "../services/AiJobLifecycleRepository.js"
+import { JobEvents } from "../services/JobEvents.js"
 import { RunOutcome } from "./RunningJob.js"
 
 /** Why the heartbeat stopped the work: the run's outcome, for COMPLETE to record. */
@@ -26,9 +28,26 @@ export const heartbeat = (
 ) =>
   Effect.gen(function* () {
     const jobs = yield* AiJobLifecycleRepository
+    const events = yield* JobEvents
+    let announced = -1
     while (true) {
       yield* Effect.sleep(options.heartbeatMs)
-      const beat = yield* jobs.extendLock(lease, options.lockTtlMs, yield* options.progress).pipe(
+      const progress = clampProgress(yield* options.progress)
+      const beat = yield* jobs.extendLock(lease, options.lockTtlMs, progress).pipe(
+        // The progress this beat committed, announced once per value.
+        Effect.tap(() => {
+          if (progress <= announced) return Effect.void
+          announced = progress
+          return Effect.flatMap(DateTime.now, (at) =>
+            events.publish({
+              jobId: lease.jobId,
+              lifecycleStatus: "running",
+              progress,
+              stage: stageOf({ lifecycleStatus: "running", progress }),
+              attempt: lease.attempt,
+              at
+            }))
+        }),
         Effect.map((extension): HeartbeatVerdict | "alive" =>
           extension.cancelRequested && options.honourCancel ? RunOutcome.CancelRequested() : "alive"
         ),

@@ -7,8 +7,10 @@ import type {
   JobNotFound
 } from "../domain/LifecycleErrors.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
+import { progressAt } from "../domain/JobEvent.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { jobQueueWait, observe, stageDuration, timed } from "../services/EngineMetrics.js"
+import { jobEventOf, JobEvents } from "../services/JobEvents.js"
 import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
 import type { AiJobQueuePayload } from "../services/JobQueue.js"
 import type { PreparedJob } from "./RunningJob.js"
@@ -25,6 +27,7 @@ export const prepare = Effect.fn("pipeline.prepare")(
   function* (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number, loaded?: Option.Option<AiJob>) {
     const registry = yield* JobDefinitionRegistry
     const jobs = yield* AiJobLifecycleRepository
+    const events = yield* JobEvents
 
     const registered = yield* Effect.option(registry.get(payload.jobType))
     if (Option.isNone(registered)) {
@@ -43,8 +46,11 @@ export const prepare = Effect.fn("pipeline.prepare")(
       return yield* skip(`the job is already ${job.lifecycleStatus}`)
     }
     const locked: Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError> =
-      job.lifecycleStatus === "queued" ? jobs.lockJob(job.id, workerId, lockTtlMs) : jobs.takeOver(job.id, workerId, lockTtlMs)
+      job.lifecycleStatus === "queued"
+        ? jobs.lockJob(job.id, workerId, lockTtlMs, progressAt.PREPARE)
+        : jobs.takeOver(job.id, workerId, lockTtlMs, progressAt.PREPARE)
     return yield* locked.pipe(
+      Effect.tap((lockedJob) => events.publish(jobEventOf(lockedJob))),
       Effect.map((lockedJob) => {
         const lease = leaseOf(lockedJob)
         return lease === undefined

@@ -84,11 +84,15 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       jobType: string,
       idempotencyKey: string
     ) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
-    /** Compare-and-set `queued → running`; the loser gets `JobLockConflict` (docs/architecture.md §4.1). */
+    /**
+     * Compare-and-set `queued → running`; the loser gets `JobLockConflict` (docs/architecture.md §4.1).
+     * `progress`, when given, rides along (raised, never lowered), as on `takeOver` and `extendLock`.
+     */
     readonly lockJob: (
       jobId: string,
       workerId: string,
-      lockTtlMs: number
+      lockTtlMs: number,
+      progress?: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | PersistenceError>
     /**
      * Take a `running` job (docs/architecture.md §4.4) whose lock has expired (a crashed worker's:
@@ -99,7 +103,8 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     readonly takeOver: (
       jobId: string,
       workerId: string,
-      lockTtlMs: number
+      lockTtlMs: number,
+      progress?: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError>
     /**
      * The heartbeat's write: the lock now ends `lockTtlMs` from now; `progress`, when given,

@@ -15,6 +15,7 @@ import { ContentSafety } from "../services/ContentSafety.js"
 import { SyntheticGatewayControl, SyntheticGatewayLayer, type SyntheticStep } from "../layers/gateway/SyntheticGateway.js"
 import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
 import { InProcessDomainEvents } from "../layers/memory/InProcessDomainEvents.js"
+import { InProcessJobEvents } from "../layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../layers/memory/InProcessOutboxSignal.js"
 import { MemoryArtifactRepository } from "../layers/memory/MemoryArtifactRepository.js"
 import { MemoryCredentialRepository } from "../layers/memory/MemoryCredentialRepository.js"
@@ -101,7 +102,8 @@ const sharedLayer = (settings: WorldSettings) => {
     InProcessOutboxSignal,
     InProcessCancelSignal,
     MemoryWorkerDirectory,
-    InProcessDomainEvents
+    InProcessDomainEvents,
+    InProcessJobEvents
   )
   return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
     Layer.provideMerge(

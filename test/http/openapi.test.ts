@@ -65,6 +65,7 @@ const table: ReadonlyArray<{
   { method: "post", path: "/api/ai/learning-analyses", security: "bearer", success: "202", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"], "503": ["PLATFORM_UNAVAILABLE"] } },
   { method: "get", path: "/api/ai/jobs/{jobId}", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"], "503": ["PLATFORM_UNAVAILABLE"] } },
   { method: "get", path: "/api/ai/jobs", security: "bearer", success: "200", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"] } },
+  { method: "get", path: "/api/ai/jobs/{jobId}/events", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"] } },
   { method: "get", path: "/api/ai/jobs/{jobId}/artifacts", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"] } },
   { method: "post", path: "/api/ai/jobs/{jobId}/cancel", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"], "409": ["JOB_NOT_CANCELLABLE", "JOB_ALREADY_CANCELLED"] } },
   { method: "put", path: "/api/ai/credentials/deepseek", security: "bearer", success: "200", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"] } },

@@ -2,6 +2,7 @@ import { Layer } from "effect"
 import { MysqlRepositories } from "../../src/main/AppLayers.js"
 import { BullMqJobQueueLive } from "../../src/layers/bullmq/BullMqJobQueue.js"
 import { InProcessDomainEvents } from "../../src/layers/memory/InProcessDomainEvents.js"
+import { RedisJobEvents } from "../../src/layers/redis/RedisJobEvents.js"
 import { RedisCancelSignal } from "../../src/layers/redis/RedisCancelSignal.js"
 import { RedisOutboxSignal } from "../../src/layers/redis/RedisOutboxSignal.js"
 import { RedisWorkerDirectory } from "../../src/layers/redis/RedisWorkerDirectory.js"
@@ -15,7 +16,7 @@ import { scratchMysqlLayer } from "./scratchDatabase.js"
 export const mysqlRedisInfrastructure = (name: string) =>
   Layer.mergeAll(
     MysqlRepositories.pipe(Layer.provideMerge(scratchMysqlLayer(name, { maxConnections: 10 }))),
-    Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory).pipe(
+    Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory, RedisJobEvents).pipe(
       Layer.provideMerge(testRedisLayer(uniqueRedisPrefix(name)))
     ),
     InProcessDomainEvents

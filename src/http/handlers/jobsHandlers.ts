@@ -1,15 +1,18 @@
 import { createHash } from "node:crypto"
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect, Option } from "effect"
+import { Duration, Effect, Option, Stream } from "effect"
+import { isTerminal } from "../../domain/LifecycleStatus.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../services/AiJobService.js"
 import { CancelSignal } from "../../services/CancelSignal.js"
+import { jobEventOf, JobEvents } from "../../services/JobEvents.js"
 import { CredentialVault } from "../../services/CredentialVault.js"
 import { JobDefinitionRegistry } from "../../services/JobDefinitionRegistry.js"
 import { ResultProjectors } from "../../services/ResultProjectors.js"
 import { AiJobApi } from "../Api.js"
 import { jobNotFound } from "../ApiErrors.js"
-import { JobStatusResponse } from "../ApiSchemas.js"
+import { JobStatusResponse, maxWaitMs } from "../ApiSchemas.js"
+import { awaitTerminal, jobStatusFrames, stateIdOf } from "../jobEventStream.js"
 import { CurrentUser } from "../Auth.js"
 import {
   fromIdempotencyKeyReused,
@@ -40,12 +43,15 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
     const registry = yield* JobDefinitionRegistry
     const projectors = yield* ResultProjectors
     const cancelSignal = yield* CancelSignal
+    const jobEvents = yield* JobEvents
     const vault = yield* CredentialVault
     const gate = yield* PlatformGate
     const views = yield* makeJobViews
 
     const statusOf = (job: Parameters<typeof jobStatusResponse>[0]) =>
       Effect.map(views.artifactsOf(job), (artifacts) => jobStatusResponse(job, artifacts))
+
+    const currentStatus = (jobId: string) => Effect.flatMap(views.find(jobId), statusOf)
 
     /** `user_deepseek_key` with the user's active key, when there is one and the type allows it. */
     const credentialOverrides = (userId: string, jobType: string) =>
@@ -148,10 +154,34 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
             statusOf
           )
         }))
-      .handle("getJob", ({ path }) =>
+      .handle("getJob", ({ path, urlParams }) =>
         Effect.gen(function* () {
           const user = yield* CurrentUser
-          return yield* statusOf(yield* views.findVisible(path.jobId, user, { admins: true }))
+          const job = yield* views.findVisible(path.jobId, user, { admins: true })
+          if (urlParams.waitFor !== "terminal" || isTerminal(job.lifecycleStatus)) return yield* statusOf(job)
+          return yield* awaitTerminal({
+            subscribe: jobEvents.subscribe(job.id),
+            read: currentStatus(job.id),
+            timeout: Duration.millis(Math.min(urlParams.timeoutMs ?? maxWaitMs, maxWaitMs))
+          })
+        }))
+      .handle("jobEvents", ({ headers, path }) =>
+        Effect.gen(function* () {
+          const user = yield* CurrentUser
+          const job = yield* views.findVisible(path.jobId, user, { admins: true })
+          const lastEventId = headers["last-event-id"]
+          // The client already saw the end: 204 tells an EventSource to stop reconnecting.
+          if (isTerminal(job.lifecycleStatus) && lastEventId !== undefined) {
+            if (stateIdOf(yield* statusOf(job)) === lastEventId) return HttpServerResponse.empty({ status: 204 })
+          }
+          const frames = Stream.unwrapScoped(
+            Effect.map(jobEvents.subscribe(job.id), (changes) =>
+              jobStatusFrames({ changes, read: currentStatus(job.id), lastEventId }))
+          )
+          return HttpServerResponse.stream(Stream.encodeText(frames), {
+            contentType: "text/event-stream",
+            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+          })
         }))
       .handle("getJobArtifacts", ({ path }) =>
         Effect.gen(function* () {
@@ -201,6 +231,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
             )
             // A running job only records the request: tell its worker now (docs/architecture.md §10).
             if (after.lifecycleStatus === "running") yield* cancelSignal.publish(after.id)
+            else yield* jobEvents.publish(jobEventOf(after))
             // A queued job is cancelled here and now: this is where it finishes.
             if (after.lifecycleStatus === "cancelled" && job.lifecycleStatus === "queued") yield* recordFinished(after)
             yield* Effect.logInfo("job cancel requested").pipe(

@@ -108,10 +108,14 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       )
     )
 
-  const lockJob = (jobId: string, workerId: string, lockTtlMs: number) =>
+  const raised = (job: AiJob, progress: number | undefined) =>
+    progress === undefined ? job.progress : Math.max(job.progress, clampProgress(progress))
+
+  const lockJob = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
     guarded("ai_job.lock", jobId, (current) => lockGuard(jobId, current), (job, now) =>
       changed(job, now, {
         lifecycleStatus: "running",
+        progress: raised(job, progress),
         lockedBy: workerId,
         lockedAt: now,
         lockUntil: plus(now, lockTtlMs),
@@ -120,9 +124,10 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
         leaseNo: job.leaseNo + 1
       }))
 
-  const takeOver = (jobId: string, workerId: string, lockTtlMs: number) =>
+  const takeOver = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
     guarded("ai_job.takeOver", jobId, (current, now) => takeOverGuard(jobId, current, now), (job, now) =>
       changed(job, now, {
+        progress: raised(job, progress),
         lockedBy: workerId,
         lockedAt: now,
         lockUntil: plus(now, lockTtlMs),

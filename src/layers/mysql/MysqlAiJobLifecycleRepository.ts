@@ -131,11 +131,15 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const findByIdempotencyKey = (userId: string, jobType: string, idempotencyKey: string) =>
     findJobByIdempotencyKey({ userId, jobType, idempotencyKey }).pipe(persistence("ai_job.findByIdempotencyKey"))
 
-  const lockJob = (jobId: string, workerId: string, lockTtlMs: number) =>
+  /** Progress raised to `progress` when given (never lowered); otherwise left as it is. */
+  const raisedProgress = (progress: number | undefined) =>
+    progress === undefined ? sql`progress = progress` : sql`progress = GREATEST(progress, ${clampProgress(progress)})`
+
+  const lockJob = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
     compareAndSet(
       "ai_job.lock",
       jobId,
-      sql`UPDATE ai_job SET ${status("running")}, locked_by = ${workerId}, locked_at = ${now},
+      sql`UPDATE ai_job SET ${status("running")}, ${raisedProgress(progress)}, locked_by = ${workerId}, locked_at = ${now},
             lock_until = ${plusMillis(lockTtlMs)}, started_at = COALESCE(started_at, ${now}),
             attempt_count = attempt_count + 1, lease_no = lease_no + 1, updated_at = ${now}
           WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw,
@@ -143,13 +147,13 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       () => new JobLockConflict({ jobId })
     )
 
-  const takeOver = (jobId: string, workerId: string, lockTtlMs: number) =>
+  const takeOver = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
     compareAndSet(
       "ai_job.takeOver",
       jobId,
       // A crashed holder's expired lock costs an attempt; a released one (locked_by NULL, a
       // hand-off) does not. SET runs left to right, so the attempt is judged before locked_by changes.
-      sql`UPDATE ai_job SET attempt_count = attempt_count + IF(locked_by IS NULL, 0, 1), lease_no = lease_no + 1,
+      sql`UPDATE ai_job SET attempt_count = attempt_count + IF(locked_by IS NULL, 0, 1), lease_no = lease_no + 1, ${raisedProgress(progress)},
             locked_by = ${workerId}, locked_at = ${now}, lock_until = ${plusMillis(lockTtlMs)}, updated_at = ${now}
           WHERE id = ${jobId} AND lifecycle_status = 'running'
             AND (locked_by IS NULL OR ((lock_until IS NULL OR lock_until < ${now}) AND attempt_count < max_attempts))`.raw,

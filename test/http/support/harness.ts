@@ -14,6 +14,7 @@ import { SnapshotBuilder } from "../../../src/services/SnapshotBuilder.js"
 import { TimingConfig } from "../../../src/config/EngineConfig.js"
 import { CredentialVault, makeKeyring } from "../../../src/services/CredentialVault.js"
 import { InProcessCancelSignal } from "../../../src/layers/memory/InProcessCancelSignal.js"
+import { InProcessJobEvents } from "../../../src/layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../../../src/layers/memory/InProcessOutboxSignal.js"
 import { MemoryArtifactRepository } from "../../../src/layers/memory/MemoryArtifactRepository.js"
 import { MemoryCredentialRepository } from "../../../src/layers/memory/MemoryCredentialRepository.js"
@@ -46,6 +47,7 @@ export const memoryEngine = (limits: Partial<QuotaLimits> = {}) => {
     MemoryCredentialRepository,
     InProcessOutboxSignal,
     InProcessCancelSignal,
+    InProcessJobEvents,
     MemoryWorkerDirectory,
     SnapshotBuilder.Default.pipe(Layer.provide(TimingConfig.make()))
   ).pipe(Layer.provideMerge(repositories))

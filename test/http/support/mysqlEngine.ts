@@ -8,6 +8,7 @@ import { MysqlCredentialRepository } from "../../../src/layers/mysql/CredentialR
 import { MysqlArtifactRepository } from "../../../src/layers/mysql/MysqlArtifactRepository.js"
 import { MysqlProjectionStore } from "../../../src/layers/mysql/MysqlProjectionStore.js"
 import { RedisCancelSignal } from "../../../src/layers/redis/RedisCancelSignal.js"
+import { RedisJobEvents } from "../../../src/layers/redis/RedisJobEvents.js"
 import { RedisOutboxSignal } from "../../../src/layers/redis/RedisOutboxSignal.js"
 import { RedisWorkerDirectory } from "../../../src/layers/redis/RedisWorkerDirectory.js"
 import type { QuotaLimits } from "../../../src/services/Quotas.js"
@@ -29,7 +30,7 @@ export const mysqlEngine = (name: string, limits: Partial<QuotaLimits> = {}, cli
     MysqlCredentialRepository,
     SnapshotBuilder.Default.pipe(Layer.provide(TimingConfig.make()))
   ).pipe(
-    Layer.provideMerge(Layer.mergeAll(RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory).pipe(Layer.provideMerge(redis))),
+    Layer.provideMerge(Layer.mergeAll(RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory, RedisJobEvents).pipe(Layer.provideMerge(redis))),
     Layer.provideMerge(repositories)
   )
   return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default, testVault).pipe(

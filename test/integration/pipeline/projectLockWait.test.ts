@@ -3,6 +3,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Context, Deferred, Duration, Effect, Exit, Layer, Option, Schema } from "effect"
 import { InProcessCancelSignal } from "../../../src/layers/memory/InProcessCancelSignal.js"
 import { InProcessDomainEvents } from "../../../src/layers/memory/InProcessDomainEvents.js"
+import { InProcessJobEvents } from "../../../src/layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../../../src/layers/memory/InProcessOutboxSignal.js"
 import { MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
 import { MemoryWorkerDirectory } from "../../../src/layers/memory/MemoryWorkerDirectory.js"
@@ -34,7 +35,8 @@ const mysqlInfrastructure = Layer.mergeAll(
   InProcessOutboxSignal,
   InProcessCancelSignal,
   MemoryWorkerDirectory,
-  InProcessDomainEvents
+  InProcessDomainEvents,
+  InProcessJobEvents
 ).pipe(
   Layer.provide(Layer.mergeAll(Layer.setConfigProvider(bounds), QuotaLimitsConfig.make({}), QueueSettings.make())),
   Layer.orDie

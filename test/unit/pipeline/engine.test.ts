@@ -244,8 +244,8 @@ describe("the execution engine (memory layers, TestClock)", () => {
       yield* awaitStatus(job.id, ["running"], { stepMs: 10 })
       yield* TestClock.adjust(100)
       yield* settle
-      // Locked, not yet reported: the heartbeat carries the progress to the row.
-      expect(Option.getOrThrow(yield* jobs.findById(job.id)).progress).toBe(0)
+      // Locked (the lock writes PREPARE's 5); later stages wait for the heartbeat to carry them.
+      expect(Option.getOrThrow(yield* jobs.findById(job.id)).progress).toBe(5)
       // Recorded in the database only: no message is published.
       yield* jobs.requestCancel(job.id)
       yield* TestClock.adjust(29_000)
@@ -256,7 +256,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
       const cancelled = Option.getOrThrow(yield* jobs.findById(job.id))
       expect(cancelled.lifecycleStatus).toBe("cancelled")
       // The heartbeat that saw the cancel also reported that the provider call had begun.
-      expect(cancelled.progress).toBe(25)
+      expect(cancelled.progress).toBe(20)
       expect((yield* control.calls).map((call) => call.outcome)).toStrictEqual(["interrupted"])
       expect(yield* Effect.flatMap(ArtifactRepository, (artifacts) => artifacts.listByJob(job.id))).toHaveLength(0)
     }).pipe(Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))

@@ -1,0 +1,32 @@
+import { Context, DateTime, type Effect, type Scope, type Stream } from "effect"
+import type { AiJob } from "../domain/AiJob.js"
+import { type JobEvent, stageOf } from "../domain/JobEvent.js"
+
+/**
+ * Job events across processes (docs/architecture.md §8.7): a job's lifecycle and progress
+ * changes, published after the commit that made them true. Delivery is at most once (Redis
+ * pub/sub); a reader that must not miss a state reads the row too.
+ */
+export class JobEvents extends Context.Tag("ai-job-engine/JobEvents")<
+  JobEvents,
+  {
+    /** Never fails and never waits for subscribers; a lost event is logged. */
+    readonly publish: (event: JobEvent) => Effect.Effect<void>
+    /**
+     * The events of one job published after this effect completes (the subscription is live by
+     * then, so a read that follows cannot miss a change), until the scope closes.
+     */
+    readonly subscribe: (jobId: string) => Effect.Effect<Stream.Stream<JobEvent>, never, Scope.Scope>
+  }
+>() {}
+
+/** The event a just-written row announces. */
+export const jobEventOf = (job: AiJob): JobEvent => ({
+  jobId: job.id,
+  lifecycleStatus: job.lifecycleStatus,
+  progress: job.progress,
+  stage: stageOf(job),
+  attempt: job.attemptCount,
+  at: DateTime.unsafeFromDate(job.updatedAt),
+  ...(job.errorCode === null ? {} : { errorCode: job.errorCode })
+})
