@@ -9,14 +9,14 @@ export interface ArtifactRef {
   readonly ordinal: number
 }
 
-/** ADR 6.1: what a projection wrote (or found already written, when `duplicate`). */
+/** What a projection wrote (or found already written, when `duplicate`). */
 export interface ProjectionResult {
   readonly artifacts: ReadonlyArray<ArtifactRef>
   readonly duplicate: boolean
 }
 
 /**
- * ADR 6.1: turns a validated output into business rows and artifacts. `project` runs inside
+ * docs/architecture.md §11.1: turns a validated output into business rows and artifacts. `project` runs inside
  * the PROJECT stage's `UnitOfWork.transaction`, beside the fenced `markSucceeded`.
  */
 export interface ResultProjector {
