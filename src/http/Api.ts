@@ -47,6 +47,7 @@ import {
   UserJobListParams,
   WorkersResponse
 } from "./ApiSchemas.js"
+import { JobTimelineResponse, OutboxEventListParams, OutboxEventPage, ReplayAllDeadResponse, StatsResponse } from "./OperatorSchemas.js"
 import { AdminAuthentication, Authentication, RuntimeServiceAuthentication } from "./Auth.js"
 import { withoutDefaultDecodeError } from "./openApiCleanup.js"
 
@@ -181,6 +182,29 @@ export class AdminGroup extends HttpApiGroup.make("admin")
       .addError(OutboxEventNotFoundError)
       .addError(OutboxEventNotDeadError)
       .annotate(OpenApi.Summary, "Send a dead outbox event back to pending")
+  )
+  .add(
+    HttpApiEndpoint.get("listOutboxEvents", "/admin-api/ai/outbox/events")
+      .setUrlParams(OutboxEventListParams)
+      .addSuccess(OutboxEventPage)
+      .annotate(OpenApi.Summary, "Outbox events in one status (dead by default; claimed: held by a dispatcher), newest first, with attempts and last error")
+  )
+  .add(
+    HttpApiEndpoint.post("replayAllDeadOutboxEvents", "/admin-api/ai/outbox/replay-dead")
+      .addSuccess(ReplayAllDeadResponse)
+      .annotate(OpenApi.Summary, "Send every dead outbox event back to pending; answers how many")
+  )
+  .add(
+    HttpApiEndpoint.get("jobTimeline", "/admin-api/ai/jobs/:jobId/timeline")
+      .setPath(JobIdParam)
+      .addSuccess(JobTimelineResponse)
+      .addError(JobNotFoundError)
+      .annotate(OpenApi.Summary, "A job's attempts, provider calls, recorded lifecycle times and retry links")
+  )
+  .add(
+    HttpApiEndpoint.get("stats", "/admin-api/ai/stats")
+      .addSuccess(StatsResponse)
+      .annotate(OpenApi.Summary, "Jobs by type and status, queue depths, outbox backlog, last hour's throughput and durations, usage per day")
   )
   .add(
     HttpApiEndpoint.get("workers", "/admin-api/ai/workers")

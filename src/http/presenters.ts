@@ -85,5 +85,8 @@ export const retriedJobResponse = (job: AiJob) => new RetriedJobResponse(adminFi
 const encodeCursor = Schema.encode(JobCursor)
 
 /** The opaque cursor after `job`. Encoding a Date and a string cannot fail. */
+export const cursorOf = (item: { readonly createdAt: Date; readonly id: string }): Effect.Effect<string> =>
+  encodeCursor({ createdAt: item.createdAt, id: item.id }).pipe(Effect.orDie)
+
 export const cursorAfter = (job: AiJob): Effect.Effect<string> =>
   encodeCursor({ createdAt: job.createdAt, id: job.id }).pipe(Effect.orDie)

@@ -22,14 +22,20 @@ const sha256 = (text: string) => `'sha256-${createHash("sha256").update(text, "u
 
 const inlineScripts = /<script(?![^>]*\bsrc=)([^>]*)>([\s\S]*?)<\/script>/g
 const inlineStyles = /<style[^>]*>([\s\S]*?)<\/style>/g
+/** A script loaded from this origin (`src="/..."`): the page then allows `'self'` scripts. */
+const ownScriptFiles = /<script[^>]*\bsrc\s*=\s*["']\/(?!\/)/
 /** A data block (`type="application/json"`) is never run, so it needs no hash. */
 const dataBlock = /\btype\s*=\s*["']?application\/json/i
 
-/** The policy an HTML page passes: its inline scripts and styles by hash, images and fonts from itself or data: URLs, calls to this API. */
+/**
+ * The policy an HTML page passes: its inline scripts and styles by hash, script files from this
+ * origin when it loads any, images and fonts from itself or data: URLs, calls to this API.
+ */
 export const pagePolicy = (html: string): string => {
   const scripts = Array.from(html.matchAll(inlineScripts))
     .filter((match) => !dataBlock.test(match[1] ?? ""))
     .map((match) => sha256(match[2] ?? ""))
+  if (ownScriptFiles.test(html)) scripts.unshift("'self'")
   const styles = Array.from(html.matchAll(inlineStyles)).map((match) => sha256(match[1] ?? ""))
   return [
     "default-src 'none'",

@@ -4,6 +4,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AiJobApi } from "./Api.js"
 import { AuthLive } from "./Auth.js"
+import { consoleLayer } from "./console.js"
 import { ErrorMiddlewareLive } from "./errorMapping.js"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { AdminHandlersLive } from "./handlers/adminHandlers.js"
@@ -65,6 +66,7 @@ export const apiServer = <E = never, R = never>(
         HttpMiddleware.withTracerDisabledForUrls(["/metrics", "/healthz", "/readyz"]),
         Layer.provide(MetricsRoute(options.sampleMetrics)),
         Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+        Layer.provide(consoleLayer),
         Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
         Layer.provide(ErrorMiddlewareLive),
         Layer.provide(HttpApiBuilder.middleware(AiJobApi, requestBodyGuard(transport.maxBodyBytes))),

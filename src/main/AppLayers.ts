@@ -43,6 +43,8 @@ import { MemorySnapshotRepository } from "../layers/memory/MemorySnapshotReposit
 import { MemoryUnitOfWork } from "../layers/memory/MemoryUnitOfWork.js"
 import { MemoryUsageLogRepository } from "../layers/memory/MemoryUsageLogRepository.js"
 import { MemoryWorkerDirectory } from "../layers/memory/MemoryWorkerDirectory.js"
+import { MemoryJobStatistics } from "../layers/memory/MemoryJobStatistics.js"
+import { MysqlJobStatistics } from "../layers/mysql/MysqlJobStatistics.js"
 import { MysqlCredentialRepository } from "../layers/mysql/CredentialRepository.js"
 import { MysqlAiJobLifecycleRepository } from "../layers/mysql/MysqlAiJobLifecycleRepository.js"
 import { MysqlArtifactRepository } from "../layers/mysql/MysqlArtifactRepository.js"
@@ -121,7 +123,8 @@ export const MemoryStorage = MemoryQuotas.pipe(
       MemoryArtifactRepository,
       MemoryProjectionStore,
       MemoryCredentialRepository,
-      MemoryUsageLogRepository
+      MemoryUsageLogRepository,
+      MemoryJobStatistics
     )
   ),
   Layer.provideMerge(MemoryDatabaseLive)
@@ -148,7 +151,8 @@ export const MysqlRepositories = Layer.mergeAll(
   MysqlArtifactRepository,
   MysqlProjectionStore,
   MysqlCredentialRepository,
-  MysqlUsageLogRepository
+  MysqlUsageLogRepository,
+  MysqlJobStatistics
 )
 
 /** The repositories on MySQL (`DATABASE_URL`). */

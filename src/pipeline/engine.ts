@@ -1,4 +1,4 @@
-import { type Context, Deferred, Effect, HashSet, Metric, Option, Ref } from "effect"
+import { type Context, Deferred, Effect, HashSet, Metric, Option, Ref, SubscriptionRef } from "effect"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { storedParent } from "../domain/TraceContext.js"
 import { activeJobs } from "../services/EngineMetrics.js"
@@ -73,7 +73,8 @@ export const makeExecutionEngine = (workerId: string) =>
     const context: Context.Context<EngineServices> = yield* Effect.context<EngineServices>()
     const timing = yield* TimingConfig
     const cancels = yield* CancelSignal
-    const running = yield* Ref.make(HashSet.empty<string>())
+    // A SubscriptionRef so the worker directory hears of every lock and release at once.
+    const running = yield* SubscriptionRef.make(HashSet.empty<string>())
     const stopping = yield* Deferred.make<void>()
 
     /** RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself. */
@@ -211,6 +212,8 @@ export const makeExecutionEngine = (workerId: string) =>
       run,
       /** Ids of the jobs this engine runs now (the worker's heartbeat shows them). */
       runningJobIds: Effect.map(Ref.get(running), (ids): ReadonlyArray<string> => Array.from(ids)),
+      /** The set of running jobs, then every change to it. */
+      runningChanges: running.changes,
       /** Stops every running job at once and gives it back (graceful shutdown). */
       handOffAll: Effect.asVoid(Deferred.succeed(stopping, undefined))
     }

@@ -1,4 +1,4 @@
-import { Clock, Config, Effect, Layer, Schedule } from "effect"
+import { Clock, Config, Effect, Layer, Schedule, Stream } from "effect"
 import { hostname } from "node:os"
 import { allQueueNames, type QueueName } from "../domain/QueueName.js"
 import { JobQueue } from "../services/JobQueue.js"
@@ -58,6 +58,8 @@ export const runWorker = (options: { readonly workerId: string; readonly queues:
       })
     })
     yield* Effect.forkScoped(Effect.repeat(beat, Schedule.spaced(directoryBeatMs)))
+    // Each lock and release is shown at once, not at the next periodic beat.
+    yield* Effect.forkScoped(Stream.runForEach(Stream.drop(engine.runningChanges, 1), () => beat))
     yield* Effect.logInfo("worker started").pipe(Effect.annotateLogs({ workerId: options.workerId, queues: options.queues.join(",") }))
     return engine
   })

@@ -23,6 +23,14 @@ export class OutboxAdmin extends Effect.Service<OutboxAdmin>()("ai-job-engine/Ou
           )
         )
       )
-    return { counts, replayDead }
+    /** Every `dead` event back to `pending` in one write; the dispatcher is woken when any was. */
+    const replayAllDead: Effect.Effect<number, PersistenceError> = outbox.replayAllDead.pipe(
+      Effect.tap((replayed) =>
+        replayed === 0
+          ? Effect.void
+          : Effect.logInfo("Dead outbox events replayed").pipe(Effect.annotateLogs({ replayed }), Effect.zipRight(signal.notify))
+      )
+    )
+    return { counts, replayDead, replayAllDead }
   })
 }) {}

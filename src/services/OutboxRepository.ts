@@ -42,6 +42,17 @@ export const outboxCountsOf = (totals: Iterable<{ readonly status: string; reado
   return counts
 }
 
+/** The last event of the previous page. */
+export interface OutboxListCursor {
+  readonly createdAt: Date
+  readonly id: string
+}
+
+/** Newest first, ties by id descending: the order `listByStatus` pages in. */
+export const isBeforeCursor = (event: { readonly createdAt: Date; readonly id: string }, after: OutboxListCursor): boolean =>
+  event.createdAt.getTime() < after.createdAt.getTime() ||
+  (event.createdAt.getTime() === after.createdAt.getTime() && event.id < after.id)
+
 /** What happened to a failed dispatch: back to pending after a delay, or dead. */
 export type DispatchFailureOutcome = "retry_scheduled" | "dead"
 
@@ -94,5 +105,14 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
     readonly replayDead: (
       eventId: string
     ) => Effect.Effect<OutboxEvent, OutboxEventNotFound | OutboxEventNotDead | PersistenceError>
+    /** Every `dead` event back to `pending`, attempts reset, in one write; returns how many. */
+    readonly replayAllDead: Effect.Effect<number, PersistenceError>
+    /** Events in `status`, newest first, keyset-paginated on (`createdAt`, `id`) like the job list. */
+    readonly listByStatus: (
+      status: OutboxStatus,
+      page: { readonly after?: OutboxListCursor | undefined; readonly limit: number }
+    ) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
+    /** How long the oldest `pending` event has existed, by the store's clock; None when none is pending. */
+    readonly oldestPendingAgeMs: Effect.Effect<Option.Option<number>, PersistenceError>
   }
 >() {}

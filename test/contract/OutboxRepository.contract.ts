@@ -179,6 +179,47 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(yield* outbox.markPublishedMany([event.id], "d-alive")).toBe(1)
         }))
 
+      it.effect("dead events are listed newest first in pages with their last error; replaying all of them counts them", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* outbox.replayAllDead
+          yield* drain("d-list")
+          const first = yield* newEvent()
+          const second = yield* newEvent()
+          yield* outbox.createInTransaction(first)
+          yield* outbox.createInTransaction(second)
+          const claimed = yield* outbox.claimBatch("d-list", 10)
+          expect(claimed.map((event) => event.id).sort()).toStrictEqual([first.id, second.id].sort())
+          expect((yield* outbox.listByStatus("processing", { limit: 10 })).map((event) => event.id).sort()).toStrictEqual(
+            [first.id, second.id].sort()
+          )
+          for (const event of claimed) {
+            yield* outbox.markDispatchFailed(event.id, "d-list", `queue refused ${event.id}`, { retryDelayMs: 0, maxAttempts: 1 })
+          }
+          const page1 = yield* outbox.listByStatus("dead", { limit: 1 })
+          expect(page1).toHaveLength(1)
+          const page2 = yield* outbox.listByStatus("dead", { limit: 10, after: page1[0] })
+          const listed = [...page1, ...page2]
+          expect(listed.map((event) => event.id).sort()).toStrictEqual([first.id, second.id].sort())
+          for (const event of listed) {
+            expect(event.lastError).toBe(`queue refused ${event.id}`)
+            expect(event.attemptCount).toBe(1)
+          }
+          expect(yield* outbox.listByStatus("pending", { limit: 10 })).toHaveLength(0)
+          expect(Option.isNone(yield* outbox.oldestPendingAgeMs)).toBe(true)
+
+          expect(yield* outbox.replayAllDead).toBe(2)
+          expect(yield* outbox.listByStatus("dead", { limit: 10 })).toHaveLength(0)
+          expect((yield* outbox.countByStatus).dead).toBe(0)
+          expect((yield* outbox.listByStatus("pending", { limit: 10 })).map((event) => event.id).sort()).toStrictEqual(
+            [first.id, second.id].sort()
+          )
+          const age = yield* outbox.oldestPendingAgeMs
+          expect(Option.isSome(age) && age.value >= 0 && age.value < 60_000).toBe(true)
+          expect(yield* outbox.replayAllDead).toBe(0)
+          yield* drain("d-list")
+        }))
+
       it.effect("a stopping dispatcher gives back its own claims at once, and only its own", () =>
         Effect.gen(function* () {
           const outbox = yield* OutboxRepository

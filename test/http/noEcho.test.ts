@@ -54,6 +54,9 @@ const probes = (jobId: string, credentialId: string): ReadonlyArray<Probe> => {
     user({ method: "GET", path: `/api/ai/jobs?status=${canaryParam}&cursor=${canaryParam}&limit=${canaryParam}` }),
     user({ method: "GET", path: `/api/ai/jobs?cursor=${Buffer.from(JSON.stringify({ createdAt: CANARY, id: CANARY })).toString("base64url")}` }),
     user({ method: "GET", path: `/api/ai/jobs?limit=1&${canaryParam}=${canaryParam}` }),
+    admin({ method: "GET", path: `/admin-api/ai/outbox/events?status=${canaryParam}&cursor=${canaryParam}&limit=${canaryParam}` }),
+    admin({ method: "GET", path: "/admin-api/ai/stats", headers: { "x-canary": CANARY } }),
+    admin({ method: "POST", path: "/admin-api/ai/outbox/replay-dead", headers: { "x-canary": CANARY } }),
     // Path parameters: too long, and well-formed but unknown.
     ...[longIdCanary, CANARY].flatMap((id) => [
       user({ method: "GET", path: `/api/ai/jobs/${id}` }),
@@ -62,6 +65,7 @@ const probes = (jobId: string, credentialId: string): ReadonlyArray<Probe> => {
       admin({ method: "GET", path: `/admin-api/ai/jobs/${id}` }),
       admin({ method: "POST", path: `/admin-api/ai/jobs/${id}/retry` }),
       admin({ method: "POST", path: `/admin-api/ai/outbox/${id}/replay` }),
+      admin({ method: "GET", path: `/admin-api/ai/jobs/${id}/timeline` }),
       runtime({ method: "POST", path: `/internal/credentials/${id}/resolve`, body: { jobId: jobId } }),
       runtime({ method: "POST", path: `/internal/credentials/${credentialId}/resolve`, body: { jobId: id } })
     ]),
@@ -106,6 +110,10 @@ const probedRoutes = [
   "GET /admin-api/ai/outbox",
   "POST /admin-api/ai/outbox/:eventId/replay",
   "GET /admin-api/ai/workers",
+  "GET /admin-api/ai/outbox/events",
+  "POST /admin-api/ai/outbox/replay-dead",
+  "GET /admin-api/ai/jobs/:jobId/timeline",
+  "GET /admin-api/ai/stats",
   "POST /internal/credentials/:credentialId/resolve",
   "GET /healthz",
   "GET /readyz"

@@ -76,6 +76,10 @@ const table: ReadonlyArray<{
   { method: "get", path: "/admin-api/ai/outbox", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
   { method: "post", path: "/admin-api/ai/outbox/{eventId}/replay", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"], "404": ["OUTBOX_EVENT_NOT_FOUND"], "409": ["OUTBOX_EVENT_NOT_DEAD"] } },
   { method: "get", path: "/admin-api/ai/workers", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
+  { method: "get", path: "/admin-api/ai/outbox/events", security: "bearer", success: "200", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
+  { method: "post", path: "/admin-api/ai/outbox/replay-dead", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
+  { method: "get", path: "/admin-api/ai/jobs/{jobId}/timeline", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"], "404": ["JOB_NOT_FOUND"] } },
+  { method: "get", path: "/admin-api/ai/stats", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
   { method: "post", path: "/internal/credentials/{credentialId}/resolve", security: "runtimeServiceToken", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["CREDENTIAL_NOT_FOUND"] } },
   { method: "get", path: "/healthz", security: "none", success: "200", errors: {} },
   { method: "get", path: "/readyz", security: "none", success: "200", errors: { "503": ["PLATFORM_UNAVAILABLE"] } }

@@ -1,4 +1,7 @@
 import { Effect, Layer } from "effect"
+import { MysqlJobStatistics } from "../../src/layers/mysql/MysqlJobStatistics.js"
+import { MysqlUsageLogRepository } from "../../src/layers/mysql/UsageLogRepository.js"
+import { jobStatisticsContract } from "../contract/JobStatistics.contract.js"
 import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
 import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
 import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
@@ -34,5 +37,13 @@ quotasContract(
 projectionStoreContract({
   name: "mysql",
   layer: jobCreation(Layer.fresh(MysqlProjectionStore).pipe(Layer.provideMerge(mysqlRepositories("projection")))).pipe(Layer.orDie),
+  liveClock: true
+})
+
+jobStatisticsContract({
+  name: "mysql",
+  layer: jobCreation(Layer.merge(MysqlJobStatistics, MysqlUsageLogRepository).pipe(Layer.provideMerge(mysqlRepositories("statistics")))).pipe(
+    Layer.orDie
+  ),
   liveClock: true
 })

@@ -1,4 +1,7 @@
 import { Layer, TestClock } from "effect"
+import { MemoryJobStatistics } from "../../src/layers/memory/MemoryJobStatistics.js"
+import { MemoryUsageLogRepository } from "../../src/layers/memory/MemoryUsageLogRepository.js"
+import { jobStatisticsContract } from "../contract/JobStatistics.contract.js"
 import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
 import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
 import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
@@ -24,5 +27,13 @@ quotasContract("memory", jobCreation(memoryRepositoriesWith({ maxActiveJobsPerUs
 projectionStoreContract({
   name: "memory",
   layer: jobCreation(Layer.fresh(MemoryProjectionStore).pipe(Layer.provideMerge(memoryRepositories))).pipe(Layer.orDie),
+  liveClock: false
+})
+
+jobStatisticsContract({
+  name: "memory",
+  layer: jobCreation(Layer.merge(MemoryJobStatistics, MemoryUsageLogRepository).pipe(Layer.provideMerge(memoryRepositories))).pipe(
+    Layer.orDie
+  ),
   liveClock: false
 })

@@ -12,6 +12,7 @@ import { fromInvalidJobInput, fromPersistence, fromUnknownJobType } from "../err
 import { PlatformGate } from "../PlatformGate.js"
 import { adminJobStatusResponse, retriedJobResponse } from "../presenters.js"
 import { makeJobViews } from "./jobViews.js"
+import { makeOperatorViews } from "./operatorViews.js"
 
 const retryable: ReadonlyArray<AiJob["lifecycleStatus"]> = ["failed", "cancelled"]
 
@@ -24,6 +25,7 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
     const vault = yield* CredentialVault
     const gate = yield* PlatformGate
     const views = yield* makeJobViews
+    const operator = yield* makeOperatorViews
 
     const adminStatusOf = (job: AiJob) =>
       Effect.map(views.artifactsOf(job), (artifacts) => adminJobStatusResponse(job, artifacts))
@@ -134,5 +136,26 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
           ),
         { uninterruptible: true }
       )
+      .handle("listOutboxEvents", ({ urlParams }) => operator.outboxPage(urlParams))
+      .handle(
+        "replayAllDeadOutboxEvents",
+        () =>
+          Effect.gen(function* () {
+            const admin = yield* CurrentUser
+            const replayed = yield* outbox.replayAllDead.pipe(Effect.catchTag("PersistenceError", fromPersistence))
+            yield* Effect.logInfo("dead outbox events replayed by an operator").pipe(
+              Effect.annotateLogs({ replayed, adminId: admin.userId })
+            )
+            return { replayed }
+          }),
+        { uninterruptible: true }
+      )
+      .handle("jobTimeline", ({ path }) =>
+        Effect.gen(function* () {
+          const job = yield* views.find(path.jobId)
+          const { attempts, events } = yield* operator.timelineParts(job)
+          return { job: yield* adminStatusOf(job), attempts, events, retriedAs: [] }
+        }))
+      .handle("stats", () => operator.stats)
       .handle("workers", () => Effect.map(workers.live, (live) => ({ workers: live })))
   }))

@@ -1,6 +1,9 @@
 import { Clock, Effect, Either, HashMap, Layer, Option } from "effect"
 import { OutboxEvent, type NewOutboxEvent } from "../../domain/OutboxEvent.js"
+import type { OutboxStatus } from "../../domain/OutboxEvent.js"
 import {
+  isBeforeCursor,
+  type OutboxListCursor,
   OutboxEventNotDead,
   OutboxEventNotFound,
   outboxCountsOf,
@@ -153,6 +156,37 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
       return Either.right([replayed, withEvent(tables, replayed)] as const)
     })
 
+  const replayAllDead = db.write<number, never>("outbox_event.replayAllDead", (tables, now) => {
+    const replayed = Array.from(HashMap.values(tables.outboxEvent))
+      .filter((event) => event.status === "dead")
+      .map((event) =>
+        changed(event, now, { status: "pending", attemptCount: 0, availableAt: now, lastError: null, lockedBy: null, lockedAt: null })
+      )
+    return Either.right([replayed.length, replayed.reduce(withEvent, tables)] as const)
+  })
+
+  const newestFirst = (a: OutboxEvent, b: OutboxEvent) =>
+    b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0)
+
+  const listByStatus = (
+    status: OutboxStatus,
+    page: { readonly after?: OutboxListCursor | undefined; readonly limit: number }
+  ) =>
+    db.read((tables) =>
+      Array.from(HashMap.values(tables.outboxEvent))
+        .filter((event) => event.status === status && (page.after === undefined || isBeforeCursor(event, page.after)))
+        .sort(newestFirst)
+        .slice(0, page.limit)
+    )
+
+  const oldestPendingAgeMs = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    db.read((tables) => {
+      const created = Array.from(HashMap.values(tables.outboxEvent))
+        .filter((event) => event.status === "pending")
+        .map((event) => event.createdAt.getTime())
+      return created.length === 0 ? Option.none() : Option.some(Math.max(0, now - Math.min(...created)))
+    }))
+
   return OutboxRepository.of({
     createInTransaction,
     findById,
@@ -163,7 +197,10 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     releaseExpiredLocks,
     countByStatus,
     oldestUnpublishedAgeMs,
-    replayDead
+    replayDead,
+    replayAllDead,
+    listByStatus,
+    oldestPendingAgeMs
   })
 })
 

@@ -1,7 +1,8 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Layer, Option, Schema } from "effect"
-import type { NewOutboxEvent } from "../../domain/OutboxEvent.js"
+import type { NewOutboxEvent, OutboxStatus } from "../../domain/OutboxEvent.js"
 import {
+  type OutboxListCursor,
   OutboxEventNotDead,
   OutboxEventNotFound,
   outboxCountsOf,
@@ -13,6 +14,7 @@ import { changedRows, NewOutboxEventRow, OutboxEventRow, Total } from "./rows.js
 import { isDuplicateKey, persistence, retryOnLockContention } from "./sqlErrors.js"
 
 const EventId = Schema.Struct({ id: Schema.String })
+const PendingAge = Schema.Struct({ ageMs: Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString)) })
 const StatusTotal = Schema.Struct({ status: Schema.String, ...Total.fields })
 
 /** `outbox_event` on MySQL; a claim is a compare-and-set on primary keys (see `claimBatch`), times the server's clock. */
@@ -164,6 +166,40 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       return event.value
     })
 
+  const replayAllDead = changedRows(
+    sql`UPDATE outbox_event SET status = 'pending', attempt_count = 0, available_at = ${now}, last_error = NULL,
+          locked_by = NULL, locked_at = NULL, updated_at = ${now}
+        WHERE status = 'dead'`.raw
+  ).pipe(persistence("outbox_event.replayAllDead"))
+
+  const findPage = SqlSchema.findAll({
+    Request: Schema.Struct({
+      status: Schema.String,
+      after: Schema.optional(Schema.Struct({ createdAt: Schema.DateFromSelf, id: Schema.String })),
+      limit: Schema.Number
+    }),
+    Result: OutboxEventRow,
+    execute: ({ after, limit, status }) =>
+      sql`SELECT * FROM outbox_event
+          WHERE status = ${status}
+          ${after === undefined ? sql`` : sql`AND (created_at < ${after.createdAt} OR (created_at = ${after.createdAt} AND id < ${after.id}))`}
+          ORDER BY created_at DESC, id DESC
+          LIMIT ${limit}`
+  })
+  const listByStatus = (status: OutboxStatus, page: { readonly after?: OutboxListCursor | undefined; readonly limit: number }) =>
+    findPage({ status, after: page.after, limit: page.limit }).pipe(persistence("outbox_event.listByStatus"))
+
+  const findPendingAge = SqlSchema.findOne({
+    Request: Schema.Void,
+    Result: PendingAge,
+    execute: () =>
+      sql`SELECT TIMESTAMPDIFF(MICROSECOND, MIN(created_at), ${now}) DIV 1000 AS age_ms FROM outbox_event WHERE status = 'pending'`
+  })
+  const oldestPendingAgeMs = findPendingAge(undefined).pipe(
+    persistence("outbox_event.oldestPendingAgeMs"),
+    Effect.map(Option.flatMap(({ ageMs }) => (ageMs === null ? Option.none() : Option.some(Math.max(0, ageMs)))))
+  )
+
   return OutboxRepository.of({
     createInTransaction,
     findById,
@@ -174,7 +210,10 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     releaseExpiredLocks,
     countByStatus,
     oldestUnpublishedAgeMs,
-    replayDead
+    replayDead,
+    replayAllDead,
+    listByStatus,
+    oldestPendingAgeMs
   })
 })
 

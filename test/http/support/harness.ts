@@ -20,6 +20,10 @@ import { MemoryArtifactRepository } from "../../../src/layers/memory/MemoryArtif
 import { MemoryCredentialRepository } from "../../../src/layers/memory/MemoryCredentialRepository.js"
 import { MemoryProjectionStore } from "../../../src/layers/memory/MemoryProjectionStore.js"
 import { MemoryWorkerDirectory } from "../../../src/layers/memory/MemoryWorkerDirectory.js"
+import { MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
+import { QueueSettings } from "../../../src/config/QueueSettings.js"
+import { MemoryJobStatistics } from "../../../src/layers/memory/MemoryJobStatistics.js"
+import { MemoryUsageLogRepository } from "../../../src/layers/memory/MemoryUsageLogRepository.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { JobDefinitionRegistry } from "../../../src/services/JobDefinitionRegistry.js"
@@ -49,6 +53,9 @@ export const memoryEngine = (limits: Partial<QuotaLimits> = {}) => {
     InProcessCancelSignal,
     InProcessJobEvents,
     MemoryWorkerDirectory,
+    MemoryUsageLogRepository,
+    MemoryJobStatistics,
+    MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())),
     SnapshotBuilder.Default.pipe(Layer.provide(TimingConfig.make()))
   ).pipe(Layer.provideMerge(repositories))
   return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default, testVault).pipe(

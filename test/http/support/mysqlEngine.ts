@@ -4,6 +4,10 @@ import { JobCatalogLive } from "../../../src/jobs/JobCatalogLive.js"
 import { OutboxAdmin } from "../../../src/services/OutboxAdmin.js"
 import { SnapshotBuilder } from "../../../src/services/SnapshotBuilder.js"
 import { TimingConfig } from "../../../src/config/EngineConfig.js"
+import { BullMqJobQueueLive } from "../../../src/layers/bullmq/BullMqJobQueue.js"
+import { MysqlJobStatistics } from "../../../src/layers/mysql/MysqlJobStatistics.js"
+import { MysqlUsageLogRepository } from "../../../src/layers/mysql/UsageLogRepository.js"
+import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { MysqlCredentialRepository } from "../../../src/layers/mysql/CredentialRepository.js"
 import { MysqlArtifactRepository } from "../../../src/layers/mysql/MysqlArtifactRepository.js"
 import { MysqlProjectionStore } from "../../../src/layers/mysql/MysqlProjectionStore.js"
@@ -28,9 +32,17 @@ export const mysqlEngine = (name: string, limits: Partial<QuotaLimits> = {}, cli
     MysqlProjectionStore,
     MysqlArtifactRepository,
     MysqlCredentialRepository,
+    MysqlUsageLogRepository,
+    MysqlJobStatistics,
     SnapshotBuilder.Default.pipe(Layer.provide(TimingConfig.make()))
   ).pipe(
-    Layer.provideMerge(Layer.mergeAll(RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory, RedisJobEvents).pipe(Layer.provideMerge(redis))),
+    Layer.provideMerge(Layer.mergeAll(
+        RedisOutboxSignal,
+        RedisCancelSignal,
+        RedisWorkerDirectory,
+        RedisJobEvents,
+        BullMqJobQueueLive.pipe(Layer.provide(QueueSettings.make()))
+      ).pipe(Layer.provideMerge(redis))),
     Layer.provideMerge(repositories)
   )
   return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default, testVault).pipe(

@@ -31,7 +31,11 @@ export const adminRoutes = (jobId: string, eventId: string): ReadonlyArray<Route
   { method: "POST", path: `/admin-api/ai/jobs/${jobId}/retry` },
   { method: "GET", path: "/admin-api/ai/outbox" },
   { method: "POST", path: `/admin-api/ai/outbox/${eventId}/replay` },
-  { method: "GET", path: "/admin-api/ai/workers" }
+  { method: "GET", path: "/admin-api/ai/workers" },
+  { method: "GET", path: "/admin-api/ai/outbox/events?status=dead" },
+  { method: "POST", path: "/admin-api/ai/outbox/replay-dead" },
+  { method: "GET", path: `/admin-api/ai/jobs/${jobId}/timeline` },
+  { method: "GET", path: "/admin-api/ai/stats" }
 ]
 
 export const internalRoute = (credentialId: string, jobId: string): Route => ({

@@ -1,0 +1,121 @@
+import { Schema } from "effect"
+import { LifecycleStatus } from "../domain/LifecycleStatus.js"
+import { OutboxStatus } from "../domain/OutboxEvent.js"
+import { QueueName } from "../domain/QueueName.js"
+import { withValueFreeErrors } from "../domain/ValueFreeMessages.js"
+import { AdminJobStatusResponse, defaultPageSize, JobCursor, maxPageSize } from "./ApiSchemas.js"
+
+/** The operator's views beyond single jobs (docs/architecture.md §15.4): outbox, timeline, statistics. */
+
+const Limit = Schema.NumberFromString.pipe(
+  Schema.int(),
+  Schema.between(1, maxPageSize),
+  Schema.annotations({
+    description: `Page size, 1 to ${maxPageSize} (default ${defaultPageSize}).`,
+    message: () => ({ message: `must be a whole number from 1 to ${maxPageSize}`, override: true })
+  })
+)
+
+/** `claimed` is what the store calls `processing`: held by a dispatcher right now. */
+export const OutboxListStatus = Schema.Literal("dead", "pending", "claimed")
+export type OutboxListStatus = typeof OutboxListStatus.Type
+
+export const OutboxEventListParams = withValueFreeErrors(Schema.Struct({
+  status: Schema.optionalWith(OutboxListStatus, { default: () => "dead" as const }),
+  cursor: Schema.optional(JobCursor),
+  limit: Schema.optionalWith(Limit, { default: () => defaultPageSize })
+}))
+
+export const OutboxEventDetail = Schema.Struct({
+  eventId: Schema.String,
+  eventType: Schema.String,
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  status: OutboxStatus,
+  attemptCount: Schema.Number,
+  availableAt: Schema.String,
+  createdAt: Schema.String,
+  updatedAt: Schema.String,
+  lockedBy: Schema.optional(Schema.String),
+  lastError: Schema.optional(Schema.String)
+}).annotations({ identifier: "OutboxEventDetail" })
+
+export const OutboxEventPage = Schema.Struct({
+  items: Schema.Array(OutboxEventDetail),
+  nextCursor: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "OutboxEventPage" })
+
+export const ReplayAllDeadResponse = Schema.Struct({
+  /** How many dead events went back to pending. */
+  replayed: Schema.Number
+}).annotations({ identifier: "ReplayAllDead" })
+
+const ProviderCall = Schema.Struct({
+  callNo: Schema.Number,
+  at: Schema.String,
+  provider: Schema.String,
+  model: Schema.String,
+  latencyMs: Schema.Number,
+  promptTokens: Schema.Number,
+  completionTokens: Schema.Number,
+  totalTokens: Schema.Number,
+  costMicros: Schema.Number,
+  /** `OK`, or the call's error code. */
+  outcome: Schema.String
+}).annotations({ identifier: "ProviderCall" })
+
+const TimelineAttempt = Schema.Struct({
+  /** The job lease the calls were made in; a takeover starts a new one. */
+  leaseNo: Schema.Number,
+  calls: Schema.Array(ProviderCall)
+}).annotations({ identifier: "TimelineAttempt" })
+
+const TimelineEvent = Schema.Struct({
+  at: Schema.String,
+  kind: Schema.Literal("created", "started", "cancel_requested", "succeeded", "failed", "cancelled", "last_update"),
+  detail: Schema.optional(Schema.String)
+}).annotations({ identifier: "TimelineEvent" })
+
+export const JobTimelineResponse = Schema.Struct({
+  job: AdminJobStatusResponse,
+  attempts: Schema.Array(TimelineAttempt),
+  /** The recorded times of the job's lifecycle, oldest first. */
+  events: Schema.Array(TimelineEvent),
+  /** The job an operator's retry created this one from. */
+  retriedFrom: Schema.optional(Schema.String),
+  /** Jobs an operator's retry created from this one. */
+  retriedAs: Schema.Array(Schema.String)
+}).annotations({ identifier: "JobTimeline" })
+
+const TypeStatusCount = Schema.Struct({ jobType: Schema.String, lifecycleStatus: LifecycleStatus, total: Schema.Number })
+const QueueDepth = Schema.Struct({
+  queueName: QueueName,
+  available: Schema.Boolean,
+  waiting: Schema.Number,
+  active: Schema.Number,
+  delayed: Schema.Number
+})
+const MinuteThroughput = Schema.Struct({ minute: Schema.String, jobType: Schema.String, finished: Schema.Number })
+const DurationByType = Schema.Struct({
+  jobType: Schema.String,
+  finished: Schema.Number,
+  p50Ms: Schema.NullOr(Schema.Number),
+  p95Ms: Schema.NullOr(Schema.Number)
+})
+const UsageDay = Schema.Struct({ day: Schema.String, calls: Schema.Number, totalTokens: Schema.Number, costMicros: Schema.Number })
+
+export const StatsResponse = Schema.Struct({
+  generatedAt: Schema.String,
+  jobs: Schema.Array(TypeStatusCount),
+  queues: Schema.Array(QueueDepth),
+  outbox: Schema.Struct({
+    pending: Schema.Number,
+    dead: Schema.Number,
+    oldestPendingAgeMs: Schema.NullOr(Schema.Number)
+  }),
+  /** Jobs finished per minute and type over the last hour (minutes without any left out). */
+  perMinute: Schema.Array(MinuteThroughput),
+  /** Start to finish, over the last hour. */
+  durations: Schema.Array(DurationByType),
+  usageByDay: Schema.Array(UsageDay)
+}).annotations({ identifier: "Stats" })

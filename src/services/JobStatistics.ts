@@ -1,0 +1,40 @@
+import { Context, type Effect } from "effect"
+import type { LifecycleStatus } from "../domain/LifecycleStatus.js"
+import type { PersistenceError } from "../domain/PersistenceError.js"
+
+/** How many jobs of one type are in one lifecycle status. */
+export interface TypeStatusCount {
+  readonly jobType: string
+  readonly lifecycleStatus: LifecycleStatus
+  readonly total: number
+}
+
+/** A job that reached a terminal status: what throughput and duration figures are made of. */
+export interface FinishedJob {
+  readonly jobId: string
+  readonly jobType: string
+  readonly lifecycleStatus: LifecycleStatus
+  readonly startedAt: Date | null
+  readonly finishedAt: Date
+}
+
+/** Provider usage of one UTC day (`YYYY-MM-DD`), from `ai_usage_log`. */
+export interface UsageDay {
+  readonly day: string
+  readonly calls: number
+  readonly totalTokens: number
+  readonly costMicros: number
+}
+
+/** Read-only aggregates for the operator's statistics (docs/architecture.md §15.4). Time is the store's clock. */
+export class JobStatistics extends Context.Tag("ai-job-engine/JobStatistics")<
+  JobStatistics,
+  {
+    /** Every (type, status) pair that has at least one job. */
+    readonly countsByTypeAndStatus: Effect.Effect<ReadonlyArray<TypeStatusCount>, PersistenceError>
+    /** Jobs finished within the last `windowMs`, oldest first, at most `limit`. */
+    readonly finishedWithin: (windowMs: number, limit: number) => Effect.Effect<ReadonlyArray<FinishedJob>, PersistenceError>
+    /** Usage per UTC day over the last `days` days (today included), oldest day first; days without calls left out. */
+    readonly usageByDay: (days: number) => Effect.Effect<ReadonlyArray<UsageDay>, PersistenceError>
+  }
+>() {}
