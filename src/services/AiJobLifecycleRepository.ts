@@ -12,6 +12,7 @@ import type {
 import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
 import type {
   AttemptsExhausted,
+  CancelRequestedBeforeSuccess,
   IllegalTransition,
   JobAlreadyCancelled,
   JobLockConflict,
@@ -113,7 +114,15 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
      * it over at once, in the same attempt; this lease can no longer write.
      */
     readonly releaseLock: (lease: JobLease) => Effect.Effect<void, LockLost | PersistenceError>
-    readonly markSucceeded: (lease: JobLease, outputHash: string) => Effect.Effect<AiJob, TerminalWriteError>
+    /**
+     * Fenced on the lease. With `honourCancel` (a cancellable job type) it also requires that no
+     * cancel was requested, refusing with `CancelRequestedBeforeSuccess` (docs/architecture.md §10).
+     */
+    readonly markSucceeded: (
+      lease: JobLease,
+      outputHash: string,
+      options?: { readonly honourCancel: boolean }
+    ) => Effect.Effect<AiJob, TerminalWriteError | CancelRequestedBeforeSuccess>
     readonly markFailed: (fence: JobFence, failure: JobFailure) => Effect.Effect<AiJob, TerminalWriteError>
     /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */
     readonly markCancelled: (fence: JobFence) => Effect.Effect<AiJob, TerminalWriteError>

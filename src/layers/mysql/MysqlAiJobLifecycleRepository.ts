@@ -10,9 +10,9 @@ import {
   cancelGuard,
   cancelledFailure,
   fenceGuard,
-  leaseGuard,
   lockGuard,
   requestCancelGuard,
+  succeedGuard,
   takeOverGuard
 } from "../../domain/LifecycleGuards.js"
 import { JobLockConflict, LockLost } from "../../domain/LifecycleErrors.js"
@@ -157,12 +157,18 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       () => new JobLockConflict({ jobId })
     )
 
-  const leaseUpdate = (operation: string, lease: JobLease, set: Fragment, to: LifecycleStatus) =>
-    compareAndSet(
+  const leaseUpdate = <E>(
+    operation: string,
+    lease: JobLease,
+    set: Fragment,
+    whyRefused: (current: Option.Option<AiJob>) => Either.Either<AiJob, E>,
+    condition: Fragment = sql`TRUE`
+  ) =>
+    compareAndSet<E | LockLost>(
       operation,
       lease.jobId,
-      sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)}`.raw,
-      (current) => leaseGuard(lease, current, to),
+      sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)} AND ${condition}`.raw,
+      whyRefused,
       () => new LockLost({ ...lease })
     )
 
@@ -196,12 +202,13 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   /** A hand-off: nobody holds the job and its lock is gone; the next lease costs no attempt. */
   const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
 
-  const markSucceeded = (lease: JobLease, outputHash: string) =>
+  const markSucceeded = (lease: JobLease, outputHash: string, options?: { readonly honourCancel: boolean }) =>
     leaseUpdate(
       "ai_job.markSucceeded",
       lease,
       sql`${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${now}, lock_until = NULL`,
-      "succeeded"
+      (current) => succeedGuard(lease, current, options?.honourCancel === true),
+      options?.honourCancel === true ? sql`cancel_requested_at IS NULL` : sql`TRUE`
     )
 
   const terminalByFence = (
