@@ -63,7 +63,7 @@ const program = Effect.gen(function* () {
     DAILY_JOB_QUOTA: String(jobs + interactiveProbes),
     JOB_LOCK_TTL_MS: "60000",
     JOB_HEARTBEAT_MS: "15000",
-    LOG_LEVEL: "Warning"
+    LOG_LEVEL: "Warn"
   })
   const [api, worker] = yield* Effect.all(
     [
