@@ -62,8 +62,7 @@ const program = Effect.gen(function* () {
     MAX_ACTIVE_JOBS_PER_USER: String(jobs + interactiveProbes),
     DAILY_JOB_QUOTA: String(jobs + interactiveProbes),
     JOB_LOCK_TTL_MS: "60000",
-    JOB_HEARTBEAT_MS: "15000",
-    LOG_LEVEL: "Warn"
+    JOB_HEARTBEAT_MS: "15000"
   })
   const [api, worker] = yield* Effect.all(
     [
