@@ -18,6 +18,7 @@ import { OutboxDispatcherLive } from "../pipeline/dispatcher.js"
 import { WorkerServiceLive } from "../pipeline/worker.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { AiGateway } from "../services/AiGateway.js"
+import { AiGatewayTelemetryLive } from "../services/AiGatewayTelemetry.js"
 import { AiJobService } from "../services/AiJobService.js"
 import { ContentSafety } from "../services/ContentSafety.js"
 import { CredentialVault } from "../services/CredentialVault.js"
@@ -220,8 +221,12 @@ export const GatewayServicesLive = Layer.mergeAll(
  */
 export const engineServices = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
   Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
-    Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, gateway))
+    Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, instrumented(gateway)))
   )
+
+/** The gateway with every call traced (`provider.chat`) and measured, whichever provider it is. */
+const instrumented = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
+  AiGatewayTelemetryLive.pipe(Layer.provideMerge(gateway), Layer.provide(AiCostCalculator.Default))
 
 /** The engine's services with the provider `AI_GATEWAY` names. */
 export const EngineServicesLive = engineServices(AiGatewayFromConfig)
@@ -261,8 +266,9 @@ export const ReadinessProbeLive = Layer.scoped(
 // ---- The parts a program runs over a stack
 
 /** The HTTP API on `PORT`; needs `ApiSettings` and a `ReadinessProbe` beside the stack. */
-export const ApiPart = (options: { readonly logRequests?: boolean } = {}) =>
-  Layer.unwrapEffect(Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, ...options })))
+export const ApiPart = <E = never, R = never>(
+  options: { readonly logRequests?: boolean; readonly sampleMetrics?: Effect.Effect<void, E, R> } = {}
+) => Layer.unwrapEffect(Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, ...options })))
 
 /** The API's settings (`AUTH_JWT_SECRET`, transport limits) and readiness on MySQL + Redis. */
 export const LiveApiSupport = Layer.merge(ApiSettings.layer, ReadinessProbeLive)

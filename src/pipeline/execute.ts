@@ -7,6 +7,7 @@ import { PromptTemplates } from "../services/PromptTemplates.js"
 import { type CapacityOutcome, ProviderCapacity } from "../services/ProviderCapacity.js"
 import { recordUsage, usageEntryOf } from "./complete.js"
 import type { ExecutedJob, ResolvedJob } from "./RunningJob.js"
+import { stageDuration, timed } from "../services/EngineMetrics.js"
 
 /** Completion tokens expected when the route sets no `maxTokens`. */
 const defaultCompletionEstimate = 1_000
@@ -107,5 +108,6 @@ export const execute = Effect.fn("pipeline.execute")(
       return { ...resolved, output, outputHash: hash, usage } satisfies ExecutedJob
     }).pipe(Effect.onError(() => recordUsage(usage)))
   },
-  (effect, _resolved, attemptNo) => Effect.annotateLogs(effect, { stage: "EXECUTE", attempt: attemptNo })
+  (effect, _resolved, attemptNo) => Effect.annotateLogs(effect, { stage: "EXECUTE", attempt: attemptNo }),
+  timed(stageDuration, { stage: "execute" })
 )

@@ -8,6 +8,7 @@ import type {
 } from "../domain/LifecycleErrors.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import { jobQueueWait, observe, stageDuration, timed } from "../services/EngineMetrics.js"
 import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
 import type { AiJobQueuePayload } from "../services/JobQueue.js"
 import type { PreparedJob } from "./RunningJob.js"
@@ -21,7 +22,7 @@ const skip = (reason: string) =>
  * state is a duplicate or stale delivery: nothing to do, and the delivery is acknowledged.
  */
 export const prepare = Effect.fn("pipeline.prepare")(
-  function* (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number) {
+  function* (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number, loaded?: Option.Option<AiJob>) {
     const registry = yield* JobDefinitionRegistry
     const jobs = yield* AiJobLifecycleRepository
 
@@ -32,7 +33,8 @@ export const prepare = Effect.fn("pipeline.prepare")(
       yield* Effect.logError("delivery names a job type this worker does not know")
       return Option.none<PreparedJob>()
     }
-    const found = yield* jobs.findById(payload.jobId)
+    // The run may have read the job already (for its trace context): one read per delivery.
+    const found = loaded ?? (yield* jobs.findById(payload.jobId))
     if (Option.isNone(found)) return yield* skip("no such job")
     const job = found.value
     if (job.jobType !== payload.jobType) return yield* skip("the delivery's job type does not match the job")
@@ -50,6 +52,11 @@ export const prepare = Effect.fn("pipeline.prepare")(
           : Option.some<PreparedJob>({ job: lockedJob, lease, registered: registered.value })
       }),
       Effect.tap((prepared) =>
+        Option.isSome(prepared) && job.lifecycleStatus === "queued" && prepared.value.job.startedAt !== null
+          ? observe(jobQueueWait, { job_type: job.jobType }, waitSeconds(job.createdAt, prepared.value.job.startedAt))
+          : Effect.void
+      ),
+      Effect.tap((prepared) =>
         Option.isSome(prepared)
           ? Effect.logInfo(job.lifecycleStatus === "queued" ? "job locked" : "expired lock taken over").pipe(
             Effect.annotateLogs({ attempt: prepared.value.lease.attempt })
@@ -64,5 +71,9 @@ export const prepare = Effect.fn("pipeline.prepare")(
       })
     )
   },
-  (effect, payload) => Effect.annotateLogs(effect, { stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType })
+  (effect, payload) => Effect.annotateLogs(effect, { stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType }),
+  timed(stageDuration, { stage: "prepare" })
 )
+
+/** Creation to first lock, both by the store's clock. */
+const waitSeconds = (createdAt: Date, startedAt: Date) => Math.max(0, startedAt.getTime() - createdAt.getTime()) / 1000
