@@ -27,6 +27,12 @@ export const adrQueueSettings: Readonly<Record<QueueName, QueueSetting>> = {
   "ai-background": { concurrency: 1, lockDurationMs: 60_000, attempts: 3, backoffDelayMs: 5_000 }
 }
 
+/**
+ * Jobs a process runs at once by default: a job mostly waits on the provider, so a process holds
+ * many; the provider limiter (`AI_RATE_LIMITS`) is what bounds the calls, interactive first.
+ */
+export const ioBoundConcurrency: Readonly<Record<QueueName, number>> = { "ai-interactive": 50, "ai-background": 20 }
+
 const defaults: QueueSettingsShape = {
   queues: adrQueueSettings,
   addTimeoutMs: 5_000,
@@ -40,13 +46,14 @@ const positiveInt = (name: string, fallback: number) =>
   )
 
 /**
- * The queue settings. Per-process concurrency can be raised for horizontal scaling with
- * `WORKER_CONCURRENCY_INTERACTIVE` / `WORKER_CONCURRENCY_BACKGROUND`; the rest is the spec's.
+ * The queue settings. Per-process concurrency is `WORKER_CONCURRENCY_INTERACTIVE` /
+ * `WORKER_CONCURRENCY_BACKGROUND` (default 50 / 20, for I/O-bound work: the spec's 2 / 1 served a
+ * serial worker, the limiter now keeps the provider's limits); the rest is the spec's.
  */
 export class QueueSettings extends Context.Tag("ai-job-engine/QueueSettings")<QueueSettings, QueueSettingsShape>() {
   static readonly config = Config.all({
-    interactive: positiveInt("WORKER_CONCURRENCY_INTERACTIVE", adrQueueSettings["ai-interactive"].concurrency),
-    background: positiveInt("WORKER_CONCURRENCY_BACKGROUND", adrQueueSettings["ai-background"].concurrency),
+    interactive: positiveInt("WORKER_CONCURRENCY_INTERACTIVE", ioBoundConcurrency["ai-interactive"]),
+    background: positiveInt("WORKER_CONCURRENCY_BACKGROUND", ioBoundConcurrency["ai-background"]),
     addTimeoutMs: positiveInt("QUEUE_ADD_TIMEOUT_MS", defaults.addTimeoutMs),
     shutdownGraceMs: positiveInt("WORKER_SHUTDOWN_GRACE_MS", defaults.shutdownGraceMs)
   }).pipe(

@@ -56,6 +56,9 @@ import { MysqlSnapshotRepository } from "../layers/mysql/MysqlSnapshotRepository
 import { MysqlUnitOfWork } from "../layers/mysql/MysqlUnitOfWork.js"
 import { MysqlUsageLogRepository } from "../layers/mysql/UsageLogRepository.js"
 import { QueueSettings } from "../config/QueueSettings.js"
+import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
+import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/MemoryProviderCapacity.js"
+import { RedisProviderCapacity } from "../layers/redis/RedisProviderCapacity.js"
 import { RedisCancelSignal } from "../layers/redis/RedisCancelSignal.js"
 import { RedisConnection } from "../layers/redis/RedisConnection.js"
 import { RedisJobEvents } from "../layers/redis/RedisJobEvents.js"
@@ -77,7 +80,8 @@ export const ConfigLive = Layer.mergeAll(
   HttpConfig.layer,
   QuotaLimitsConfig.layer,
   QueueSettings.layer,
-  DispatcherSettings.layer
+  DispatcherSettings.layer,
+  ProviderLimitsConfig.layer
 )
 
 const Platform = Layer.merge(ConfigLive, NodeContext.layer)
@@ -141,6 +145,9 @@ export const MemoryInfrastructure = Layer.mergeAll(
   InProcessJobEvents
 )
 
+/** The provider limiter of one process on its own memory store (`AI_RATE_LIMITS`; needs `ProviderLimitsConfig`). */
+export const MemoryCapacity = MemoryProviderCapacity().pipe(Layer.provide(MemoryCapacityStore.layer))
+
 /** Every repository on MySQL, over whatever `SqlClient` it is given. */
 export const MysqlRepositories = Layer.mergeAll(
   MysqlAiJobLifecycleRepository,
@@ -158,10 +165,13 @@ export const MysqlRepositories = Layer.mergeAll(
 /** The repositories on MySQL (`DATABASE_URL`). */
 export const MysqlStorage = MysqlRepositories.pipe(Layer.provideMerge(MysqlFromConfig))
 
-/** Production infrastructure: MySQL storage, BullMQ queues and Redis signals (`REDIS_URL`). */
+/**
+ * Production infrastructure: MySQL storage, BullMQ queues, Redis signals and the provider limiter
+ * every worker shares through Redis (`REDIS_URL`; the limiter needs `ProviderLimitsConfig`).
+ */
 export const LiveInfrastructure = Layer.mergeAll(
   MysqlStorage,
-  Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory, RedisJobEvents).pipe(
+  Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory, RedisJobEvents, RedisProviderCapacity()).pipe(
     Layer.provideMerge(RedisConnection.fromConfig)
   ),
   InProcessDomainEvents
@@ -240,7 +250,10 @@ const syntheticProvider = ConfigProvider.fromMap(
 /** The engine in memory, on the synthetic provider unless `AI_API_KEY` names a real one. */
 export const EmbeddedStack = Layer.unwrapEffect(
   Effect.map(ProviderConfig.config, (provider) => {
-    const stack = EngineServicesLive.pipe(Layer.provideMerge(MemoryInfrastructure), Layer.provideMerge(Platform))
+    const stack = EngineServicesLive.pipe(
+      Layer.provideMerge(Layer.merge(MemoryInfrastructure, MemoryCapacity)),
+      Layer.provideMerge(Platform)
+    )
     return Option.isSome(provider.apiKey) ? stack : stack.pipe(Layer.provide(Layer.setConfigProvider(syntheticProvider)))
   })
 )

@@ -16,6 +16,7 @@ import type { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js
 import type { JobDelivery } from "../services/JobQueue.js"
 import type { ModelRouter } from "../services/ModelRouter.js"
 import type { PromptTemplates } from "../services/PromptTemplates.js"
+import type { ProviderCapacity } from "../services/ProviderCapacity.js"
 import type { ResultProjectors } from "../services/ResultProjectors.js"
 import type { SnapshotRepository } from "../services/SnapshotRepository.js"
 import type { UnitOfWork } from "../services/UnitOfWork.js"
@@ -41,6 +42,7 @@ export type EngineServices =
   | PromptTemplates
   | ContentSafety
   | AiGateway
+  | ProviderCapacity
   | AiCostCalculator
   | UsageLog
   | ResultProjectors

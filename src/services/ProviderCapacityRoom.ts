@@ -175,6 +175,8 @@ const storeOutcomeOf = (outcome: CapacityOutcome): StoreOutcome => {
 export interface ProviderCapacityOptions {
   /** How long a permit stays counted without its holder refreshing it (a crashed worker's lapse). */
   readonly leaseMs?: number
+  /** Names this worker's permits and interactive mark (default: a fresh id). */
+  readonly workerId?: string
 }
 
 /**
@@ -186,7 +188,7 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
   Effect.gen(function* () {
     const scope = yield* Effect.scope
     const leaseMs = options.leaseMs ?? 60_000
-    const workerId = `cap-${(yield* newId).slice(-12)}`
+    const workerId = options.workerId ?? `cap-${(yield* newId).slice(-12)}`
     const rooms = new Map<string, Room>()
     let permitCounter = 0
 

@@ -29,6 +29,8 @@ import { MemoryUnitOfWork } from "../layers/memory/MemoryUnitOfWork.js"
 import { MemoryUsageLogRepository } from "../layers/memory/MemoryUsageLogRepository.js"
 import { MemoryWorkerDirectory } from "../layers/memory/MemoryWorkerDirectory.js"
 import { QueueSettings } from "../config/QueueSettings.js"
+import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
+import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/MemoryProviderCapacity.js"
 import { makeDispatcher } from "../pipeline/dispatcher.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
 import { runReaper } from "../pipeline/reaper.js"
@@ -78,6 +80,9 @@ const fencingOff = (settings: WorldSettings) => settings.unsafeDisableFencing ||
 
 const simulationPlatformKey = "sk-simulation-platform-key"
 
+/** The simulated provider's limits, tight enough to bind: the workers share them through one store, as through Redis. */
+const simulationProviderLimits = { "deepseek/deepseek-chat": { rpm: 60, concurrency: 4 } }
+
 /** Everything the processes share: the memory infrastructure and the engine's services. */
 const sharedLayer = (settings: WorldSettings) => {
   const lifecycle = MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: fencingOff(settings) })
@@ -103,7 +108,8 @@ const sharedLayer = (settings: WorldSettings) => {
     InProcessCancelSignal,
     MemoryWorkerDirectory,
     InProcessDomainEvents,
-    InProcessJobEvents
+    InProcessJobEvents,
+    MemoryCapacityStore.layer
   )
   return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
     Layer.provideMerge(
@@ -124,6 +130,7 @@ const sharedLayer = (settings: WorldSettings) => {
         Layer.succeed(TimingConfig, settings.timing),
         QuotaLimitsConfig.make({ maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }),
         QueueSettings.make({ shutdownGraceMs: 5_000 }),
+        ProviderLimitsConfig.make(simulationProviderLimits),
         Layer.succeed(ProviderConfig, {
           baseUrl: "http://127.0.0.1:1",
           apiKey: Option.some(Redacted.make(simulationPlatformKey)),
@@ -162,6 +169,8 @@ const workerLayer = (
     ),
     Layer.provideMerge(Layer.succeed(MemoryDatabase, db)),
     Layer.merge(Layer.succeed(AiGateway, gateway)),
+    // Each worker waits in its own room; a crashed worker's permits lapse with its lock's lifetime.
+    Layer.merge(MemoryProviderCapacity({ leaseMs: settings.timing.jobLockTtlMs, workerId: process.id })),
     Layer.merge(Layer.succeed(JobQueue, processQueue(Context.get(shared, JobQueue), process))),
     Layer.merge(Layer.succeed(CancelSignal, processCancelSignal(Context.get(shared, CancelSignal), process)))
   )

@@ -11,7 +11,9 @@ import { ModelRouter } from "../../src/services/ModelRouter.js"
 import { PromptTemplates } from "../../src/services/PromptTemplates.js"
 import { ContentSafety } from "../../src/services/ContentSafety.js"
 import { SyntheticGatewayLayer } from "../../src/layers/gateway/SyntheticGateway.js"
-import { type Infrastructure, MemoryInfrastructure } from "../../src/main/AppLayers.js"
+import { type Infrastructure, MemoryCapacity, MemoryInfrastructure } from "../../src/main/AppLayers.js"
+import { type ProviderLimit, ProviderLimitsConfig } from "../../src/config/ProviderLimitsConfig.js"
+import type { ProviderCapacity } from "../../src/services/ProviderCapacity.js"
 import { QueueSettings } from "../../src/config/QueueSettings.js"
 import { makeDispatcher } from "../../src/pipeline/dispatcher.js"
 import { DispatcherSettings } from "../../src/config/DispatcherSettings.js"
@@ -39,6 +41,9 @@ export const memoryEngineStack = (options: {
   readonly snapshotBuilder?: Layer.Layer<SnapshotBuilder, never, TimingConfig>
   /** Storage, queue and signals; the in-memory ones by default. */
   readonly infrastructure?: Layer.Layer<Infrastructure, never, QuotaLimitsConfig | QueueSettings>
+  /** The provider limiter; a memory one of its own by default, under `limits` (none by default). */
+  readonly capacity?: Layer.Layer<ProviderCapacity, never, ProviderLimitsConfig>
+  readonly limits?: Readonly<Record<string, ProviderLimit>>
 } = {}) => {
   const modules = options.modules ?? jobCatalog
   return Layer.fresh(
@@ -58,13 +63,14 @@ export const memoryEngineStack = (options: {
             : Layer.merge(SyntheticGatewayLayer({ seed: options.seed ?? "engine-test" }), options.gateway)
         )
       ),
-      Layer.provideMerge(options.infrastructure ?? MemoryInfrastructure),
+      Layer.provideMerge(Layer.merge(options.infrastructure ?? MemoryInfrastructure, options.capacity ?? MemoryCapacity)),
       Layer.provideMerge(
         Layer.mergeAll(
           TimingConfig.make(options.timing),
           QuotaLimitsConfig.make({ maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }),
           QueueSettings.make(),
           DispatcherSettings.make(),
+          ProviderLimitsConfig.make(options.limits ?? {}),
           Layer.succeed(ProviderConfig, {
             baseUrl: "http://127.0.0.1:1",
             apiKey: Option.some(Redacted.make(testPlatformKey)),

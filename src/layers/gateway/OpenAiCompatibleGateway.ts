@@ -2,6 +2,7 @@ import { HttpClient, type HttpClientError, HttpClientRequest } from "@effect/pla
 import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Config, Duration, Effect, Either, Layer, ParseResult, Redacted, Schema } from "effect"
 import { ContentSafetyError, CredentialError, InternalError, ProviderError, ValidationError } from "../../domain/ExecutionError.js"
+import { pauseUntilFromHeaders } from "../../domain/ProviderRateLimitHeaders.js"
 import { scrubSecrets } from "../../domain/SecretScrubbing.js"
 import { AiGateway, type GatewayError, type GenerateRequest, type GenerateResult } from "../../services/AiGateway.js"
 import { ProviderConfig } from "../../config/EngineConfig.js"
@@ -114,12 +115,13 @@ const withoutSecrets = (error: GatewayError, key: string): GatewayError => {
 // --- Retry-After ---
 
 /** `Retry-After` as milliseconds from `nowMillis`: delta-seconds or an HTTP date (RFC 9110 10.2.3). */
-export const parseRetryAfter = (value: string | undefined, nowMillis: number): number | undefined => {
-  if (value === undefined) return undefined
-  const trimmed = value.trim()
-  if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.round(Number(trimmed) * 1000)
-  const date = Date.parse(trimmed)
-  return Number.isNaN(date) ? undefined : Math.max(0, date - nowMillis)
+export const parseRetryAfter = (value: string | undefined, nowMillis: number): number | undefined =>
+  retryAfterFromHeaders({ "retry-after": value }, nowMillis)
+
+/** How long a refusal asks to wait, from every header that says (`Retry-After`, `x-ratelimit-reset-*`, ...). */
+const retryAfterFromHeaders = (headers: Readonly<Record<string, string | undefined>>, nowMillis: number) => {
+  const until = pauseUntilFromHeaders(headers, nowMillis)
+  return until === undefined ? undefined : until - nowMillis
 }
 
 // --- The gateway ---
@@ -155,13 +157,13 @@ export const makeOpenAiCompatibleGateway = (options: OpenAiGatewayOptions) =>
     const failureFor = (
       status: number,
       body: string,
-      retryAfter: string | undefined,
+      headers: Readonly<Record<string, string | undefined>>,
       now: number
     ): GatewayError => {
       const parsed = Either.getOrUndefined(decodeErrorBody(body))?.error
       const detail = [knownWord(parsed?.type), knownWord(parsed?.code)].filter((s) => s !== undefined).join("/")
       const described = `provider answered HTTP ${status}${detail ? ` (${detail})` : ""}`
-      const retryAfterMs = parseRetryAfter(retryAfter, now)
+      const retryAfterMs = retryAfterFromHeaders(headers, now)
       if (status === 429) {
         return new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: described, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) })
       }
@@ -258,7 +260,7 @@ export const makeOpenAiCompatibleGateway = (options: OpenAiGatewayOptions) =>
         )
         const answer = yield* client.execute(httpRequest).pipe(
           Effect.flatMap((response) =>
-            Effect.map(response.text, (body) => ({ status: response.status, retryAfter: response.headers["retry-after"], body }))
+            Effect.map(response.text, (body) => ({ status: response.status, headers: response.headers, body }))
           ),
           Effect.mapError(transportError),
           Effect.timeoutFail({
@@ -270,7 +272,7 @@ export const makeOpenAiCompatibleGateway = (options: OpenAiGatewayOptions) =>
         const finished = yield* Clock.currentTimeMillis
         const latencyMs = finished - started
         if (answer.status < 200 || answer.status >= 300) {
-          return yield* failureFor(answer.status, answer.body, answer.retryAfter, finished)
+          return yield* failureFor(answer.status, answer.body, answer.headers, finished)
         }
         return yield* interpret(request, answer.body, latencyMs)
       }).pipe(
