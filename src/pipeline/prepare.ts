@@ -1,4 +1,4 @@
-import { Effect, Option } from "effect"
+import { Data, Effect, Option } from "effect"
 import { type AiJob, leaseOf } from "../domain/AiJob.js"
 import type {
   AttemptsExhausted,
@@ -12,11 +12,13 @@ import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
 import type { AiJobQueuePayload } from "../services/JobQueue.js"
 import type { PreparedJob } from "./RunningJob.js"
 
+class MismatchedDelivery extends Data.TaggedError("MismatchedDelivery") {}
+
 const skip = (reason: string) =>
   Effect.as(Effect.logInfo(`delivery skipped: ${reason}`), Option.none<PreparedJob>())
 
 /**
- * PREPARE (docs/architecture.md §8.1): look the job type up, load the job, and lock it, either
+ * PREPARE (docs/architecture.md §8.1): look the job type up and lock the job, either
  * `queued → running` or by taking over a `running` job whose lock expired (§4.4). Any other
  * state is a duplicate or stale delivery: nothing to do, and the delivery is acknowledged.
  */
@@ -32,17 +34,28 @@ export const prepare = Effect.fn("pipeline.prepare")(
       yield* Effect.logError("delivery names a job type this worker does not know")
       return Option.none<PreparedJob>()
     }
-    const found = yield* jobs.findById(payload.jobId)
-    if (Option.isNone(found)) return yield* skip("no such job")
-    const job = found.value
-    if (job.jobType !== payload.jobType) return yield* skip("the delivery's job type does not match the job")
-
-    if (job.lifecycleStatus !== "queued" && job.lifecycleStatus !== "running") {
-      return yield* skip(`the job is already ${job.lifecycleStatus}`)
-    }
+    // Compare-and-set first: the common delivery (a queued job) costs no read before its lock; a
+    // job found running is then taken over if its lock expired or was released.
+    let tookOver = false
     const locked: Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError> =
-      job.lifecycleStatus === "queued" ? jobs.lockJob(job.id, workerId, lockTtlMs) : jobs.takeOver(job.id, workerId, lockTtlMs)
+      jobs.lockJob(payload.jobId, workerId, lockTtlMs).pipe(
+        Effect.catchTag("JobLockConflict", () =>
+          Effect.suspend(() => {
+            tookOver = true
+            return jobs.takeOver(payload.jobId, workerId, lockTtlMs)
+          }))
+      )
     return yield* locked.pipe(
+      Effect.flatMap((lockedJob) => {
+        // A delivery whose type does not match its job never runs it: the lock goes back at once
+        // (no attempt lost to a handed-back lock) and the delivery is acknowledged.
+        if (lockedJob.jobType === payload.jobType) return Effect.succeed(lockedJob)
+        const lease = leaseOf(lockedJob)
+        return Effect.zipRight(
+          lease === undefined ? Effect.void : Effect.ignore(jobs.releaseLock(lease)),
+          Effect.fail(new MismatchedDelivery())
+        )
+      }),
       Effect.map((lockedJob) => {
         const lease = leaseOf(lockedJob)
         return lease === undefined
@@ -51,7 +64,7 @@ export const prepare = Effect.fn("pipeline.prepare")(
       }),
       Effect.tap((prepared) =>
         Option.isSome(prepared)
-          ? Effect.logInfo(job.lifecycleStatus === "queued" ? "job locked" : "expired lock taken over").pipe(
+          ? Effect.logInfo(tookOver ? "expired lock taken over" : "job locked").pipe(
             Effect.annotateLogs({ attempt: prepared.value.lease.attempt })
           )
           : Effect.void
@@ -60,7 +73,8 @@ export const prepare = Effect.fn("pipeline.prepare")(
         JobLockConflict: () => skip("another worker holds the job"),
         IllegalTransition: () => skip("the job left the state this delivery expected"),
         AttemptsExhausted: () => skip("the job used every attempt; the reaper ends it"),
-        JobNotFound: () => skip("no such job")
+        JobNotFound: () => skip("no such job"),
+        MismatchedDelivery: () => skip("the delivery's job type does not match the job")
       })
     )
   },

@@ -38,7 +38,7 @@ export const project = Effect.fn("pipeline.project")(
         }
         // COMPLETE's usage row, written in this transaction so it commits with the result (§11.5).
         yield* recordUsageWithResult(executed.usage)
-        return yield* jobs.markSucceeded(executed.lease, executed.outputHash)
+        return yield* jobs.markSucceeded(executed.lease, executed.outputHash, job)
       })
     ).pipe(
       // A lock wait that timed out (rows held by a frozen former owner, until the server ends

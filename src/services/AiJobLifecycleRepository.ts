@@ -113,7 +113,11 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
      * it over at once, in the same attempt; this lease can no longer write.
      */
     readonly releaseLock: (lease: JobLease) => Effect.Effect<void, LockLost | PersistenceError>
-    readonly markSucceeded: (lease: JobLease, outputHash: string) => Effect.Effect<AiJob, TerminalWriteError>
+    /**
+     * `locked`, the job as this lease locked it, spares the store a read-back: the answer is
+     * `locked` with the columns this write sets (a cancel stamped meanwhile is not in it).
+     */
+    readonly markSucceeded: (lease: JobLease, outputHash: string, locked?: AiJob) => Effect.Effect<AiJob, TerminalWriteError>
     readonly markFailed: (fence: JobFence, failure: JobFailure) => Effect.Effect<AiJob, TerminalWriteError>
     /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */
     readonly markCancelled: (fence: JobFence) => Effect.Effect<AiJob, TerminalWriteError>
