@@ -19,6 +19,8 @@ import { WorkerServiceLive } from "../pipeline/worker.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { AiGateway } from "../services/AiGateway.js"
 import { AiJobService } from "../services/AiJobService.js"
+import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
+import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
 import { ContentSafety } from "../services/ContentSafety.js"
 import { CredentialVault } from "../services/CredentialVault.js"
 import { ModelRouter } from "../services/ModelRouter.js"
@@ -210,8 +212,11 @@ export const GatewayServicesLive = Layer.mergeAll(
  */
 export const engineServices = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
   Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
-    Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, gateway))
+    Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, gateway, DirectDispatchLive))
   )
+
+/** The creator queues its own jobs after commit (docs/architecture.md §6.7); the dispatcher sweeps what it missed. */
+export const DirectDispatchLive = OutboxDirectPublisher.Default.pipe(Layer.provide(DirectDispatchSettings.layer))
 
 /** The engine's services with the provider `AI_GATEWAY` names. */
 export const EngineServicesLive = engineServices(AiGatewayFromConfig)
