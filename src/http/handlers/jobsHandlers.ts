@@ -150,7 +150,8 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
       .handle("getJob", ({ path }) =>
         Effect.gen(function* () {
           const user = yield* CurrentUser
-          return yield* statusOf(yield* views.findVisible(path.jobId, user, { admins: true }))
+          const { artifacts, job } = yield* views.findVisibleWithArtifacts(path.jobId, user, { admins: true })
+          return jobStatusResponse(job, artifacts)
         }))
       .handle("getJobArtifacts", ({ path }) =>
         Effect.gen(function* () {
