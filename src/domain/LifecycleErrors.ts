@@ -47,3 +47,12 @@ export class AttemptsExhausted extends Schema.TaggedError<AttemptsExhausted>()("
   jobId: Schema.String,
   attempts: Schema.Number
 }) {}
+
+/**
+ * docs/architecture.md §10: `markSucceeded` of a cancellable job found a cancel already
+ * requested. Nothing was written; the run ends cancelled instead.
+ */
+export class CancelRequestedBeforeSuccess extends Schema.TaggedError<CancelRequestedBeforeSuccess>()(
+  "CancelRequestedBeforeSuccess",
+  { jobId: Schema.String }
+) {}

@@ -2,6 +2,7 @@ import { Either, Option } from "effect"
 import type { AiJob, JobFence, JobLease } from "./AiJob.js"
 import {
   AttemptsExhausted,
+  CancelRequestedBeforeSuccess,
   IllegalTransition,
   JobAlreadyCancelled,
   JobLockConflict,
@@ -74,6 +75,23 @@ export const leaseGuard = (
     }
     return Either.right(job)
   })
+
+/**
+ * A cancellable job (`honourCancel`) cannot succeed once a cancel was requested: the database
+ * decides whether the cancel or the result came first (docs/architecture.md §10).
+ */
+export const noCancelRequested = (honourCancel: boolean) => (job: AiJob): Either.Either<AiJob, CancelRequestedBeforeSuccess> =>
+  honourCancel && job.cancelRequestedAt !== null
+    ? Either.left(new CancelRequestedBeforeSuccess({ jobId: job.id }))
+    : Either.right(job)
+
+/** `markSucceeded`: the lease holds and, for a cancellable job, no cancel was requested. */
+export const succeedGuard = (
+  lease: JobLease,
+  current: Option.Option<AiJob>,
+  honourCancel: boolean
+): Guard<IllegalTransition | LockLost | CancelRequestedBeforeSuccess> =>
+  Either.flatMap(leaseGuard(lease, current, "succeeded"), noCancelRequested(honourCancel))
 
 export const reaperWorkerId = "reaper"
 

@@ -95,8 +95,8 @@ export const makeExecutionEngine = (workerId: string) =>
           })
           const executed = yield* Effect.retry(attempt, schedule)
 
-          // Once projection starts it finishes: a cancel that arrives meanwhile finds the job
-          // succeeded with its artifacts, or (if the transaction failed) untouched; never a mix.
+          // Once projection starts it finishes: the job ends succeeded with its artifacts, or
+          // untouched (a failed transaction, or a cancel requested before markSucceeded); never a mix.
           const succeeded = yield* project(executed).pipe(
             defectsAsInternal,
             Effect.retry(schedule),
@@ -110,7 +110,11 @@ export const makeExecutionEngine = (workerId: string) =>
         return yield* pipeline.pipe(
           Effect.catchAll((error) =>
             Effect.map(Ref.get(calls), (callCount) =>
-              error._tag === "LockLost" ? RunOutcome.LockLost() : RunOutcome.Failed({ error, calls: callCount }))
+              error._tag === "LockLost"
+                ? RunOutcome.LockLost()
+                : error._tag === "CancelRequestedBeforeSuccess"
+                ? RunOutcome.CancelRequested()
+                : RunOutcome.Failed({ error, calls: callCount }))
           )
         )
       })

@@ -15,7 +15,8 @@ import type { ExecutedJob } from "./RunningJob.js"
  * PROJECT (docs/architecture.md §11.2): one transaction holding the projector's business rows,
  * the artifacts, the usage row of the call that produced the output, and the fenced
  * `markSucceeded`. A worker that lost its lease fails the fence and the whole projection rolls
- * back (§4.6), which this stage reports as `LockLost`; a repeated projection writes nothing new.
+ * back (§4.6), which this stage reports as `LockLost`; so does a cancellable job whose cancel was
+ * requested first (`CancelRequestedBeforeSuccess`, §10). A repeated projection writes nothing new.
  */
 export const project = Effect.fn("pipeline.project")(
   function* (executed: ExecutedJob) {
@@ -38,7 +39,11 @@ export const project = Effect.fn("pipeline.project")(
         }
         // COMPLETE's usage row, written in this transaction so it commits with the result (§11.5).
         yield* recordUsageWithResult(executed.usage)
-        return yield* jobs.markSucceeded(executed.lease, executed.outputHash, job)
+        // A cancel committed before this write wins: it refuses, and everything above rolls back (§10).
+        return yield* jobs.markSucceeded(executed.lease, executed.outputHash, {
+          honourCancel: executed.registered.definition.execution.cancellable,
+          locked: job
+        })
       })
     ).pipe(
       // A lock wait that timed out (rows held by a frozen former owner, until the server ends

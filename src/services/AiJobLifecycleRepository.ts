@@ -12,6 +12,7 @@ import type {
 import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
 import type {
   AttemptsExhausted,
+  CancelRequestedBeforeSuccess,
   IllegalTransition,
   JobAlreadyCancelled,
   JobLockConflict,
@@ -114,10 +115,16 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
      */
     readonly releaseLock: (lease: JobLease) => Effect.Effect<void, LockLost | PersistenceError>
     /**
+     * Fenced on the lease. With `honourCancel` (a cancellable job type) it also requires that no
+     * cancel was requested, refusing with `CancelRequestedBeforeSuccess` (docs/architecture.md §10).
      * `locked`, the job as this lease locked it, spares the store a read-back: the answer is
-     * `locked` with the columns this write sets (a cancel stamped meanwhile is not in it).
+     * `locked` with the columns this write sets.
      */
-    readonly markSucceeded: (lease: JobLease, outputHash: string, locked?: AiJob) => Effect.Effect<AiJob, TerminalWriteError>
+    readonly markSucceeded: (
+      lease: JobLease,
+      outputHash: string,
+      options?: { readonly honourCancel?: boolean; readonly locked?: AiJob }
+    ) => Effect.Effect<AiJob, TerminalWriteError | CancelRequestedBeforeSuccess>
     readonly markFailed: (fence: JobFence, failure: JobFailure) => Effect.Effect<AiJob, TerminalWriteError>
     /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */
     readonly markCancelled: (fence: JobFence) => Effect.Effect<AiJob, TerminalWriteError>

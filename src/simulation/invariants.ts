@@ -18,14 +18,12 @@ export const currentWriter = FiberRef.unsafeMake("shared")
 export interface RunRecord {
   lease: { readonly jobId: string; readonly owner: string; readonly leaseNo: number; readonly attempt: number } | undefined
   projectSaw: MemoryTables | undefined
-  /** When its process froze (epoch ms), with a provider call in flight. */
-  frozeAt: number | undefined
 }
 
 /** The delivery a worker fiber works for (forked fibers share it); unset outside deliveries. */
 export const currentRun = FiberRef.unsafeMake<RunRecord | undefined>(undefined)
 
-export const newRunRecord = (): RunRecord => ({ lease: undefined, projectSaw: undefined, frozeAt: undefined })
+export const newRunRecord = (): RunRecord => ({ lease: undefined, projectSaw: undefined })
 
 /** A provider call as the simulated gateway saw it (`leaseNo` absent outside a job run). */
 export interface ProviderCall {
@@ -181,13 +179,7 @@ export const makeMonitor = (options: MonitorOptions) => {
     if (to === "succeeded" && from !== "succeeded" && previous.cancelRequestedAt !== null && options.cancellable.has(job.jobType)) {
       // PROJECT began when the run asked for its transaction: was the cancel committed by then?
       const seen = run?.projectSaw === undefined ? Option.none<AiJob>() : HashMap.get(run.projectSaw.aiJob, job.id)
-      // A known gap of the engine, left out: a worker frozen through the cancel wakes with its
-      // provider's answer and the cancel message at once, and nothing in PROJECT re-reads the
-      // request, so whichever runs first wins.
-      const frozenThrough = run?.frozeAt !== undefined && previous.cancelRequestedAt.getTime() >= run.frozeAt
-      if (frozenThrough) {
-        trace.record("gap", { job: name, note: "succeeded: cancel requested while its worker was frozen", by: writer })
-      } else if (Option.isNone(seen) || seen.value.cancelRequestedAt !== null) {
+      if (Option.isNone(seen) || seen.value.cancelRequestedAt !== null) {
         fail(
           invariantNames.cancelBeforeProject,
           `${name}: succeeded (by ${writer}) although a cancel was requested at ${previous.cancelRequestedAt.toISOString()}, before its PROJECT began`

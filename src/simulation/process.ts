@@ -1,4 +1,4 @@
-import { Cause, Clock, Deferred, Effect, Either, Exit, FiberRef, Option, Random, Scope } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, FiberRef, Option, Random, Scope } from "effect"
 import { ProviderError } from "../domain/ExecutionError.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
@@ -217,8 +217,6 @@ const callThrough = (shared: AiGateway["Type"], process: SimProcess, request: Ge
     if (onPause !== null) {
       // The call goes out, then the whole process freezes before the answer is read.
       process.armPause(null)
-      const run = yield* FiberRef.get(currentRun)
-      if (run !== undefined) run.frozeAt = yield* Clock.currentTimeMillis
       yield* process.pause
       yield* onPause(request.job.id)
       const answer = yield* shared.generate(request)

@@ -119,7 +119,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const job = yield* freshJob
           expect(yield* reload(job.id)).toStrictEqual(job)
           const running = yield* repo.lockJob(job.id, "worker-a", ttl)
-          const done = yield* repo.markSucceeded(leaseFor(running), "e".repeat(64), running)
+          const done = yield* repo.markSucceeded(leaseFor(running), "e".repeat(64), { locked: running })
           expect(done.lifecycleStatus).toBe("succeeded")
           expect(yield* reload(job.id)).toStrictEqual(done)
         }))
@@ -131,7 +131,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const first = yield* repo.lockJob(job.id, "worker-a", ttl)
           yield* harness.advance(ttl * 2)
           yield* repo.takeOver(job.id, "worker-b", ttl)
-          yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(leaseFor(first), "zombie", first))
+          yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(leaseFor(first), "zombie", { locked: first }))
         }))
 
       it.effect("running → failed records the error", () =>
@@ -170,6 +170,54 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const cancelled = yield* repo.markCancelled(byLease(lease))
           expect(cancelled.lifecycleStatus).toBe("cancelled")
         }))
+
+      it.effect("a cancellable job's success is refused once a cancel was requested; one that ignores cancels succeeds", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          const lease = leaseFor(running)
+          yield* repo.requestCancel(running.id)
+          const honourCancel = { honourCancel: true }
+          yield* refusedWithoutChange(running.id, "CancelRequestedBeforeSuccess", repo.markSucceeded(lease, "e".repeat(64), honourCancel))
+          const cancelled = yield* repo.markCancelled(byLease(lease))
+          expect([cancelled.lifecycleStatus, cancelled.outputHash]).toStrictEqual(["cancelled", null])
+          // The lease comes first: another owner's refusal is still a lost lock.
+          const other = yield* repo.lockJob((yield* freshJob).id, "worker-b", ttl)
+          yield* repo.requestCancel(other.id)
+          yield* refusedWithoutChange(other.id, "LockLost", repo.markSucceeded({ ...leaseFor(other), workerId: "worker-z" }, "f", honourCancel))
+          const ignoring = yield* repo.markSucceeded(leaseFor(other), "f".repeat(64), { honourCancel: false })
+          expect(ignoring.lifecycleStatus).toBe("succeeded")
+        }))
+
+      it.effect("a cancel racing a cancellable job's success: exactly one of them wins, and its answer says which", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          for (let round = 0; round < 40; round++) {
+            const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl * 100)
+            const [cancel, success] = yield* Effect.all(
+              [
+                Effect.either(repo.requestCancel(running.id)),
+                Effect.zipRight(
+                  Effect.sleep(`${round % 3} millis`),
+                  Effect.either(repo.markSucceeded(leaseFor(running), "d".repeat(64), { honourCancel: true }))
+                )
+              ],
+              { concurrency: "unbounded" }
+            )
+            const row = yield* reload(running.id)
+            expect({
+              round,
+              cancelAccepted: Either.isRight(cancel),
+              succeeded: Either.isRight(success),
+              refusal: Either.isLeft(success) ? success.left._tag : null
+            }).toStrictEqual({
+              round,
+              cancelAccepted: row.lifecycleStatus === "running",
+              succeeded: row.lifecycleStatus === "succeeded",
+              refusal: row.lifecycleStatus === "running" ? "CancelRequestedBeforeSuccess" : null
+            })
+          }
+        }).pipe(Effect.withClock(Clock.make())))
 
       it.effect("illegal transitions fail with a typed error and leave the row unchanged", () =>
         Effect.gen(function* () {

@@ -17,6 +17,7 @@ import {
   fenceGuard,
   leaseGuard,
   lockGuard,
+  noCancelRequested,
   requestCancelGuard,
   takeOverGuard
 } from "../../domain/LifecycleGuards.js"
@@ -43,8 +44,8 @@ const withJob = (tables: MemoryTables, job: AiJob): MemoryTables => ({ ...tables
 export interface MemoryAiJobLifecycleRepositoryOptions {
   /**
    * TEST-ONLY, A DELIBERATE BUG: skip the lease guard (status, owner and attempt) on every
-   * worker write (heartbeat, progress, release, markSucceeded, and markFailed / markCancelled
-   * by lease), as if the fencing `WHERE` clause had been dropped. The simulation switches it
+   * worker write (heartbeat, progress, release, markSucceeded (its cancel condition too), and
+   * markFailed / markCancelled by lease), as if the fencing `WHERE` clause had been dropped. The simulation switches it
    * on to prove that its invariants catch a broken engine. Never set it anywhere else.
    */
   readonly unsafeDisableFencingForSimulation?: boolean
@@ -153,9 +154,14 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       Effect.asVoid
     )
 
-  const markSucceeded = (lease: JobLease, outputHash: string) =>
-    guarded("ai_job.markSucceeded", lease.jobId, (current) => leaseCheck(lease, current, "succeeded"), (job, now) =>
-      changed(job, now, { lifecycleStatus: "succeeded", progress: 100, outputHash, finishedAt: now, lockUntil: null }))
+  const markSucceeded = (lease: JobLease, outputHash: string, options?: { readonly honourCancel?: boolean }) =>
+    guarded(
+      "ai_job.markSucceeded",
+      lease.jobId,
+      // Unfenced (the deliberate bug) drops the whole `WHERE`, the cancel condition with it.
+      (current) => Either.flatMap(leaseCheck(lease, current, "succeeded"), noCancelRequested(!unfenced && options?.honourCancel === true)),
+      (job, now) => changed(job, now, { lifecycleStatus: "succeeded", progress: 100, outputHash, finishedAt: now, lockUntil: null })
+    )
 
   const markFailed = (fence: JobFence, failure: JobFailure) =>
     guarded("ai_job.markFailed", fencedJobId(fence), (current, now) => fenceCheck(fence, current, now, "failed"), (job, now) =>

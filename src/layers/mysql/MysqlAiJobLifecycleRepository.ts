@@ -11,9 +11,9 @@ import {
   cancelGuard,
   cancelledFailure,
   fenceGuard,
-  leaseGuard,
   lockGuard,
   requestCancelGuard,
+  succeedGuard,
   takeOverGuard
 } from "../../domain/LifecycleGuards.js"
 import { JobLockConflict, LockLost } from "../../domain/LifecycleErrors.js"
@@ -163,12 +163,18 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       () => new JobLockConflict({ jobId })
     )
 
-  const leaseUpdate = (operation: string, lease: JobLease, set: Fragment, to: LifecycleStatus) =>
-    compareAndSet(
+  const leaseUpdate = <E>(
+    operation: string,
+    lease: JobLease,
+    set: Fragment,
+    whyRefused: (current: Option.Option<AiJob>) => Either.Either<AiJob, E>,
+    condition: Fragment = sql`TRUE`
+  ) =>
+    compareAndSet<E | LockLost>(
       operation,
       lease.jobId,
-      sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)}`.raw,
-      (current) => leaseGuard(lease, current, to),
+      sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)} AND ${condition}`.raw,
+      whyRefused,
       () => new LockLost({ ...lease })
     )
 
@@ -202,13 +208,20 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   /** A hand-off: nobody holds the job and its lock is gone; the next lease costs no attempt. */
   const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
 
-  const markSucceeded = (lease: JobLease, outputHash: string, locked?: AiJob) =>
-    locked !== undefined && locked.id === lease.jobId
+  const markSucceeded = (
+    lease: JobLease,
+    outputHash: string,
+    options?: { readonly honourCancel?: boolean; readonly locked?: AiJob }
+  ) => {
+    const honourCancel = options?.honourCancel === true
+    const cancelCondition = honourCancel ? sql`cancel_requested_at IS NULL` : sql`TRUE`
+    const locked = options?.locked
+    return locked !== undefined && locked.id === lease.jobId
       ? Effect.flatMap(clockDate, (at) =>
         changedRows(
           sql`UPDATE ai_job SET ${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${at},
                 lock_until = NULL, updated_at = ${at}
-              WHERE ${leaseWhere(lease)}`.raw
+              WHERE ${leaseWhere(lease)} AND ${cancelCondition}`.raw
         ).pipe(
           persistence("ai_job.markSucceeded"),
           Effect.flatMap((changed) => (changed > 0 ? Effect.void : Effect.fail(new LockLost({ ...lease })))),
@@ -226,7 +239,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
           // Refused: read the row so the guard names why, as without `locked`.
           Effect.catchTag("LockLost", () =>
             Effect.flatMap(findById(lease.jobId), (current) =>
-              Either.match(leaseGuard(lease, current, "succeeded"), {
+              Either.match(succeedGuard(lease, current, honourCancel), {
                 onLeft: Effect.fail,
                 onRight: () => Effect.fail(new LockLost({ ...lease }))
               })))
@@ -235,8 +248,10 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       "ai_job.markSucceeded",
       lease,
       sql`${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${now}, lock_until = NULL`,
-      "succeeded"
+      (current) => succeedGuard(lease, current, honourCancel),
+      cancelCondition
     )
+  }
 
   const terminalByFence = (
     operation: string,

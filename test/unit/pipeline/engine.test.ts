@@ -332,6 +332,28 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect({ status: done.lifecycleStatus, artifacts: stored.length }).toStrictEqual({ status: "succeeded", artifacts: 1 })
     }).pipe(Effect.provide(memoryEngineStack())))
 
+  it.scoped("a cancel requested before PROJECT wins over the provider's answer: nothing projected, the job cancelled", () =>
+    Effect.gen(function* () {
+      const control = yield* SyntheticGatewayControl
+      const jobs = yield* AiJobLifecycleRepository
+      yield* control.script([{ _tag: "Delay", ms: 1_000 }])
+      yield* startEngine()
+      const job = yield* createEcho()
+      yield* awaitStatus(job.id, ["running"], { stepMs: 10 })
+      // Requested during the call, its message not delivered (a frozen worker wakes to both at
+      // once): neither the heartbeat (30 s) nor the message stops the run before PROJECT.
+      yield* jobs.requestCancel(job.id)
+      yield* TestClock.adjust(2_000)
+      yield* settle
+      const done = yield* awaitStatus(job.id, ["succeeded", "failed", "cancelled"], { stepMs: 10 })
+      expect([done.lifecycleStatus, done.errorCode, done.outputHash]).toStrictEqual(["cancelled", "CANCELLED", null])
+      expect(yield* Effect.flatMap(ArtifactRepository, (artifacts) => artifacts.listByJob(job.id))).toHaveLength(0)
+      expect(yield* recordsOf(job.id)).toHaveLength(0)
+      // The call happened: its usage row is written on its own, once.
+      const rows = yield* Effect.flatMap(UsageLog, (usage) => usage.listByJobId(job.id))
+      expect(rows.map((row) => [row.attemptNo, row.errorCode])).toStrictEqual([[1, null]])
+    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))
+
   it.scoped("the same delivery handled twice at once produces one execution", () =>
     Effect.gen(function* () {
       const control = yield* SyntheticGatewayControl
