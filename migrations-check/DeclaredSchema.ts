@@ -135,6 +135,7 @@ export const aiJobTable = table(
     nullable("public_error_message", varchar(512)),
     nullable("internal_error_message", text),
     nullable("output_hash", char(64)),
+    nullable("trace_parent", varchar(55)),
     required("created_at", datetime3),
     required("updated_at", datetime3)
   ],

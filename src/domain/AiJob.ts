@@ -39,6 +39,11 @@ export class AiJob extends Schema.Class<AiJob>("AiJob")({
   publicErrorMessage: Schema.NullOr(Schema.String),
   internalErrorMessage: Schema.NullOr(Schema.String),
   outputHash: Schema.NullOr(Schema.String),
+  /**
+   * The W3C `traceparent` of the request that created the job (docs/architecture.md §20.2), read
+   * leniently: a value that is not one is ignored where it is used, never a reason to fail a read.
+   */
+  traceParent: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 }) {}
@@ -61,6 +66,8 @@ export interface NewAiJob {
   readonly inputSchemaVersion: string
   readonly outputSchemaVersion: string
   readonly maxAttempts: number
+  /** The creating request's span context (`traceparent`), when there is one. */
+  readonly traceParent?: string | null
 }
 
 /**

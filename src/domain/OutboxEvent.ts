@@ -41,7 +41,12 @@ export class OutboxEvent extends Schema.Class<OutboxEvent>("OutboxEvent")({
   publishedAt: Schema.NullOr(Schema.DateFromSelf),
   lastError: Schema.NullOr(Schema.String),
   createdAt: Schema.DateFromSelf,
-  updatedAt: Schema.DateFromSelf
+  updatedAt: Schema.DateFromSelf,
+  /**
+   * Not a column of `outbox_event`: a claim reads it from the event's job (`ai_job.trace_parent`)
+   * so the dispatcher's publish span joins the job's trace (docs/architecture.md §20.2); null elsewhere.
+   */
+  traceParent: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null })
 }) {}
 
 export interface NewOutboxEvent {

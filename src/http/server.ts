@@ -13,6 +13,8 @@ import { InternalHandlersLive } from "./handlers/internalHandlers.js"
 import { JobsHandlersLive } from "./handlers/jobsHandlers.js"
 import { nodeServerOptions } from "../config/HttpTransportSettings.js"
 import { PlatformGateLive } from "./PlatformGate.js"
+import { httpMetrics } from "./httpMetrics.js"
+import { MetricsRoute } from "./metricsEndpoint.js"
 import { closeWhenBodyUnread, requestBodyGuard } from "./requestBody.js"
 import { corsLayer, securityHeaders } from "./responseHeaders.js"
 
@@ -48,11 +50,20 @@ const bearerChallenge = HttpMiddleware.make((app) =>
  * was left unread, the request log, the 401 challenge. Inside, before routing: CORS when origins
  * are configured, the body guard, the error mapping.
  */
-export const apiServer = (options: { readonly logRequests?: boolean } = {}) =>
+export const apiServer = <E = never, R = never>(
+  options: {
+    readonly logRequests?: boolean
+    /** Run before each `/metrics` answer: the gauges sampled at scrape time (the all-in-one's outbox). */
+    readonly sampleMetrics?: Effect.Effect<void, E, R>
+  } = {}
+) =>
   Layer.unwrapEffect(
     Effect.map(ApiSettings, ({ transport }) => {
       const logged = <E, R>(app: HttpApp.Default<E, R>) => (options.logRequests === true ? HttpMiddleware.logger(app) : app)
-      return HttpApiBuilder.serve((app) => securityHeaders(closeWhenBodyUnread(logged(bearerChallenge(app))))).pipe(
+      return HttpApiBuilder.serve((app) => httpMetrics(securityHeaders(closeWhenBodyUnread(logged(bearerChallenge(app)))))).pipe(
+        // Scrapes and probes make no traces: they would drown the jobs' ones.
+        HttpMiddleware.withTracerDisabledForUrls(["/metrics", "/healthz", "/readyz"]),
+        Layer.provide(MetricsRoute(options.sampleMetrics)),
         Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
         Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
         Layer.provide(ErrorMiddlewareLive),
@@ -72,5 +83,9 @@ export const nodeHttpServer = (options: { readonly port: number; readonly host?:
   )
 
 /** The API on a Node HTTP server at `port` (0: any free port), logging its address. */
-export const nodeApiServer = (options: { readonly port: number; readonly host?: string; readonly logRequests?: boolean }) =>
-  apiServer(options).pipe(HttpServer.withLogAddress, Layer.provide(nodeHttpServer(options)))
+export const nodeApiServer = <E = never, R = never>(options: {
+  readonly port: number
+  readonly host?: string
+  readonly logRequests?: boolean
+  readonly sampleMetrics?: Effect.Effect<void, E, R>
+}) => apiServer(options).pipe(HttpServer.withLogAddress, Layer.provide(nodeHttpServer(options)))

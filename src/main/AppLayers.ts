@@ -18,6 +18,7 @@ import { OutboxDispatcherLive } from "../pipeline/dispatcher.js"
 import { WorkerServiceLive } from "../pipeline/worker.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { AiGateway } from "../services/AiGateway.js"
+import { AiGatewayTelemetryLive } from "../services/AiGatewayTelemetry.js"
 import { AiJobService } from "../services/AiJobService.js"
 import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
 import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
@@ -212,8 +213,12 @@ export const GatewayServicesLive = Layer.mergeAll(
  */
 export const engineServices = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
   Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
-    Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, gateway, DirectDispatchLive))
+    Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, instrumented(gateway), DirectDispatchLive))
   )
+
+/** The gateway with every call traced (`provider.chat`) and measured, whichever provider it is. */
+const instrumented = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
+  AiGatewayTelemetryLive.pipe(Layer.provideMerge(gateway), Layer.provide(AiCostCalculator.Default))
 
 /** The creator queues its own jobs after commit (docs/architecture.md §6.7); the dispatcher sweeps what it missed. */
 export const DirectDispatchLive = OutboxDirectPublisher.Default.pipe(Layer.provide(DirectDispatchSettings.layer))
@@ -253,8 +258,9 @@ export const ReadinessProbeLive = Layer.scoped(
 // ---- The parts a program runs over a stack
 
 /** The HTTP API on `PORT`; needs `ApiSettings` and a `ReadinessProbe` beside the stack. */
-export const ApiPart = (options: { readonly logRequests?: boolean } = {}) =>
-  Layer.unwrapEffect(Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, ...options })))
+export const ApiPart = <E = never, R = never>(
+  options: { readonly logRequests?: boolean; readonly sampleMetrics?: Effect.Effect<void, E, R> } = {}
+) => Layer.unwrapEffect(Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, ...options })))
 
 /** The API's settings (`AUTH_JWT_SECRET`, transport limits) and readiness on MySQL + Redis. */
 export const LiveApiSupport = Layer.merge(ApiSettings.layer, ReadinessProbeLive)

@@ -26,9 +26,11 @@ import {
   WorkerPart
 } from "./AppLayers.js"
 import { runProcess } from "./runProcess.js"
+import { sampleOutboxBacklog } from "../services/EngineMetrics.js"
 
 /** The three parts of the engine over whatever stack is below them. */
-const engineParts = Layer.mergeAll(ApiPart(), DispatcherPart, WorkerPart)
+// One process, one `/metrics` (on PORT): the dispatcher's outbox gauges are sampled per scrape.
+const engineParts = Layer.mergeAll(ApiPart({ sampleMetrics: sampleOutboxBacklog }), DispatcherPart, WorkerPart)
 
 const sampleFlashcardRequest = JSON.stringify({
   sourceText:

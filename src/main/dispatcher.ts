@@ -8,10 +8,16 @@
  * exits 0.
  */
 import { Layer } from "effect"
+import { MetricsListener } from "../http/metricsEndpoint.js"
+import { sampleOutboxBacklog } from "../services/EngineMetrics.js"
 import { DispatcherInfrastructure, DispatcherPart } from "./AppLayers.js"
 import { requireStorage, runProcess } from "./runProcess.js"
 
 runProcess(
   "dispatcher",
-  DispatcherPart.pipe(Layer.provide(DispatcherInfrastructure), Layer.provide(requireStorage("the dispatcher")))
+  // Beside the loop, `/metrics` on METRICS_PORT with the outbox backlog sampled per scrape.
+  Layer.merge(DispatcherPart, MetricsListener(sampleOutboxBacklog)).pipe(
+    Layer.provide(DispatcherInfrastructure),
+    Layer.provide(requireStorage("the dispatcher"))
+  )
 )

@@ -2,6 +2,8 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Cause, ConfigError, Console, Data, Effect, Layer, Option } from "effect"
 import { StorageConfig } from "../config/EngineConfig.js"
 import { LoggingLive } from "../layers/logging.js"
+import { TracingLive } from "../layers/telemetry/Tracing.js"
+import { TelemetrySettings } from "../config/TelemetrySettings.js"
 
 export class StorageMissing extends Data.TaggedError("StorageMissing")<{
   readonly process: string
@@ -58,6 +60,9 @@ export const runOnce = <A, E>(name: string, program: Effect.Effect<A, E>, option
     (main) => NodeRuntime.runMain(main, { disableErrorReporting: true, disablePrettyLogger: true })
   )
 
+/** `service.name` unless `OTEL_SERVICE_NAME` says otherwise: `ai-job-engine-worker`, ... or `ai-job-engine` (all-in-one). */
+const serviceNameOf = (name: string) => (name === "ai-job-engine" ? name : `ai-job-engine-${name}`)
+
 /**
  * Runs a process made of layers until SIGTERM or SIGINT, which interrupt it: every layer's
  * finalizers run (workers hand their jobs back, servers drain, pools close) and it exits 0.
@@ -65,6 +70,9 @@ export const runOnce = <A, E>(name: string, program: Effect.Effect<A, E>, option
  */
 export const runProcess = <E>(name: string, process: Layer.Layer<never, E>) =>
   Layer.launch(process).pipe(
+    // Telemetry outermost: every fiber of the process is traced, and the last spans are
+    // flushed after its layers have closed. Its settings come from the OTEL_* variables.
+    Effect.provide(Layer.provideMerge(TracingLive, TelemetrySettings.layer(serviceNameOf(name)))),
     Effect.provide(LoggingLive),
     Effect.tapErrorCause(reportFailure(name)),
     (program) => NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })

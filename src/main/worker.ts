@@ -8,7 +8,11 @@
  * so another worker takes them over at once, closes its connections and exits 0.
  */
 import { Layer } from "effect"
+import { MetricsListener } from "../http/metricsEndpoint.js"
 import { LiveStack, WorkerPart } from "./AppLayers.js"
 import { requireStorage, runProcess } from "./runProcess.js"
 
-runProcess("worker", WorkerPart.pipe(Layer.provide(LiveStack), Layer.provide(requireStorage("the worker"))))
+runProcess(
+  "worker",
+  Layer.merge(WorkerPart, MetricsListener()).pipe(Layer.provide(LiveStack), Layer.provide(requireStorage("the worker")))
+)

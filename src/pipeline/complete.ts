@@ -9,6 +9,7 @@ import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.j
 import { DomainEvents } from "../services/DomainEvents.js"
 import { type NewUsageLogEntry, UsageLog } from "../services/UsageLog.js"
 import { JobHandedOff, type PreparedJob, type ResolvedJob, RunOutcome } from "./RunningJob.js"
+import { recordFinished, stageDuration, timed } from "../services/EngineMetrics.js"
 
 /**
  * COMPLETE (docs/architecture.md §8.5): records how the run ended, fenced on this run's lease,
@@ -54,6 +55,7 @@ export const complete = Effect.fn("pipeline.complete")(
     })
   },
   Effect.annotateLogs({ stage: "COMPLETE" }),
+  timed(stageDuration, { stage: "complete" }),
   Effect.uninterruptible
 )
 
@@ -72,6 +74,7 @@ export const publishFinished = (job: AiJob) =>
   Effect.gen(function* () {
     const events = yield* DomainEvents
     if (job.lifecycleStatus !== "succeeded" && job.lifecycleStatus !== "failed" && job.lifecycleStatus !== "cancelled") return
+    yield* recordFinished(job)
     yield* events.publish({
       _tag: "JobFinished",
       jobId: job.id,

@@ -6,6 +6,8 @@ import type { QueueName } from "../domain/QueueName.js"
 import { JobQueue, payloadFor } from "../services/JobQueue.js"
 import { OutboxRepository } from "../services/OutboxRepository.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
+import { storedParent } from "../domain/TraceContext.js"
+import { dispatchedEvents, dispatchLatency, increment, observe } from "../services/EngineMetrics.js"
 
 /**
  * The delay before the `failure`-th retry (1-based), read off the retry Schedule: exponential
@@ -119,7 +121,15 @@ export const makeDispatcher = Effect.gen(function* () {
           Effect.as<EventResult>("claim_lost")
         )
       ),
-      annotate(event)
+      annotate(event),
+      // A child of the job's stored context: the publish sits in the job's one trace (§20.2).
+      Effect.withSpan("dispatcher.publish", {
+        kind: "producer",
+        ...Option.match(storedParent(event.traceParent), { onNone: () => ({ root: true }), onSome: (parent) => ({ parent }) }),
+        attributes: { "ai_job.id": event.aggregateId, "outbox.event_id": event.id, "messaging.system": "bullmq", dispatcherId }
+      }),
+      // The loops around run untraced (a poll is no one's trace); each publish is traced.
+      Effect.withTracerEnabled(true)
     )
 
   /**
@@ -154,6 +164,12 @@ export const makeDispatcher = Effect.gen(function* () {
           )
         )
       )
+      // Commit → published, for the events this batch did publish (all of them, unless claims expired under it).
+      const now = yield* Clock.currentTimeMillis
+      for (const event of toPublish.slice(0, publishedCount)) {
+        yield* observe(dispatchLatency, {}, Math.max(0, now - event.createdAt.getTime()) / 1000)
+      }
+      if (publishedCount > 0) yield* increment(dispatchedEvents, {}, publishedCount)
       for (const result of results) {
         if (result === "to_publish") outcomes.published += 1
         else if (result === "unknown_to_publish") outcomes.unknown_type += 1
@@ -223,8 +239,8 @@ export const makeDispatcher = Effect.gen(function* () {
         Effect.zipRight(Effect.logInfo("Outbox dispatcher stopped")),
         Effect.annotateLogs({ dispatcherId })
       ))
-    yield* Effect.forkScoped(releaseLoop)
-    yield* Effect.forkScoped(dispatchLoop)
+    yield* Effect.forkScoped(Effect.withTracerEnabled(releaseLoop, false))
+    yield* Effect.forkScoped(Effect.withTracerEnabled(dispatchLoop, false))
   })
 
   return { dispatcherId, dispatchBatch, drain, run }

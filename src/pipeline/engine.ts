@@ -1,5 +1,8 @@
-import { type Context, Deferred, Effect, HashSet, Option, Ref } from "effect"
-import type { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import { type Context, Deferred, Effect, HashSet, Metric, Option, Ref } from "effect"
+import type { PersistenceError } from "../domain/PersistenceError.js"
+import { storedParent } from "../domain/TraceContext.js"
+import { activeJobs } from "../services/EngineMetrics.js"
+import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import type { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { AiGateway } from "../services/AiGateway.js"
 import type { ArtifactRepository } from "../services/ArtifactRepository.js"
@@ -23,7 +26,7 @@ import { defectsAsInternal } from "./internalErrors.js"
 import { prepare } from "./prepare.js"
 import { project } from "./project.js"
 import { resolve } from "./resolve.js"
-import { retrySchedule } from "./retrySchedule.js"
+import { loggedRetries, retrySchedule } from "./retrySchedule.js"
 import { JobHandedOff, type PreparedJob, progressAfter, RunOutcome } from "./RunningJob.js"
 
 /** Every service the pipeline's stages use. */
@@ -93,7 +96,7 @@ export const makeExecutionEngine = (workerId: string) =>
               Effect.tapError((error) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
             )
           })
-          const executed = yield* Effect.retry(attempt, schedule)
+          const executed = yield* Effect.retry(attempt, loggedRetries(schedule, prepared.job.jobType))
 
           // Once projection starts it finishes: the job ends succeeded with its artifacts, or
           // untouched (a failed transaction, or a cancel requested before markSucceeded); never a mix.
@@ -151,30 +154,50 @@ export const makeExecutionEngine = (workerId: string) =>
         Effect.annotateLogs({ jobId: prepared.job.id, jobType: prepared.job.jobType, attempt: prepared.lease.attempt })
       )
 
+    // A storage failure before the lock gives the delivery back to the queue, which tries again
+    // after its backoff; acknowledging it would strand a queued job (the simulator found that).
+    const giveBack = (jobId: string) => (error: PersistenceError) =>
+      Effect.zipRight(
+        Effect.logWarning("PREPARE failed; the delivery goes back to the queue").pipe(
+          Effect.annotateLogs({ operation: error.operation })
+        ),
+        Effect.fail(new JobHandedOff({ jobId, reason: "storage unavailable during PREPARE" }))
+      )
+
+    const activeCount = Effect.flatMap(Ref.get(running), (ids) => Metric.set(activeJobs, HashSet.size(ids)))
+
     const run = (delivery: JobDelivery): Effect.Effect<void, JobHandedOff> =>
       Effect.gen(function* () {
+        const { jobId } = delivery.payload
         if (yield* Deferred.isDone(stopping)) {
-          return yield* Effect.fail(new JobHandedOff({ jobId: delivery.payload.jobId, reason: "worker stopping" }))
+          return yield* Effect.fail(new JobHandedOff({ jobId, reason: "worker stopping" }))
         }
-        // A storage failure here gives the delivery back to the queue, which tries again after its
-        // backoff; acknowledging it would strand a queued job (the simulator found that).
-        const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs).pipe(
-          Effect.catchAll((error) =>
-            Effect.zipRight(
-              Effect.logWarning("PREPARE failed; the delivery goes back to the queue").pipe(
-                Effect.annotateLogs({ operation: error.operation })
-              ),
-              Effect.fail(new JobHandedOff({ jobId: delivery.payload.jobId, reason: "storage unavailable during PREPARE" }))
-            )
-          )
+        // The job is read before the run's span starts: the span continues the trace stored with
+        // the job (its create request's), so every stage of every run joins that one trace.
+        const loaded = yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(jobId)).pipe(
+          Effect.catchAll(giveBack(jobId))
         )
-        if (Option.isNone(prepared)) return
-        yield* Ref.update(running, HashSet.add(prepared.value.job.id))
-        yield* runPrepared(prepared.value, delivery)
+        const parent = Option.flatMap(loaded, (job) => storedParent(job.traceParent))
+        yield* Effect.gen(function* () {
+          const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs, loaded).pipe(
+            Effect.catchAll(giveBack(jobId))
+          )
+          if (Option.isNone(prepared)) return
+          const { job, lease } = prepared.value
+          yield* Effect.annotateCurrentSpan({ "ai_job.lease_no": lease.leaseNo, "ai_job.attempt": lease.attempt })
+          yield* Ref.update(running, HashSet.add(job.id))
+          yield* activeCount
+          yield* runPrepared(prepared.value, delivery).pipe(Effect.ensuring(activeCount))
+        }).pipe(
+          Effect.withSpan("pipeline.run", {
+            kind: "consumer",
+            ...Option.match(parent, { onNone: () => ({ root: true }), onSome: (span) => ({ parent: span }) }),
+            attributes: { "ai_job.id": jobId, "ai_job.type": delivery.payload.jobType, "ai_job.queue": delivery.queueName, workerId }
+          })
+        )
       }).pipe(
         Effect.catchAllDefect((defect) => Effect.logError("engine defect; the reaper covers the job", defect)),
         Effect.annotateLogs({ workerId }),
-        Effect.withSpan("pipeline.run", { attributes: { jobId: delivery.payload.jobId } }),
         Effect.provide(context)
       )
 

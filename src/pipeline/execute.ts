@@ -6,6 +6,7 @@ import { ContentSafety } from "../services/ContentSafety.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
 import { recordUsage, usageEntryOf } from "./complete.js"
 import type { ExecutedJob, ResolvedJob } from "./RunningJob.js"
+import { stageDuration, timed } from "../services/EngineMetrics.js"
 
 /**
  * EXECUTE (docs/architecture.md §8.3), one attempt: the input safety check, the prompt (with the
@@ -65,5 +66,6 @@ export const execute = Effect.fn("pipeline.execute")(
       return { ...resolved, output, outputHash: hash, usage } satisfies ExecutedJob
     }).pipe(Effect.onError(() => recordUsage(usage)))
   },
-  (effect, _resolved, attemptNo) => Effect.annotateLogs(effect, { stage: "EXECUTE", attempt: attemptNo })
+  (effect, _resolved, attemptNo) => Effect.annotateLogs(effect, { stage: "EXECUTE", attempt: attemptNo }),
+  timed(stageDuration, { stage: "execute" })
 )

@@ -1,4 +1,4 @@
-import { Data, Effect, Option } from "effect"
+import { Effect, Option } from "effect"
 import { type AiJob, leaseOf } from "../domain/AiJob.js"
 import type {
   AttemptsExhausted,
@@ -8,22 +8,21 @@ import type {
 } from "../domain/LifecycleErrors.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import { jobQueueWait, observe, stageDuration, timed } from "../services/EngineMetrics.js"
 import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
 import type { AiJobQueuePayload } from "../services/JobQueue.js"
 import type { PreparedJob } from "./RunningJob.js"
-
-class MismatchedDelivery extends Data.TaggedError("MismatchedDelivery") {}
 
 const skip = (reason: string) =>
   Effect.as(Effect.logInfo(`delivery skipped: ${reason}`), Option.none<PreparedJob>())
 
 /**
- * PREPARE (docs/architecture.md §8.1): look the job type up and lock the job, either
+ * PREPARE (docs/architecture.md §8.1): look the job type up, load the job, and lock it, either
  * `queued → running` or by taking over a `running` job whose lock expired (§4.4). Any other
  * state is a duplicate or stale delivery: nothing to do, and the delivery is acknowledged.
  */
 export const prepare = Effect.fn("pipeline.prepare")(
-  function* (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number) {
+  function* (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number, loaded?: Option.Option<AiJob>) {
     const registry = yield* JobDefinitionRegistry
     const jobs = yield* AiJobLifecycleRepository
 
@@ -34,28 +33,18 @@ export const prepare = Effect.fn("pipeline.prepare")(
       yield* Effect.logError("delivery names a job type this worker does not know")
       return Option.none<PreparedJob>()
     }
-    // Compare-and-set first: the common delivery (a queued job) costs no read before its lock; a
-    // job found running is then taken over if its lock expired or was released.
-    let tookOver = false
+    // The run may have read the job already (for its trace context): one read per delivery.
+    const found = loaded ?? (yield* jobs.findById(payload.jobId))
+    if (Option.isNone(found)) return yield* skip("no such job")
+    const job = found.value
+    if (job.jobType !== payload.jobType) return yield* skip("the delivery's job type does not match the job")
+
+    if (job.lifecycleStatus !== "queued" && job.lifecycleStatus !== "running") {
+      return yield* skip(`the job is already ${job.lifecycleStatus}`)
+    }
     const locked: Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError> =
-      jobs.lockJob(payload.jobId, workerId, lockTtlMs).pipe(
-        Effect.catchTag("JobLockConflict", () =>
-          Effect.suspend(() => {
-            tookOver = true
-            return jobs.takeOver(payload.jobId, workerId, lockTtlMs)
-          }))
-      )
+      job.lifecycleStatus === "queued" ? jobs.lockJob(job.id, workerId, lockTtlMs) : jobs.takeOver(job.id, workerId, lockTtlMs)
     return yield* locked.pipe(
-      Effect.flatMap((lockedJob) => {
-        // A delivery whose type does not match its job never runs it: the lock goes back at once
-        // (no attempt lost to a handed-back lock) and the delivery is acknowledged.
-        if (lockedJob.jobType === payload.jobType) return Effect.succeed(lockedJob)
-        const lease = leaseOf(lockedJob)
-        return Effect.zipRight(
-          lease === undefined ? Effect.void : Effect.ignore(jobs.releaseLock(lease)),
-          Effect.fail(new MismatchedDelivery())
-        )
-      }),
       Effect.map((lockedJob) => {
         const lease = leaseOf(lockedJob)
         return lease === undefined
@@ -63,8 +52,13 @@ export const prepare = Effect.fn("pipeline.prepare")(
           : Option.some<PreparedJob>({ job: lockedJob, lease, registered: registered.value })
       }),
       Effect.tap((prepared) =>
+        Option.isSome(prepared) && job.lifecycleStatus === "queued" && prepared.value.job.startedAt !== null
+          ? observe(jobQueueWait, { job_type: job.jobType }, waitSeconds(job.createdAt, prepared.value.job.startedAt))
+          : Effect.void
+      ),
+      Effect.tap((prepared) =>
         Option.isSome(prepared)
-          ? Effect.logInfo(tookOver ? "expired lock taken over" : "job locked").pipe(
+          ? Effect.logInfo(job.lifecycleStatus === "queued" ? "job locked" : "expired lock taken over").pipe(
             Effect.annotateLogs({ attempt: prepared.value.lease.attempt })
           )
           : Effect.void
@@ -73,10 +67,13 @@ export const prepare = Effect.fn("pipeline.prepare")(
         JobLockConflict: () => skip("another worker holds the job"),
         IllegalTransition: () => skip("the job left the state this delivery expected"),
         AttemptsExhausted: () => skip("the job used every attempt; the reaper ends it"),
-        JobNotFound: () => skip("no such job"),
-        MismatchedDelivery: () => skip("the delivery's job type does not match the job")
+        JobNotFound: () => skip("no such job")
       })
     )
   },
-  (effect, payload) => Effect.annotateLogs(effect, { stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType })
+  (effect, payload) => Effect.annotateLogs(effect, { stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType }),
+  timed(stageDuration, { stage: "prepare" })
 )
+
+/** Creation to first lock, both by the store's clock. */
+const waitSeconds = (createdAt: Date, startedAt: Date) => Math.max(0, startedAt.getTime() - createdAt.getTime()) / 1000

@@ -10,6 +10,7 @@ import { UnitOfWork } from "../services/UnitOfWork.js"
 import { recordUsageWithResult } from "./complete.js"
 import { persistenceAsInternal } from "./internalErrors.js"
 import type { ExecutedJob } from "./RunningJob.js"
+import { stageDuration, timed } from "../services/EngineMetrics.js"
 
 /**
  * PROJECT (docs/architecture.md §11.2): one transaction holding the projector's business rows,
@@ -65,5 +66,6 @@ export const project = Effect.fn("pipeline.project")(
       })
     )
   },
-  Effect.annotateLogs({ stage: "PROJECT" })
+  Effect.annotateLogs({ stage: "PROJECT" }),
+  timed(stageDuration, { stage: "project" })
 )

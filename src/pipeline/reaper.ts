@@ -9,6 +9,7 @@ import { queueJobIdsOf, redispatch, requeue } from "./redispatch.js"
 import { JobQueue, type QueueJobState } from "../services/JobQueue.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
+import { increment, reaperActions } from "../services/EngineMetrics.js"
 
 const batchSize = 100
 
@@ -104,6 +105,8 @@ export const reapOnce = Effect.gen(function* () {
       Effect.annotateLogs({ cancelled, requeued, failed, requeuedQueued, stillPending, snapshotsDeleted })
     )
   }
+  const actions = { cancelled, requeued, failed, requeued_queued: requeuedQueued, snapshots_deleted: snapshotsDeleted }
+  for (const [action, count] of Object.entries(actions)) if (count > 0) yield* increment(reaperActions, { action }, count)
   return { cancelled, requeued, failed, requeuedQueued, snapshotsDeleted }
 }).pipe(Effect.annotateLogs({ stage: "REAPER" }), Effect.withSpan("pipeline.reaper"))
 

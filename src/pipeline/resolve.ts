@@ -5,6 +5,7 @@ import { ModelRouter } from "../services/ModelRouter.js"
 import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { persistenceAsInternal } from "./internalErrors.js"
 import type { PreparedJob, ResolvedJob } from "./RunningJob.js"
+import { stageDuration, timed } from "../services/EngineMetrics.js"
 
 /**
  * RESOLVE (docs/architecture.md §8.2): the snapshot the job runs on, the key that pays for it,
@@ -29,5 +30,6 @@ export const resolve = Effect.fn("pipeline.resolve")(
     const route = yield* router.route({ jobType: job.jobType, credentialMode: job.credentialMode })
     return { ...prepared, content: snapshot.value.content, credential, route } satisfies ResolvedJob
   },
-  Effect.annotateLogs({ stage: "RESOLVE" })
+  Effect.annotateLogs({ stage: "RESOLVE" }),
+  timed(stageDuration, { stage: "resolve" })
 )

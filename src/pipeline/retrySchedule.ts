@@ -1,7 +1,8 @@
-import { Duration, Schedule } from "effect"
+import { Duration, Effect, Schedule } from "effect"
 import { isExecutionError } from "../domain/ExecutionError.js"
 import type { JobDefinition } from "../domain/JobDefinition.js"
 import { isRetryable, retryAfterOf } from "../domain/RetryPolicy.js"
+import { engineRetries, increment } from "../services/EngineMetrics.js"
 
 /**
  * The retry policy (docs/architecture.md §9.2) as a Schedule, built from the definition:
@@ -30,3 +31,27 @@ export const retrySchedule = (definition: JobDefinition): Schedule.Schedule<unkn
     Schedule.intersect(internalAtMostOnce)
   )
 }
+
+/**
+ * `schedule` with each retry it grants logged (its delay and the error code) and counted: an
+ * operator sees why a job made several provider calls, and the line is an event on the span of
+ * the attempt that failed (docs/architecture.md §20.4).
+ */
+export const loggedRetries = (
+  schedule: Schedule.Schedule<unknown, unknown>,
+  jobType: string
+): Schedule.Schedule<unknown, unknown> =>
+  Schedule.delays(schedule).pipe(
+    Schedule.intersect(Schedule.identity<unknown>()),
+    Schedule.onDecision(([delay, error], decision): Effect.Effect<void> => {
+      if (decision._tag === "Done") return Effect.void
+      const errorCode = isExecutionError(error) ? error.code : "INTERNAL_ERROR"
+      return increment(engineRetries, { job_type: jobType, error_code: errorCode }).pipe(
+        Effect.zipRight(
+          Effect.logWarning("provider call failed, retrying").pipe(
+            Effect.annotateLogs({ delayMs: Math.round(Duration.toMillis(delay)), errorCode })
+          )
+        )
+      )
+    })
+  )

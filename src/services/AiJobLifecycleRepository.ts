@@ -61,7 +61,8 @@ export const queuedJobFields = (job: NewAiJob): Omit<AiJob, "createdAt" | "updat
   errorCode: null,
   publicErrorMessage: null,
   internalErrorMessage: null,
-  outputHash: null
+  outputHash: null,
+  traceParent: job.traceParent ?? null
 })
 
 /** Progress as stored: a whole percentage, 0 to 100, whatever a worker reports. */

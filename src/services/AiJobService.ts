@@ -19,6 +19,8 @@ import { SnapshotBuilder } from "./SnapshotBuilder.js"
 import { SnapshotRepository } from "./SnapshotRepository.js"
 import { UnitOfWork } from "./UnitOfWork.js"
 import { adrQueueSettings } from "../config/QueueSettings.js"
+import { currentTraceParent } from "../domain/TraceContext.js"
+import { increment, jobsCreated } from "./EngineMetrics.js"
 
 /** The spec's `CreateJobInput`, with the job's input itself (docs/architecture.md §5.1). */
 export interface CreateJobRequest {
@@ -125,6 +127,9 @@ export const makeAiJobService = Effect.gen(function* () {
       const overrides = request.overrides ?? {}
       const priority = overrides.priority ?? definition.queue.defaultPriority
 
+      // This create's span context (read outside the transaction's own span): the dispatcher's
+      // and the workers' spans continue it.
+      const traceParent = Option.getOrNull(yield* currentTraceParent)
       const created = yield* unitOfWork.transaction(
         Effect.gen(function* () {
           if (request.enforceQuotas !== false) yield* quotas.admit(request.userId)
@@ -144,7 +149,8 @@ export const makeAiJobService = Effect.gen(function* () {
             promptVersion: overrides.promptVersion ?? registered.promptVersion ?? "v1",
             inputSchemaVersion: definition.input.schemaVersion,
             outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,
-            maxAttempts: adrQueueSettings[definition.queue.queueName].attempts
+            maxAttempts: adrQueueSettings[definition.queue.queueName].attempts,
+            traceParent
           })
           yield* snapshots.create({ id: snapshotId, jobId, ...snapshot })
           // The job id already carries the idempotency (the job's unique key decided it), so the
@@ -185,6 +191,7 @@ export const makeAiJobService = Effect.gen(function* () {
               createdAt: created.job.createdAt
             })
         })
+        yield* increment(jobsCreated, { job_type: created.job.jobType })
       }
       yield* Effect.annotateLogs(Effect.logDebug("job created"), {
         jobId: created.job.id,
@@ -192,7 +199,7 @@ export const makeAiJobService = Effect.gen(function* () {
         created: created.created
       })
       return created
-    }).pipe(Effect.withSpan("AiJobService.createJob", { attributes: { jobType: request.jobType } }))
+    }).pipe(Effect.withSpan("job.create", { attributes: { "ai_job.type": request.jobType } }))
 
   return {
     /**

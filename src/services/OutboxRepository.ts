@@ -17,7 +17,7 @@ export class OutboxEventNotDead extends Schema.TaggedError<OutboxEventNotDead>()
  * A new event's row, all but the times the store's clock sets (`availableAt` is `delayMs` from
  * now; `createdAt`, `updatedAt`): `pending`, unclaimed, never tried. Both stores insert exactly this.
  */
-export const pendingEventFields = (event: NewOutboxEvent): Omit<OutboxEvent, "availableAt" | "createdAt" | "updatedAt"> => ({
+export const pendingEventFields = (event: NewOutboxEvent): Omit<OutboxEvent, "availableAt" | "createdAt" | "updatedAt" | "traceParent"> => ({
   id: event.id,
   eventType: event.eventType,
   aggregateType: event.aggregateType,
@@ -91,6 +91,11 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
     /** `processing` events claimed longer ago than `lockTtlMs` go back to `pending` (§6.4). */
     readonly releaseExpiredLocks: (lockTtlMs: number) => Effect.Effect<number, PersistenceError>
     readonly countByStatus: Effect.Effect<OutboxCounts, PersistenceError>
+    /**
+     * How long the oldest event not yet published (`pending` or `processing`) has waited since
+     * it was created, by the store's clock; 0 when there is none. For the backlog gauge.
+     */
+    readonly oldestUnpublishedAgeMs: Effect.Effect<number, PersistenceError>
     /** A `dead` event back to `pending`, attempts reset. */
     readonly replayDead: (
       eventId: string

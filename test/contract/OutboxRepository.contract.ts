@@ -1,6 +1,7 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Either, Option } from "effect"
+import { Effect, Either, Option, Tracer } from "effect"
 import { newId } from "../../src/domain/Ids.js"
+import { AiJobService } from "../../src/services/AiJobService.js"
 import { OutboxRepository } from "../../src/services/OutboxRepository.js"
 import { UnitOfWork } from "../../src/services/UnitOfWork.js"
 import { PersistenceError } from "../../src/domain/PersistenceError.js"
@@ -77,6 +78,30 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(yield* outbox.markPublishedDirect([])).toBe(0)
           // The store is shared by the suite: the claimed event is finished by its dispatcher.
           expect(yield* outbox.markPublishedMany([claimed[0]!.id], "d-direct")).toBe(1)
+        }))
+
+      it.effect("a claimed event carries the trace context stored with its job; the backlog age counts unpublished events", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          const service = yield* AiJobService
+          yield* drain("d-trace")
+          const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
+          const { job } = yield* service.createJob({
+            userId: `user-${yield* newId}`,
+            jobType: "synthetic_echo",
+            targetType: "test",
+            targetId: "trace",
+            input: { message: "hello" }
+          }).pipe(Effect.withParentSpan(Tracer.externalSpan({ traceId, spanId: "00f067aa0ba902b7", sampled: true })))
+          expect(job.traceParent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`))
+          yield* harness.advance(50)
+          expect(yield* outbox.oldestUnpublishedAgeMs).toBeGreaterThanOrEqual(50)
+          const claimed = yield* outbox.claimBatch("d-trace", 100)
+          const mine = claimed.find((event) => event.aggregateId === job.id)
+          expect(mine?.traceParent).toBe(job.traceParent)
+          // Not a column of the outbox: a plain read has none.
+          expect(Option.getOrThrow(yield* outbox.findById(mine?.id ?? "")).traceParent).toBeNull()
+          yield* outbox.markPublishedMany(claimed.map((event) => event.id), "d-trace")
         }))
 
       it.effect("claims, publishes, and never hands one event to two dispatchers", () =>

@@ -24,6 +24,7 @@ import {
 import { PlatformGate } from "../PlatformGate.js"
 import { acceptedJobStatusResponse, jobStatusResponse } from "../presenters.js"
 import { makeJobViews } from "./jobViews.js"
+import { recordFinished } from "../../services/EngineMetrics.js"
 
 /** The user's own DeepSeek key pays for the job when one is stored and the job type allows it. */
 const userKeyProvider = "deepseek"
@@ -201,6 +202,8 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
             )
             // A running job only records the request: tell its worker now (docs/architecture.md §10).
             if (after.lifecycleStatus === "running") yield* cancelSignal.publish(after.id)
+            // A queued job is cancelled here and now: this is where it finishes.
+            if (after.lifecycleStatus === "cancelled" && job.lifecycleStatus === "queued") yield* recordFinished(after)
             yield* Effect.logInfo("job cancel requested").pipe(
               Effect.annotateLogs({ jobId: after.id, userId: user.userId, lifecycleStatus: after.lifecycleStatus })
             )

@@ -292,10 +292,8 @@ export const makeOpenAiCompatibleGateway = (options: OpenAiGatewayOptions) =>
           provider: request.provider,
           model: request.model,
           credentialMode: request.credential.mode
-        }),
-        Effect.withSpan("AiGateway.generate", {
-          attributes: { jobId: request.job.id, jobType: request.job.type, model: request.model }
         })
+        // The call's span is `provider.chat`, around any gateway (src/services/AiGatewayTelemetry.ts).
       )
 
     return AiGateway.of({ generate })

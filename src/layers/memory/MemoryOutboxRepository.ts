@@ -1,4 +1,4 @@
-import { Effect, Either, HashMap, Layer, Option } from "effect"
+import { Clock, Effect, Either, HashMap, Layer, Option } from "effect"
 import { OutboxEvent, type NewOutboxEvent } from "../../domain/OutboxEvent.js"
 import {
   OutboxEventNotDead,
@@ -50,7 +50,14 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
         .sort(dispatchOrder)
         .slice(0, limit)
         .map((event) => changed(event, now, { status: "processing", lockedBy: dispatcherId, lockedAt: now }))
-      return Either.right([claimed, claimed.reduce(withEvent, tables)] as const)
+      // As on MySQL, the claimed events carry their job's trace context; the stored ones do not.
+      const withTrace = claimed.map((event) =>
+        Option.match(event.aggregateType === "AiJob" ? HashMap.get(tables.aiJob, event.aggregateId) : Option.none(), {
+          onNone: () => event,
+          onSome: (job) => new OutboxEvent({ ...event, traceParent: job.traceParent }, { disableValidation: true })
+        })
+      )
+      return Either.right([withTrace, claimed.reduce(withEvent, tables)] as const)
     })
 
   /** Applies `change` to an event this dispatcher still holds; `None` if it does not. */
@@ -124,6 +131,15 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
       return Either.right([released.length, released.reduce(withEvent, tables)] as const)
     })
 
+  const oldestUnpublishedAgeMs = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    db.read((tables) => {
+      let oldest = now
+      for (const event of HashMap.values(tables.outboxEvent)) {
+        if (event.status === "pending" || event.status === "processing") oldest = Math.min(oldest, event.createdAt.getTime())
+      }
+      return Math.max(0, now - oldest)
+    }))
+
   const countByStatus = db.read((tables) =>
     outboxCountsOf(Array.from(HashMap.values(tables.outboxEvent), (event) => ({ status: event.status, total: 1 })))
   )
@@ -156,6 +172,7 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     releaseClaimsOf,
     releaseExpiredLocks,
     countByStatus,
+    oldestUnpublishedAgeMs,
     replayDead
   })
 })

@@ -52,9 +52,20 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     Request: Schema.Struct({ ids: Schema.Array(Schema.String), dispatcherId: Schema.String }),
     Result: OutboxEventRow,
     execute: ({ dispatcherId, ids }) =>
-      sql`SELECT * FROM outbox_event
-          WHERE id IN ${sql.in(ids)} AND status = 'processing' AND locked_by = ${dispatcherId}
-          ORDER BY available_at, id`
+      // The job's trace context comes along, so the publish span joins the job's trace.
+      sql`SELECT o.*, j.trace_parent FROM outbox_event o
+          LEFT JOIN ai_job j ON o.aggregate_type = 'AiJob' AND j.id = o.aggregate_id
+          WHERE o.id IN ${sql.in(ids)} AND o.status = 'processing' AND o.locked_by = ${dispatcherId}
+          ORDER BY o.available_at, o.id`
+  })
+  // The age by the database clock, as every outbox time; the index on (status, available_at)
+  // keeps this to the unpublished rows.
+  const oldestUnpublished = SqlSchema.findAll({
+    Request: Schema.Void,
+    Result: Schema.Struct({ ageMs: Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString)) }),
+    execute: () =>
+      sql`SELECT TIMESTAMPDIFF(MICROSECOND, MIN(created_at), ${now}) DIV 1000 AS age_ms
+          FROM outbox_event WHERE status IN ('pending', 'processing')`
   })
   const totalsByStatus = SqlSchema.findAll({
     Request: Schema.Void,
@@ -143,6 +154,11 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
 
   const countByStatus = totalsByStatus(undefined).pipe(persistence("outbox_event.countByStatus"), Effect.map(outboxCountsOf))
 
+  const oldestUnpublishedAgeMs = oldestUnpublished(undefined).pipe(
+    persistence("outbox_event.oldestUnpublishedAge"),
+    Effect.map((rows) => Math.max(0, Number(rows[0]?.ageMs ?? 0)))
+  )
+
   const replayDead = (eventId: string) =>
     Effect.gen(function* () {
       const changed = yield* changedRows(
@@ -166,6 +182,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     releaseClaimsOf,
     releaseExpiredLocks,
     countByStatus,
+    oldestUnpublishedAgeMs,
     replayDead
   })
 })

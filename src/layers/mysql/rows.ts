@@ -53,7 +53,7 @@ const OutboxEventColumns = Schema.Struct({ ...OutboxEvent.fields, payload: JsonC
 /** An `outbox_event` row, as the domain's `OutboxEvent`. */
 export const OutboxEventRow = Schema.compose(OutboxEventColumns, OutboxEvent)
 /** What `createInTransaction` writes: every column but the three the database clock fills. */
-export const NewOutboxEventRow = OutboxEventColumns.pipe(Schema.omit("availableAt", "createdAt", "updatedAt"))
+export const NewOutboxEventRow = OutboxEventColumns.pipe(Schema.omit("availableAt", "createdAt", "updatedAt", "traceParent"))
 
 const JobSnapshotColumns = Schema.Struct({ ...JobSnapshot.fields, content: JsonColumn })
 /** An `ai_job_snapshot` row, as the domain's `JobSnapshot`. */

@@ -1,0 +1,103 @@
+import { Duration, Effect, Metric, MetricBoundaries } from "effect"
+import type { AiJob } from "../domain/AiJob.js"
+import { OutboxRepository } from "./OutboxRepository.js"
+
+/**
+ * The engine's metrics, as Effect `Metric`s in the process's registry; `GET /metrics` renders
+ * them as Prometheus text. Label values come from bounded sets only (job types, stages, error
+ * codes, providers and models from configuration, route templates): never a job or user id.
+ */
+
+/** Seconds: 5 ms .. about 5.5 min, doubling (17 buckets). */
+const secondsBuckets = MetricBoundaries.exponential({ start: 0.005, factor: 2, count: 17 })
+
+const counter = (name: string, description: string) => Metric.counter(name, { description, incremental: true })
+const seconds = (name: string, description: string) => Metric.histogram(name, secondsBuckets, description)
+
+export const jobsCreated = counter("ai_jobs_created_total", "Jobs created, by job type")
+export const jobsFinished = counter(
+  "ai_jobs_finished_total",
+  "Jobs that reached a terminal state, by job type, status and error code (none on success)"
+)
+export const jobDuration = seconds("ai_job_duration_seconds", "From creation to the terminal state, by job type")
+export const jobQueueWait = seconds("ai_job_queue_wait_seconds", "From creation to the first lock by a worker, by job type")
+export const stageDuration = seconds("ai_pipeline_stage_duration_seconds", "One pipeline stage of one run, by stage")
+export const engineRetries = counter("ai_engine_retries_total", "Provider calls repeated by the engine's retry schedule, by job type and error code")
+
+export const providerCallDuration = seconds(
+  "ai_provider_call_duration_seconds",
+  "One provider call, by provider, model and outcome (ok or the error code)"
+)
+export const providerTokens = counter("ai_provider_tokens_total", "Tokens reported by the provider, by provider, model and direction")
+export const providerCost = counter("ai_provider_cost_total", "Cost of provider calls in the price table's units, by provider and model")
+
+export const activeJobs = Metric.gauge("ai_worker_active_jobs", { description: "Jobs this worker process is running now" })
+
+export const outboxPending = Metric.gauge("ai_outbox_pending", { description: "Outbox events not yet published (pending or claimed)" })
+export const outboxDead = Metric.gauge("ai_outbox_dead", { description: "Outbox events that failed for good" })
+export const outboxOldestPendingAge = Metric.gauge("ai_outbox_oldest_pending_age_seconds", {
+  description: "Age of the oldest unpublished outbox event (0 when none)"
+})
+export const dispatchLatency = seconds("ai_outbox_dispatch_latency_seconds", "From the create's commit to the event's publication")
+export const dispatchedEvents = counter("ai_outbox_published_total", "Outbox events published to the queue")
+
+export const reaperActions = counter("ai_reaper_actions_total", "Reaper actions, by kind")
+
+export const httpRequestDuration = seconds(
+  "http_server_request_duration_seconds",
+  "HTTP requests, by method, route template and status"
+)
+
+/** Outcome label of a finished job: its status and error code (`none` when there is none). */
+export const finishedLabels = (jobType: string, status: string, errorCode: string | null | undefined) =>
+  ({ job_type: jobType, status, error_code: errorCode ?? "none" }) as const
+
+/** Updates `metric` with its labels set: `Metric.update` needs the tags on the metric itself. */
+export const tagged = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>, labels: Readonly<Record<string, string>>) =>
+  Object.entries(labels).reduce((m, [key, value]) => Metric.tagged(m, key, value), metric)
+
+export const increment = (metric: Metric.Metric.Counter<number>, labels: Readonly<Record<string, string>>, by = 1) =>
+  Metric.incrementBy(tagged(metric, labels), by)
+
+export const observe = (metric: Metric.Metric.Histogram<number>, labels: Readonly<Record<string, string>>, value: number) =>
+  Metric.update(tagged(metric, labels), value)
+
+/** Runs `effect` and records its duration in seconds (Effect's Clock, so TestClock drives it) under `labels`. */
+export const timed = (metric: Metric.Metric.Histogram<number>, labels: Readonly<Record<string, string>>) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Metric.trackDuration(effect, Metric.mapInput(tagged(metric, labels), Duration.toSeconds))
+
+/**
+ * Samples the outbox backlog into its gauges (at scrape time: nothing is queried unless someone
+ * reads the metrics). `processing` counts as pending: claimed but not yet published.
+ */
+export const sampleOutboxBacklog = Effect.gen(function* () {
+  const outbox = yield* OutboxRepository
+  const counts = yield* outbox.countByStatus
+  const ageMs = yield* outbox.oldestUnpublishedAgeMs
+  yield* Metric.set(outboxPending, counts.pending + counts.processing)
+  yield* Metric.set(outboxDead, counts.dead)
+  yield* Metric.set(outboxOldestPendingAge, ageMs / 1000)
+})
+
+/**
+ * A job's last log line and its metrics, once it is terminal: outcome, duration from creation
+ * (both times the store's), attempts and error code (docs/architecture.md §20.4).
+ */
+export const recordFinished = (job: AiJob) =>
+  Effect.gen(function* () {
+    const finishedAt = job.finishedAt ?? job.updatedAt
+    const durationMs = Math.max(0, finishedAt.getTime() - job.createdAt.getTime())
+    yield* increment(jobsFinished, finishedLabels(job.jobType, job.lifecycleStatus, job.errorCode))
+    yield* observe(jobDuration, { job_type: job.jobType }, durationMs / 1000)
+    yield* Effect.logInfo("job finished").pipe(
+      Effect.annotateLogs({
+        jobId: job.id,
+        jobType: job.jobType,
+        outcome: job.lifecycleStatus,
+        durationMs,
+        attempts: job.attemptCount,
+        errorCode: job.errorCode ?? "none"
+      })
+    )
+  })

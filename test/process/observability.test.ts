@@ -1,0 +1,132 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Duration, Effect, Option } from "effect"
+import { type ReceivedSpan, startOtlpReceiver } from "../support/otlpReceiver.js"
+import { parsePrometheusText, sampleValue, sumOf } from "../support/prometheusParser.js"
+import { freePort } from "./support/childProcess.js"
+import {
+  createJob,
+  dispatcherStarted,
+  engineEnv,
+  engineStorage,
+  flashcardRequest,
+  httpRequest,
+  pollJob,
+  startProgram,
+  tokenFor,
+  workerStarted
+} from "./support/engine.js"
+
+const jobs = 3
+const secretInput = "SECRET-INPUT-5e1d: chlorophyll absorbs light and plants release oxygen."
+const providerKey = "sk-observability-key-never-exported-0123"
+const metricsToken = "metrics-token-for-the-test-0123456789abcdef"
+
+/** Every string an attribute or event attribute holds, for the "no input, no key" check. */
+const attributeStrings = (span: ReceivedSpan): ReadonlyArray<string> =>
+  [span.attributes, ...span.events.map((event) => event.attributes)].flatMap((attributes) =>
+    Object.values(attributes).flatMap((value) => (Array.isArray(value) ? value.map(String) : [String(value)]))
+  )
+
+/** The spans of one job's trace once every stage of its run and its provider call arrived. */
+const traceOfJob = (jobId: string) => (spans: ReadonlyArray<ReceivedSpan>) => {
+  const run = spans.find((span) => span.name === "pipeline.run" && span.attributes["ai_job.id"] === jobId)
+  if (run === undefined) return Option.none()
+  const trace = spans.filter((span) => span.traceId === run.traceId)
+  const wanted = ["http.server POST", "dispatcher.publish", "pipeline.prepare", "pipeline.resolve", "pipeline.execute", "pipeline.project", "pipeline.complete", "provider.chat"]
+  return wanted.every((name) => trace.some((span) => span.name === name)) ? Option.some(trace) : Option.none()
+}
+
+const scrape = (url: string, token?: string) =>
+  Effect.gen(function* () {
+    const response = yield* httpRequest("GET", url, token === undefined ? {} : { token })
+    expect(response.status, response.text).toBe(200)
+    return parsePrometheusText(response.text)
+  })
+
+describe("issue 15: one trace per job across processes, Prometheus metrics", () => {
+  it.live("API, dispatcher and worker export one trace per job over OTLP/HTTP JSON; /metrics counts every job", () =>
+    Effect.gen(function* () {
+      const receiver = yield* startOtlpReceiver
+      const storage = yield* engineStorage("observability")
+      const [workerMetricsPort, dispatcherMetricsPort] = yield* Effect.all([freePort, freePort])
+      const env = engineEnv(storage, {
+        AI_API_KEY: providerKey,
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+        OTEL_BSP_SCHEDULE_DELAY: "200",
+        METRICS_TOKEN: metricsToken,
+        LOG_FORMAT: "json"
+      })
+      const [api, worker, dispatcher] = yield* Effect.all(
+        [
+          startProgram("api", "api", env),
+          startProgram("worker", "worker", { ...env, METRICS_PORT: String(workerMetricsPort) }, { ready: workerStarted }),
+          startProgram("dispatcher", "dispatcher", { ...env, METRICS_PORT: String(dispatcherMetricsPort) }, { ready: dispatcherStarted })
+        ],
+        { concurrency: "unbounded" }
+      )
+      const token = yield* tokenFor(storage, "observability-user")
+      const first = yield* createJob(api.baseUrl, token, "flashcard-generations", { sourceText: secretInput, count: 2 })
+      const others = yield* Effect.forEach(Array.from({ length: jobs - 1 }, (_, i) => i), (i) =>
+        createJob(api.baseUrl, token, "flashcard-generations", flashcardRequest(i)))
+      for (const job of [first, ...others]) {
+        const done = yield* pollJob(api.baseUrl, token, job.jobId, { timeout: Duration.seconds(30) })
+        expect(done.lifecycleStatus).toBe("succeeded")
+      }
+
+      // One trace: the create request, the dispatcher's publish, the worker's run and every stage.
+      const trace = yield* receiver.waitFor(traceOfJob(first.jobId), Duration.seconds(20))
+      const byName = (name: string) => trace.filter((span) => span.name === name)
+      const request = byName("http.server POST")
+      expect(request.map((span) => span.service)).toEqual(["ai-job-engine-api"])
+      expect(request[0]?.parentSpanId).toBeUndefined()
+      expect(byName("dispatcher.publish").map((span) => span.service)).toEqual(["ai-job-engine-dispatcher"])
+      expect(byName("pipeline.run").map((span) => span.service)).toEqual(["ai-job-engine-worker"])
+      for (const stage of ["prepare", "resolve", "execute", "project", "complete"]) {
+        expect(byName(`pipeline.${stage}`).length, stage).toBe(1)
+      }
+      // The provider call is a child of EXECUTE and carries the GenAI token counts.
+      const execute = byName("pipeline.execute")[0]
+      const call = byName("provider.chat")
+      expect(call).toHaveLength(1)
+      expect(call[0]?.parentSpanId).toBe(execute?.spanId)
+      expect(call[0]?.attributes["gen_ai.system"]).toBe("deepseek")
+      expect(call[0]?.attributes["gen_ai.request.model"]).toEqual(expect.any(String))
+      expect(call[0]?.attributes["gen_ai.usage.input_tokens"]).toBeGreaterThan(0)
+      expect(call[0]?.attributes["gen_ai.usage.output_tokens"]).toBeGreaterThan(0)
+      expect(receiver.rejected()).toEqual([])
+
+      // Nothing exported anywhere holds the job's input or the provider key.
+      const leaks = receiver.spans().flatMap((span) =>
+        attributeStrings(span).filter((value) => value.includes("SECRET-INPUT-5e1d") || value.includes(providerKey)).map((value) => `${span.name}: ${value}`)
+      )
+      expect(leaks).toEqual([])
+
+      // Metrics: the API counts creates and requests (admin-protected on PORT), the worker
+      // finishes and durations, the dispatcher the outbox.
+      expect((yield* httpRequest("GET", `${api.baseUrl}/metrics`)).status).toBe(401)
+      const apiMetrics = yield* scrape(`${api.baseUrl}/metrics`, yield* tokenFor(storage, "ops", "SUPER_ADMIN"))
+      expect(sampleValue(apiMetrics, "ai_jobs_created_total", { job_type: "flashcard_generation" })).toBe(jobs)
+      expect(sampleValue(apiMetrics, "http_server_request_duration_seconds_count", {
+        method: "POST",
+        route: "/api/ai/flashcard-generations",
+        status: "202"
+      })).toBe(jobs)
+      const workerMetrics = yield* scrape(`http://127.0.0.1:${workerMetricsPort}/metrics`, metricsToken)
+      expect(sampleValue(workerMetrics, "ai_jobs_finished_total", { job_type: "flashcard_generation", status: "succeeded", error_code: "none" })).toBe(jobs)
+      expect(sampleValue(workerMetrics, "ai_job_duration_seconds_count", { job_type: "flashcard_generation" })).toBe(jobs)
+      expect(sumOf(workerMetrics, "ai_pipeline_stage_duration_seconds_count", { stage: "execute" })).toBe(jobs)
+      expect(sumOf(workerMetrics, "ai_provider_tokens_total", { direction: "output" })).toBeGreaterThan(0)
+      const dispatcherMetrics = yield* scrape(`http://127.0.0.1:${dispatcherMetricsPort}/metrics`, metricsToken)
+      expect(sampleValue(dispatcherMetrics, "ai_outbox_pending")).toBe(0)
+      expect(sampleValue(dispatcherMetrics, "ai_outbox_dead")).toBe(0)
+      expect(sampleValue(dispatcherMetrics, "ai_outbox_oldest_pending_age_seconds")).toBe(0)
+      expect(sampleValue(dispatcherMetrics, "ai_outbox_dispatch_latency_seconds_count")).toBe(jobs)
+      expect((yield* httpRequest("GET", `http://127.0.0.1:${workerMetricsPort}/healthz`)).status).toBe(200)
+
+      yield* Effect.all([api.signal("SIGTERM"), worker.signal("SIGTERM"), dispatcher.signal("SIGTERM")])
+      for (const program of [api, worker, dispatcher]) {
+        expect(yield* program.awaitExit(Duration.seconds(15)), program.tail()).toEqual({ code: 0, signal: null })
+      }
+    }).pipe(Effect.scoped))
+})
