@@ -42,8 +42,7 @@ export const project = Effect.fn("pipeline.project")(
         yield* recordUsageWithResult(executed.usage)
         // A cancel committed before this write wins: it refuses, and everything above rolls back (§10).
         return yield* jobs.markSucceeded(executed.lease, executed.outputHash, {
-          honourCancel: executed.registered.definition.execution.cancellable,
-          locked: job
+          honourCancel: executed.registered.definition.execution.cancellable
         })
       })
     ).pipe(
