@@ -318,11 +318,11 @@ export const JobWaitParams = withValueFreeErrors(Schema.Struct({
   }))
 }))
 
-export const JobEventsHeaders = Schema.Struct({
+export const JobEventsHeaders = withValueFreeErrors(Schema.Struct({
   "last-event-id": Schema.optional(Schema.String.annotations({
     description: "The id of the last event received: the current status is sent again only if it changed since."
   }))
-})
+}))
 
 /** `GET /api/ai/jobs/:jobId/events`: Server-Sent Events, each `data:` a JobStatusResponse. */
 export const JobEventStream = Schema.String.pipe(

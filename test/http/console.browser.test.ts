@@ -7,6 +7,8 @@ import { OutboxRepository } from "../../src/services/OutboxRepository.js"
 import { WorkerDirectory } from "../../src/services/WorkerDirectory.js"
 import { leaseOf } from "../../src/domain/AiJob.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
+import type { AiJob } from "../../src/domain/AiJob.js"
+import { jobEventOf, JobEvents } from "../../src/services/JobEvents.js"
 import { flashcardBody, markRunning, memoryEngine, startApi, tokenFor } from "./support/harness.js"
 
 // Debian's chromium (`apt-get install -y chromium`, done by .ci/run); skipped where it is not installed.
@@ -86,11 +88,15 @@ describe("operator console in Chromium", () => {
           // Open it and watch it go queued -> running -> succeeded without reloading.
           yield* browse(() => page.click(`tr[data-job-id="${jobId}"] a.job-link`))
           yield* waitForText(page, "#job-status", "queued")
-          const running = yield* api.run(markRunning(jobId))
+          // Written straight to the store, so announced as the engine announces its own writes.
+          const announce = (job: AiJob) => Effect.flatMap(JobEvents, (events) => events.publish(jobEventOf(job)))
+          const running = yield* api.run(Effect.tap(markRunning(jobId), announce))
           yield* waitForText(page, "#job-status", "running")
           const lease = leaseOf(running)
           if (lease === undefined) return yield* Effect.dieMessage("a running job without a lease")
-          yield* api.run(Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.markSucceeded(lease, "console-hash")).pipe(Effect.orDie))
+          yield* api.run(
+            Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.markSucceeded(lease, "console-hash")).pipe(Effect.orDie, Effect.tap(announce))
+          )
           yield* waitForText(page, "#job-status", "succeeded")
           yield* waitForText(page, "#live-mode", "finished")
           yield* screenshot(page, "console-job")

@@ -101,6 +101,7 @@ const probedRoutes = [
   "GET /api/ai/jobs",
   "GET /api/ai/jobs/:jobId",
   "GET /api/ai/jobs/:jobId/artifacts",
+  "GET /api/ai/jobs/:jobId/events",
   "POST /api/ai/jobs/:jobId/cancel",
   "PUT /api/ai/credentials/deepseek",
   "DELETE /api/ai/credentials/deepseek",
