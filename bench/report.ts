@@ -99,7 +99,7 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
       target: "≥ 0.5",
       value: `${httpRatio} (${fmt(r.http.engine.requestsPerSecond, 0)} / ${fmt(r.http.bare.requestsPerSecond, 0)} req/s)`,
       met: httpRatio >= 0.5,
-      note: "per request the API also verifies an HS256 JWT (jose), routes through HttpApi and decodes/encodes Schemas; " +
+      note: "per request the API also verifies an HS256 JWT (node:crypto), routes through HttpApi and decodes/encodes Schemas; " +
         "the bare handler does only the SELECTs and JSON.stringify"
     })
   }

@@ -125,14 +125,17 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
       return Either.right([released.length, released.reduce(withEvent, tables)] as const)
     })
 
-  const oldestUnpublishedAgeMs = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-    db.read((tables) => {
-      let oldest = now
-      for (const event of HashMap.values(tables.outboxEvent)) {
-        if (event.status === "pending" || event.status === "processing") oldest = Math.min(oldest, event.createdAt.getTime())
-      }
-      return Math.max(0, now - oldest)
-    }))
+  /** Age of the oldest event in `statuses`, by the Clock; None when there is none. */
+  const oldestAgeMs = (statuses: ReadonlyArray<OutboxStatus>) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      db.read((tables) => {
+        const created = Array.from(HashMap.values(tables.outboxEvent))
+          .filter((event) => statuses.includes(event.status))
+          .map((event) => event.createdAt.getTime())
+        return created.length === 0 ? Option.none<number>() : Option.some(Math.max(0, now - Math.min(...created)))
+      }))
+
+  const oldestUnpublishedAgeMs = Effect.map(oldestAgeMs(["pending", "processing"]), Option.getOrElse(() => 0))
 
   const countByStatus = db.read((tables) =>
     outboxCountsOf(Array.from(HashMap.values(tables.outboxEvent), (event) => ({ status: event.status, total: 1 })))
@@ -179,13 +182,7 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
         .slice(0, page.limit)
     )
 
-  const oldestPendingAgeMs = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-    db.read((tables) => {
-      const created = Array.from(HashMap.values(tables.outboxEvent))
-        .filter((event) => event.status === "pending")
-        .map((event) => event.createdAt.getTime())
-      return created.length === 0 ? Option.none() : Option.some(Math.max(0, now - Math.min(...created)))
-    }))
+  const oldestPendingAgeMs = oldestAgeMs(["pending"])
 
   return OutboxRepository.of({
     createInTransaction,

@@ -14,7 +14,7 @@ import { changedRows, NewOutboxEventRow, OutboxEventRow, Total } from "./rows.js
 import { isDuplicateKey, persistence, retryOnLockContention } from "./sqlErrors.js"
 
 const EventId = Schema.Struct({ id: Schema.String })
-const PendingAge = Schema.Struct({ ageMs: Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString)) })
+const OldestAge = Schema.Struct({ ageMs: Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString)) })
 const StatusTotal = Schema.Struct({ status: Schema.String, ...Total.fields })
 
 /** `outbox_event` on MySQL; a claim is a compare-and-set on primary keys (see `claimBatch`), times the server's clock. */
@@ -62,13 +62,19 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
   })
   // The age by the database clock, as every outbox time; the index on (status, available_at)
   // keeps this to the unpublished rows.
-  const oldestUnpublished = SqlSchema.findAll({
-    Request: Schema.Void,
-    Result: Schema.Struct({ ageMs: Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString)) }),
-    execute: () =>
+  /** Age of the oldest event in `statuses`, by the server's clock; None when there is none. */
+  const findOldestAge = SqlSchema.findOne({
+    Request: Schema.Array(Schema.String),
+    Result: OldestAge,
+    execute: (statuses) =>
       sql`SELECT TIMESTAMPDIFF(MICROSECOND, MIN(created_at), ${now}) DIV 1000 AS age_ms
-          FROM outbox_event WHERE status IN ('pending', 'processing')`
+          FROM outbox_event WHERE ${sql.in("status", statuses)}`
   })
+  const oldestAgeMs = (operation: string, statuses: ReadonlyArray<OutboxStatus>) =>
+    findOldestAge(statuses).pipe(
+      persistence(operation),
+      Effect.map(Option.flatMap(({ ageMs }) => (ageMs === null ? Option.none() : Option.some(Math.max(0, ageMs)))))
+    )
   const totalsByStatus = SqlSchema.findAll({
     Request: Schema.Void,
     Result: StatusTotal,
@@ -148,9 +154,8 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
 
   const countByStatus = totalsByStatus(undefined).pipe(persistence("outbox_event.countByStatus"), Effect.map(outboxCountsOf))
 
-  const oldestUnpublishedAgeMs = oldestUnpublished(undefined).pipe(
-    persistence("outbox_event.oldestUnpublishedAge"),
-    Effect.map((rows) => Math.max(0, Number(rows[0]?.ageMs ?? 0)))
+  const oldestUnpublishedAgeMs = oldestAgeMs("outbox_event.oldestUnpublishedAge", ["pending", "processing"]).pipe(
+    Effect.map(Option.getOrElse(() => 0))
   )
 
   const replayDead = (eventId: string) =>
@@ -189,16 +194,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
   const listByStatus = (status: OutboxStatus, page: { readonly after?: OutboxListCursor | undefined; readonly limit: number }) =>
     findPage({ status, after: page.after, limit: page.limit }).pipe(persistence("outbox_event.listByStatus"))
 
-  const findPendingAge = SqlSchema.findOne({
-    Request: Schema.Void,
-    Result: PendingAge,
-    execute: () =>
-      sql`SELECT TIMESTAMPDIFF(MICROSECOND, MIN(created_at), ${now}) DIV 1000 AS age_ms FROM outbox_event WHERE status = 'pending'`
-  })
-  const oldestPendingAgeMs = findPendingAge(undefined).pipe(
-    persistence("outbox_event.oldestPendingAgeMs"),
-    Effect.map(Option.flatMap(({ ageMs }) => (ageMs === null ? Option.none() : Option.some(Math.max(0, ageMs)))))
-  )
+  const oldestPendingAgeMs = oldestAgeMs("outbox_event.oldestPendingAgeMs", ["pending"])
 
   return OutboxRepository.of({
     createInTransaction,
