@@ -1,4 +1,4 @@
-import { Clock, Config, Effect, Layer, Schedule, Stream } from "effect"
+import { Chunk, Clock, Config, Duration, Effect, Layer, Schedule, Stream } from "effect"
 import { hostname } from "node:os"
 import { allQueueNames, type QueueName } from "../domain/QueueName.js"
 import { JobQueue } from "../services/JobQueue.js"
@@ -9,6 +9,8 @@ import { workerIdFromConfig } from "./workerIdentity.js"
 
 /** A worker refreshes its presence key (TTL 90 s) every 30 s (docs/architecture.md §4.3). */
 const directoryBeatMs = 30_000
+/** The changes to the running set within this span make one beat. */
+const directoryCoalesceMs = 250
 
 /** `WORKER_QUEUES`: the queues this process serves, comma-separated (default both). */
 export const workerQueuesConfig = Config.string("WORKER_QUEUES").pipe(
@@ -58,8 +60,15 @@ export const runWorker = (options: { readonly workerId: string; readonly queues:
       })
     })
     yield* Effect.forkScoped(Effect.repeat(beat, Schedule.spaced(directoryBeatMs)))
-    // Each lock and release is shown at once, not at the next periodic beat.
-    yield* Effect.forkScoped(Stream.runForEach(Stream.drop(engine.runningChanges, 1), () => beat))
+    // Locks and releases show within `directoryCoalesceMs`, not at the next periodic beat: one
+    // beat per change carried every running id, which at hundreds of jobs in flight cost more than the jobs.
+    yield* Effect.forkScoped(
+      Stream.drop(engine.runningChanges, 1).pipe(
+        Stream.groupedWithin(Number.MAX_SAFE_INTEGER, Duration.millis(directoryCoalesceMs)),
+        Stream.filter(Chunk.isNonEmpty),
+        Stream.runForEach(() => beat)
+      )
+    )
     yield* Effect.logInfo("worker started").pipe(Effect.annotateLogs({ workerId: options.workerId, queues: options.queues.join(",") }))
     return engine
   })

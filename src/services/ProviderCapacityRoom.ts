@@ -19,6 +19,17 @@ import { ProviderCapacity } from "./ProviderCapacity.js"
 
 /** The window of `rpm` and `tpm`: sliding, so no 60 s span ever sees more than the limit. */
 export const capacityWindowMs = 60_000
+/**
+ * Pacing: besides the 60 s window, no span of this length grants more than its share of `rpm`
+ * (at least one). A bare sliding window lets a minute's quota go in its first seconds and then
+ * replays that burst every minute, with nothing granted in between: an interactive call arriving
+ * in such a gap waited for the rest of the minute.
+ */
+export const capacityPaceMs = 1_000
+
+/** Grants a pace span may hold under `rpm`. */
+export const paceLimitOf = (rpm: number) => Math.max(1, Math.ceil((rpm * capacityPaceMs) / capacityWindowMs))
+
 /** Additive increase per successful call. */
 export const aimdIncrease = 1
 /** Multiplicative decrease per overload signal. */

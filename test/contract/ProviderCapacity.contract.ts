@@ -93,6 +93,23 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
           yield* Fiber.join(fourth)
         }))
 
+      it.scoped("rpm is paced: a second grants its share of the minute, so no burst leaves a minute-long gap", () =>
+        Effect.gen(function* () {
+          const model = freshModel()
+          const t0 = yield* start
+          // 120 a minute are 2 a second: the third call of the same instant waits for the next second.
+          const capacity = yield* harness.worker({ [model]: { rpm: 120 } })
+          yield* capacity.acquire(request(model, "a"))
+          yield* capacity.acquire(request(model, "b"))
+          const third = yield* Effect.fork(capacity.acquire(request(model, "c")))
+          yield* sleepersAt(t0 + 1_000)
+          expect(yield* isWaiting(third)).toBe(true)
+          expect((yield* capacity.state(model)).requestsInWindow).toBe(2)
+          yield* TestClock.adjust(1_000)
+          yield* Fiber.join(third)
+          expect((yield* capacity.state(model)).requestsInWindow).toBe(3)
+        }))
+
       it.scoped("tpm: tokens of the window plus the estimate stay within the limit", () =>
         Effect.gen(function* () {
           const model = freshModel()

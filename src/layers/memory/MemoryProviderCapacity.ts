@@ -5,11 +5,13 @@ import {
   aimdDecreaseCooldownMs,
   aimdDecreaseFactor,
   aimdIncrease,
+  capacityPaceMs,
   capacityPollMs,
   capacityWindowMs,
   type CapacityStore,
   interactiveMarkGraceMs,
   makeProviderCapacity,
+  paceLimitOf,
   type ProviderCapacityOptions,
   type StoreLimits,
   type StoreState,
@@ -81,6 +83,11 @@ export const makeMemoryCapacityStore = (): CapacityStore => {
         }
         if (limits.rpm !== undefined && model.log.length >= limits.rpm) {
           return (model.log[model.log.length - limits.rpm]?.at ?? now) + capacityWindowMs
+        }
+        if (limits.rpm !== undefined) {
+          const pace = paceLimitOf(limits.rpm)
+          const recent = model.log.filter((entry) => entry.at > now - capacityPaceMs)
+          if (recent.length >= pace) return (recent[recent.length - pace]?.at ?? now) + capacityPaceMs
         }
         if (limits.tpm !== undefined && model.tokens > 0 && model.tokens + input.tokens > limits.tpm) {
           // The first moment enough of the window's tokens have expired.

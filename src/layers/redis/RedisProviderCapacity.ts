@@ -6,6 +6,7 @@ import {
   aimdDecreaseCooldownMs,
   aimdDecreaseFactor,
   aimdIncrease,
+  capacityPaceMs,
   capacityPollMs,
   capacityWindowMs,
   type CapacityStore,
@@ -39,6 +40,7 @@ import { RedisConnection } from "./RedisConnection.js"
 const common = `
 local K_LOG, K_TOK, K_HELD, K_ST, K_MARKS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local WINDOW = ${capacityWindowMs}
+local PACE = ${capacityPaceMs}
 local function num(v) if v == false or v == nil or v == '' then return nil end return tonumber(v) end
 local function prune(now)
   local cutoff = now - WINDOW
@@ -91,6 +93,14 @@ local function blockedUntil()
   if rpm ~= nil and count >= rpm then
     local nth = redis.call('ZRANGE', K_LOG, count - rpm, count - rpm, 'WITHSCORES')
     return tonumber(nth[2]) + WINDOW
+  end
+  if rpm ~= nil then
+    local pace = math.max(1, math.ceil(rpm * PACE / WINDOW))
+    local recent = redis.call('ZCOUNT', K_LOG, '(' .. (now - PACE), '+inf')
+    if recent >= pace then
+      local nth = redis.call('ZRANGEBYSCORE', K_LOG, '(' .. (now - PACE), '+inf', 'WITHSCORES', 'LIMIT', recent - pace, 1)
+      return tonumber(nth[2]) + PACE
+    end
   end
   local sum = num(redis.call('HGET', K_ST, 'tokens')) or 0
   if tpm ~= nil and sum > 0 and sum + tokens > tpm then
