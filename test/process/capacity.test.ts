@@ -15,11 +15,11 @@ import {
 } from "./support/engine.js"
 
 /**
- * Issue 17's acceptance at 120 jobs instead of 300 so the suite keeps its budget (300 jobs at
- * 120 RPM take 150 s by construction); CAPACITY_PROCESS_JOBS=300 runs the full size. 120 jobs
- * still take over a minute, so the provider's sliding 60 s window is checked for real.
+ * Issue 17's acceptance at its full size: 300 jobs at 120 RPM take 150 s by construction (the
+ * limiter paces 2 calls a second); about 160 s of wall time here, under a load average of 9.
+ * CAPACITY_PROCESS_JOBS sets a smaller size for a quick run (over 120 still spans a 60 s window).
  */
-const totalJobs = Number(process.env["CAPACITY_PROCESS_JOBS"] ?? "120")
+const totalJobs = Number(process.env["CAPACITY_PROCESS_JOBS"] ?? "300")
 const users = 30
 const rpm = 120
 const latencyMs = 1_000
@@ -107,5 +107,5 @@ describe("issue 17: provider capacity across processes", () => {
         `capacity: ${totalJobs} jobs, interactive done in ${interactiveMs} ms; provider saw ${seen.requests} requests, ` +
           `max ${seen.maxRequestsInAnyMinute}/min, ${seen.rateLimited} 429s, max in flight ${seen.maxInFlight}`
       )
-    }).pipe(Effect.scoped), { timeout: 240_000 })
+    }).pipe(Effect.scoped), { timeout: 300_000 })
 })
