@@ -110,6 +110,8 @@ const program = Effect.gen(function* () {
     DAILY_JOB_QUOTA: "1000000",
     JOB_LOCK_TTL_MS: "60000",
     JOB_HEARTBEAT_MS: "15000",
+    // Ten connections left a third of the 500 jobs queued for one, unlocked (see README).
+    DATABASE_POOL_SIZE: String(Math.max(10, Math.ceil(inFlight / 15))),
     // What production writes (one JSON line per log), not the terminal's pretty format.
     LOG_FORMAT: "json"
   })

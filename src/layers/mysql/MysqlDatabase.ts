@@ -53,7 +53,7 @@ export const MysqlFromConfig = Layer.unwrapEffect(
     const storage = yield* StorageConfig
     return Option.match(storage.databaseUrl, {
       onNone: () => Layer.die(new Error("DATABASE_URL is not set: the MySQL layers need it")),
-      onSome: (url) => mysqlClientLayer(url)
+      onSome: (url) => mysqlClientLayer(url, { maxConnections: storage.databasePoolSize })
     })
   })
 )
