@@ -65,6 +65,21 @@ export const queuedJobFields = (job: NewAiJob): Omit<AiJob, "createdAt" | "updat
   traceParent: job.traceParent ?? null
 })
 
+/** One lease a worker process holds, as its lease keeper extends it on a beat. */
+export interface HeldLease {
+  readonly lease: JobLease
+  /** Carried to the row with the extension (raised, never lowered). */
+  readonly progress: number
+  /** Report a requested cancel as `CancelRequested` (a cancellable type whose run has not heard of it yet). */
+  readonly reportCancel: boolean
+}
+
+/**
+ * What a beat found for one held lease: still held and extended; held, extended, and a cancel
+ * was requested (only for `reportCancel`); or lost (another owner, or the job left `running`).
+ */
+export type LeaseBeat = "Extended" | "CancelRequested" | "Lost"
+
 /** Progress as stored: a whole percentage, 0 to 100, whatever a worker reports. */
 export const clampProgress = (progress: number): number => Math.max(0, Math.min(100, Math.round(progress)))
 
@@ -115,6 +130,15 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       lockTtlMs: number,
       progress?: number
     ) => Effect.Effect<LockExtension, LockLost | PersistenceError>
+    /**
+     * The lease keeper's beat (docs/architecture.md §4.3): every held lease's lock now ends
+     * `lockTtlMs` from now and its progress is raised, in one fenced write for all of them.
+     * Answers, in the order given, what became of each lease.
+     */
+    readonly extendLocks: (
+      held: ReadonlyArray<HeldLease>,
+      lockTtlMs: number
+    ) => Effect.Effect<ReadonlyArray<LeaseBeat>, PersistenceError>
     /**
      * A hand-off (graceful shutdown): nobody holds the job any more, so another worker may take
      * it over at once, in the same attempt; this lease can no longer write.

@@ -19,7 +19,13 @@ import { JobLockConflict, LockLost } from "../../domain/LifecycleErrors.js"
 import { reaperWorkerId } from "../../domain/LifecycleGuards.js"
 import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
-import { AiJobLifecycleRepository, clampProgress, queuedJobFields } from "../../services/AiJobLifecycleRepository.js"
+import {
+  AiJobLifecycleRepository,
+  clampProgress,
+  type HeldLease,
+  type LeaseBeat,
+  queuedJobFields
+} from "../../services/AiJobLifecycleRepository.js"
 import { sqlClock } from "./sqlClock.js"
 import { AiJobRow, changedRows, NewAiJobRow, Total } from "./rows.js"
 import { isDuplicateKey, persistence } from "./sqlErrors.js"
@@ -29,6 +35,15 @@ const SqlTail = Schema.declare(isFragment)
 
 /** What a heartbeat reads back after extending the lock. */
 const LockState = Schema.Struct({ lockUntil: Schema.NullOr(Schema.DateFromSelf), cancelRequestedAt: Schema.NullOr(Schema.DateFromSelf) })
+
+/** Who holds a row now, read by a beat whose extension matched fewer rows than it held. */
+const LeaseState = Schema.Struct({
+  id: Schema.String,
+  lifecycleStatus: Schema.String,
+  lockedBy: Schema.NullOr(Schema.String),
+  leaseNo: Schema.Number,
+  cancelRequestedAt: Schema.NullOr(Schema.DateFromSelf)
+})
 
 /**
  * `ai_job` on MySQL. Every state change is one compare-and-set `UPDATE ... WHERE` on the
@@ -69,6 +84,11 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     Request: Schema.String,
     Result: LockState,
     execute: (jobId) => sql`SELECT lock_until, cancel_requested_at FROM ai_job WHERE id = ${jobId}`
+  })
+  const readLeaseStates = SqlSchema.findAll({
+    Request: Schema.Array(Schema.String),
+    Result: LeaseState,
+    execute: (ids) => sql`SELECT id, lifecycle_status, locked_by, lease_no, cancel_requested_at FROM ai_job WHERE id IN ${sql.in(ids)}`
   })
   const countWhere = SqlSchema.findOne({
     Request: SqlTail,
@@ -202,6 +222,49 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
           : Effect.succeed({ lockUntil: row.value.lockUntil, cancelRequested: row.value.cancelRequestedAt !== null })
       )
     )
+
+  /**
+   * One fenced UPDATE extends every held lease and raises each one's progress. A lease whose
+   * run still has to hear of a cancel is left out when one was requested, so a beat that
+   * changed as many rows as it held learnt everything: no lease lost, no cancel. Otherwise one
+   * SELECT names the lost leases and the cancels, and the cancelled ones are extended after.
+   */
+  const extendBatch = (held: ReadonlyArray<HeldLease>, lockTtlMs: number, watchCancel: boolean) => {
+    const ids = held.map((entry) => entry.lease.jobId)
+    const fences = sql.csv(held.map(({ lease }) => sql`(${lease.jobId}, ${lease.workerId}, ${lease.leaseNo})`))
+    const progress = sql.join(" ", false)(held.map(({ lease, progress }) => sql`WHEN ${lease.jobId} THEN ${clampProgress(progress)}`))
+    const ignoring = held.filter((entry) => !(watchCancel && entry.reportCancel)).map((entry) => entry.lease.jobId)
+    const cancelCondition = ignoring.length === held.length
+      ? sql`TRUE`
+      : ignoring.length === 0
+      ? sql`cancel_requested_at IS NULL`
+      : sql`(cancel_requested_at IS NULL OR id IN ${sql.in(ignoring)})`
+    return changedRows(
+      sql`UPDATE ai_job SET lock_until = ${plusMillis(lockTtlMs)},
+            progress = GREATEST(progress, CASE id ${progress} ELSE progress END), updated_at = ${now}
+          WHERE id IN ${sql.in(ids)} AND lifecycle_status = 'running' AND (id, locked_by, lease_no) IN (${fences})
+            AND ${cancelCondition}`.raw
+    ).pipe(persistence("ai_job.extendLocks"))
+  }
+
+  const extendLocks = (held: ReadonlyArray<HeldLease>, lockTtlMs: number) =>
+    Effect.gen(function* () {
+      if (held.length === 0) return []
+      const changed = yield* extendBatch(held, lockTtlMs, true)
+      if (changed >= held.length) return held.map((): LeaseBeat => "Extended")
+      const rows = yield* readLeaseStates(held.map((entry) => entry.lease.jobId)).pipe(persistence("ai_job.extendLocks"))
+      const byId = new Map(rows.map((row) => [row.id, row]))
+      const beats = held.map(({ lease, reportCancel }): LeaseBeat => {
+        const row = byId.get(lease.jobId)
+        if (row === undefined || row.lifecycleStatus !== "running" || row.lockedBy !== lease.workerId || row.leaseNo !== lease.leaseNo) {
+          return "Lost"
+        }
+        return reportCancel && row.cancelRequestedAt !== null ? "CancelRequested" : "Extended"
+      })
+      const cancelled = held.filter((_, index) => beats[index] === "CancelRequested")
+      if (cancelled.length > 0) yield* extendBatch(cancelled, lockTtlMs, false)
+      return beats
+    })
 
   /** A hand-off: nobody holds the job and its lock is gone; the next lease costs no attempt. */
   const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
@@ -351,6 +414,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     lockJob,
     takeOver,
     extendLock,
+    extendLocks,
     releaseLock,
     markSucceeded,
     markFailed,
