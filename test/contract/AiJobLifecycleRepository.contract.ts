@@ -420,6 +420,50 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(yield* repo.touchQueued(locked)).toBe(false)
         }))
 
+      it.effect("one beat extends every held lease, raises progress, and names the leases lost and the cancels requested", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          expect(yield* repo.extendLocks([], ttl)).toStrictEqual([])
+          const lock = (progress?: number) => Effect.flatMap(freshJob, (job) => repo.lockJob(job.id, "worker-a", ttl, progress))
+          const steady = yield* lock(30)
+          const cancelled = yield* lock()
+          const ignoring = yield* lock()
+          const takenOver = yield* lock()
+          const finished = yield* lock()
+          yield* repo.requestCancel(cancelled.id)
+          yield* repo.requestCancel(ignoring.id)
+          yield* repo.markSucceeded(leaseFor(finished), "f".repeat(64))
+          yield* harness.advance(ttl * 2)
+          const rescued = yield* repo.takeOver(takenOver.id, "worker-b", ttl)
+          const before = yield* Effect.forEach([takenOver.id, finished.id], reload)
+
+          const beats = yield* repo.extendLocks([
+            { lease: leaseFor(steady), progress: 20, reportCancel: true },
+            { lease: leaseFor(cancelled), progress: 45, reportCancel: true },
+            { lease: leaseFor(ignoring), progress: 50, reportCancel: false },
+            { lease: leaseFor(takenOver), progress: 60, reportCancel: true },
+            { lease: leaseFor(finished), progress: 70, reportCancel: true }
+          ], ttl)
+          expect(beats).toStrictEqual(["Extended", "CancelRequested", "Extended", "Lost", "Lost"])
+          // Held leases end a TTL from the beat (past the first lock's end); progress never goes down.
+          for (const [job, progress] of [[steady, 30], [cancelled, 45], [ignoring, 50]] as const) {
+            const row = yield* reload(job.id)
+            expect(row.lockUntil!.getTime()).toBeGreaterThan(job.lockUntil!.getTime())
+            expect(row.progress).toBe(progress)
+          }
+          // The lost leases' rows are untouched: the new owner's lease and the finished job stay as they were.
+          expect(yield* Effect.forEach([takenOver.id, finished.id], reload)).toStrictEqual(before)
+          expect((yield* reload(takenOver.id)).lockedBy).toBe(rescued.lockedBy)
+
+          // A beat where every lease is held and nobody asked to cancel.
+          const again = yield* repo.extendLocks([
+            { lease: leaseFor(steady), progress: 35, reportCancel: true },
+            { lease: leaseFor(cancelled), progress: 45, reportCancel: false }
+          ], ttl)
+          expect(again).toStrictEqual(["Extended", "Extended"])
+          expect((yield* reload(steady.id)).progress).toBe(35)
+        }))
+
       it.effect("progress moves only under the lease", () =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository
