@@ -18,7 +18,7 @@ import { recordFinished, stageDuration, timed } from "../services/EngineMetrics.
  * cancel `markCancelled`; a lost lease writes nothing (the new owner will); a hand-off releases
  * the lease and fails with `JobHandedOff`, so the queue delivers the job again.
  */
-export const complete = Effect.fn("pipeline.complete")(
+export const complete = Effect.fn("pipeline.complete", { captureStackTrace: false })(
   function* (prepared: PreparedJob, outcome: RunOutcome) {
     const jobs = yield* AiJobLifecycleRepository
     const fence = byLease(prepared.lease)

@@ -171,7 +171,7 @@ export const makeExecutionEngine = (workerId: string) =>
         yield* complete(prepared, outcome)
       }).pipe(
         Effect.onExit(() => Ref.update(running, HashSet.remove(prepared.job.id))),
-        Effect.annotateLogs({ jobId: prepared.job.id, jobType: prepared.job.jobType, attempt: prepared.lease.attempt })
+        Effect.annotateLogs("attempt", prepared.lease.attempt)
       )
 
     // A storage failure before the lock gives the delivery back to the queue, which tries again
@@ -211,13 +211,15 @@ export const makeExecutionEngine = (workerId: string) =>
         }).pipe(
           Effect.withSpan("pipeline.run", {
             kind: "consumer",
+            captureStackTrace: false,
             ...Option.match(parent, { onNone: () => ({ root: true }), onSome: (span) => ({ parent: span }) }),
             attributes: { "ai_job.id": jobId, "ai_job.type": delivery.payload.jobType, "ai_job.queue": delivery.queueName, workerId }
           })
         )
       }).pipe(
         Effect.catchAllDefect((defect) => Effect.logError("engine defect; the reaper covers the job", defect)),
-        Effect.annotateLogs({ workerId }),
+        // Once per run: every stage's lines and every statement's warnings carry them.
+        Effect.annotateLogs({ workerId, jobId: delivery.payload.jobId, jobType: delivery.payload.jobType }),
         Effect.provide(context)
       )
 
