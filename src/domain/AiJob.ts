@@ -124,11 +124,6 @@ export interface JobFailure {
   readonly internalErrorMessage: string
 }
 
-/** After a heartbeat: where the lock now ends, and whether someone asked to cancel. */
-export interface LockExtension {
-  readonly lockUntil: Date
-  readonly cancelRequested: boolean
-}
 
 /** Filters shared by the user's and the operator's job lists. */
 export interface JobListFilter {

@@ -6,7 +6,6 @@ import type {
   JobLease,
   JobListCursor,
   JobListFilter,
-  LockExtension,
   NewAiJob
 } from "../domain/AiJob.js"
 import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
@@ -101,7 +100,7 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     ) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
     /**
      * Compare-and-set `queued → running`; the loser gets `JobLockConflict` (docs/architecture.md §4.1).
-     * `progress`, when given, rides along (raised, never lowered), as on `takeOver` and `extendLock`.
+     * `progress`, when given, rides along (raised, never lowered), as on `takeOver` and `extendLocks`.
      */
     readonly lockJob: (
       jobId: string,
@@ -121,15 +120,6 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       lockTtlMs: number,
       progress?: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError>
-    /**
-     * The heartbeat's write: the lock now ends `lockTtlMs` from now; `progress`, when given,
-     * rides along (raised, never lowered), so reporting progress costs no write of its own.
-     */
-    readonly extendLock: (
-      lease: JobLease,
-      lockTtlMs: number,
-      progress?: number
-    ) => Effect.Effect<LockExtension, LockLost | PersistenceError>
     /**
      * The lease keeper's beat (docs/architecture.md §4.3): every held lease's lock now ends
      * `lockTtlMs` from now and its progress is raised, in one fenced write for all of them.

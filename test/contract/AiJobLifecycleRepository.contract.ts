@@ -3,6 +3,7 @@ import { Clock, Effect, Either, Layer, Option } from "effect"
 import type { AiJob, JobLease } from "../../src/domain/AiJob.js"
 import { byExpiredLock, byLease, leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
+import { LockLost } from "../../src/domain/LifecycleErrors.js"
 import { PersistenceError } from "../../src/domain/PersistenceError.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService, makeAiJobService } from "../../src/services/AiJobService.js"
@@ -78,6 +79,17 @@ const refusedWithoutChange = <A, E extends { readonly _tag: string }, R>(
     expect(after).toStrictEqual(before)
   })
 
+/**
+ * One lease's beat, as the lease keeper makes it for each lease it holds: `LockLost` when the
+ * lease is gone, otherwise whether a cancel was requested.
+ */
+const beatOne = (lease: JobLease, lockTtlMs: number, progress = 0) =>
+  Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.extendLocks([{ lease, progress, reportCancel: true }], lockTtlMs)).pipe(
+    Effect.flatMap(([beat]) =>
+      beat === "Lost" ? Effect.fail(new LockLost({ ...lease })) : Effect.succeed({ cancelRequested: beat === "CancelRequested" })
+    )
+  )
+
 export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
   describe(`AiJobLifecycleRepository contract (${harness.name})`, () => {
     const ttl = harness.lockTtlMs
@@ -144,7 +156,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const requested = yield* repo.requestCancel(running.id)
           expect(requested.lifecycleStatus).toBe("running")
           expect(requested.cancelRequestedAt).not.toBeNull()
-          const heartbeat = yield* repo.extendLock(lease, ttl)
+          const heartbeat = yield* beatOne(lease, ttl)
           expect(heartbeat.cancelRequested).toBe(true)
           const cancelled = yield* repo.markCancelled(byLease(lease))
           expect(cancelled.lifecycleStatus).toBe("cancelled")
@@ -219,7 +231,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markFailed(byLease(lastLease), failure))
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markCancelled(byLease(lastLease)))
           yield* refusedWithoutChange(succeeded.id, "JobNotCancellable", repo.requestCancel(succeeded.id))
-          yield* refusedWithoutChange(succeeded.id, "LockLost", repo.extendLock(lastLease, ttl))
+          yield* refusedWithoutChange(succeeded.id, "LockLost", beatOne(lastLease, ttl))
 
           const failed = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl).pipe(
             Effect.flatMap((job) => repo.markFailed(byLease(leaseFor(job)), failure))
@@ -274,8 +286,8 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(taken.lifecycleStatus).toBe("running")
           expect(taken.lockedBy).toBe("worker-b")
           expect(taken.attemptCount).toBe(2)
-          yield* refusedWithoutChange(job.id, "LockLost", repo.extendLock(zombie, ttl))
-          yield* refusedWithoutChange(job.id, "LockLost", repo.extendLock(zombie, ttl, 50))
+          yield* refusedWithoutChange(job.id, "LockLost", beatOne(zombie, ttl))
+          yield* refusedWithoutChange(job.id, "LockLost", beatOne(zombie, ttl, 50))
           yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(zombie, "zombie"))
           yield* refusedWithoutChange(job.id, "LockLost", repo.markFailed(byLease(zombie), failure))
           const done = yield* repo.markSucceeded(leaseFor(taken), "b".repeat(64))
@@ -311,7 +323,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           yield* harness.advance(ttl * 2)
           const seen = (yield* repo.findExpiredLocks(0, 1000)).find((row) => row.id === running.id)
           expect(seen).toBeDefined()
-          yield* repo.extendLock(leaseFor(running), ttl * 10)
+          yield* beatOne(leaseFor(running), ttl * 10)
           yield* refusedWithoutChange(running.id, "LockLost", repo.markFailed(byExpiredLock(seen!, 0), failure))
           expect((yield* repo.findExpiredLocks(0, 1000)).map((row) => row.id)).not.toContain(running.id)
         }))
@@ -363,7 +375,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
             expect(taken.leaseNo).toBe(previous.leaseNo + 1)
             lease = leaseFor(taken)
             // The worker that gave the job back can no longer write to it.
-            yield* refusedWithoutChange(locked.id, "LockLost", repo.extendLock(previous, ttl))
+            yield* refusedWithoutChange(locked.id, "LockLost", beatOne(previous, ttl))
             yield* refusedWithoutChange(locked.id, "LockLost", repo.markSucceeded(previous, "old"))
             yield* refusedWithoutChange(locked.id, "LockLost", repo.markFailed(byLease(previous), failure))
             yield* refusedWithoutChange(locked.id, "LockLost", repo.releaseLock(previous))
@@ -468,7 +480,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository
           const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
-          yield* repo.extendLock(leaseFor(running), ttl, 40)
+          yield* beatOne(leaseFor(running), ttl, 40)
           expect((yield* reload(running.id)).progress).toBe(40)
         }))
 

@@ -151,15 +151,6 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       next
     )
 
-  const extendLock = (lease: JobLease, lockTtlMs: number, progress?: number) =>
-    whileLeased("ai_job.extendLock", lease, (job, now) =>
-      changed(job, now, {
-        lockUntil: plus(now, lockTtlMs),
-        progress: progress === undefined ? job.progress : Math.max(job.progress, clampProgress(progress))
-      })).pipe(
-      Effect.map((job) => ({ lockUntil: job.lockUntil ?? new Date(0), cancelRequested: job.cancelRequestedAt !== null }))
-    )
-
   /** Every held lease checked and extended in one serialized write, as MySQL's one UPDATE. */
   const extendLocks = (held: ReadonlyArray<HeldLease>, lockTtlMs: number) =>
     held.length === 0
@@ -298,7 +289,6 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
     findByIdempotencyKey,
     lockJob,
     takeOver,
-    extendLock,
     extendLocks,
     releaseLock,
     markSucceeded,

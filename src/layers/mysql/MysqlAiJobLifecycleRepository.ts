@@ -33,9 +33,6 @@ import { isDuplicateKey, persistence } from "./sqlErrors.js"
 /** The rest of a `SELECT * FROM ai_job` (its WHERE, ORDER BY, LIMIT), for the lists whose clauses vary. */
 const SqlTail = Schema.declare(isFragment)
 
-/** What a heartbeat reads back after extending the lock. */
-const LockState = Schema.Struct({ lockUntil: Schema.NullOr(Schema.DateFromSelf), cancelRequestedAt: Schema.NullOr(Schema.DateFromSelf) })
-
 /** Who holds a row now, read by a beat whose extension matched fewer rows than it held. */
 const LeaseState = Schema.Struct({
   id: Schema.String,
@@ -79,11 +76,6 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     // `sql.insert` binds every value; the two clock columns are the database's expression, so the
     // row goes in as MySQL's `INSERT ... SET` (column names still from the row's keys).
     execute: (row) => sql`INSERT INTO ai_job SET ${sql.update(row)}, created_at = ${now}, updated_at = ${now}`
-  })
-  const readLockState = SqlSchema.findOne({
-    Request: Schema.String,
-    Result: LockState,
-    execute: (jobId) => sql`SELECT lock_until, cancel_requested_at FROM ai_job WHERE id = ${jobId}`
   })
   const readLeaseStates = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
@@ -205,22 +197,6 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     changedRows(sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)}`.raw).pipe(
       persistence(operation),
       Effect.flatMap((changed) => (changed > 0 ? Effect.void : Effect.fail(new LockLost({ ...lease }))))
-    )
-
-  const extendLock = (lease: JobLease, lockTtlMs: number, progress?: number) =>
-    leaseWrite(
-      "ai_job.extendLock",
-      lease,
-      progress === undefined
-        ? sql`lock_until = ${plusMillis(lockTtlMs)}`
-        : sql`lock_until = ${plusMillis(lockTtlMs)}, progress = GREATEST(progress, ${clampProgress(progress)})`
-    ).pipe(
-      Effect.zipRight(readLockState(lease.jobId).pipe(persistence("ai_job.extendLock"))),
-      Effect.flatMap((row) =>
-        Option.isNone(row) || row.value.lockUntil === null
-          ? Effect.fail(new LockLost({ ...lease }))
-          : Effect.succeed({ lockUntil: row.value.lockUntil, cancelRequested: row.value.cancelRequestedAt !== null })
-      )
     )
 
   /**
@@ -413,7 +389,6 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     findByIdempotencyKey,
     lockJob,
     takeOver,
-    extendLock,
     extendLocks,
     releaseLock,
     markSucceeded,
