@@ -107,7 +107,7 @@ const exporterOf = (traces: TraceExport) =>
     : new OtlpProtoTraceExporter({ url: traces.tracesUrl })
 
 /**
- * Effect's spans handed to `processor` through the OpenTelemetry SDK, as `service.name`; the
+ * Effect's spans handed to the processor `makeProcessor` builds, through the OpenTelemetry SDK; the
  * processor is flushed and shut down (bounded) when the layer closes.
  */
 export const tracingThrough = (
