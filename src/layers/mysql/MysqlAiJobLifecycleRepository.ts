@@ -189,9 +189,8 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     )
 
   /**
-   * A write that keeps the job running (heartbeat, progress, release): no read-back when it
-   * matched; when it did not, the lease is gone whatever the reason (another owner, the job left
-   * `running`, or vanished).
+   * A lease write that needs no row back (the release): when it matched nothing, the lease is
+   * gone whatever the reason (another owner, the job left `running`, or vanished).
    */
   const leaseWrite = (operation: string, lease: JobLease, set: Fragment) =>
     changedRows(sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)}`.raw).pipe(
