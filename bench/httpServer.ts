@@ -6,6 +6,8 @@
  * - `bare`: `node:http` with a mysql2 pool of the same size (10) running the same SELECTs
  *   (the job row; the artifacts of a succeeded job) and `JSON.stringify`; no auth, no Schema.
  *
+ * On `measure` it answers with its memory (the SSE bench's per-stream figure).
+ *
  * argv[2]: JSON `{ mode, target }`.
  */
 import { createServer } from "node:http"
@@ -18,6 +20,7 @@ import { apiServer } from "../src/http/server.js"
 import { parentMessages, toParent } from "./childProcess.js"
 import { benchEngineLayer, benchJwtSecret } from "./engineStack.js"
 import { HttpServerArgs, HttpServerCommand } from "./httpProtocol.js"
+import type { MemoryReading } from "./memoryProtocol.js"
 import { type BenchTarget, rawPool } from "./infra.js"
 
 const engineServer = (target: BenchTarget) =>
@@ -73,12 +76,34 @@ const bareServer = (target: BenchTarget) =>
     return typeof address === "object" && address !== null ? address.port : yield* Effect.dieMessage("no port")
   })
 
+/** The process's memory after two full GCs (when started with `--expose-gc`). */
+const memoryReading = (label: string) =>
+  Effect.gen(function* () {
+    yield* Effect.sleep("50 millis")
+    globalThis.gc?.()
+    globalThis.gc?.()
+    const usage = process.memoryUsage()
+    return {
+      type: "memory",
+      label,
+      rssBytes: usage.rss,
+      heapUsedBytes: usage.heapUsed,
+      heapTotalBytes: usage.heapTotal,
+      externalBytes: usage.external,
+      gcExposed: globalThis.gc !== undefined
+    } satisfies MemoryReading
+  })
+
 const program = Effect.gen(function* () {
   const args = yield* Schema.decodeUnknown(Schema.parseJson(HttpServerArgs))(process.argv[2] ?? "")
   const inbox = yield* parentMessages(HttpServerCommand)
   const port = args.mode === "engine" ? yield* engineServer(args.target) : yield* bareServer(args.target)
   yield* toParent({ type: "listening", port })
-  yield* Queue.take(inbox)
+  while (true) {
+    const command = yield* Queue.take(inbox)
+    if (command.type === "stop") return
+    yield* toParent(yield* memoryReading(command.label))
+  }
 }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
 
 NodeRuntime.runMain(program)
