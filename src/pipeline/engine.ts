@@ -9,7 +9,6 @@ import type { ArtifactRepository } from "../services/ArtifactRepository.js"
 import { CancelSignal } from "../services/CancelSignal.js"
 import type { ContentSafety } from "../services/ContentSafety.js"
 import type { CredentialVault } from "../services/CredentialVault.js"
-import type { DomainEvents } from "../services/DomainEvents.js"
 import type { JobEvents } from "../services/JobEvents.js"
 import { progressAt } from "../domain/JobEvent.js"
 import type { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
@@ -48,7 +47,6 @@ export type EngineServices =
   | ResultProjectors
   | ArtifactRepository
   | UnitOfWork
-  | DomainEvents
   | JobEvents
   | CancelSignal
   | TimingConfig
