@@ -83,7 +83,6 @@ export const makeOperatorViews = Effect.gen(function* () {
         detail: `queue ${job.queueName}, priority ${job.priority}${job.retriedFromJobId === null ? "" : `, retry of ${job.retriedFromJobId}`}`
       }
     ]
-    for (const retry of retries) events.push({ at: retry.createdAt, kind: "retry_requested", detail: `retried as ${retry.id}` })
     if (job.startedAt !== null) events.push({ at: job.startedAt, kind: "started" })
     if (job.cancelRequestedAt !== null) events.push({ at: job.cancelRequestedAt, kind: "cancel_requested" })
     if (job.finishedAt !== null && (job.lifecycleStatus === "succeeded" || job.lifecycleStatus === "failed" || job.lifecycleStatus === "cancelled")) {
@@ -91,6 +90,8 @@ export const makeOperatorViews = Effect.gen(function* () {
     } else {
       events.push({ at: job.updatedAt, kind: "last_update", detail: `${job.lifecycleStatus}, progress ${job.progress}%` })
     }
+    // After the job's own events, so that a retry in the same millisecond as the end still follows it.
+    for (const retry of retries) events.push({ at: retry.createdAt, kind: "retry_requested", detail: `retried as ${retry.id}` })
     return events
       .sort((a, b) => a.at.getTime() - b.at.getTime())
       .map((event) => ({ ...event, at: event.at.toISOString() }))
