@@ -5,6 +5,8 @@
  *   for a succeeded job, its artifacts) and encodes the response Schema.
  * - `bare`: `node:http` with a mysql2 pool of the same size (10) running the same SELECTs
  *   (the job row; the artifacts of a succeeded job) and `JSON.stringify`; no auth, no Schema.
+ *   Its `/api/ai/jobs/:jobId/events` sends one status frame and holds the connection open: the
+ *   SSE bench's memory baseline.
  *
  * On `measure` it answers with its memory (the SSE bench's per-stream figure).
  *
@@ -36,11 +38,23 @@ const engineServer = (target: BenchTarget) =>
   })
 
 const jobPath = /^\/api\/ai\/jobs\/([^/?]+)$/
+const eventsPath = /^\/api\/ai\/jobs\/([^/?]+)\/events$/
 
 const bareServer = (target: BenchTarget) =>
   Effect.gen(function* () {
     const pool = yield* rawPool(target.databaseUrl, 10)
     const server = createServer((request, response) => {
+      // The SSE bench's baseline: one status frame from the row, then the connection held open.
+      const events = eventsPath.exec(request.url ?? "")
+      if (request.method === "GET" && events !== null) {
+        void pool.execute("SELECT lifecycle_status, progress FROM ai_job WHERE id = ?", [decodeURIComponent(events[1] ?? "")])
+          .then(([rows]) => {
+            response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
+            response.write(`event: status\ndata: ${JSON.stringify(Array.isArray(rows) ? rows[0] ?? null : null)}\n\n`)
+          })
+          .catch(() => response.writeHead(500).end())
+        return
+      }
       const match = jobPath.exec(request.url ?? "")
       if (request.method !== "GET" || match === null) {
         response.writeHead(404).end()

@@ -11,12 +11,15 @@
  * - delivery latency: from the publish of a job's event (after its commit) to the status frame
  *   arriving on a stream (both clocks in this process);
  * - that every stream received the terminal status and then closed.
+ * Beside it, the baseline: a bare `node:http` server (no Effect, no auth) holding as many streams,
+ * each after one status frame, measured the same way.
  * Prints the figures and writes bench/results/sse.json.
  *
  * Each open stream is a socket on both sides: the file descriptor limit (`ulimit -n`) must exceed
  * the stream count with room to spare; the bench says so and stops when it does not.
  */
-import { readFile, mkdir, writeFile } from "node:fs/promises"
+import { mkdir, readFile, writeFile } from "node:fs/promises"
+import { type ClientRequest, get } from "node:http"
 import { availableParallelism, loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
 import { FetchHttpClient } from "@effect/platform"
@@ -84,19 +87,24 @@ const program = Effect.gen(function* () {
   const database = yield* scratchDatabase(s.serverUrl)
   const redisPrefix = yield* redisNamespace(s.redisUrl)
   const target = { ...database, redisUrl: s.redisUrl, redisPrefix }
-  const server = yield* benchChild({
-    entry: "./httpServer.ts",
-    args: [JSON.stringify({ mode: "engine", target })],
-    message: ServerMessage,
-    exposeGc: true
-  })
-  const { port } = yield* server.next(isListening, 60)
-  const baseUrl = `http://127.0.0.1:${port}`
-  const measure = (label: string) => Effect.zipRight(server.send({ type: "measure", label }), server.next(isReading, 60))
+  /** The API alone in a child process, for the caller's scope; `measure` reads its memory. */
+  const startServer = (mode: "engine" | "bare") =>
+    Effect.gen(function* () {
+      const server = yield* benchChild({
+        entry: "./httpServer.ts",
+        args: [JSON.stringify({ mode, target })],
+        message: ServerMessage,
+        exposeGc: true
+      })
+      const { port } = yield* server.next(isListening, 60)
+      const measure = (label: string) => Effect.zipRight(server.send({ type: "measure", label }), server.next(isReading, 60))
+      return { baseUrl: `http://127.0.0.1:${port}`, measure }
+    })
   const userId = "bench-sse-user"
   const token = yield* signToken({ sub: userId, role: "USER", expiresInSeconds: 3600 }, Redacted.make(benchJwtSecret))
 
   const measured = yield* Effect.gen(function* () {
+    const { baseUrl, measure } = yield* startServer("engine")
     const service = yield* AiJobService
     const repository = yield* AiJobLifecycleRepository
     const events = yield* JobEvents
@@ -208,6 +216,7 @@ const program = Effect.gen(function* () {
     }
     const expectedPerStream = 2 + s.progressSteps
     return {
+      jobIds: jobs.map((job) => job.id),
       openSeconds: round(openSeconds, 2),
       failedToOpen,
       before,
@@ -226,16 +235,52 @@ const program = Effect.gen(function* () {
         stillOpen: records.filter((record) => record.ended === "open").length
       }
     }
-  }).pipe(Effect.provide(benchEngineLayer(target, { workerConcurrency: 1 })))
+  }).pipe(Effect.scoped, Effect.provide(benchEngineLayer(target, { workerConcurrency: 1 })))
 
-  const perStream = (key: "rssBytes" | "heapUsedBytes" | "externalBytes") =>
-    round((measured.withStreams[key] - measured.before[key]) / Math.max(1, s.streams) / 1024, 1)
+  // The baseline: a bare node:http server holding as many streams, each after one status frame.
+  yield* step(`baseline: ${s.streams} streams held by a bare node:http server`)
+  const bare = yield* Effect.gen(function* () {
+    const { baseUrl, measure } = yield* startServer("bare")
+    const requests: Array<ClientRequest> = []
+    yield* Effect.addFinalizer(() => Effect.sync(() => requests.forEach((request) => request.destroy())))
+    const openBare = (i: number) =>
+      Effect.async<ClientRequest, Error>((resume) => {
+        const jobId = measured.jobIds[i % measured.jobIds.length] ?? ""
+        const request = get(`${baseUrl}/api/ai/jobs/${encodeURIComponent(jobId)}/events`, (response) => {
+          response.once("data", () => resume(Effect.succeed(request)))
+        })
+        request.once("error", (error) => resume(Effect.fail(error)))
+        requests.push(request)
+      })
+    // As for the engine: one stream first, so what the first one loads is not counted.
+    const warmRequest = yield* openBare(0)
+    warmRequest.destroy()
+    const before = yield* measure("bare, before streams")
+    for (let first = 0; first < s.streams; first += s.openBatch) {
+      yield* Effect.forEach(
+        Array.from({ length: Math.min(s.openBatch, s.streams - first) }, (_, k) => first + k),
+        openBare,
+        { concurrency: "unbounded", discard: true }
+      )
+    }
+    const withStreams = yield* measure("bare, streams open")
+    return { before, withStreams }
+  }).pipe(Effect.scoped, Effect.orDie)
+
+  const perStreamOf = (readings: { readonly before: MemoryReading; readonly withStreams: MemoryReading }) =>
+  (key: "rssBytes" | "heapUsedBytes" | "externalBytes") =>
+    round((readings.withStreams[key] - readings.before[key]) / Math.max(1, s.streams) / 1024, 1)
+  const perStream = perStreamOf(measured)
+  const barePerStream = perStreamOf(bare)
+  const { jobIds: _jobIds, ...figures } = measured
   const results = {
     startedAt: new Date().toISOString(),
     machine: { cpus: availableParallelism(), node: process.version, loadAverageStart: round(loadStart, 2), loadAverageEnd: round(loadavg()[0] ?? 0, 2) },
     settings: { ...s, openFilesLimit: Option.getOrNull(limit) },
-    ...measured,
-    perStreamKiB: { rss: perStream("rssBytes"), heapUsed: perStream("heapUsedBytes"), external: perStream("externalBytes") }
+    ...figures,
+    perStreamKiB: { rss: perStream("rssBytes"), heapUsed: perStream("heapUsedBytes"), external: perStream("externalBytes") },
+    bare,
+    barePerStreamKiB: { rss: barePerStream("rssBytes"), heapUsed: barePerStream("heapUsedBytes"), external: barePerStream("externalBytes") }
   }
   yield* Effect.promise(async () => {
     await mkdir(fileURLToPath(new URL("./results/", import.meta.url)), { recursive: true })
@@ -246,13 +291,16 @@ const program = Effect.gen(function* () {
   const lines = [
     `SSE: ${s.streams} streams on ${s.jobs} jobs, one API process (MySQL + Redis pub/sub); load average ${results.machine.loadAverageStart} → ${results.machine.loadAverageEnd} on ${results.machine.cpus} CPUs`,
     "",
-    "| API process | RSS MiB | heap used MiB | external MiB |",
+    "| server process | RSS MiB | heap used MiB | external MiB |",
     "|---|---|---|---|",
     memoryRow(measured.before),
     memoryRow(measured.withStreams),
     memoryRow(measured.afterStreams),
+    memoryRow(bare.before),
+    memoryRow(bare.withStreams),
     "",
-    `memory per open stream: RSS ${results.perStreamKiB.rss} KiB, heap ${results.perStreamKiB.heapUsed} KiB, external ${results.perStreamKiB.external} KiB`,
+    `memory per open stream: RSS ${results.perStreamKiB.rss} KiB, heap ${results.perStreamKiB.heapUsed} KiB, external ${results.perStreamKiB.external} KiB` +
+    ` (bare node:http baseline: RSS ${results.barePerStreamKiB.rss} KiB, heap ${results.barePerStreamKiB.heapUsed} KiB)`,
     `opened in ${measured.openSeconds} s (${measured.failedToOpen} without a first status)`,
     `driven: ${s.jobs * (2 + s.progressSteps)} status changes in ${measured.driveSeconds} s (${measured.changesPerSecond}/s)`,
     `delivery publish → client: p50 ${measured.delivery.p50Ms} ms, p99 ${measured.delivery.p99Ms} ms, max ${measured.delivery.maxMs} ms ` +
