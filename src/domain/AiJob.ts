@@ -44,6 +44,8 @@ export class AiJob extends Schema.Class<AiJob>("AiJob")({
    * leniently: a value that is not one is ignored where it is used, never a reason to fail a read.
    */
   traceParent: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
+  /** The job an operator's retry re-created this one from; null for a job a client created. */
+  retriedFromJobId: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 }) {}
@@ -68,6 +70,8 @@ export interface NewAiJob {
   readonly maxAttempts: number
   /** The creating request's span context (`traceparent`), when there is one. */
   readonly traceParent?: string | null
+  /** The job this one retries (an operator's retry), when it is one. */
+  readonly retriedFromJobId?: string | null
 }
 
 /**

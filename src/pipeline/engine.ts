@@ -10,7 +10,6 @@ import type { CancelSignal } from "../services/CancelSignal.js"
 import { JobProgress } from "../services/JobProgress.js"
 import type { ContentSafety } from "../services/ContentSafety.js"
 import type { CredentialVault } from "../services/CredentialVault.js"
-import type { DomainEvents } from "../services/DomainEvents.js"
 import type { JobEvents } from "../services/JobEvents.js"
 import { progressAt } from "../domain/JobEvent.js"
 import type { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
@@ -49,7 +48,6 @@ export type EngineServices =
   | ResultProjectors
   | ArtifactRepository
   | UnitOfWork
-  | DomainEvents
   | JobEvents
   | CancelSignal
   | TimingConfig

@@ -61,7 +61,8 @@ export const queuedJobFields = (job: NewAiJob): Omit<AiJob, "createdAt" | "updat
   publicErrorMessage: null,
   internalErrorMessage: null,
   outputHash: null,
-  traceParent: job.traceParent ?? null
+  traceParent: job.traceParent ?? null,
+  retriedFromJobId: job.retriedFromJobId ?? null
 })
 
 /** One lease a worker process holds, as its lease keeper extends it on a beat. */
@@ -93,6 +94,8 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     /** Inserts a `queued` job. Call inside `UnitOfWork.transaction` beside its outbox event. */
     readonly createJob: (job: NewAiJob) => Effect.Effect<AiJob, DuplicateIdempotencyKey | PersistenceError>
     readonly findById: (jobId: string) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
+    /** The jobs an operator's retry re-created from this one, oldest first. */
+    readonly findRetriesOf: (jobId: string) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
     readonly findByIdempotencyKey: (
       userId: string,
       jobType: string,

@@ -675,6 +675,34 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(Option.isNone(yield* snapshots.findByJobId(attemptedJobId))).toBe(true)
         }))
 
+      it.effect("a retry records the job it retries, and the retried job finds its retries oldest first", () =>
+        Effect.gen(function* () {
+          const service = yield* AiJobService
+          const repo = yield* AiJobLifecycleRepository
+          const original = yield* freshJob
+          const retryOf = (jobId: string) =>
+            service.createJob({
+              userId: original.userId,
+              jobType: original.jobType,
+              targetType: original.targetType,
+              targetId: original.targetId,
+              input: original.input,
+              enforceQuotas: false,
+              retryOf: jobId
+            })
+          const first = (yield* retryOf(original.id)).job
+          yield* harness.advance(5)
+          const second = (yield* retryOf(original.id)).job
+          const ofTheRetry = (yield* retryOf(first.id)).job
+
+          expect(original.retriedFromJobId).toBeNull()
+          expect((yield* reload(first.id)).retriedFromJobId).toBe(original.id)
+          expect((yield* reload(ofTheRetry.id)).retriedFromJobId).toBe(first.id)
+          expect((yield* repo.findRetriesOf(original.id)).map((job) => job.id)).toStrictEqual([first.id, second.id])
+          expect((yield* repo.findRetriesOf(first.id)).map((job) => job.id)).toStrictEqual([ofTheRetry.id])
+          expect(yield* repo.findRetriesOf(second.id)).toStrictEqual([])
+        }))
+
       it.effect("bad input is a typed error naming the field, and nothing is written", () =>
         Effect.gen(function* () {
           const service = yield* AiJobService

@@ -267,6 +267,9 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       return Either.right([true, withJob(tables, changed(current.value, now, {}))] as const)
     })
 
+  const findRetriesOf = (jobId: string) =>
+    db.read((tables) => allJobs(tables).filter((job) => job.retriedFromJobId === jobId).sort(oldestFirst))
+
   const list: AiJobLifecycleRepository["Type"]["list"] = (filter, page) =>
     db.read((tables) =>
       allJobs(tables)
@@ -286,6 +289,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
   return AiJobLifecycleRepository.of({
     createJob,
     findById,
+    findRetriesOf,
     findByIdempotencyKey,
     lockJob,
     takeOver,

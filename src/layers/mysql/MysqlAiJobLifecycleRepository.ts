@@ -339,6 +339,9 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
             ORDER BY created_at, id LIMIT ${options.limit ?? 100}`
       ).pipe(persistence("ai_job.findByLifecycleStatus"))
 
+  const findRetriesOf = (jobId: string) =>
+    selectJobs(sql`WHERE retried_from_job_id = ${jobId} ORDER BY created_at, id`).pipe(persistence("ai_job.findRetriesOf"))
+
   const findExpiredLocks = (graceMs: number, limit: number) =>
     selectJobs(
       sql`WHERE lifecycle_status = 'running' AND (lock_until IS NULL OR lock_until < ${minusMillis(graceMs)})
@@ -385,6 +388,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   return AiJobLifecycleRepository.of({
     createJob,
     findById,
+    findRetriesOf,
     findByIdempotencyKey,
     lockJob,
     takeOver,
