@@ -190,7 +190,7 @@ const program = Effect.gen(function* () {
     for (let k = 1; k <= s.progressSteps; k++) {
       const progress = 5 + Math.round((75 * k) / s.progressSteps)
       yield* phase(`progress ${progress}`, running, (job) =>
-        Effect.flatMap(leaseFor(job), (lease) => Effect.zipRight(repository.extendLock(lease, ttlMs, progress), announce(job, progress))))
+        Effect.flatMap(leaseFor(job), (lease) => Effect.zipRight(repository.extendLocks([{ lease, progress, reportCancel: false }], ttlMs), announce(job, progress))))
     }
     yield* phase("succeeded", running, (job) =>
       Effect.flatMap(leaseFor(job), (lease) => Effect.tap(repository.markSucceeded(lease, "0".repeat(64)), (done) => announce(done))))
