@@ -18,5 +18,8 @@ export const HttpServerArgs = Schema.Struct({
 export const HttpServerReady = Schema.Struct({ type: Schema.Literal("listening"), port: Schema.Number })
 export type HttpServerReady = typeof HttpServerReady.Type
 
-/** Parent → child. */
-export const HttpServerCommand = Schema.Struct({ type: Schema.Literal("stop") })
+/** Parent → child: stop, or report the process's memory (answered with a `MemoryReading`). */
+export const HttpServerCommand = Schema.Union(
+  Schema.Struct({ type: Schema.Literal("stop") }),
+  Schema.Struct({ type: Schema.Literal("measure"), label: Schema.String })
+)

@@ -5,6 +5,10 @@
  *   for a succeeded job, its artifacts) and encodes the response Schema.
  * - `bare`: `node:http` with a mysql2 pool of the same size (10) running the same SELECTs
  *   (the job row; the artifacts of a succeeded job) and `JSON.stringify`; no auth, no Schema.
+ *   Its `/api/ai/jobs/:jobId/events` sends one status frame and holds the connection open: the
+ *   SSE bench's memory baseline.
+ *
+ * On `measure` it answers with its memory (the SSE bench's per-stream figure).
  *
  * argv[2]: JSON `{ mode, target }`.
  */
@@ -18,6 +22,7 @@ import { apiServer } from "../src/http/server.js"
 import { parentMessages, toParent } from "./childProcess.js"
 import { benchEngineLayer, benchJwtSecret } from "./engineStack.js"
 import { HttpServerArgs, HttpServerCommand } from "./httpProtocol.js"
+import type { MemoryReading } from "./memoryProtocol.js"
 import { type BenchTarget, rawPool } from "./infra.js"
 
 const engineServer = (target: BenchTarget) =>
@@ -33,11 +38,23 @@ const engineServer = (target: BenchTarget) =>
   })
 
 const jobPath = /^\/api\/ai\/jobs\/([^/?]+)$/
+const eventsPath = /^\/api\/ai\/jobs\/([^/?]+)\/events$/
 
 const bareServer = (target: BenchTarget) =>
   Effect.gen(function* () {
     const pool = yield* rawPool(target.databaseUrl, 10)
     const server = createServer((request, response) => {
+      // The SSE bench's baseline: one status frame from the row, then the connection held open.
+      const events = eventsPath.exec(request.url ?? "")
+      if (request.method === "GET" && events !== null) {
+        void pool.execute("SELECT lifecycle_status, progress FROM ai_job WHERE id = ?", [decodeURIComponent(events[1] ?? "")])
+          .then(([rows]) => {
+            response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
+            response.write(`event: status\ndata: ${JSON.stringify(Array.isArray(rows) ? rows[0] ?? null : null)}\n\n`)
+          })
+          .catch(() => response.writeHead(500).end())
+        return
+      }
       const match = jobPath.exec(request.url ?? "")
       if (request.method !== "GET" || match === null) {
         response.writeHead(404).end()
@@ -73,12 +90,34 @@ const bareServer = (target: BenchTarget) =>
     return typeof address === "object" && address !== null ? address.port : yield* Effect.dieMessage("no port")
   })
 
+/** The process's memory after two full GCs (when started with `--expose-gc`). */
+const memoryReading = (label: string) =>
+  Effect.gen(function* () {
+    yield* Effect.sleep("50 millis")
+    globalThis.gc?.()
+    globalThis.gc?.()
+    const usage = process.memoryUsage()
+    return {
+      type: "memory",
+      label,
+      rssBytes: usage.rss,
+      heapUsedBytes: usage.heapUsed,
+      heapTotalBytes: usage.heapTotal,
+      externalBytes: usage.external,
+      gcExposed: globalThis.gc !== undefined
+    } satisfies MemoryReading
+  })
+
 const program = Effect.gen(function* () {
   const args = yield* Schema.decodeUnknown(Schema.parseJson(HttpServerArgs))(process.argv[2] ?? "")
   const inbox = yield* parentMessages(HttpServerCommand)
   const port = args.mode === "engine" ? yield* engineServer(args.target) : yield* bareServer(args.target)
   yield* toParent({ type: "listening", port })
-  yield* Queue.take(inbox)
+  while (true) {
+    const command = yield* Queue.take(inbox)
+    if (command.type === "stop") return
+    yield* toParent(yield* memoryReading(command.label))
+  }
 }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
 
 NodeRuntime.runMain(program)

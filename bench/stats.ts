@@ -27,3 +27,11 @@ export const round = (value: number, digits = 2): number => {
 
 /** `a / b`, rounded; 0 when `b` is 0. */
 export const ratio = (a: number, b: number, digits = 3): number => (b === 0 ? 0 : round(a / b, digits))
+
+/** The middle value of `values` (the mean of the two middle ones for an even count; 0 when empty). */
+export const median = (values: ReadonlyArray<number>): number => {
+  if (values.length === 0) return 0
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2
+}

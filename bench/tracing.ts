@@ -1,10 +1,12 @@
 /**
  * `npm run bench:tracing`: what tracing costs. The engine (API service, dispatcher, worker, on
- * the local MariaDB and Redis, the instant synthetic provider) runs the same load in alternating
- * rounds: tracing off (no endpoint: nothing exported) and tracing on, exporting every span over
- * OTLP/HTTP (protobuf, batched) to a receiver in another process. Throughput is jobs per second
- * from the first create to the last finish, read from the database clock. Prints the table and
- * writes bench/results/tracing.json.
+ * the local MariaDB and Redis, the instant synthetic provider) runs the same load in interleaved
+ * rounds: tracing off (no endpoint: nothing exported), then on, exporting over OTLP/HTTP (protobuf,
+ * batched, no `sql.*` spans unless `TRACE_SQL=true`) to a receiver in another process, and again.
+ * Throughput is jobs per second from the first create to the last finish, read from the database
+ * clock; the cost is the ratio of the two sides' medians. Prints the rounds, spans and bytes
+ * exported per job and a [MET]/[MISSED] line for "tracing cost < 10 %"; writes
+ * bench/results/tracing.json. Sizes: BENCH_TRACING_JOBS (600), BENCH_TRACING_ROUNDS (3 per side).
  */
 import { type ChildProcessByStdio, spawn } from "node:child_process"
 import type { Readable, Writable } from "node:stream"
@@ -18,7 +20,7 @@ import { AiJobService } from "../src/services/AiJobService.js"
 import { awaitTerminal } from "./engine.js"
 import { benchEngineLayer, startDispatcherAndWorker } from "./engineStack.js"
 import { queryAs, rawPool, redisNamespace, scratchDatabase } from "./infra.js"
-import { round } from "./stats.js"
+import { median, ratio, round } from "./stats.js"
 
 const resultsFile = fileURLToPath(new URL("./results/tracing.json", import.meta.url))
 const step = (label: string) => Effect.sync(() => process.stderr.write(`bench:tracing: ${label}\n`))
@@ -28,49 +30,86 @@ const settings = Config.all({
   redisUrl: Config.string("BENCH_REDIS_URL").pipe(Config.withDefault("redis://127.0.0.1:6379")),
   jobs: Config.integer("BENCH_TRACING_JOBS").pipe(Config.withDefault(600)),
   rounds: Config.integer("BENCH_TRACING_ROUNDS").pipe(Config.withDefault(3)),
-  concurrency: Config.integer("BENCH_CONCURRENCY").pipe(Config.withDefault(16))
+  concurrency: Config.integer("BENCH_CONCURRENCY").pipe(Config.withDefault(16)),
+  /** `TRACE_SQL=true` measures the cost with @effect/sql's spans exported too. */
+  sqlSpans: Config.boolean("TRACE_SQL").pipe(Config.withDefault(false))
 })
 
-/** A receiver in its own process that reads and counts OTLP requests (spans are not decoded). */
+/**
+ * A receiver in its own process: it answers every OTLP/HTTP request and counts requests, bytes and
+ * spans. Spans are counted by walking the protobuf wire format of ExportTraceServiceRequest
+ * (resource_spans = 1 → scope_spans = 2 → spans = 2), without decoding the spans themselves.
+ */
 const receiverScript = `
 const http = require("node:http")
-let requests = 0, bytes = 0
+let requests = 0, bytes = 0, spans = 0, unreadable = 0
+const varint = (buf, at) => { let value = 0, shift = 0, byte; do { byte = buf[at++]; value += (byte & 0x7f) * 2 ** shift; shift += 7 } while (byte & 0x80); return [value, at] }
+const fields = (buf, start, end, wanted, each) => {
+  let at = start
+  while (at < end) {
+    let key; [key, at] = varint(buf, at)
+    const field = Math.floor(key / 8), wire = key & 7
+    if (wire === 0) { [, at] = varint(buf, at) }
+    else if (wire === 1) { at += 8 }
+    else if (wire === 5) { at += 4 }
+    else if (wire === 2) { let length; [length, at] = varint(buf, at); if (field === wanted) each(at, at + length); at += length }
+    else { return }
+  }
+}
+const countSpans = (buf) => {
+  let n = 0
+  fields(buf, 0, buf.length, 1, (rs, re) => fields(buf, rs, re, 2, (ss, se) => fields(buf, ss, se, 2, () => { n++ })))
+  return n
+}
 const server = http.createServer((req, res) => {
-  req.on("data", (c) => { bytes += c.length })
-  req.on("end", () => { requests++; res.writeHead(200, { "content-type": "application/x-protobuf" }).end() })
+  const chunks = []
+  req.on("data", (c) => { chunks.push(c); bytes += c.length })
+  req.on("end", () => {
+    requests++
+    try { spans += countSpans(Buffer.concat(chunks)) } catch { unreadable++ }
+    res.writeHead(200, { "content-type": "application/x-protobuf" }).end()
+  })
 })
 server.listen(0, "127.0.0.1", () => process.stdout.write("port " + server.address().port + "\\n"))
-process.stdin.on("data", () => process.stdout.write("stats " + requests + " " + bytes + "\\n"))
+process.stdin.on("data", () => process.stdout.write("stats " + requests + " " + bytes + " " + spans + " " + unreadable + "\\n"))
 process.stdin.on("end", () => process.exit(0))
 `
+
+interface Exported {
+  readonly requests: number
+  readonly bytes: number
+  readonly spans: number
+  /** Requests whose body did not parse as protobuf (their spans are not counted). */
+  readonly unreadable: number
+}
 
 const startReceiver = Effect.acquireRelease(
   Effect.async<{
     readonly port: number
     readonly child: ChildProcessByStdio<Writable, Readable, null>
-    readonly stats: Effect.Effect<{ requests: number; bytes: number }>
+    readonly stats: Effect.Effect<Exported>
   }>((resume) => {
     const child = spawn(process.execPath, ["-e", receiverScript], { stdio: ["pipe", "pipe", "inherit"] })
     let buffered = ""
-    let waiting: ((s: { requests: number; bytes: number }) => void) | undefined
+    let waiting: ((s: Exported) => void) | undefined
     child.stdout.on("data", (chunk: Buffer) => {
       buffered += chunk.toString("utf8")
       let newline = buffered.indexOf("\n")
       while (newline !== -1) {
         const line = buffered.slice(0, newline)
         buffered = buffered.slice(newline + 1)
-        const [kind, a = "0", b = "0"] = line.split(" ")
+        const [kind, a = "0", b = "0", c = "0", d = "0"] = line.split(" ")
         if (kind === "port") {
           resume(Effect.succeed({
             port: Number(a),
             child,
-            stats: Effect.async<{ requests: number; bytes: number }>((done) => {
+            stats: Effect.async<Exported>((done) => {
               waiting = (s) => done(Effect.succeed(s))
               child.stdin.write("?\n")
             })
           }))
         } else if (kind === "stats") {
-          waiting?.({ requests: Number(a), bytes: Number(b) })
+          waiting?.({ requests: Number(a), bytes: Number(b), spans: Number(c), unreadable: Number(d) })
         }
         newline = buffered.indexOf("\n")
       }
@@ -81,19 +120,41 @@ const startReceiver = Effect.acquireRelease(
 
 const Window = Schema.Struct({ seconds: Schema.Number, failed: Schema.Number })
 
+/** Jobs each round runs before the measured ones (connections, JIT, the first queue adds). */
+const warmJobs = 100
+/** The aim of issue 15: exporting traces costs less than this share of throughput. */
+const aimPercent = 10
+
+const signed = (n: number) => (n > 0 ? `+${n}` : String(n))
+
+interface Round {
+  readonly label: string
+  readonly traced: boolean
+  readonly jobs: number
+  readonly seconds: number
+  readonly perSecond: number
+  readonly failed: number
+  /** CPU time of this process (engine and tracing; not the databases, not the receiver) per job, warm-up included. */
+  readonly cpuMsPerJob: number
+  /** What the receiver got during the round, warm-up jobs included (zero when tracing is off). */
+  readonly exported: Exported
+}
+
 const program = Effect.gen(function* () {
   const s = yield* settings
+  const loadAverageStart = round(loadavg()[0] ?? 0, 2)
   const database = yield* scratchDatabase(s.serverUrl)
   const redisPrefix = yield* redisNamespace(s.redisUrl)
   const target = { ...database, redisUrl: s.redisUrl, redisPrefix }
   const pool = yield* rawPool(database.databaseUrl, 2)
   const receiver = yield* startReceiver
+  // What a process gets from OTEL_EXPORTER_OTLP_ENDPOINT alone: protobuf, default batch, no sql.* spans.
   const tracing = otlpTracing("ai-job-engine-bench", {
     tracesUrl: `http://127.0.0.1:${receiver.port}/v1/traces`,
     protocol: "http/protobuf",
     sampler: "parentbased_always_on",
     samplerRatio: 1
-  })
+  }, { sqlSpans: s.sqlSpans })
 
   const runRound = (label: string, traced: boolean) =>
     Effect.gen(function* () {
@@ -110,8 +171,8 @@ const program = Effect.gen(function* () {
           })
           .pipe(Effect.retry({ times: 5 }), Effect.orDie)
       const warm = `warm_${label}`
-      yield* Effect.forEach(Array.from({ length: 100 }, (_, i) => i), (i) => create(warm, i), { concurrency: s.concurrency, discard: true })
-      yield* awaitTerminal(pool, warm, 100, "60 seconds")
+      yield* Effect.forEach(Array.from({ length: warmJobs }, (_, i) => i), (i) => create(warm, i), { concurrency: s.concurrency, discard: true })
+      yield* awaitTerminal(pool, warm, warmJobs, "60 seconds")
       const phase = `run_${label}`
       yield* Effect.forEach(Array.from({ length: s.jobs }, (_, i) => i), (i) => create(phase, i), { concurrency: s.concurrency, discard: true })
       yield* awaitTerminal(pool, phase, s.jobs, "240 seconds")
@@ -124,49 +185,119 @@ const program = Effect.gen(function* () {
         [phase]
       )
       const seconds = Math.max(0.001, Number(window?.seconds ?? 0))
-      return { label, traced, jobs: s.jobs, seconds: round(seconds, 3), perSecond: round(s.jobs / seconds, 1), failed: window?.failed ?? 0 }
+      return { seconds: round(seconds, 3), perSecond: round(s.jobs / seconds, 1), failed: window?.failed ?? 0 }
     }).pipe(
       Effect.scoped,
       Effect.provide(benchEngineLayer(target, { workerConcurrency: s.concurrency })),
-      Effect.provide(traced ? Layer.discard(tracing) : Layer.empty)
+      // The tracing layer closes with the round: its last batch is flushed before the count below.
+      Effect.provide(traced ? tracing : Layer.empty)
     )
 
-  const rounds: Array<{ label: string; traced: boolean; jobs: number; seconds: number; perSecond: number; failed: number }> = []
+  // The first round of a process ran a third to a half slower whatever its side (JIT, pools,
+  // caches): one round, tracing on so both code paths are compiled, is run first and not counted.
+  yield* step(`round warm-up (not counted): ${warmJobs} + ${s.jobs} jobs`)
+  yield* runRound("warmup", true)
+  // Interleaved (off, on, off, on, ...) so a change in the machine's load hits both sides alike.
+  const rounds: Array<Round> = []
   for (let r = 0; r < s.rounds; r++) {
     for (const traced of [false, true]) {
       const label = `${traced ? "on" : "off"}_${r + 1}`
-      yield* step(`round ${label}: ${s.jobs} jobs`)
-      rounds.push(yield* runRound(label, traced))
+      yield* step(`round ${label}: ${warmJobs} + ${s.jobs} jobs`)
+      const before = yield* receiver.stats
+      const cpuBefore = process.cpuUsage()
+      const measured = yield* runRound(label, traced)
+      const cpu = process.cpuUsage(cpuBefore)
+      const after = yield* receiver.stats
+      const exported: Exported = {
+        requests: after.requests - before.requests,
+        bytes: after.bytes - before.bytes,
+        spans: after.spans - before.spans,
+        unreadable: after.unreadable - before.unreadable
+      }
+      const cpuMsPerJob = round((cpu.user + cpu.system) / 1000 / (warmJobs + s.jobs), 2)
+      rounds.push({ label, traced, jobs: s.jobs, ...measured, cpuMsPerJob, exported })
     }
   }
-  const mean = (traced: boolean) => {
-    const of = rounds.filter((x) => x.traced === traced)
-    return of.reduce((sum, x) => sum + x.perSecond, 0) / Math.max(1, of.length)
+  const offRounds = rounds.filter((x) => !x.traced)
+  const onRounds = rounds.filter((x) => x.traced)
+  const off = median(offRounds.map((x) => x.perSecond))
+  const on = median(onRounds.map((x) => x.perSecond))
+  const costPercent = off === 0 ? 0 : round(((off - on) / off) * 100, 1)
+  // How far apart the rounds of one side are: a cost smaller than this is not shown by the run.
+  const spreadOf = (of: ReadonlyArray<Round>) => {
+    const values = of.map((x) => x.perSecond)
+    const middle = median(values)
+    return middle === 0 ? 0 : round(((Math.max(...values) - Math.min(...values)) / middle) * 100, 1)
   }
-  const off = mean(false)
-  const on = mean(true)
-  const exported = yield* receiver.stats
+  // CPU per job moves less with other work on the machine than throughput does.
+  const offCpu = round(median(offRounds.map((x) => x.cpuMsPerJob)), 2)
+  const onCpu = round(median(onRounds.map((x) => x.cpuMsPerJob)), 2)
+  const cpuCostPercent = offCpu === 0 ? 0 : round(((onCpu - offCpu) / offCpu) * 100, 1)
+  const offSpreadPercent = spreadOf(offRounds)
+  const onSpreadPercent = spreadOf(onRounds)
+  const exportedJobs = onRounds.length * (warmJobs + s.jobs)
+  const exportedTotal = onRounds.reduce(
+    (sum, x) => ({
+      requests: sum.requests + x.exported.requests,
+      bytes: sum.bytes + x.exported.bytes,
+      spans: sum.spans + x.exported.spans,
+      unreadable: sum.unreadable + x.exported.unreadable
+    }),
+    { requests: 0, bytes: 0, spans: 0, unreadable: 0 }
+  )
+  const spansPerJob = round(exportedTotal.spans / Math.max(1, exportedJobs), 1)
+  const bytesPerJob = Math.round(exportedTotal.bytes / Math.max(1, exportedJobs))
+  const loadAverageEnd = round(loadavg()[0] ?? 0, 2)
+  // A cost under the aim is shown only when rounds of one side agree more closely than the aim.
+  const spreadPercent = Math.max(offSpreadPercent, onSpreadPercent)
+  const met = costPercent < aimPercent && spreadPercent < aimPercent && s.rounds > 1
+  const reasons = [
+    ...(costPercent >= aimPercent
+      ? [`tracing on ran at ${round(on, 1)} jobs/s against ${round(off, 1)} off (medians of ${onRounds.length} and ${offRounds.length} rounds); CPU per job ${signed(cpuCostPercent)} %`]
+      : []),
+    ...(s.rounds < 2 ? ["not shown: one round per side says nothing of the noise; run 3 or more"] : []),
+    ...(spreadPercent >= aimPercent
+      ? [`not shown: rounds of one side differ by up to ${spreadPercent} %, more than the aim; run on a quiet machine, with more rounds`]
+      : []),
+    ...(Math.max(loadAverageStart, loadAverageEnd) > availableParallelism()
+      ? [`load average ${loadAverageStart} → ${loadAverageEnd} on ${availableParallelism()} CPUs: the machine was busy with other work`]
+      : [])
+  ]
   const results = {
     startedAt: new Date().toISOString(),
-    machine: { cpus: availableParallelism(), node: process.version, loadAverage: round(loadavg()[0] ?? 0, 2) },
-    settings: s,
+    machine: { cpus: availableParallelism(), node: process.version, loadAverageStart, loadAverageEnd },
+    settings: { ...s, warmJobs },
     rounds,
-    offPerSecond: round(off, 1),
-    onPerSecond: round(on, 1),
-    costPercent: round(((off - on) / off) * 100, 1),
-    exported
+    offPerSecondMedian: round(off, 1),
+    onPerSecondMedian: round(on, 1),
+    costPercent,
+    cpuMsPerJobMedian: { off: offCpu, on: onCpu, costPercent: cpuCostPercent },
+    offSpreadPercent,
+    onSpreadPercent,
+    exported: { ...exportedTotal, jobs: exportedJobs, spansPerJob, bytesPerJob },
+    target: { name: `tracing cost < ${aimPercent} %`, met, value: costPercent }
   }
   yield* Effect.promise(async () => {
     await mkdir(fileURLToPath(new URL("./results/", import.meta.url)), { recursive: true })
     await writeFile(resultsFile, JSON.stringify(results, null, 2) + "\n")
   })
   const lines = [
-    "| round | tracing | jobs | seconds | jobs/s | not succeeded |",
-    "|---|---|---|---|---|---|",
-    ...rounds.map((x) => `| ${x.label} | ${x.traced ? "on (OTLP/HTTP protobuf)" : "off"} | ${x.jobs} | ${x.seconds} | ${x.perSecond} | ${x.failed} |`),
+    `tracing cost: ${availableParallelism()} CPUs, Node ${process.version}, load average ${loadAverageStart} at start, ${loadAverageEnd} at end`,
+    `exporting: OTLP/HTTP protobuf, batched, to a receiver in another process; sql.* spans ${s.sqlSpans ? "on (TRACE_SQL=true)" : "off (the default)"}`,
     "",
-    `throughput, mean of rounds: off ${results.offPerSecond}/s, on ${results.onPerSecond}/s: tracing costs ${results.costPercent} %`,
-    `exported: ${exported.requests} OTLP requests, ${Math.round(exported.bytes / 1024)} KiB`
+    "| round | tracing | jobs | seconds | jobs/s | not succeeded | CPU ms/job | spans | KiB |",
+    "|---|---|---|---|---|---|---|---|---|",
+    ...rounds.map((x) =>
+      `| ${x.label} | ${x.traced ? "on" : "off"} | ${x.jobs} | ${x.seconds} | ${x.perSecond} | ${x.failed} | ${x.cpuMsPerJob} | ${x.exported.spans} | ${round(x.exported.bytes / 1024, 1)} |`
+    ),
+    "",
+    `throughput, median of rounds: off ${results.offPerSecondMedian}/s, on ${results.onPerSecondMedian}/s; ratio on/off ${ratio(on, off)}: tracing costs ${costPercent} %` +
+    ` (rounds of one side differ by up to ${offSpreadPercent} % off, ${onSpreadPercent} % on)`,
+    `CPU per job in the engine's process, median of rounds: off ${offCpu} ms, on ${onCpu} ms (${signed(cpuCostPercent)} %)`,
+    `exported per job: ${spansPerJob} spans, ${bytesPerJob} bytes (${exportedTotal.spans} spans, ${Math.round(exportedTotal.bytes / 1024)} KiB in ${exportedTotal.requests} requests for ${exportedJobs} jobs, warm-up included` +
+    `${exportedTotal.unreadable > 0 ? `; ${exportedTotal.unreadable} requests unreadable, their spans not counted` : ""})`,
+    "",
+    `[${met ? "MET" : "MISSED"}] tracing cost < ${aimPercent} %: ${costPercent} %` + (met ? "" : `\n         why: ${reasons.join("; ")}`)
   ]
   yield* Effect.sync(() => process.stdout.write(lines.join("\n") + "\n\nwritten: bench/results/tracing.json\n"))
 }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))

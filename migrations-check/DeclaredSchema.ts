@@ -136,6 +136,7 @@ export const aiJobTable = table(
     nullable("internal_error_message", text),
     nullable("output_hash", char(64)),
     nullable("trace_parent", varchar(55)),
+    nullable("retried_from_job_id", uuid),
     required("created_at", datetime3),
     required("updated_at", datetime3)
   ],
@@ -149,7 +150,8 @@ export const aiJobTable = table(
       ["created_at", "id"],
       ["job_type", "created_at"],
       ["lifecycle_status", "created_at"],
-      ["queue_name", "created_at"]
+      ["queue_name", "created_at"],
+      ["retried_from_job_id"]
     ]
   }
 )

@@ -78,7 +78,7 @@ export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
 }
 
 /**
- * Lease settings: a lock lasts `JOB_LOCK_TTL_MS`, the heartbeat extends it every
+ * Lease settings: a lock lasts `JOB_LOCK_TTL_MS`, the worker's lease keeper extends it every
  * `JOB_HEARTBEAT_MS`. A killed worker's job is taken over about TTL + grace + one reaper interval
  * later; the other recovery timers default to multiples of the lease, so one setting scales all.
  */

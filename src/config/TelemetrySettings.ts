@@ -32,6 +32,11 @@ export interface TelemetrySettingsShape {
   readonly serviceName: string
   /** None: tracing off (no endpoint, `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`). */
   readonly traces: Option.Option<TraceExport>
+  /**
+   * `TRACE_SQL=true`: also export @effect/sql's `sql.execute` / `sql.transaction` spans (one per
+   * statement, most of a job's spans). Off by default: they cost more than the rest of the trace.
+   */
+  readonly sqlSpans: boolean
   /** Workers and dispatchers: the port of their `/metrics` + `/healthz` listener (none: no listener). */
   readonly metricsPort: Option.Option<number>
   /** When set, `/metrics` answers only `Authorization: Bearer <METRICS_TOKEN>` (or a SUPER_ADMIN token on the API). */
@@ -98,6 +103,7 @@ const port = (name: string) =>
 export const telemetryConfig = (defaultServiceName: string) =>
   Config.all({
     serviceName: Config.nonEmptyString("OTEL_SERVICE_NAME").pipe(Config.withDefault(defaultServiceName)),
+    sqlSpans: Config.boolean("TRACE_SQL").pipe(Config.withDefault(false)),
     disabled: Config.boolean("OTEL_SDK_DISABLED").pipe(Config.withDefault(false)),
     exporter: Config.literal("otlp", "none")("OTEL_TRACES_EXPORTER").pipe(Config.withDefault("otlp" as const)),
     tracesEndpoint: Config.option(httpUrl("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
@@ -126,6 +132,7 @@ export const telemetryConfig = (defaultServiceName: string) =>
             samplerRatio: c.samplerRatio
           }))
           : Option.none(),
+        sqlSpans: c.sqlSpans,
         metricsPort: c.metricsPort,
         metricsToken: c.metricsToken
       }
@@ -136,6 +143,7 @@ export const telemetryConfig = (defaultServiceName: string) =>
 const telemetryOff: TelemetrySettingsShape = {
   serviceName: "ai-job-engine",
   traces: Option.none(),
+  sqlSpans: false,
   metricsPort: Option.none(),
   metricsToken: Option.none()
 }

@@ -44,6 +44,8 @@ export class AiJob extends Schema.Class<AiJob>("AiJob")({
    * leniently: a value that is not one is ignored where it is used, never a reason to fail a read.
    */
   traceParent: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
+  /** The job an operator's retry re-created this one from; null for a job a client created. */
+  retriedFromJobId: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 }) {}
@@ -68,6 +70,8 @@ export interface NewAiJob {
   readonly maxAttempts: number
   /** The creating request's span context (`traceparent`), when there is one. */
   readonly traceParent?: string | null
+  /** The job this one retries (an operator's retry), when it is one. */
+  readonly retriedFromJobId?: string | null
 }
 
 /**
@@ -124,11 +128,6 @@ export interface JobFailure {
   readonly internalErrorMessage: string
 }
 
-/** After a heartbeat: where the lock now ends, and whether someone asked to cancel. */
-export interface LockExtension {
-  readonly lockUntil: Date
-  readonly cancelRequested: boolean
-}
 
 /** Filters shared by the user's and the operator's job lists. */
 export interface JobListFilter {

@@ -70,9 +70,22 @@ const TimelineAttempt = Schema.Struct({
   calls: Schema.Array(ProviderCall)
 }).annotations({ identifier: "TimelineAttempt" })
 
+export const TimelineEventKind = Schema.Literal(
+  "created",
+  "started",
+  "cancel_requested",
+  /** An operator retried the job: the detail names the job the retry created. */
+  "retry_requested",
+  "succeeded",
+  "failed",
+  "cancelled",
+  "last_update"
+)
+export type TimelineEventKind = typeof TimelineEventKind.Type
+
 const TimelineEvent = Schema.Struct({
   at: Schema.String,
-  kind: Schema.Literal("created", "started", "cancel_requested", "succeeded", "failed", "cancelled", "last_update"),
+  kind: TimelineEventKind,
   detail: Schema.optional(Schema.String)
 }).annotations({ identifier: "TimelineEvent" })
 

@@ -92,8 +92,9 @@ function errorBox(error) {
   return h("p", { class: "error", id: "error", role: "alert" }, "Refused: " + code + " - " + error.message)
 }
 
+// replaceChildren writes a null as the text "null": a part that does not apply is left out.
 function show(...children) {
-  main.replaceChildren(...children)
+  main.replaceChildren(...children.filter((child) => child !== null && child !== undefined))
 }
 
 const ms = (value) => (value === null || value === undefined ? "-" : value < 1000 ? value + " ms" : (value / 1000).toFixed(1) + " s")
@@ -217,11 +218,12 @@ function jobsPage(params) {
         h("td", {}, h("a", { href: "#/jobs/" + encodeURIComponent(job.jobId), class: "job-link" }, job.jobId)),
         h("td", {}, job.jobType), h("td", { class: "job-status" }, job.lifecycleStatus), h("td", {}, job.progress + "%"),
         h("td", {}, job.queueName), h("td", {}, job.userId), h("td", {}, job.createdAt)))
-    list.replaceChildren(
+    // replaceChildren writes a null as the text "null": only the buttons that apply are passed.
+    list.replaceChildren(...[
       table(["Job", "Type", "Status", "Progress", "Queue", "User", "Created"], rows, { id: "jobs-table" }),
       cursors.length > 1 ? h("button", { onclick: () => { cursors.pop(); load() } }, "Previous") : null,
       page.nextCursor ? h("button", { onclick: () => { cursors.push(page.nextCursor); load() } }, "Next") : null
-    )
+    ].filter((child) => child !== null))
   }
   const timer = setInterval(() => load().catch(() => {}), 2000)
   cleanup = () => clearInterval(timer)
@@ -282,8 +284,8 @@ async function jobPage(jobId) {
     const timeline = await api("GET", "/admin-api/ai/jobs/" + encodeURIComponent(jobId) + "/timeline")
     last = timeline.job.lifecycleStatus
     const links = []
-    if (timeline.retriedFrom) links.push(h("p", {}, "Retried from ", h("a", { href: "#/jobs/" + encodeURIComponent(timeline.retriedFrom) }, timeline.retriedFrom)))
-    for (const next of timeline.retriedAs) links.push(h("p", {}, "Retried as ", h("a", { href: "#/jobs/" + encodeURIComponent(next) }, next)))
+    if (timeline.retriedFrom) links.push(h("p", {}, "Retried from ", h("a", { class: "retried-from", href: "#/jobs/" + encodeURIComponent(timeline.retriedFrom) }, timeline.retriedFrom)))
+    for (const next of timeline.retriedAs) links.push(h("p", {}, "Retried as ", h("a", { class: "retried-as", href: "#/jobs/" + encodeURIComponent(next) }, next)))
     const retry = terminal(last) && last !== "succeeded"
       ? h("button", { id: "retry-job", onclick: async () => {
         const created = await api("POST", "/admin-api/ai/jobs/" + encodeURIComponent(jobId) + "/retry")
@@ -293,7 +295,8 @@ async function jobPage(jobId) {
     body.replaceChildren(
       h("progress", { id: "job-progress", max: 100, value: timeline.job.progress }),
       table(["Field", "Value"], detailRows(timeline.job), { id: "job-detail" }),
-      links, retry,
+      // replaceChildren takes nodes, not arrays, and writes a null as the text "null".
+      ...links, ...(retry ? [retry] : []),
       h("h3", {}, "Timeline"),
       table(["At", "Event", "Detail"], timeline.events.map((event) =>
         h("tr", {}, h("td", {}, event.at), h("td", {}, event.kind), h("td", {}, event.detail || ""))), { id: "job-events" }),

@@ -28,7 +28,6 @@ import { QuotaLimitsConfig } from "../services/Quotas.js"
 import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
 import { BullMqJobQueueLive } from "../layers/bullmq/BullMqJobQueue.js"
 import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
-import { InProcessDomainEvents } from "../layers/memory/InProcessDomainEvents.js"
 import { InProcessJobEvents } from "../layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../layers/memory/InProcessOutboxSignal.js"
 import { MemoryAiJobLifecycleRepository } from "../layers/memory/MemoryAiJobLifecycleRepository.js"
@@ -141,7 +140,6 @@ export const MemoryInfrastructure = Layer.mergeAll(
   InProcessOutboxSignal,
   InProcessCancelSignal,
   MemoryWorkerDirectory,
-  InProcessDomainEvents,
   InProcessJobEvents
 )
 
@@ -173,8 +171,7 @@ export const LiveInfrastructure = Layer.mergeAll(
   MysqlStorage,
   Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory, RedisJobEvents, RedisProviderCapacity()).pipe(
     Layer.provideMerge(RedisConnection.fromConfig)
-  ),
-  InProcessDomainEvents
+  )
 )
 
 /**

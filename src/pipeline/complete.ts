@@ -6,7 +6,6 @@ import { scrubSecrets } from "../domain/SecretScrubbing.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { GenerateResult } from "../services/AiGateway.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
-import { DomainEvents } from "../services/DomainEvents.js"
 import { jobEventOf, JobEvents } from "../services/JobEvents.js"
 import { type NewUsageLogEntry, UsageLog } from "../services/UsageLog.js"
 import { JobHandedOff, type PreparedJob, type ResolvedJob, RunOutcome } from "./RunningJob.js"
@@ -14,11 +13,11 @@ import { recordFinished, stageDuration, timed } from "../services/EngineMetrics.
 
 /**
  * COMPLETE (docs/architecture.md §8.5): records how the run ended, fenced on this run's lease,
- * and publishes `JobFinished`. Success was written by PROJECT; a failure is `markFailed`, a
+ * and publishes its terminal job event. Success was written by PROJECT; a failure is `markFailed`, a
  * cancel `markCancelled`; a lost lease writes nothing (the new owner will); a hand-off releases
  * the lease and fails with `JobHandedOff`, so the queue delivers the job again.
  */
-export const complete = Effect.fn("pipeline.complete")(
+export const complete = Effect.fn("pipeline.complete", { captureStackTrace: false })(
   function* (prepared: PreparedJob, outcome: RunOutcome) {
     const jobs = yield* AiJobLifecycleRepository
     const fence = byLease(prepared.lease)
@@ -68,25 +67,14 @@ const failureRecord = (error: ExecutionError, calls: number) => ({
 })
 
 /**
- * The `JobFinished` domain event and the job event of a job that reached a terminal state, after
- * the commit (the reaper publishes them too, for the jobs it ends).
+ * The job event (and the metrics) of a job that reached a terminal state, after the commit (the
+ * reaper publishes it too, for the jobs it ends).
  */
 export const publishFinished = (job: AiJob) =>
   Effect.gen(function* () {
-    const events = yield* DomainEvents
     if (job.lifecycleStatus !== "succeeded" && job.lifecycleStatus !== "failed" && job.lifecycleStatus !== "cancelled") return
     yield* recordFinished(job)
     yield* Effect.flatMap(JobEvents, (jobEvents) => jobEvents.publish(jobEventOf(job)))
-    yield* events.publish({
-      _tag: "JobFinished",
-      jobId: job.id,
-      jobType: job.jobType,
-      userId: job.userId,
-      status: job.lifecycleStatus,
-      errorCode: job.errorCode,
-      outputHash: job.outputHash,
-      at: job.finishedAt ?? job.updatedAt
-    })
   })
 
 /**

@@ -125,6 +125,7 @@ export const makeDispatcher = Effect.gen(function* () {
       // A child of the job's stored context: the publish sits in the job's one trace (§20.2).
       Effect.withSpan("dispatcher.publish", {
         kind: "producer",
+        captureStackTrace: false,
         ...Option.match(storedParent(event.traceParent), { onNone: () => ({ root: true }), onSome: (parent) => ({ parent }) }),
         attributes: { "ai_job.id": event.aggregateId, "outbox.event_id": event.id, "messaging.system": "bullmq", dispatcherId }
       }),

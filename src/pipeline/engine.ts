@@ -1,4 +1,4 @@
-import { type Context, Deferred, Effect, HashSet, Metric, Option, Ref, SubscriptionRef } from "effect"
+import { type Context, Deferred, Effect, Exit, Fiber, HashSet, Metric, Option, Ref, SubscriptionRef } from "effect"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { storedParent } from "../domain/TraceContext.js"
 import { activeJobs } from "../services/EngineMetrics.js"
@@ -6,10 +6,10 @@ import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.j
 import type { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { AiGateway } from "../services/AiGateway.js"
 import type { ArtifactRepository } from "../services/ArtifactRepository.js"
-import { CancelSignal } from "../services/CancelSignal.js"
+import type { CancelSignal } from "../services/CancelSignal.js"
+import { JobProgress } from "../services/JobProgress.js"
 import type { ContentSafety } from "../services/ContentSafety.js"
 import type { CredentialVault } from "../services/CredentialVault.js"
-import type { DomainEvents } from "../services/DomainEvents.js"
 import type { JobEvents } from "../services/JobEvents.js"
 import { progressAt } from "../domain/JobEvent.js"
 import type { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
@@ -24,7 +24,7 @@ import type { UsageLog } from "../services/UsageLog.js"
 import { TimingConfig } from "../config/EngineConfig.js"
 import { complete, recordUsage } from "./complete.js"
 import { execute } from "./execute.js"
-import { heartbeat } from "./heartbeat.js"
+import { executeProgressRange, type LeaseHold, makeLeaseKeeper } from "./LeaseKeeper.js"
 import { defectsAsInternal } from "./internalErrors.js"
 import { prepare } from "./prepare.js"
 import { project } from "./project.js"
@@ -48,24 +48,35 @@ export type EngineServices =
   | ResultProjectors
   | ArtifactRepository
   | UnitOfWork
-  | DomainEvents
   | JobEvents
   | CancelSignal
   | TimingConfig
 
-/** Completes when the queue takes the delivery back (its AbortSignal fires). */
-const aborted = (signal: AbortSignal) =>
-  Effect.async<void>((resume) => {
-    if (signal.aborted) return resume(Effect.void)
-    const onAbort = () => resume(Effect.void)
-    signal.addEventListener("abort", onAbort, { once: true })
-    return Effect.sync(() => signal.removeEventListener("abort", onAbort))
-  })
+/** The queue taking the delivery back (its AbortSignal) hands the run off, while the scope is open. */
+const handOffOnAbort = (signal: AbortSignal, outcome: Deferred.Deferred<RunOutcome>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const onAbort = () => Deferred.unsafeDone(outcome, Exit.succeed(RunOutcome.HandedOff()))
+      if (signal.aborted) onAbort()
+      else signal.addEventListener("abort", onAbort, { once: true })
+      return onAbort
+    }),
+    (onAbort) => Effect.sync(() => signal.removeEventListener("abort", onAbort))
+  )
+
+/** What a job type reports during EXECUTE, held within the call's range (see `JobProgress`). */
+const executeProgress = (hold: LeaseHold): JobProgress["Type"] => ({
+  report: (percent) =>
+    Number.isFinite(percent)
+      ? hold.reach(Math.min(executeProgressRange.max, Math.max(executeProgressRange.min, Math.round(percent))))
+      : Effect.void
+})
 
 /**
  * The AiJobExecutionEngine of one worker (docs/architecture.md §8). `run` sequences the five
- * stages: PREPARE; then RESOLVE, EXECUTE and PROJECT raced against what stops a run from outside
- * (heartbeat, cancel, hand-off); then COMPLETE, which records the outcome. Every error is caught
+ * stages: PREPARE; then RESOLVE, EXECUTE and PROJECT, whose lease the process's `LeaseKeeper`
+ * holds (and stops from outside: a lost lease, a cancel, a hand-off); then COMPLETE, which
+ * records the outcome. Every error is caught
  * (engine retries never become queue retries, §9.3): `run` fails only with `JobHandedOff`, when
  * the worker gives the delivery back (shutdown, or no database to prepare it with) so the queue
  * delivers it again.
@@ -74,16 +85,17 @@ export const makeExecutionEngine = (workerId: string) =>
   Effect.gen(function* () {
     const context: Context.Context<EngineServices> = yield* Effect.context<EngineServices>()
     const timing = yield* TimingConfig
-    const cancels = yield* CancelSignal
+    const keeper = yield* makeLeaseKeeper
     // A SubscriptionRef so the worker directory hears of every lock and release at once.
     const running = yield* SubscriptionRef.make(HashSet.empty<string>())
-    const stopping = yield* Deferred.make<void>()
+    let stopping = false
 
     /** RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself. */
-    const work = (prepared: PreparedJob, progress: Ref.Ref<number>): Effect.Effect<RunOutcome, never, EngineServices> =>
+    const work = (prepared: PreparedJob, hold: LeaseHold): Effect.Effect<RunOutcome, never, EngineServices> =>
       Effect.gen(function* () {
-        // Reported by the next heartbeat (no write of its own: every write per job is a commit).
-        const reach = (value: number) => Ref.update(progress, (current) => Math.max(current, value))
+        // Carried by the keeper's next beat (no write of its own: every write per job is a commit).
+        const reach = hold.reach
+        const progress = executeProgress(hold)
         const schedule = retrySchedule(prepared.registered.definition)
         const calls = yield* Ref.make(0)
         const problems = yield* Ref.make<ReadonlyArray<string>>([])
@@ -97,6 +109,7 @@ export const makeExecutionEngine = (workerId: string) =>
             // log, and a zombie (an older lease) can never take its successor's number.
             const attemptNo = 1 + (yield* Ref.getAndUpdate(calls, (n) => n + 1))
             return yield* execute(resolved, attemptNo, yield* Ref.get(problems)).pipe(
+              Effect.provideService(JobProgress, progress),
               defectsAsInternal,
               // VALIDATION is retried with what was wrong added to the prompt.
               Effect.tapError((error) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
@@ -130,36 +143,33 @@ export const makeExecutionEngine = (workerId: string) =>
         )
       })
 
-    /** What stops the work from outside: the heartbeat's verdict, a cancel message, a hand-off. */
-    const interruptions = (prepared: PreparedJob, delivery: JobDelivery, progress: Ref.Ref<number>) => {
-      const cancellable = prepared.registered.definition.execution.cancellable
-      const beat = heartbeat(prepared.lease, {
-        heartbeatMs: timing.jobHeartbeatMs,
-        lockTtlMs: timing.jobLockTtlMs,
-        progress: Ref.get(progress),
-        honourCancel: cancellable
-      })
-      const cancelMessage: Effect.Effect<RunOutcome> = cancellable
-        ? Effect.as(cancels.await(prepared.job.id), RunOutcome.CancelRequested())
-        : Effect.never
-      const handOff: Effect.Effect<RunOutcome> = Effect.as(
-        Effect.race(Deferred.await(stopping), aborted(delivery.signal)),
-        RunOutcome.HandedOff()
-      )
-      return Effect.raceAll([beat, cancelMessage, handOff])
-    }
-
+    /**
+     * The work in a fiber of its own; the run waits for the outcome, which the work decides by
+     * ending or the keeper by stopping it (lease lost, cancel, hand-off), and then interrupts
+     * the work (PROJECT, once begun, finishes first).
+     */
     const runPrepared = (prepared: PreparedJob, delivery: JobDelivery) =>
       Effect.gen(function* () {
         if (prepared.job.cancelRequestedAt !== null && prepared.registered.definition.execution.cancellable) {
           return yield* complete(prepared, RunOutcome.CancelRequested())
         }
-        const progress = yield* Ref.make(prepared.job.progress)
-        const outcome = yield* Effect.raceFirst(work(prepared, progress), interruptions(prepared, delivery, progress))
+        const outcome = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const hold = yield* keeper.hold(prepared.lease, {
+              progress: prepared.job.progress,
+              honourCancel: prepared.registered.definition.execution.cancellable
+            })
+            yield* handOffOnAbort(delivery.signal, hold.outcome)
+            const worker = yield* Effect.fork(Effect.flatMap(work(prepared, hold), (ended) => Deferred.succeed(hold.outcome, ended)))
+            const decided = yield* Deferred.await(hold.outcome)
+            yield* Fiber.interrupt(worker)
+            return decided
+          })
+        )
         yield* complete(prepared, outcome)
       }).pipe(
         Effect.onExit(() => Ref.update(running, HashSet.remove(prepared.job.id))),
-        Effect.annotateLogs({ jobId: prepared.job.id, jobType: prepared.job.jobType, attempt: prepared.lease.attempt })
+        Effect.annotateLogs("attempt", prepared.lease.attempt)
       )
 
     // A storage failure before the lock gives the delivery back to the queue, which tries again
@@ -177,7 +187,7 @@ export const makeExecutionEngine = (workerId: string) =>
     const run = (delivery: JobDelivery): Effect.Effect<void, JobHandedOff> =>
       Effect.gen(function* () {
         const { jobId } = delivery.payload
-        if (yield* Deferred.isDone(stopping)) {
+        if (stopping) {
           return yield* Effect.fail(new JobHandedOff({ jobId, reason: "worker stopping" }))
         }
         // The job is read before the run's span starts: the span continues the trace stored with
@@ -199,13 +209,15 @@ export const makeExecutionEngine = (workerId: string) =>
         }).pipe(
           Effect.withSpan("pipeline.run", {
             kind: "consumer",
+            captureStackTrace: false,
             ...Option.match(parent, { onNone: () => ({ root: true }), onSome: (span) => ({ parent: span }) }),
             attributes: { "ai_job.id": jobId, "ai_job.type": delivery.payload.jobType, "ai_job.queue": delivery.queueName, workerId }
           })
         )
       }).pipe(
         Effect.catchAllDefect((defect) => Effect.logError("engine defect; the reaper covers the job", defect)),
-        Effect.annotateLogs({ workerId }),
+        // Once per run: every stage's lines and every statement's warnings carry them.
+        Effect.annotateLogs({ workerId, jobId: delivery.payload.jobId, jobType: delivery.payload.jobType }),
         Effect.provide(context)
       )
 
@@ -217,7 +229,10 @@ export const makeExecutionEngine = (workerId: string) =>
       /** The set of running jobs, then every change to it. */
       runningChanges: running.changes,
       /** Stops every running job at once and gives it back (graceful shutdown). */
-      handOffAll: Effect.asVoid(Deferred.succeed(stopping, undefined))
+      handOffAll: Effect.suspend(() => {
+        stopping = true
+        return keeper.handOffAll
+      })
     }
   })
 

@@ -36,7 +36,7 @@ const capacityOutcomeOf = (exit: Exit.Exit<GenerateResult, GatewayError | JobTim
  * validation, safety check and hash. Each call's usage row is COMPLETE's: one that ends here is
  * written as it ends; the successful one travels to PROJECT.
  */
-export const execute = Effect.fn("pipeline.execute")(
+export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false })(
   function* (resolved: ResolvedJob, attemptNo: number, problems: ReadonlyArray<string>) {
     yield* Effect.annotateCurrentSpan("attemptNo", attemptNo)
     const gateway = yield* AiGateway

@@ -23,7 +23,7 @@ const skip = (reason: string) =>
  * `queued → running` or by taking over a `running` job whose lock expired (§4.4). Any other
  * state is a duplicate or stale delivery: nothing to do, and the delivery is acknowledged.
  */
-export const prepare = Effect.fn("pipeline.prepare")(
+export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false })(
   function* (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number, loaded?: Option.Option<AiJob>) {
     const registry = yield* JobDefinitionRegistry
     const jobs = yield* AiJobLifecycleRepository

@@ -19,7 +19,7 @@ import { stageDuration, timed } from "../services/EngineMetrics.js"
  * back (§4.6), which this stage reports as `LockLost`; so does a cancellable job whose cancel was
  * requested first (`CancelRequestedBeforeSuccess`, §10). A repeated projection writes nothing new.
  */
-export const project = Effect.fn("pipeline.project")(
+export const project = Effect.fn("pipeline.project", { captureStackTrace: false })(
   function* (executed: ExecutedJob) {
     const projectors = yield* ResultProjectors
     const artifacts = yield* ArtifactRepository

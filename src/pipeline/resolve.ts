@@ -12,7 +12,7 @@ import { stageDuration, timed } from "../services/EngineMetrics.js"
  * and the model that serves it. The prompt is rendered per call in EXECUTE, since a retry may
  * add problems.
  */
-export const resolve = Effect.fn("pipeline.resolve")(
+export const resolve = Effect.fn("pipeline.resolve", { captureStackTrace: false })(
   function* (prepared: PreparedJob) {
     const snapshots = yield* SnapshotRepository
     const vault = yield* CredentialVault

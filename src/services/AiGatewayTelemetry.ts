@@ -47,6 +47,7 @@ export const instrumentGateway = (gateway: AiGateway["Type"], costs: AiCostCalcu
       }).pipe(
         Effect.withSpan("provider.chat", {
           kind: "client",
+          captureStackTrace: false,
           attributes: {
             "gen_ai.operation.name": "chat",
             "gen_ai.system": request.provider,

@@ -6,7 +6,6 @@ import type {
   JobLease,
   JobListCursor,
   JobListFilter,
-  LockExtension,
   NewAiJob
 } from "../domain/AiJob.js"
 import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
@@ -62,8 +61,24 @@ export const queuedJobFields = (job: NewAiJob): Omit<AiJob, "createdAt" | "updat
   publicErrorMessage: null,
   internalErrorMessage: null,
   outputHash: null,
-  traceParent: job.traceParent ?? null
+  traceParent: job.traceParent ?? null,
+  retriedFromJobId: job.retriedFromJobId ?? null
 })
+
+/** One lease a worker process holds, as its lease keeper extends it on a beat. */
+export interface HeldLease {
+  readonly lease: JobLease
+  /** Carried to the row with the extension (raised, never lowered). */
+  readonly progress: number
+  /** Report a requested cancel as `CancelRequested` (a cancellable type whose run has not heard of it yet). */
+  readonly reportCancel: boolean
+}
+
+/**
+ * What a beat found for one held lease: still held and extended; held, extended, and a cancel
+ * was requested (only for `reportCancel`); or lost (another owner, or the job left `running`).
+ */
+export type LeaseBeat = "Extended" | "CancelRequested" | "Lost"
 
 /** Progress as stored: a whole percentage, 0 to 100, whatever a worker reports. */
 export const clampProgress = (progress: number): number => Math.max(0, Math.min(100, Math.round(progress)))
@@ -79,6 +94,8 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     /** Inserts a `queued` job. Call inside `UnitOfWork.transaction` beside its outbox event. */
     readonly createJob: (job: NewAiJob) => Effect.Effect<AiJob, DuplicateIdempotencyKey | PersistenceError>
     readonly findById: (jobId: string) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
+    /** The jobs an operator's retry re-created from this one, oldest first. */
+    readonly findRetriesOf: (jobId: string) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
     readonly findByIdempotencyKey: (
       userId: string,
       jobType: string,
@@ -86,7 +103,7 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     ) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
     /**
      * Compare-and-set `queued → running`; the loser gets `JobLockConflict` (docs/architecture.md §4.1).
-     * `progress`, when given, rides along (raised, never lowered), as on `takeOver` and `extendLock`.
+     * `progress`, when given, rides along (raised, never lowered), as on `takeOver` and `extendLocks`.
      */
     readonly lockJob: (
       jobId: string,
@@ -107,14 +124,14 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       progress?: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError>
     /**
-     * The heartbeat's write: the lock now ends `lockTtlMs` from now; `progress`, when given,
-     * rides along (raised, never lowered), so reporting progress costs no write of its own.
+     * The lease keeper's beat (docs/architecture.md §4.3): every held lease's lock now ends
+     * `lockTtlMs` from now and its progress is raised, in one fenced write for all of them.
+     * Answers, in the order given, what became of each lease.
      */
-    readonly extendLock: (
-      lease: JobLease,
-      lockTtlMs: number,
-      progress?: number
-    ) => Effect.Effect<LockExtension, LockLost | PersistenceError>
+    readonly extendLocks: (
+      held: ReadonlyArray<HeldLease>,
+      lockTtlMs: number
+    ) => Effect.Effect<ReadonlyArray<LeaseBeat>, PersistenceError>
     /**
      * A hand-off (graceful shutdown): nobody holds the job any more, so another worker may take
      * it over at once, in the same attempt; this lease can no longer write.

@@ -35,6 +35,8 @@ export interface CreateJobRequest {
   readonly input: unknown
   /** Off only for an operator's retry, which re-creates a job the user was already admitted for. */
   readonly enforceQuotas?: boolean | undefined
+  /** The job an operator's retry re-creates; recorded on the new job so the two link. */
+  readonly retryOf?: string | undefined
   readonly overrides?: {
     readonly priority?: number | undefined
     readonly credentialMode?: CredentialMode | undefined
@@ -146,7 +148,8 @@ export const makeAiJobService = Effect.gen(function* () {
             inputSchemaVersion: definition.input.schemaVersion,
             outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,
             maxAttempts: adrQueueSettings[definition.queue.queueName].attempts,
-            traceParent
+            traceParent,
+            retriedFromJobId: request.retryOf ?? null
           })
           yield* snapshots.create({ id: snapshotId, jobId, ...snapshot })
           // The job id already carries the idempotency (the job's unique key decided it), so the

@@ -328,7 +328,7 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
           }
           return yield* Effect.failCause(waited.cause)
         })
-      ).pipe(Effect.withSpan("ProviderCapacity.acquire", { attributes: { providerModel: request.providerModel, priority: request.priority } }))
+      ).pipe(Effect.withSpan("ProviderCapacity.acquire", { captureStackTrace: false, attributes: { providerModel: request.providerModel, priority: request.priority } }))
 
     const pause = (providerModel: string, untilMs: number) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => store.pause(providerModel, untilMs, now)).pipe(

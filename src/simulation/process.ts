@@ -1,4 +1,4 @@
-import { Cause, Deferred, Effect, Either, Exit, FiberRef, Option, Random, Scope } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, FiberRef, Option, Random, Scope, Stream } from "effect"
 import { ProviderError } from "../domain/ExecutionError.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
@@ -267,7 +267,8 @@ export const processGateway = (
 /** A frozen process reads its cancel messages only once it runs again. */
 export const processCancelSignal = (shared: CancelSignal["Type"], process: SimProcess): CancelSignal["Type"] => ({
   publish: shared.publish,
-  await: (jobId) => Effect.zipRight(shared.await(jobId), process.gate.await)
+  await: (jobId) => Effect.zipRight(shared.await(jobId), process.gate.await),
+  subscribe: Effect.map(shared.subscribe, Stream.tap(() => process.gate.await))
 })
 
 /**

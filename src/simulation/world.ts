@@ -14,7 +14,6 @@ import { PromptTemplates } from "../services/PromptTemplates.js"
 import { ContentSafety } from "../services/ContentSafety.js"
 import { SyntheticGatewayControl, SyntheticGatewayLayer, type SyntheticStep } from "../layers/gateway/SyntheticGateway.js"
 import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
-import { InProcessDomainEvents } from "../layers/memory/InProcessDomainEvents.js"
 import { InProcessJobEvents } from "../layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../layers/memory/InProcessOutboxSignal.js"
 import { MemoryArtifactRepository } from "../layers/memory/MemoryArtifactRepository.js"
@@ -107,7 +106,6 @@ const sharedLayer = (settings: WorldSettings) => {
     InProcessOutboxSignal,
     InProcessCancelSignal,
     MemoryWorkerDirectory,
-    InProcessDomainEvents,
     InProcessJobEvents,
     MemoryCapacityStore.layer
   )

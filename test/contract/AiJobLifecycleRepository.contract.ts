@@ -3,6 +3,7 @@ import { Clock, Effect, Either, Layer, Option } from "effect"
 import type { AiJob, JobLease } from "../../src/domain/AiJob.js"
 import { byExpiredLock, byLease, leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
+import { LockLost } from "../../src/domain/LifecycleErrors.js"
 import { PersistenceError } from "../../src/domain/PersistenceError.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService, makeAiJobService } from "../../src/services/AiJobService.js"
@@ -78,6 +79,17 @@ const refusedWithoutChange = <A, E extends { readonly _tag: string }, R>(
     expect(after).toStrictEqual(before)
   })
 
+/**
+ * One lease's beat, as the lease keeper makes it for each lease it holds: `LockLost` when the
+ * lease is gone, otherwise whether a cancel was requested.
+ */
+const beatOne = (lease: JobLease, lockTtlMs: number, progress = 0) =>
+  Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.extendLocks([{ lease, progress, reportCancel: true }], lockTtlMs)).pipe(
+    Effect.flatMap(([beat]) =>
+      beat === "Lost" ? Effect.fail(new LockLost({ ...lease })) : Effect.succeed({ cancelRequested: beat === "CancelRequested" })
+    )
+  )
+
 export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
   describe(`AiJobLifecycleRepository contract (${harness.name})`, () => {
     const ttl = harness.lockTtlMs
@@ -144,7 +156,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const requested = yield* repo.requestCancel(running.id)
           expect(requested.lifecycleStatus).toBe("running")
           expect(requested.cancelRequestedAt).not.toBeNull()
-          const heartbeat = yield* repo.extendLock(lease, ttl)
+          const heartbeat = yield* beatOne(lease, ttl)
           expect(heartbeat.cancelRequested).toBe(true)
           const cancelled = yield* repo.markCancelled(byLease(lease))
           expect(cancelled.lifecycleStatus).toBe("cancelled")
@@ -219,7 +231,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markFailed(byLease(lastLease), failure))
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markCancelled(byLease(lastLease)))
           yield* refusedWithoutChange(succeeded.id, "JobNotCancellable", repo.requestCancel(succeeded.id))
-          yield* refusedWithoutChange(succeeded.id, "LockLost", repo.extendLock(lastLease, ttl))
+          yield* refusedWithoutChange(succeeded.id, "LockLost", beatOne(lastLease, ttl))
 
           const failed = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl).pipe(
             Effect.flatMap((job) => repo.markFailed(byLease(leaseFor(job)), failure))
@@ -274,8 +286,8 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(taken.lifecycleStatus).toBe("running")
           expect(taken.lockedBy).toBe("worker-b")
           expect(taken.attemptCount).toBe(2)
-          yield* refusedWithoutChange(job.id, "LockLost", repo.extendLock(zombie, ttl))
-          yield* refusedWithoutChange(job.id, "LockLost", repo.extendLock(zombie, ttl, 50))
+          yield* refusedWithoutChange(job.id, "LockLost", beatOne(zombie, ttl))
+          yield* refusedWithoutChange(job.id, "LockLost", beatOne(zombie, ttl, 50))
           yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(zombie, "zombie"))
           yield* refusedWithoutChange(job.id, "LockLost", repo.markFailed(byLease(zombie), failure))
           const done = yield* repo.markSucceeded(leaseFor(taken), "b".repeat(64))
@@ -311,7 +323,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           yield* harness.advance(ttl * 2)
           const seen = (yield* repo.findExpiredLocks(0, 1000)).find((row) => row.id === running.id)
           expect(seen).toBeDefined()
-          yield* repo.extendLock(leaseFor(running), ttl * 10)
+          yield* beatOne(leaseFor(running), ttl * 10)
           yield* refusedWithoutChange(running.id, "LockLost", repo.markFailed(byExpiredLock(seen!, 0), failure))
           expect((yield* repo.findExpiredLocks(0, 1000)).map((row) => row.id)).not.toContain(running.id)
         }))
@@ -363,7 +375,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
             expect(taken.leaseNo).toBe(previous.leaseNo + 1)
             lease = leaseFor(taken)
             // The worker that gave the job back can no longer write to it.
-            yield* refusedWithoutChange(locked.id, "LockLost", repo.extendLock(previous, ttl))
+            yield* refusedWithoutChange(locked.id, "LockLost", beatOne(previous, ttl))
             yield* refusedWithoutChange(locked.id, "LockLost", repo.markSucceeded(previous, "old"))
             yield* refusedWithoutChange(locked.id, "LockLost", repo.markFailed(byLease(previous), failure))
             yield* refusedWithoutChange(locked.id, "LockLost", repo.releaseLock(previous))
@@ -420,11 +432,55 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(yield* repo.touchQueued(locked)).toBe(false)
         }))
 
+      it.effect("one beat extends every held lease, raises progress, and names the leases lost and the cancels requested", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          expect(yield* repo.extendLocks([], ttl)).toStrictEqual([])
+          const lock = (progress?: number) => Effect.flatMap(freshJob, (job) => repo.lockJob(job.id, "worker-a", ttl, progress))
+          const steady = yield* lock(30)
+          const cancelled = yield* lock()
+          const ignoring = yield* lock()
+          const takenOver = yield* lock()
+          const finished = yield* lock()
+          yield* repo.requestCancel(cancelled.id)
+          yield* repo.requestCancel(ignoring.id)
+          yield* repo.markSucceeded(leaseFor(finished), "f".repeat(64))
+          yield* harness.advance(ttl * 2)
+          const rescued = yield* repo.takeOver(takenOver.id, "worker-b", ttl)
+          const before = yield* Effect.forEach([takenOver.id, finished.id], reload)
+
+          const beats = yield* repo.extendLocks([
+            { lease: leaseFor(steady), progress: 20, reportCancel: true },
+            { lease: leaseFor(cancelled), progress: 45, reportCancel: true },
+            { lease: leaseFor(ignoring), progress: 50, reportCancel: false },
+            { lease: leaseFor(takenOver), progress: 60, reportCancel: true },
+            { lease: leaseFor(finished), progress: 70, reportCancel: true }
+          ], ttl)
+          expect(beats).toStrictEqual(["Extended", "CancelRequested", "Extended", "Lost", "Lost"])
+          // Held leases end a TTL from the beat (past the first lock's end); progress never goes down.
+          for (const [job, progress] of [[steady, 30], [cancelled, 45], [ignoring, 50]] as const) {
+            const row = yield* reload(job.id)
+            expect(row.lockUntil!.getTime()).toBeGreaterThan(job.lockUntil!.getTime())
+            expect(row.progress).toBe(progress)
+          }
+          // The lost leases' rows are untouched: the new owner's lease and the finished job stay as they were.
+          expect(yield* Effect.forEach([takenOver.id, finished.id], reload)).toStrictEqual(before)
+          expect((yield* reload(takenOver.id)).lockedBy).toBe(rescued.lockedBy)
+
+          // A beat where every lease is held and nobody asked to cancel.
+          const again = yield* repo.extendLocks([
+            { lease: leaseFor(steady), progress: 35, reportCancel: true },
+            { lease: leaseFor(cancelled), progress: 45, reportCancel: false }
+          ], ttl)
+          expect(again).toStrictEqual(["Extended", "Extended"])
+          expect((yield* reload(steady.id)).progress).toBe(35)
+        }))
+
       it.effect("progress moves only under the lease", () =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository
           const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
-          yield* repo.extendLock(leaseFor(running), ttl, 40)
+          yield* beatOne(leaseFor(running), ttl, 40)
           expect((yield* reload(running.id)).progress).toBe(40)
         }))
 
@@ -617,6 +673,34 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const snapshots = yield* SnapshotRepository
           expect(Option.isNone(yield* repo.findById(attemptedJobId))).toBe(true)
           expect(Option.isNone(yield* snapshots.findByJobId(attemptedJobId))).toBe(true)
+        }))
+
+      it.effect("a retry records the job it retries, and the retried job finds its retries oldest first", () =>
+        Effect.gen(function* () {
+          const service = yield* AiJobService
+          const repo = yield* AiJobLifecycleRepository
+          const original = yield* freshJob
+          const retryOf = (jobId: string) =>
+            service.createJob({
+              userId: original.userId,
+              jobType: original.jobType,
+              targetType: original.targetType,
+              targetId: original.targetId,
+              input: original.input,
+              enforceQuotas: false,
+              retryOf: jobId
+            })
+          const first = (yield* retryOf(original.id)).job
+          yield* harness.advance(5)
+          const second = (yield* retryOf(original.id)).job
+          const ofTheRetry = (yield* retryOf(first.id)).job
+
+          expect(original.retriedFromJobId).toBeNull()
+          expect((yield* reload(first.id)).retriedFromJobId).toBe(original.id)
+          expect((yield* reload(ofTheRetry.id)).retriedFromJobId).toBe(first.id)
+          expect((yield* repo.findRetriesOf(original.id)).map((job) => job.id)).toStrictEqual([first.id, second.id])
+          expect((yield* repo.findRetriesOf(first.id)).map((job) => job.id)).toStrictEqual([ofTheRetry.id])
+          expect(yield* repo.findRetriesOf(second.id)).toStrictEqual([])
         }))
 
       it.effect("bad input is a typed error naming the field, and nothing is written", () =>

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { UsageLog } from "../../src/services/UsageLog.js"
 import { WorkerDirectory } from "../../src/services/WorkerDirectory.js"
 import {
   bodyAs,
@@ -29,6 +30,16 @@ const AdminJob = Schema.Struct({
   cancelRequestedAt: Schema.optional(Schema.String)
 })
 const AdminPage = Schema.Struct({ items: Schema.Array(AdminJob), nextCursor: Schema.NullOr(Schema.String) })
+const Timeline = Schema.Struct({
+  job: AdminJob,
+  attempts: Schema.Array(Schema.Struct({
+    leaseNo: Schema.Number,
+    calls: Schema.Array(Schema.Struct({ model: Schema.String, latencyMs: Schema.Number, totalTokens: Schema.Number, costMicros: Schema.Number, outcome: Schema.String }))
+  })),
+  events: Schema.Array(Schema.Struct({ at: Schema.String, kind: Schema.String, detail: Schema.optional(Schema.String) })),
+  retriedFrom: Schema.optional(Schema.String),
+  retriedAs: Schema.Array(Schema.String)
+})
 
 const setup = Effect.gen(function* () {
   const api = yield* startApi(memoryEngine())
@@ -156,6 +167,64 @@ describe("admin jobs", () => {
           expect(yield* bodyAs(ErrorBody)(refused)).toMatchObject({ code: "JOB_NOT_RETRYABLE" })
         }
         const missing = yield* api.request("POST", "/admin-api/ai/jobs/00000000-0000-7000-8000-000000000000/retry", { token: admin })
+        expect(missing.status).toBe(404)
+      })
+    ))
+})
+
+describe("a job's timeline", () => {
+  it.live("GET /admin-api/ai/jobs/:jobId/timeline: provider calls, events with the cancel and the retries, links both ways", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { api, userA, admin, create } = yield* setup
+        const original = yield* create(userA)
+        yield* api.run(Effect.flatMap(UsageLog, (usage) =>
+          usage.record({
+            id: "call-1",
+            jobId: original.jobId,
+            leaseNo: 1,
+            attemptNo: 1,
+            credentialMode: "platform_key",
+            provider: "deepseek",
+            model: "deepseek-chat",
+            promptTokens: 0,
+            completionTokens: 0,
+            totalTokens: 0,
+            costMicros: 0,
+            latencyMs: 1200,
+            errorCode: "PROVIDER_UNAVAILABLE"
+          })))
+        yield* api.request("POST", `/api/ai/jobs/${original.jobId}/cancel`, { token: userA })
+        const retry = (jobId: string) =>
+          Effect.flatMap(api.request("POST", `/admin-api/ai/jobs/${jobId}/retry`, { token: admin }), bodyAs(AdminJob))
+        const first = yield* retry(original.jobId)
+        yield* api.run(markFailed(first.jobId, failure))
+        const second = yield* retry(first.jobId)
+        const timelineOf = (jobId: string) =>
+          Effect.flatMap(api.request("GET", `/admin-api/ai/jobs/${jobId}/timeline`, { token: admin }), bodyAs(Timeline))
+
+        const ofOriginal = yield* timelineOf(original.jobId)
+        expect(ofOriginal.job).toMatchObject({ jobId: original.jobId, lifecycleStatus: "cancelled" })
+        expect(ofOriginal.attempts).toMatchObject([
+          { leaseNo: 1, calls: [{ model: "deepseek-chat", latencyMs: 1200, totalTokens: 0, costMicros: 0, outcome: "PROVIDER_UNAVAILABLE" }] }
+        ])
+        expect(ofOriginal.events.map((event) => event.kind)).toEqual(["created", "cancel_requested", "cancelled", "retry_requested"])
+        expect(ofOriginal.events.at(-1)?.detail).toBe(`retried as ${first.jobId}`)
+        expect(ofOriginal.retriedFrom).toBeUndefined()
+        expect(ofOriginal.retriedAs).toEqual([first.jobId])
+
+        const ofFirst = yield* timelineOf(first.jobId)
+        expect(ofFirst.retriedFrom).toBe(original.jobId)
+        expect(ofFirst.retriedAs).toEqual([second.jobId])
+        expect(ofFirst.events.map((event) => event.kind)).toEqual(["created", "started", "failed", "retry_requested"])
+        expect(ofFirst.events[0]?.detail).toContain(`retry of ${original.jobId}`)
+
+        const ofSecond = yield* timelineOf(second.jobId)
+        expect([ofSecond.retriedFrom, ofSecond.retriedAs]).toEqual([first.jobId, []])
+
+        const asUser = yield* api.request("GET", `/admin-api/ai/jobs/${original.jobId}/timeline`, { token: userA })
+        expect(asUser.status).toBe(403)
+        const missing = yield* api.request("GET", "/admin-api/ai/jobs/00000000-0000-7000-8000-000000000000/timeline", { token: admin })
         expect(missing.status).toBe(404)
       })
     ))

@@ -138,6 +138,22 @@ describe("operator console in Chromium", () => {
           yield* waitForText(page, "#workers-table", "job-held-now")
           yield* screenshot(page, "console-workers")
 
+          // A cancelled job is retried from its page; the new job links back, and the old one forward.
+          const toRetry = yield* Effect.flatMap(
+            api.request("POST", "/api/ai/flashcard-generations", { token: user, body: flashcardBody() }),
+            (response) => Schema.decodeUnknown(Created)(response.body)
+          )
+          expect((yield* api.request("POST", `/api/ai/jobs/${toRetry.jobId}/cancel`, { token: user })).status).toBe(200)
+          yield* browse(() => page.goto(`${api.baseUrl}/admin#/jobs/${toRetry.jobId}`))
+          yield* browse(() => page.waitForSelector("#retry-job"))
+          yield* browse(() => page.click("#retry-job"))
+          yield* waitForText(page, "a.retried-from", toRetry.jobId)
+          const retriedAs = yield* browse(() => page.$eval("#job-page", (element) => element.textContent ?? ""))
+          yield* browse(() => page.click("a.retried-from"))
+          yield* waitForText(page, "#job-page", toRetry.jobId)
+          yield* waitForText(page, "a.retried-as", retriedAs.replace("Job ", ""))
+          yield* screenshot(page, "console-retried-job")
+
           // Only failed API calls (the refused sign-in) may have been logged; never a CSP violation.
           expect(problems.filter((text) => /Content Security Policy|Refused to/i.test(text))).toEqual([])
         })

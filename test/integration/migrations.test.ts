@@ -143,7 +143,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "12_usage_call_unique",
         "13_business_created_at_default",
         "14_learning_analysis",
-        "15_job_trace_parent"
+        "15_job_trace_parent",
+        "16_job_retried_from"
       ])
       expect(second).toEqual([])
     }))
@@ -202,7 +203,7 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
   it.scoped("the default check builds, compares and drops its own scratch database", () =>
     Effect.gen(function*() {
       const outcome = yield* checkMigrationsBuildDeclaredSchema(Redacted.make(testServerUrl))
-      expect(outcome.subject.appliedMigrations).toHaveLength(15)
+      expect(outcome.subject.appliedMigrations).toHaveLength(16)
       expect(outcome.differences).toEqual([])
       const scratchName = outcome.subject.target.split("/").at(-1) ?? ""
       expect(scratchName).toMatch(/^migrations_check_[0-9a-f]+$/)

@@ -31,6 +31,19 @@ const allowedAdapterImports: ReadonlyArray<readonly [string, string]> = [
 const adapterPackages = ["bullmq", "ioredis", "mysql2", "@effect/sql", "@effect/sql-mysql2"]
 const adapterPackageUsers: ReadonlyArray<Room> = ["layers", "main", "simulation"]
 
+/**
+ * Packages that one adapter family alone (and the composition root) may load: the OpenTelemetry
+ * SDK stays behind `src/layers/telemetry`; everything else uses Effect's own spans and metrics.
+ */
+const familyPackages: ReadonlyArray<{ readonly name: string; readonly matches: (specifier: string) => boolean; readonly users: ReadonlyArray<string> }> = [
+  {
+    name: "@effect/opentelemetry",
+    matches: (specifier) => specifier === "@effect/opentelemetry" || specifier.startsWith("@effect/opentelemetry/"),
+    users: ["layers/telemetry", "main"]
+  },
+  { name: "@opentelemetry/*", matches: (specifier) => specifier.startsWith("@opentelemetry/"), users: ["layers/telemetry", "main"] }
+]
+
 /** Folders outside `src/` that a room may read: the migrations for the MySQL adapter. */
 const allowedOutside: Readonly<Partial<Record<string, ReadonlyArray<string>>>> = {
   "layers/mysql": ["migrations"],
@@ -68,6 +81,13 @@ export const importViolations = (files: ReadonlyArray<SourceFile>): ReadonlyArra
     for (const match of file.text.matchAll(importSpecifiers)) {
       const specifier = match[1] ?? match[2] ?? ""
       if (!specifier.startsWith(".")) {
+        const familyPackage = familyPackages.find((p) => p.matches(specifier))
+        if (familyPackage !== undefined) {
+          if (!familyPackage.users.includes(source.family)) {
+            violations.push({ from: file.path, specifier, rule: `src/${source.family} must not load ${familyPackage.name} (only ${familyPackage.users.map((u) => `src/${u}`).join(" and ")})` })
+          }
+          continue
+        }
         const pkg = adapterPackages.find((p) => specifier === p || specifier.startsWith(`${p}/`))
         if (pkg !== undefined && !adapterPackageUsers.includes(source.room)) {
           violations.push({ from: file.path, specifier, rule: `src/${source.room} must not load ${pkg} (an adapter's package)` })

@@ -1,7 +1,6 @@
 import { Layer } from "effect"
 import { MysqlRepositories } from "../../src/main/AppLayers.js"
 import { BullMqJobQueueLive } from "../../src/layers/bullmq/BullMqJobQueue.js"
-import { InProcessDomainEvents } from "../../src/layers/memory/InProcessDomainEvents.js"
 import { RedisJobEvents } from "../../src/layers/redis/RedisJobEvents.js"
 import { RedisCancelSignal } from "../../src/layers/redis/RedisCancelSignal.js"
 import { RedisOutboxSignal } from "../../src/layers/redis/RedisOutboxSignal.js"
@@ -18,6 +17,5 @@ export const mysqlRedisInfrastructure = (name: string) =>
     MysqlRepositories.pipe(Layer.provideMerge(scratchMysqlLayer(name, { maxConnections: 10 }))),
     Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory, RedisJobEvents).pipe(
       Layer.provideMerge(testRedisLayer(uniqueRedisPrefix(name)))
-    ),
-    InProcessDomainEvents
+    )
   ).pipe(Layer.orDie)

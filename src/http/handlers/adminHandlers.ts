@@ -83,6 +83,7 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
               targetId: original.targetId,
               input: original.input,
               enforceQuotas: false,
+              retryOf: original.id,
               overrides: { priority: original.priority, ...credential }
             })
             yield* Effect.logInfo("job retried by an operator").pipe(
@@ -153,8 +154,8 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
       .handle("jobTimeline", ({ path }) =>
         Effect.gen(function* () {
           const job = yield* views.find(path.jobId)
-          const { attempts, events } = yield* operator.timelineParts(job)
-          return { job: yield* adminStatusOf(job), attempts, events, retriedAs: [] }
+          const parts = yield* operator.timelineParts(job)
+          return { job: yield* adminStatusOf(job), ...parts }
         }))
       .handle("stats", () => operator.stats)
       .handle("workers", () => Effect.map(workers.live, (live) => ({ workers: live })))

@@ -2,13 +2,14 @@ import { Clock, Effect, Option } from "effect"
 import type { AiJob } from "../../domain/AiJob.js"
 import type { OutboxEvent, OutboxStatus } from "../../domain/OutboxEvent.js"
 import { allQueueNames } from "../../domain/QueueName.js"
+import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { JobQueue } from "../../services/JobQueue.js"
 import { JobStatistics } from "../../services/JobStatistics.js"
 import { OutboxRepository } from "../../services/OutboxRepository.js"
 import { UsageLog, type UsageLogRecord } from "../../services/UsageLog.js"
 import type { JobCursor } from "../ApiSchemas.js"
 import { fromPersistence } from "../errorMapping.js"
-import type { OutboxListStatus } from "../OperatorSchemas.js"
+import type { OutboxListStatus, TimelineEventKind } from "../OperatorSchemas.js"
 import { cursorOf } from "../presenters.js"
 
 const storeStatus: Readonly<Record<OutboxListStatus, OutboxStatus>> = { dead: "dead", pending: "pending", claimed: "processing" }
@@ -42,6 +43,7 @@ export const makeOperatorViews = Effect.gen(function* () {
   const usage = yield* UsageLog
   const statistics = yield* JobStatistics
   const queue = yield* JobQueue
+  const jobs = yield* AiJobLifecycleRepository
 
   const outboxPage = (params: { readonly status: OutboxListStatus; readonly cursor?: JobCursor | undefined; readonly limit: number }) =>
     Effect.gen(function* () {
@@ -72,10 +74,14 @@ export const makeOperatorViews = Effect.gen(function* () {
     }))
   }
 
-  /** What the job row records of its life, in time order. */
-  const eventsOf = (job: AiJob) => {
-    const events: Array<{ readonly at: Date; readonly kind: "created" | "started" | "cancel_requested" | "succeeded" | "failed" | "cancelled" | "last_update"; readonly detail?: string }> = [
-      { at: job.createdAt, kind: "created", detail: `queue ${job.queueName}, priority ${job.priority}` }
+  /** What the job row records of its life, and each operator's retry of it, in time order. */
+  const eventsOf = (job: AiJob, retries: ReadonlyArray<AiJob>) => {
+    const events: Array<{ readonly at: Date; readonly kind: TimelineEventKind; readonly detail?: string }> = [
+      {
+        at: job.createdAt,
+        kind: "created",
+        detail: `queue ${job.queueName}, priority ${job.priority}${job.retriedFromJobId === null ? "" : `, retry of ${job.retriedFromJobId}`}`
+      }
     ]
     if (job.startedAt !== null) events.push({ at: job.startedAt, kind: "started" })
     if (job.cancelRequestedAt !== null) events.push({ at: job.cancelRequestedAt, kind: "cancel_requested" })
@@ -84,13 +90,22 @@ export const makeOperatorViews = Effect.gen(function* () {
     } else {
       events.push({ at: job.updatedAt, kind: "last_update", detail: `${job.lifecycleStatus}, progress ${job.progress}%` })
     }
+    // After the job's own events, so that a retry in the same millisecond as the end still follows it.
+    for (const retry of retries) events.push({ at: retry.createdAt, kind: "retry_requested", detail: `retried as ${retry.id}` })
     return events
       .sort((a, b) => a.at.getTime() - b.at.getTime())
       .map((event) => ({ ...event, at: event.at.toISOString() }))
   }
 
+  /** A job's timeline: its provider calls by lease, its events, and the retries that link it to other jobs. */
   const timelineParts = (job: AiJob) =>
-    Effect.map(usage.listByJobId(job.id), (calls) => ({ attempts: attemptsOf(calls), events: eventsOf(job) })).pipe(
+    Effect.all([usage.listByJobId(job.id), jobs.findRetriesOf(job.id)], { concurrency: 2 }).pipe(
+      Effect.map(([calls, retries]) => ({
+        attempts: attemptsOf(calls),
+        events: eventsOf(job, retries),
+        retriedFrom: job.retriedFromJobId ?? undefined,
+        retriedAs: retries.map((retry) => retry.id)
+      })),
       Effect.catchTag("PersistenceError", fromPersistence)
     )
 

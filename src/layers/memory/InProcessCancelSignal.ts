@@ -1,4 +1,4 @@
-import { Effect, Layer, PubSub, Queue } from "effect"
+import { Effect, Layer, PubSub, Queue, Stream } from "effect"
 import { CancelSignal } from "../../services/CancelSignal.js"
 
 /** Cancel requests within one process: a broadcast of job ids that each waiter filters. */
@@ -11,7 +11,8 @@ export const makeInProcessCancelSignal = Effect.gen(function* () {
         PubSub.subscribe(cancels).pipe(
           Effect.flatMap((subscription) => Effect.repeat(Queue.take(subscription), { until: (id) => id === jobId }))
         )
-      ).pipe(Effect.asVoid)
+      ).pipe(Effect.asVoid),
+    subscribe: Effect.map(PubSub.subscribe(cancels), (subscription) => Stream.fromQueue(subscription))
   })
 })
 

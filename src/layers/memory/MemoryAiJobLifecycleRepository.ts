@@ -22,7 +22,13 @@ import {
   takeOverGuard
 } from "../../domain/LifecycleGuards.js"
 import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
-import { AiJobLifecycleRepository, clampProgress, queuedJobFields } from "../../services/AiJobLifecycleRepository.js"
+import {
+  AiJobLifecycleRepository,
+  clampProgress,
+  type HeldLease,
+  type LeaseBeat,
+  queuedJobFields
+} from "../../services/AiJobLifecycleRepository.js"
 import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
 
 const idempotencyIndexKey = (userId: string, jobType: string, key: string) => `${userId}\u0000${jobType}\u0000${key}`
@@ -145,14 +151,26 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       next
     )
 
-  const extendLock = (lease: JobLease, lockTtlMs: number, progress?: number) =>
-    whileLeased("ai_job.extendLock", lease, (job, now) =>
-      changed(job, now, {
-        lockUntil: plus(now, lockTtlMs),
-        progress: progress === undefined ? job.progress : Math.max(job.progress, clampProgress(progress))
-      })).pipe(
-      Effect.map((job) => ({ lockUntil: job.lockUntil ?? new Date(0), cancelRequested: job.cancelRequestedAt !== null }))
-    )
+  /** Every held lease checked and extended in one serialized write, as MySQL's one UPDATE. */
+  const extendLocks = (held: ReadonlyArray<HeldLease>, lockTtlMs: number) =>
+    held.length === 0
+      ? Effect.succeed<ReadonlyArray<LeaseBeat>>([])
+      : db.write("ai_job.extendLocks", (tables, now) => {
+        let aiJob = tables.aiJob
+        const beats = held.map(({ lease, progress, reportCancel }): LeaseBeat =>
+          Either.match(leaseCheck(lease, HashMap.get(aiJob, lease.jobId), "running"), {
+            onLeft: () => "Lost",
+            onRight: (job) => {
+              aiJob = HashMap.set(
+                aiJob,
+                job.id,
+                changed(job, now, { lockUntil: plus(now, lockTtlMs), progress: Math.max(job.progress, clampProgress(progress)) })
+              )
+              return reportCancel && job.cancelRequestedAt !== null ? "CancelRequested" : "Extended"
+            }
+          }))
+        return Either.right([beats, { ...tables, aiJob }] as const)
+      })
 
   const releaseLock = (lease: JobLease) =>
     whileLeased("ai_job.releaseLock", lease, (job, now) => changed(job, now, { lockedBy: null, lockUntil: null })).pipe(
@@ -249,6 +267,9 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       return Either.right([true, withJob(tables, changed(current.value, now, {}))] as const)
     })
 
+  const findRetriesOf = (jobId: string) =>
+    db.read((tables) => allJobs(tables).filter((job) => job.retriedFromJobId === jobId).sort(oldestFirst))
+
   const list: AiJobLifecycleRepository["Type"]["list"] = (filter, page) =>
     db.read((tables) =>
       allJobs(tables)
@@ -268,10 +289,11 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
   return AiJobLifecycleRepository.of({
     createJob,
     findById,
+    findRetriesOf,
     findByIdempotencyKey,
     lockJob,
     takeOver,
-    extendLock,
+    extendLocks,
     releaseLock,
     markSucceeded,
     markFailed,

@@ -19,7 +19,13 @@ import { JobLockConflict, LockLost } from "../../domain/LifecycleErrors.js"
 import { reaperWorkerId } from "../../domain/LifecycleGuards.js"
 import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
-import { AiJobLifecycleRepository, clampProgress, queuedJobFields } from "../../services/AiJobLifecycleRepository.js"
+import {
+  AiJobLifecycleRepository,
+  clampProgress,
+  type HeldLease,
+  type LeaseBeat,
+  queuedJobFields
+} from "../../services/AiJobLifecycleRepository.js"
 import { sqlClock } from "./sqlClock.js"
 import { AiJobRow, changedRows, NewAiJobRow, Total } from "./rows.js"
 import { isDuplicateKey, persistence } from "./sqlErrors.js"
@@ -27,8 +33,14 @@ import { isDuplicateKey, persistence } from "./sqlErrors.js"
 /** The rest of a `SELECT * FROM ai_job` (its WHERE, ORDER BY, LIMIT), for the lists whose clauses vary. */
 const SqlTail = Schema.declare(isFragment)
 
-/** What a heartbeat reads back after extending the lock. */
-const LockState = Schema.Struct({ lockUntil: Schema.NullOr(Schema.DateFromSelf), cancelRequestedAt: Schema.NullOr(Schema.DateFromSelf) })
+/** Who holds a row now, read by a beat whose extension matched fewer rows than it held. */
+const LeaseState = Schema.Struct({
+  id: Schema.String,
+  lifecycleStatus: Schema.String,
+  lockedBy: Schema.NullOr(Schema.String),
+  leaseNo: Schema.Number,
+  cancelRequestedAt: Schema.NullOr(Schema.DateFromSelf)
+})
 
 /**
  * `ai_job` on MySQL. Every state change is one compare-and-set `UPDATE ... WHERE` on the
@@ -65,10 +77,10 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     // row goes in as MySQL's `INSERT ... SET` (column names still from the row's keys).
     execute: (row) => sql`INSERT INTO ai_job SET ${sql.update(row)}, created_at = ${now}, updated_at = ${now}`
   })
-  const readLockState = SqlSchema.findOne({
-    Request: Schema.String,
-    Result: LockState,
-    execute: (jobId) => sql`SELECT lock_until, cancel_requested_at FROM ai_job WHERE id = ${jobId}`
+  const readLeaseStates = SqlSchema.findAll({
+    Request: Schema.Array(Schema.String),
+    Result: LeaseState,
+    execute: (ids) => sql`SELECT id, lifecycle_status, locked_by, lease_no, cancel_requested_at FROM ai_job WHERE id IN ${sql.in(ids)}`
   })
   const countWhere = SqlSchema.findOne({
     Request: SqlTail,
@@ -177,9 +189,8 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     )
 
   /**
-   * A write that keeps the job running (heartbeat, progress, release): no read-back when it
-   * matched; when it did not, the lease is gone whatever the reason (another owner, the job left
-   * `running`, or vanished).
+   * A lease write that needs no row back (the release): when it matched nothing, the lease is
+   * gone whatever the reason (another owner, the job left `running`, or vanished).
    */
   const leaseWrite = (operation: string, lease: JobLease, set: Fragment) =>
     changedRows(sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)}`.raw).pipe(
@@ -187,21 +198,48 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       Effect.flatMap((changed) => (changed > 0 ? Effect.void : Effect.fail(new LockLost({ ...lease }))))
     )
 
-  const extendLock = (lease: JobLease, lockTtlMs: number, progress?: number) =>
-    leaseWrite(
-      "ai_job.extendLock",
-      lease,
-      progress === undefined
-        ? sql`lock_until = ${plusMillis(lockTtlMs)}`
-        : sql`lock_until = ${plusMillis(lockTtlMs)}, progress = GREATEST(progress, ${clampProgress(progress)})`
-    ).pipe(
-      Effect.zipRight(readLockState(lease.jobId).pipe(persistence("ai_job.extendLock"))),
-      Effect.flatMap((row) =>
-        Option.isNone(row) || row.value.lockUntil === null
-          ? Effect.fail(new LockLost({ ...lease }))
-          : Effect.succeed({ lockUntil: row.value.lockUntil, cancelRequested: row.value.cancelRequestedAt !== null })
-      )
-    )
+  /**
+   * One fenced UPDATE extends every held lease and raises each one's progress. A lease whose
+   * run still has to hear of a cancel is left out when one was requested, so a beat that
+   * changed as many rows as it held learnt everything: no lease lost, no cancel. Otherwise one
+   * SELECT names the lost leases and the cancels, and the cancelled ones are extended after.
+   */
+  const extendBatch = (held: ReadonlyArray<HeldLease>, lockTtlMs: number, watchCancel: boolean) => {
+    const ids = held.map((entry) => entry.lease.jobId)
+    const fences = sql.csv(held.map(({ lease }) => sql`(${lease.jobId}, ${lease.workerId}, ${lease.leaseNo})`))
+    const progress = sql.join(" ", false)(held.map(({ lease, progress }) => sql`WHEN ${lease.jobId} THEN ${clampProgress(progress)}`))
+    const ignoring = held.filter((entry) => !(watchCancel && entry.reportCancel)).map((entry) => entry.lease.jobId)
+    const cancelCondition = ignoring.length === held.length
+      ? sql`TRUE`
+      : ignoring.length === 0
+      ? sql`cancel_requested_at IS NULL`
+      : sql`(cancel_requested_at IS NULL OR id IN ${sql.in(ignoring)})`
+    return changedRows(
+      sql`UPDATE ai_job SET lock_until = ${plusMillis(lockTtlMs)},
+            progress = GREATEST(progress, CASE id ${progress} ELSE progress END), updated_at = ${now}
+          WHERE id IN ${sql.in(ids)} AND lifecycle_status = 'running' AND (id, locked_by, lease_no) IN (${fences})
+            AND ${cancelCondition}`.raw
+    ).pipe(persistence("ai_job.extendLocks"))
+  }
+
+  const extendLocks = (held: ReadonlyArray<HeldLease>, lockTtlMs: number) =>
+    Effect.gen(function* () {
+      if (held.length === 0) return []
+      const changed = yield* extendBatch(held, lockTtlMs, true)
+      if (changed >= held.length) return held.map((): LeaseBeat => "Extended")
+      const rows = yield* readLeaseStates(held.map((entry) => entry.lease.jobId)).pipe(persistence("ai_job.extendLocks"))
+      const byId = new Map(rows.map((row) => [row.id, row]))
+      const beats = held.map(({ lease, reportCancel }): LeaseBeat => {
+        const row = byId.get(lease.jobId)
+        if (row === undefined || row.lifecycleStatus !== "running" || row.lockedBy !== lease.workerId || row.leaseNo !== lease.leaseNo) {
+          return "Lost"
+        }
+        return reportCancel && row.cancelRequestedAt !== null ? "CancelRequested" : "Extended"
+      })
+      const cancelled = held.filter((_, index) => beats[index] === "CancelRequested")
+      if (cancelled.length > 0) yield* extendBatch(cancelled, lockTtlMs, false)
+      return beats
+    })
 
   /** A hand-off: nobody holds the job and its lock is gone; the next lease costs no attempt. */
   const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
@@ -301,6 +339,9 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
             ORDER BY created_at, id LIMIT ${options.limit ?? 100}`
       ).pipe(persistence("ai_job.findByLifecycleStatus"))
 
+  const findRetriesOf = (jobId: string) =>
+    selectJobs(sql`WHERE retried_from_job_id = ${jobId} ORDER BY created_at, id`).pipe(persistence("ai_job.findRetriesOf"))
+
   const findExpiredLocks = (graceMs: number, limit: number) =>
     selectJobs(
       sql`WHERE lifecycle_status = 'running' AND (lock_until IS NULL OR lock_until < ${minusMillis(graceMs)})
@@ -347,10 +388,11 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   return AiJobLifecycleRepository.of({
     createJob,
     findById,
+    findRetriesOf,
     findByIdempotencyKey,
     lockJob,
     takeOver,
-    extendLock,
+    extendLocks,
     releaseLock,
     markSucceeded,
     markFailed,

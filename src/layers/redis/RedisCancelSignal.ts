@@ -22,7 +22,7 @@ export const makeRedisCancelSignal = Effect.gen(function* () {
   })
   yield* Effect.tryPromise(() => subscriber.psubscribe(`${channelPrefix}*`)).pipe(
     Effect.catchAll((error) =>
-      Effect.logWarning("Subscribing to cancel requests failed; heartbeats will still see them").pipe(
+      Effect.logWarning("Subscribing to cancel requests failed; lease beats will still see them").pipe(
         Effect.annotateLogs({ error: error.message })
       )
     ),
@@ -38,14 +38,14 @@ export const makeRedisCancelSignal = Effect.gen(function* () {
       ).pipe(
         Effect.timeout("2 seconds"),
         Effect.catchAll(() =>
-          Effect.logWarning("Publishing a cancel request failed; the worker's heartbeat will see it").pipe(
+          Effect.logWarning("Publishing a cancel request failed; the worker's next lease beat will see it").pipe(
             Effect.annotateLogs({ jobId })
           )
         )
       )
     )
 
-  return CancelSignal.of({ publish, await: local.await })
+  return CancelSignal.of({ publish, await: local.await, subscribe: local.subscribe })
 })
 
 /** CancelSignal over Redis pub/sub; needs `RedisConnection`. */

@@ -2,7 +2,6 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Context, Deferred, Duration, Effect, Exit, Layer, Option, Schema } from "effect"
 import { InProcessCancelSignal } from "../../../src/layers/memory/InProcessCancelSignal.js"
-import { InProcessDomainEvents } from "../../../src/layers/memory/InProcessDomainEvents.js"
 import { InProcessJobEvents } from "../../../src/layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../../../src/layers/memory/InProcessOutboxSignal.js"
 import { MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
@@ -35,7 +34,6 @@ const mysqlInfrastructure = Layer.mergeAll(
   InProcessOutboxSignal,
   InProcessCancelSignal,
   MemoryWorkerDirectory,
-  InProcessDomainEvents,
   InProcessJobEvents
 ).pipe(
   Layer.provide(Layer.mergeAll(Layer.setConfigProvider(bounds), QuotaLimitsConfig.make({}), QueueSettings.make())),

@@ -30,4 +30,27 @@ describe("the layout's import rule", () => {
       "src/layers/memory must not import src/layers/bullmq"
     ])
   })
+
+  it("keeps the OpenTelemetry packages to src/layers/telemetry and src/main", () => {
+    const planted = [
+      { path: "src/pipeline/Planted.ts", text: `import { trace } from "@opentelemetry/api"
+` },
+      { path: "src/services/Planted.ts", text: `import { Tracer } from "@effect/opentelemetry"
+` },
+      { path: "src/layers/mysql/Planted.ts", text: `import type { SpanProcessor } from "@opentelemetry/sdk-trace-base"
+` },
+      { path: "src/simulation/Planted.ts", text: `import { NodeSdk } from "@effect/opentelemetry/NodeSdk"
+` },
+      { path: "src/layers/telemetry/Planted.ts", text: `import { NodeSdk } from "@effect/opentelemetry"
+` },
+      { path: "src/main/Planted.ts", text: `import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
+` }
+    ]
+    expect(importViolations(planted).map((v) => v.rule)).toEqual([
+      "src/pipeline must not load @opentelemetry/* (only src/layers/telemetry and src/main)",
+      "src/services must not load @effect/opentelemetry (only src/layers/telemetry and src/main)",
+      "src/layers/mysql must not load @opentelemetry/* (only src/layers/telemetry and src/main)",
+      "src/simulation must not load @effect/opentelemetry (only src/layers/telemetry and src/main)"
+    ])
+  })
 })

@@ -1,12 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { DateTime, Effect, Option } from "effect"
+import type { JobEvent } from "../../../src/domain/JobEvent.js"
+import { isTerminal } from "../../../src/domain/LifecycleStatus.js"
 import { ProviderError } from "../../../src/domain/ExecutionError.js"
 import { complete } from "../../../src/pipeline/complete.js"
 import { prepare } from "../../../src/pipeline/prepare.js"
 import { RunOutcome } from "../../../src/pipeline/RunningJob.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
-import { type DomainEvent, DomainEvents } from "../../../src/services/DomainEvents.js"
+import { JobEvents } from "../../../src/services/JobEvents.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
 import { awaitStatus, memoryEngineStack, settle, startEngine } from "../../support/engineStack.js"
 
@@ -27,20 +29,21 @@ const preparedEcho = (message: string) =>
 const jobNow = (jobId: string) =>
   Effect.flatMap(AiJobLifecycleRepository, (jobs) => Effect.map(jobs.findById(jobId), Option.getOrThrow))
 
-/** Runs a test on the memory engine, keeping every domain event the engine publishes. */
-const withEvents = <A, E, R>(body: (published: ReadonlyArray<DomainEvent>) => Effect.Effect<A, E, R>) => {
-  const published: Array<DomainEvent> = []
+/** Runs a test on the memory engine, keeping every terminal job event the engine publishes. */
+const withEvents = <A, E, R>(body: (published: ReadonlyArray<JobEvent>) => Effect.Effect<A, E, R>) => {
+  const published: Array<JobEvent> = []
   return body(published).pipe(
-    Effect.updateService(DomainEvents, (bus) => ({
-      ...bus,
-      publish: (event: DomainEvent) => Effect.zipRight(Effect.sync(() => published.push(event)), bus.publish(event))
+    Effect.updateService(JobEvents, (events) => ({
+      ...events,
+      publish: (event: JobEvent) =>
+        Effect.zipRight(Effect.sync(() => isTerminal(event.lifecycleStatus) && published.push(event)), events.publish(event))
     })),
     Effect.provide(memoryEngineStack())
   )
 }
 
 describe("COMPLETE records how a run ended", () => {
-  it.scoped("a run that succeeds publishes one JobFinished with the job's output hash", () =>
+  it.scoped("a run that succeeds publishes one terminal job event, the committed row's", () =>
     withEvents((published) =>
       Effect.gen(function* () {
         yield* startEngine()
@@ -50,14 +53,12 @@ describe("COMPLETE records how a run ended", () => {
         expect(done.lifecycleStatus).toBe("succeeded")
         expect(published).toStrictEqual([
           {
-            _tag: "JobFinished",
             jobId: job.id,
-            jobType: "synthetic_echo",
-            userId: "user-1",
-            status: "succeeded",
-            errorCode: null,
-            outputHash: done.outputHash,
-            at: done.finishedAt
+            lifecycleStatus: "succeeded",
+            progress: 100,
+            stage: "COMPLETE",
+            attempt: 1,
+            at: DateTime.unsafeFromDate(done.updatedAt)
           }
         ])
       })
@@ -75,20 +76,20 @@ describe("COMPLETE records how a run ended", () => {
         expect(job.publicErrorMessage).toBe("The AI provider is unavailable right now. Please try again later.")
         expect(job.internalErrorMessage).toMatch(/^ProviderError PROVIDER_UNAVAILABLE after 3 provider call\(s\): 503 for key /)
         expect(job.internalErrorMessage).not.toContain("sk-abcdefghijklmnopqrstuvwxyz123456")
-        expect(published.map((event) => [event.jobId, event.status, event.errorCode])).toStrictEqual([
+        expect(published.map((event) => [event.jobId, event.lifecycleStatus, event.errorCode])).toStrictEqual([
           [job.id, "failed", "PROVIDER_UNAVAILABLE"]
         ])
       })
     ))
 
-  it.scoped("a requested cancel: the job is cancelled and JobFinished says so", () =>
+  it.scoped("a requested cancel: the job is cancelled and its terminal event says so", () =>
     withEvents((published) =>
       Effect.gen(function* () {
         const prepared = yield* preparedEcho("cancel me")
         yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.requestCancel(prepared.job.id))
         yield* complete(prepared, RunOutcome.CancelRequested())
         expect((yield* jobNow(prepared.job.id)).lifecycleStatus).toBe("cancelled")
-        expect(published.map((event) => [event.jobId, event.status])).toStrictEqual([[prepared.job.id, "cancelled"]])
+        expect(published.map((event) => [event.jobId, event.lifecycleStatus])).toStrictEqual([[prepared.job.id, "cancelled"]])
       })
     ))
 
