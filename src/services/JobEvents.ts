@@ -1,4 +1,4 @@
-import { Context, DateTime, type Effect, type Scope, type Stream } from "effect"
+import { Context, DateTime, type Effect, type Queue, type Scope } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { type JobEvent, stageOf } from "../domain/JobEvent.js"
 
@@ -14,9 +14,10 @@ export class JobEvents extends Context.Tag("ai-job-engine/JobEvents")<
     readonly publish: (event: JobEvent) => Effect.Effect<void>
     /**
      * The events of one job published after this effect completes (the subscription is live by
-     * then, so a read that follows cannot miss a change), until the scope closes.
+     * then, so a read that follows cannot miss a change), until the scope closes. A queue, not a
+     * stream: a reader waits on it with a timeout (interruption loses nothing) for a few KiB.
      */
-    readonly subscribe: (jobId: string) => Effect.Effect<Stream.Stream<JobEvent>, never, Scope.Scope>
+    readonly subscribe: (jobId: string) => Effect.Effect<Queue.Dequeue<JobEvent>, never, Scope.Scope>
   }
 >() {}
 

@@ -1,4 +1,4 @@
-import { Effect, Layer, PubSub, Stream } from "effect"
+import { Effect, Layer, PubSub } from "effect"
 import type { JobEvent } from "../../domain/JobEvent.js"
 import { JobEvents } from "../../services/JobEvents.js"
 
@@ -35,8 +35,7 @@ export const makeInProcessJobEvents = Effect.sync(() => {
     subscribe: (jobId) =>
       Effect.gen(function* () {
         const topic = yield* Effect.acquireRelease(acquire(jobId), (topic) => release(jobId, topic))
-        const subscription = yield* PubSub.subscribe(topic.hub)
-        return Stream.fromQueue(subscription)
+        return yield* PubSub.subscribe(topic.hub)
       })
   })
 })

@@ -54,7 +54,7 @@ describe("progress reported during EXECUTE (memory layers, TestClock)", () => {
         const { job } = yield* Effect.flatMap(AiJobService, (service) =>
           service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message: "hi" } }))
         const heard = yield* Effect.flatMap(JobEvents, (jobEvents) => jobEvents.subscribe(job.id))
-        yield* Effect.forkScoped(Stream.runForEach(heard, (event) => Effect.sync(() => events.push(event))))
+        yield* Effect.forkScoped(Stream.runForEach(Stream.fromQueue(heard), (event) => Effect.sync(() => events.push(event))))
         yield* startEngine()
         yield* awaitStatus(job.id, ["running"], { stepMs: 10 })
         yield* settle
