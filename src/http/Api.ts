@@ -1,4 +1,5 @@
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import type { Schema } from "effect"
 import {
   CredentialNotFoundError,
   IdempotencyKeyReusedError,
@@ -51,41 +52,34 @@ import { JobTimelineResponse, OutboxEventListParams, OutboxEventPage, ReplayAllD
 import { AdminAuthentication, Authentication, RuntimeServiceAuthentication } from "./Auth.js"
 import { withoutDefaultDecodeError } from "./openApiCleanup.js"
 
+/**
+ * A creation endpoint: 202 with the new job, or 200 with the job an `Idempotency-Key` already
+ * made; every job type's answers the same errors.
+ */
+const creation = <const Name extends string, A, I>(
+  name: Name,
+  path: `/api/ai/${string}`,
+  payload: Schema.Schema<A, I>,
+  summary: string
+) =>
+  HttpApiEndpoint.post(name, path)
+    .setPayload(payload)
+    .setHeaders(CreationHeaders)
+    .addSuccess(AcceptedJobStatusResponse, { status: 202 })
+    .addSuccess(JobStatusResponse)
+    .addError(IdempotencyKeyReusedError)
+    .addError(TooManyJobsError)
+    .addError(QuotaExceededError)
+    .annotate(OpenApi.Summary, summary)
+
 /** The end user's jobs (docs/architecture.md §15.1): create, read, list, cancel. */
 export class JobsGroup extends HttpApiGroup.make("jobs")
-  .add(
-    HttpApiEndpoint.post("createFlashcardGeneration", "/api/ai/flashcard-generations")
-      .setPayload(FlashcardGenerationRequest)
-      .setHeaders(CreationHeaders)
-      .addSuccess(AcceptedJobStatusResponse, { status: 202 })
-      .addSuccess(JobStatusResponse)
-      .addError(IdempotencyKeyReusedError)
-      .addError(TooManyJobsError)
-      .addError(QuotaExceededError)
-      .annotate(OpenApi.Summary, "Generate flashcards from a source text (job type flashcard_generation)")
-  )
-  .add(
-    HttpApiEndpoint.post("createFeynmanEvaluation", "/api/ai/feynman-evaluations")
-      .setPayload(FeynmanEvaluationRequest)
-      .setHeaders(CreationHeaders)
-      .addSuccess(AcceptedJobStatusResponse, { status: 202 })
-      .addSuccess(JobStatusResponse)
-      .addError(IdempotencyKeyReusedError)
-      .addError(TooManyJobsError)
-      .addError(QuotaExceededError)
-      .annotate(OpenApi.Summary, "Evaluate a Feynman explanation of a concept (job type feynman_evaluation)")
-  )
-  .add(
-    HttpApiEndpoint.post("createLearningAnalysis", "/api/ai/learning-analyses")
-      .setPayload(LearningAnalysisRequest)
-      .setHeaders(CreationHeaders)
-      .addSuccess(AcceptedJobStatusResponse, { status: 202 })
-      .addSuccess(JobStatusResponse)
-      .addError(IdempotencyKeyReusedError)
-      .addError(TooManyJobsError)
-      .addError(QuotaExceededError)
-      .annotate(OpenApi.Summary, "Analyse recent evaluation results: strengths, gaps and next steps (job type learning_analysis)")
-  )
+  .add(creation("createFlashcardGeneration", "/api/ai/flashcard-generations", FlashcardGenerationRequest,
+    "Generate flashcards from a source text (job type flashcard_generation)"))
+  .add(creation("createFeynmanEvaluation", "/api/ai/feynman-evaluations", FeynmanEvaluationRequest,
+    "Evaluate a Feynman explanation of a concept (job type feynman_evaluation)"))
+  .add(creation("createLearningAnalysis", "/api/ai/learning-analyses", LearningAnalysisRequest,
+    "Analyse recent evaluation results: strengths, gaps and next steps (job type learning_analysis)"))
   .add(
     HttpApiEndpoint.get("listJobs", "/api/ai/jobs")
       .setUrlParams(UserJobListParams)

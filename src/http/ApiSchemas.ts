@@ -124,10 +124,22 @@ const Limit = Schema.NumberFromString.pipe(
   })
 )
 
-export const UserJobListParams = withValueFreeErrors(Schema.Struct({
-  status: Schema.optional(LifecycleStatus),
+/** The paging fields every list endpoint takes. */
+export const pageParams = {
   cursor: Schema.optional(JobCursor),
   limit: Schema.optionalWith(Limit, { default: () => defaultPageSize })
+}
+
+/** One page of `item`s and the cursor of the next (null on the last page). */
+export const pageOf = <A, I>(item: Schema.Schema<A, I>, identifier: string) =>
+  Schema.Struct({
+    items: Schema.Array(item),
+    nextCursor: Schema.NullOr(Schema.String)
+  }).annotations({ identifier })
+
+export const UserJobListParams = withValueFreeErrors(Schema.Struct({
+  status: Schema.optional(LifecycleStatus),
+  ...pageParams
 }))
 
 const isoTimeMessage = () => ({ message: "must be an ISO-8601 time between the years 1000 and 9999", override: true })
@@ -138,19 +150,12 @@ export const AdminJobListParams = withValueFreeErrors(Schema.Struct({
   queueName: Schema.optional(QueueName),
   createdFrom: Schema.optional(StoredTime.annotations({ description: "ISO-8601 time, inclusive.", message: isoTimeMessage })),
   createdTo: Schema.optional(StoredTime.annotations({ description: "ISO-8601 time, exclusive.", message: isoTimeMessage })),
-  cursor: Schema.optional(JobCursor),
-  limit: Schema.optionalWith(Limit, { default: () => defaultPageSize })
+  ...pageParams
 }))
 
-export const JobStatusPage = Schema.Struct({
-  items: Schema.Array(JobStatusResponse),
-  nextCursor: Schema.NullOr(Schema.String)
-}).annotations({ identifier: "JobStatusPage" })
+export const JobStatusPage = pageOf(JobStatusResponse, "JobStatusPage")
 
-export const AdminJobStatusPage = Schema.Struct({
-  items: Schema.Array(AdminJobStatusResponse),
-  nextCursor: Schema.NullOr(Schema.String)
-}).annotations({ identifier: "AdminJobStatusPage" })
+export const AdminJobStatusPage = pageOf(AdminJobStatusResponse, "AdminJobStatusPage")
 
 // ---------------------------------------------------------------------------------------------
 // Path params and headers

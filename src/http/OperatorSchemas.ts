@@ -3,18 +3,9 @@ import { LifecycleStatus } from "../domain/LifecycleStatus.js"
 import { OutboxStatus } from "../domain/OutboxEvent.js"
 import { QueueName } from "../domain/QueueName.js"
 import { withValueFreeErrors } from "../domain/ValueFreeMessages.js"
-import { AdminJobStatusResponse, defaultPageSize, JobCursor, maxPageSize } from "./ApiSchemas.js"
+import { AdminJobStatusResponse, pageOf, pageParams } from "./ApiSchemas.js"
 
 /** The operator's views beyond single jobs (docs/architecture.md §15.4): outbox, timeline, statistics. */
-
-const Limit = Schema.NumberFromString.pipe(
-  Schema.int(),
-  Schema.between(1, maxPageSize),
-  Schema.annotations({
-    description: `Page size, 1 to ${maxPageSize} (default ${defaultPageSize}).`,
-    message: () => ({ message: `must be a whole number from 1 to ${maxPageSize}`, override: true })
-  })
-)
 
 /** `claimed` is what the store calls `processing`: held by a dispatcher right now. */
 export const OutboxListStatus = Schema.Literal("dead", "pending", "claimed")
@@ -22,8 +13,7 @@ export type OutboxListStatus = typeof OutboxListStatus.Type
 
 export const OutboxEventListParams = withValueFreeErrors(Schema.Struct({
   status: Schema.optionalWith(OutboxListStatus, { default: () => "dead" as const }),
-  cursor: Schema.optional(JobCursor),
-  limit: Schema.optionalWith(Limit, { default: () => defaultPageSize })
+  ...pageParams
 }))
 
 export const OutboxEventDetail = Schema.Struct({
@@ -40,10 +30,7 @@ export const OutboxEventDetail = Schema.Struct({
   lastError: Schema.optional(Schema.String)
 }).annotations({ identifier: "OutboxEventDetail" })
 
-export const OutboxEventPage = Schema.Struct({
-  items: Schema.Array(OutboxEventDetail),
-  nextCursor: Schema.NullOr(Schema.String)
-}).annotations({ identifier: "OutboxEventPage" })
+export const OutboxEventPage = pageOf(OutboxEventDetail, "OutboxEventPage")
 
 export const ReplayAllDeadResponse = Schema.Struct({
   /** How many dead events went back to pending. */
