@@ -9,7 +9,6 @@
  * provider sees their call. Prints [MET] / [MISSED] per target, with the reason when missed.
  * Figures, not a test. `GOODPUT_SECONDS=120` is the shortest run with a full measured minute.
  */
-import { readFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import { NodeRuntime } from "@effect/platform-node"
 import { Duration, Effect, Schema } from "effect"
@@ -27,6 +26,7 @@ import {
   workerStarted
 } from "../test/process/support/engine.js"
 import { freePort, spawnProgram } from "../test/process/support/childProcess.js"
+import { processUsage } from "./procStat.js"
 
 const seconds = Number(process.env["GOODPUT_SECONDS"] ?? "180")
 const inFlight = Number(process.env["GOODPUT_IN_FLIGHT"] ?? "500")
@@ -44,7 +44,6 @@ const producerConnections = 32
  */
 const producerUsers = 64
 const probeEveryMs = 2_000
-const clockTicks = 100
 /** A directory: the worker writes a V8 CPU profile there (`--cpu-prof`) when the bench stops it. */
 const workerProfileDir = process.env["GOODPUT_WORKER_PROFILE_DIR"]
 /** NODE_OPTIONS for the worker only (e.g. `--max-semi-space-size=…` to see what RSS is garbage). */
@@ -64,14 +63,6 @@ const profiledWorker = (env: NodeJS.ProcessEnv, directory: string) =>
 
 const probeConcept = (i: number) => `goodput probe ${i}`
 const probeOf = /goodput probe (\d+)/
-
-/** CPU seconds (user + system) and RSS in MB of a process, from /proc. */
-const usageOf = (pid: number) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
-  const cpuSeconds = (Number(stat[11]) + Number(stat[12])) / clockTicks
-  const rss = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
-  return { cpuSeconds, rssMb: Number(rss ?? 0) / 1024 }
-}
 
 const Counts = Schema.Struct({ status: Schema.String, n: Schema.Number })
 const Started = Schema.Struct({ id: Schema.String, waitMs: Schema.NullOr(Schema.Number), publishMs: Schema.NullOr(Schema.Number) })
@@ -182,12 +173,12 @@ const program = Effect.gen(function* () {
   let maxRssMb = 0
   const runningSamples: Array<number> = []
   const monitor = Effect.gen(function* () {
-    let last = { t: 0, succeeded: 0, cpuSeconds: usageOf(worker.pid).cpuSeconds }
+    let last = { t: 0, succeeded: 0, cpuSeconds: processUsage(worker.pid).cpuSeconds }
     while (elapsed() < seconds) {
       yield* Effect.sleep(Duration.seconds(5))
       const t = elapsed()
       const seen = yield* provider.counters
-      const usage = usageOf(worker.pid)
+      const usage = processUsage(worker.pid)
       const now = yield* counts
       const running = now.get("running") ?? 0
       const outboxPending = (yield* withDatabase(storage, queryRows(Pending, "SELECT COUNT(*) AS n FROM outbox_event WHERE status IN ('pending', 'processing')")))[0]?.n ?? 0

@@ -1,6 +1,6 @@
 import { createConnection, createServer, type Socket } from "node:net"
 import { Effect } from "effect"
-import { emptyCounts, type SqlCounts } from "./sqlCounter.js"
+import { diffCounts, emptyCounts, type SqlCounts } from "./sqlCounter.js"
 
 /**
  * A TCP proxy in front of MySQL that counts the statements one client process sends, read off the
@@ -22,14 +22,7 @@ export interface WireCounts extends SqlCounts {
 export const emptyWireCounts: WireCounts = { ...emptyCounts, roundTrips: 0, prepares: 0, outboxStatements: 0 }
 
 export const diffWireCounts = (after: WireCounts, before: WireCounts): WireCounts => ({
-  statements: after.statements - before.statements,
-  selects: after.selects - before.selects,
-  inserts: after.inserts - before.inserts,
-  updates: after.updates - before.updates,
-  deletes: after.deletes - before.deletes,
-  transactionCommits: after.transactionCommits - before.transactionCommits,
-  rollbacks: after.rollbacks - before.rollbacks,
-  autocommitWrites: after.autocommitWrites - before.autocommitWrites,
+  ...diffCounts(after, before),
   roundTrips: after.roundTrips - before.roundTrips,
   prepares: after.prepares - before.prepares,
   outboxStatements: after.outboxStatements - before.outboxStatements

@@ -27,6 +27,7 @@ import {
 } from "../test/process/support/engine.js"
 import { queryAs, rawPool } from "./infra.js"
 import { diffWireCounts, startMysqlWireCounter, type WireCounts } from "./mysqlWireCounter.js"
+import { processUsage } from "./procStat.js"
 import { commitsOf } from "./sqlCounter.js"
 import { percentile, round } from "./stats.js"
 
@@ -47,12 +48,7 @@ const maxOutboxStatementsPerJob = 0.2
 const halfLoadP50Ms = 5
 const halfLoadP99Ms = 25
 
-const clockTicks = 100
-/** CPU seconds (user + system) a process has used, from /proc. */
-const cpuSecondsOf = (pid: number) => {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
-  return (Number(fields[11]) + Number(fields[12])) / clockTicks
-}
+const cpuSecondsOf = (pid: number) => processUsage(pid).cpuSeconds
 
 /** MariaDB's own process (it serves other clients too, so its figure is an upper bound). */
 const mariadbPid = (): number | undefined => {

@@ -1,0 +1,12 @@
+import { readFileSync } from "node:fs"
+
+/** Clock ticks per second in /proc/{pid}/stat (USER_HZ, 100 on Linux). */
+const clockTicks = 100
+
+/** CPU seconds (user + system) a process has used and its resident memory in MB, from /proc. */
+export const processUsage = (pid: number) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
+  const cpuSeconds = (Number(fields[11]) + Number(fields[12])) / clockTicks
+  const rss = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
+  return { cpuSeconds, rssMb: Number(rss ?? 0) / 1024 }
+}
