@@ -1,6 +1,7 @@
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import type { IncomingMessage, ServerResponse } from "node:http"
 import { Effect, Either, Option, Schema, type Scope } from "effect"
 import { randomBytes } from "node:crypto"
+import { chatCompletionBody, serveOnLoopback } from "../test/support/fakeProviderServer.js"
 
 /**
  * A fake OpenAI-compatible `/chat/completions` provider for the chaos fleet, with fault modes
@@ -55,14 +56,7 @@ const contentFor = (system: string, user: string): string => {
 }
 
 const completion = (content: string) =>
-  JSON.stringify({
-    id: "chatcmpl-chaos",
-    object: "chat.completion",
-    created: 1_700_000_000,
-    model: "deepseek-chat",
-    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
-    usage: { prompt_tokens: 120, completion_tokens: 60, total_tokens: 180 }
-  })
+  chatCompletionBody({ id: "chatcmpl-chaos", content, promptTokens: 120, completionTokens: 60 })
 
 export const startChaosProvider = (options: {
   readonly latencyMs: readonly [number, number]
@@ -123,25 +117,7 @@ export const startChaosProvider = (options: {
       }
     }
 
-    const server = createServer((req, res) => {
-      const chunks: Array<Buffer> = []
-      req.on("data", (chunk: Buffer) => chunks.push(chunk))
-      req.on("end", () => handle(req, res, Buffer.concat(chunks).toString("utf8")))
-    })
-    const port = yield* Effect.acquireRelease(
-      Effect.async<number>((resume) => {
-        server.listen(0, "127.0.0.1", () => {
-          const address = server.address()
-          resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : 0))
-        })
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          for (const timer of timers) clearTimeout(timer)
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-    )
+    const port = yield* serveOnLoopback(handle, timers)
 
     return {
       baseUrl: `http://127.0.0.1:${port}`,

@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
+import type { IncomingMessage, ServerResponse } from "node:http"
 import { Context, Effect, Layer, Queue, Ref } from "effect"
+import { chatCompletionBody, serveOnLoopback } from "./fakeProviderServer.js"
 
 /**
  * A fake OpenAI-compatible `/chat/completions` server on 127.0.0.1 (ephemeral port), for the
@@ -41,14 +41,7 @@ export interface RecordedRequest {
 export const defaultCompletionContent = JSON.stringify({ ok: true, answer: 42 })
 
 const completion = (content: string | null, finishReason: string) =>
-  JSON.stringify({
-    id: "chatcmpl-fake",
-    object: "chat.completion",
-    created: 1_700_000_000,
-    model: "deepseek-chat",
-    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: finishReason }],
-    usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 }
-  })
+  chatCompletionBody({ id: "chatcmpl-fake", content, finishReason, promptTokens: 12, completionTokens: 7 })
 
 export interface FakeOpenAiServerShape {
   readonly baseUrl: string
@@ -155,27 +148,7 @@ export const makeFakeOpenAiServer = (options: { readonly apiKey: string }) =>
       }
     }
 
-    const server = createServer((req, res) => {
-      const chunks: Array<Buffer> = []
-      req.on("data", (chunk: Buffer) => chunks.push(chunk))
-      req.on("end", () => handle(req, res, Buffer.concat(chunks).toString("utf8")))
-    })
-
-    const port = yield* Effect.acquireRelease(
-      Effect.async<number>((resume) => {
-        server.listen(0, "127.0.0.1", () => {
-          const address = server.address()
-          // A TCP server on 127.0.0.1 always has an AddressInfo address.
-          resume(Effect.succeed(typeof address === "object" && address !== null ? (address satisfies AddressInfo).port : 0))
-        })
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          for (const timer of timers) clearTimeout(timer)
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-    )
+    const port = yield* serveOnLoopback(handle, timers)
 
     return {
       baseUrl: `http://127.0.0.1:${port}`,

@@ -1,7 +1,8 @@
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import type { IncomingMessage, ServerResponse } from "node:http"
 import { performance } from "node:perf_hooks"
 import { Effect, Either, Schema, type Scope } from "effect"
 import { defaultCompletionContent } from "./fakeOpenAiServer.js"
+import { chatCompletionBody, serveOnLoopback } from "./fakeProviderServer.js"
 
 /**
  * A fake OpenAI-compatible `/chat/completions` provider that behaves like a real one under load,
@@ -121,14 +122,7 @@ const slidingMinute = () => {
 }
 
 const completion = (content: string, promptTokens: number, completionTokens: number) =>
-  JSON.stringify({
-    id: "chatcmpl-limited",
-    object: "chat.completion",
-    created: 1_700_000_000,
-    model: "deepseek-chat",
-    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
-    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens }
-  })
+  chatCompletionBody({ id: "chatcmpl-limited", content, promptTokens, completionTokens })
 
 export const startLimitedFakeProvider = (options: LimitedFakeProviderOptions): Effect.Effect<LimitedFakeProvider, never, Scope.Scope> =>
   Effect.gen(function* () {
@@ -202,25 +196,7 @@ export const startLimitedFakeProvider = (options: LimitedFakeProviderOptions): E
       })
     }
 
-    const server = createServer((req, res) => {
-      const chunks: Array<Buffer> = []
-      req.on("data", (chunk: Buffer) => chunks.push(chunk))
-      req.on("end", () => handle(req, res, Buffer.concat(chunks).toString("utf8")))
-    })
-    const port = yield* Effect.acquireRelease(
-      Effect.async<number>((resume) => {
-        server.listen(0, "127.0.0.1", () => {
-          const address = server.address()
-          resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : 0))
-        })
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          for (const timer of timers) clearTimeout(timer)
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-    )
+    const port = yield* serveOnLoopback(handle, timers)
 
     return {
       baseUrl: `http://127.0.0.1:${port}`,
