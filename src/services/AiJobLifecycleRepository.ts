@@ -140,11 +140,13 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     /**
      * Fenced on the lease. With `honourCancel` (a cancellable job type) it also requires that no
      * cancel was requested, refusing with `CancelRequestedBeforeSuccess` (docs/architecture.md §10).
+     * `locked`, the job as this lease locked it, spares the store a read-back: the answer is
+     * `locked` with the columns this write sets.
      */
     readonly markSucceeded: (
       lease: JobLease,
       outputHash: string,
-      options?: { readonly honourCancel: boolean }
+      options?: { readonly honourCancel?: boolean; readonly locked?: AiJob }
     ) => Effect.Effect<AiJob, TerminalWriteError | CancelRequestedBeforeSuccess>
     readonly markFailed: (fence: JobFence, failure: JobFailure) => Effect.Effect<AiJob, TerminalWriteError>
     /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */

@@ -125,6 +125,27 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(done.finishedAt).not.toBeNull()
         }))
 
+      it.effect("createJob and markSucceeded(…, locked) answer exactly the row they stored, without reading it back", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          expect(yield* reload(job.id)).toStrictEqual(job)
+          const running = yield* repo.lockJob(job.id, "worker-a", ttl)
+          const done = yield* repo.markSucceeded(leaseFor(running), "e".repeat(64), { locked: running })
+          expect(done.lifecycleStatus).toBe("succeeded")
+          expect(yield* reload(job.id)).toStrictEqual(done)
+        }))
+
+      it.effect("markSucceeded with the locked job still refuses a lease that was taken over", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          const first = yield* repo.lockJob(job.id, "worker-a", ttl)
+          yield* harness.advance(ttl * 2)
+          yield* repo.takeOver(job.id, "worker-b", ttl)
+          yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(leaseFor(first), "zombie", { locked: first }))
+        }))
+
       it.effect("running → failed records the error", () =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository

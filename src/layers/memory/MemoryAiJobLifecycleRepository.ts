@@ -177,7 +177,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       Effect.asVoid
     )
 
-  const markSucceeded = (lease: JobLease, outputHash: string, options?: { readonly honourCancel: boolean }) =>
+  const markSucceeded = (lease: JobLease, outputHash: string, options?: { readonly honourCancel?: boolean }) =>
     guarded(
       "ai_job.markSucceeded",
       lease.jobId,

@@ -2,8 +2,9 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Fragment } from "@effect/sql/Statement"
 import { isFragment } from "@effect/sql/Statement"
-import { Effect, Either, Layer, Option, Schema } from "effect"
-import type { AiJob, JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
+import { Clock, Effect, Either, Layer, Option, Schema } from "effect"
+import { AiJob } from "../../domain/AiJob.js"
+import type { JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
 import { fencedJobId } from "../../domain/AiJob.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
 import {
@@ -72,10 +73,10 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   })
   const selectJobs = SqlSchema.findAll({ Request: SqlTail, Result: AiJobRow, execute: (tail) => sql`SELECT * FROM ai_job ${tail}` })
   const insertJob = SqlSchema.void({
-    Request: NewAiJobRow,
-    // `sql.insert` binds every value; the two clock columns are the database's expression, so the
-    // row goes in as MySQL's `INSERT ... SET` (column names still from the row's keys).
-    execute: (row) => sql`INSERT INTO ai_job SET ${sql.update(row)}, created_at = ${now}, updated_at = ${now}`
+    Request: Schema.Struct({ row: NewAiJobRow, at: Schema.DateFromSelf }),
+    // The creation time is bound (not the server's clock) so the new row needs no read-back; it
+    // is no lease time. MySQL's `INSERT ... SET`, column names from the row's keys.
+    execute: ({ at, row }) => sql`INSERT INTO ai_job SET ${sql.update(row)}, created_at = ${at}, updated_at = ${at}`
   })
   const readLeaseStates = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
@@ -126,8 +127,14 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       : sql`id = ${fence.jobId} AND lifecycle_status = 'running' AND lease_no = ${fence.leaseNo} AND locked_by <=> ${fence.lockedBy}
           AND (lock_until IS NULL OR lock_until < ${minusMillis(fence.graceMs)})`
 
+  /** Effect's Clock at DATETIME(3) precision: what the column stores is what the caller gets. */
+  const clockDate = Effect.map(Clock.currentTimeMillis, (millis) => new Date(Math.floor(millis)))
+
   const createJob = (job: NewAiJob) =>
-    insertJob(queuedJobFields(job)).pipe(
+    Effect.flatMap(clockDate, (at) => {
+      const row = queuedJobFields(job)
+      return insertJob({ row, at }).pipe(Effect.as(new AiJob({ ...row, createdAt: at, updatedAt: at }, { disableValidation: true })))
+    }).pipe(
       Effect.catchIf(isDuplicateKey, () =>
         Effect.fail(
           new DuplicateIdempotencyKey({
@@ -136,8 +143,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
             idempotencyKey: job.idempotencyKey ?? ""
           })
         )),
-      persistence("ai_job.create"),
-      Effect.zipRight(mustFind("ai_job.create", job.id))
+      persistence("ai_job.create")
     )
 
   const findByIdempotencyKey = (userId: string, jobType: string, idempotencyKey: string) =>
@@ -244,14 +250,50 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   /** A hand-off: nobody holds the job and its lock is gone; the next lease costs no attempt. */
   const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
 
-  const markSucceeded = (lease: JobLease, outputHash: string, options?: { readonly honourCancel: boolean }) =>
-    leaseUpdate(
+  const markSucceeded = (
+    lease: JobLease,
+    outputHash: string,
+    options?: { readonly honourCancel?: boolean; readonly locked?: AiJob }
+  ) => {
+    const honourCancel = options?.honourCancel === true
+    const cancelCondition = honourCancel ? sql`cancel_requested_at IS NULL` : sql`TRUE`
+    const locked = options?.locked
+    return locked !== undefined && locked.id === lease.jobId
+      ? Effect.flatMap(clockDate, (at) =>
+        changedRows(
+          sql`UPDATE ai_job SET ${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${at},
+                lock_until = NULL, updated_at = ${at}
+              WHERE ${leaseWhere(lease)} AND ${cancelCondition}`.raw
+        ).pipe(
+          persistence("ai_job.markSucceeded"),
+          Effect.flatMap((changed) => (changed > 0 ? Effect.void : Effect.fail(new LockLost({ ...lease })))),
+          // Matched: the row is the locked job with exactly these columns changed, so it is not read back.
+          Effect.as(new AiJob({
+            ...locked,
+            lifecycleStatus: "succeeded",
+            status: legacyStatusOf.succeeded,
+            progress: 100,
+            outputHash,
+            finishedAt: at,
+            lockUntil: null,
+            updatedAt: at
+          }, { disableValidation: true })),
+          // Refused: read the row so the guard names why, as without `locked`.
+          Effect.catchTag("LockLost", () =>
+            Effect.flatMap(findById(lease.jobId), (current) =>
+              Either.match(succeedGuard(lease, current, honourCancel), {
+                onLeft: Effect.fail,
+                onRight: () => Effect.fail(new LockLost({ ...lease }))
+              })))
+        ))
+      : leaseUpdate(
       "ai_job.markSucceeded",
       lease,
       sql`${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${now}, lock_until = NULL`,
-      (current) => succeedGuard(lease, current, options?.honourCancel === true),
-      options?.honourCancel === true ? sql`cancel_requested_at IS NULL` : sql`TRUE`
+      (current) => succeedGuard(lease, current, honourCancel),
+      cancelCondition
     )
+  }
 
   const terminalByFence = (
     operation: string,
