@@ -3,6 +3,11 @@ import { Config, Context, Layer } from "effect"
 /** docs/architecture.md §6.7: the creating process queues its own jobs; the dispatcher is the safety net. */
 export interface DirectDispatchSettingsShape {
   /**
+   * Whether the creating process adds its jobs to the queue at all (`OUTBOX_DIRECT_PUBLISH`):
+   * off, it never touches the Redis queues and the dispatcher publishes every event.
+   */
+  readonly enabled: boolean
+  /**
    * How long a new job's outbox event waits before a dispatcher may take it: the creator's own
    * add normally lands well within it; after a crash between commit and add, the sweep does it.
    */
@@ -24,6 +29,7 @@ export class DirectDispatchSettings extends Context.Tag("ai-job-engine/DirectDis
   DirectDispatchSettingsShape
 >() {
   static readonly config = Config.all({
+    enabled: Config.boolean("OUTBOX_DIRECT_PUBLISH").pipe(Config.withDefault(true)),
     graceMs: positiveInt("OUTBOX_DIRECT_GRACE_MS", 5_000),
     flushMs: positiveInt("OUTBOX_DIRECT_FLUSH_MS", 100),
     batchSize: positiveInt("OUTBOX_DIRECT_BATCH_SIZE", 500)

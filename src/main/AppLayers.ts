@@ -26,6 +26,8 @@ import { ContentSafety } from "../services/ContentSafety.js"
 import { CredentialVault } from "../services/CredentialVault.js"
 import { ModelRouter } from "../services/ModelRouter.js"
 import { OutboxAdmin } from "../services/OutboxAdmin.js"
+import type { JobQueue } from "../services/JobQueue.js"
+import type { OutboxRepository } from "../services/OutboxRepository.js"
 import { QuotaLimitsConfig } from "../services/Quotas.js"
 import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
 import { BullMqJobQueueLive } from "../layers/bullmq/BullMqJobQueue.js"
@@ -234,8 +236,17 @@ export const engineServices = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway
 const instrumented = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
   AiGatewayTelemetryLive.pipe(Layer.provideMerge(gateway), Layer.provide(AiCostCalculator.Default))
 
-/** The creator queues its own jobs after commit (docs/architecture.md §6.7); the dispatcher sweeps what it missed. */
-export const DirectDispatchLive = OutboxDirectPublisher.Default.pipe(Layer.provide(DirectDispatchSettings.layer))
+/**
+ * The creator queues its own jobs after commit (docs/architecture.md §6.7); the dispatcher sweeps
+ * what it missed. With `OUTBOX_DIRECT_PUBLISH=false` nothing is provided: creates leave every
+ * event to the dispatcher and wake it, as `AiJobService` does without a publisher.
+ */
+export const DirectDispatchLive = Layer.unwrapEffect(
+  Effect.map(DirectDispatchSettings.config, (settings): Layer.Layer<never, never, JobQueue | OutboxRepository> =>
+    settings.enabled
+      ? OutboxDirectPublisher.Default.pipe(Layer.provide(Layer.succeed(DirectDispatchSettings, settings)))
+      : Layer.empty)
+)
 
 /** The engine's services with the provider `AI_GATEWAY` names. */
 export const EngineServicesLive = engineServices(AiGatewayFromConfig)

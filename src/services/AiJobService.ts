@@ -191,7 +191,8 @@ export const makeAiJobService = Effect.gen(function* () {
               jobType: created.job.jobType,
               queueName: created.job.queueName,
               priority: created.job.priority,
-              createdAt: created.job.createdAt
+              createdAt: created.job.createdAt,
+              traceParent: created.job.traceParent
             })
         })
         yield* increment(jobsCreated, { job_type: created.job.jobType })

@@ -1,6 +1,7 @@
-import { Effect, Queue } from "effect"
+import { Effect, Option, Queue } from "effect"
 import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
 import type { QueueName } from "../domain/QueueName.js"
+import { storedParent } from "../domain/TraceContext.js"
 import { JobQueue, payloadFor } from "./JobQueue.js"
 import { OutboxRepository } from "./OutboxRepository.js"
 
@@ -12,6 +13,8 @@ export interface CommittedEnqueue {
   readonly queueName: QueueName
   readonly priority: number
   readonly createdAt: Date
+  /** The trace context stored with the job: the add is a span of the job's one trace. */
+  readonly traceParent: string | null
 }
 
 /**
@@ -62,7 +65,14 @@ export class OutboxDirectPublisher extends Effect.Service<OutboxDirectPublisher>
             Effect.annotateLogs({ jobId: event.jobId, error: error.message })
           )
         ),
-        Effect.asVoid
+        Effect.asVoid,
+        // The dispatcher's `dispatcher.publish`, done by the creator: a child of the job's stored context.
+        Effect.withSpan("outbox.publish", {
+          kind: "producer",
+          captureStackTrace: false,
+          ...Option.match(storedParent(event.traceParent), { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
+          attributes: { "ai_job.id": event.jobId, "outbox.event_id": event.eventId, "messaging.system": "bullmq" }
+        })
       )
 
     return { graceMs: settings.graceMs, publish }

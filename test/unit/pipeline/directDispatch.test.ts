@@ -1,11 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, HashMap, Layer, TestClock } from "effect"
+import { ConfigProvider, Duration, Effect, HashMap, Layer, TestClock } from "effect"
 import { DirectDispatchSettings } from "../../../src/config/DirectDispatchSettings.js"
 import { DispatcherSettings } from "../../../src/config/DispatcherSettings.js"
 import { TimingConfig } from "../../../src/config/EngineConfig.js"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { MemoryDatabase } from "../../../src/layers/memory/MemoryDatabase.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
+import { DirectDispatchLive } from "../../../src/main/AppLayers.js"
 import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { queueJobIdFor } from "../../../src/services/JobQueue.js"
@@ -22,9 +23,24 @@ const stack = Layer.mergeAll(
   Layer.provideMerge(jobCreation(memoryRepositories).pipe(
     Layer.provideMerge(
       OutboxDirectPublisher.Default.pipe(
-        Layer.provide(Layer.succeed(DirectDispatchSettings, { graceMs, flushMs: 100, batchSize: 500 }))
+        Layer.provide(Layer.succeed(DirectDispatchSettings, { enabled: true, graceMs, flushMs: 100, batchSize: 500 }))
       )
     ),
+    Layer.provideMerge(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make()))),
+    Layer.provideMerge(memoryRepositories)
+  )),
+  Layer.orDie
+)
+
+/** The composition root's wiring under `OUTBOX_DIRECT_PUBLISH=false`: dispatcher-only mode. */
+const dispatcherOnlyStack = Layer.mergeAll(
+  DispatcherSettings.make({ dispatcherId: "dispatcher-a" }),
+  TimingConfig.make()
+).pipe(
+  Layer.provideMerge(jobCreation(memoryRepositories).pipe(
+    Layer.provideMerge(DirectDispatchLive.pipe(
+      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["OUTBOX_DIRECT_PUBLISH", "false"]]))))
+    )),
     Layer.provideMerge(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make()))),
     Layer.provideMerge(memoryRepositories)
   )),
@@ -73,4 +89,15 @@ describe("the creator queues its own jobs; the dispatcher is the safety net (mem
       expect((yield* eventOf(job.id)).status).toBe("published")
       expect(yield* queuedIds).toEqual([queueJobIdFor(job.id)])
     }).pipe(Effect.provide(stack)))
+
+  it.scoped("OUTBOX_DIRECT_PUBLISH=false: the creator leaves the queue alone, and the dispatcher publishes the event at once, without a grace", () =>
+    Effect.gen(function* () {
+      const job = yield* createJob
+      expect(yield* queuedIds).toEqual([])
+      expect((yield* eventOf(job.id)).status).toBe("pending")
+      const dispatcher = yield* makeDispatcher
+      expect((yield* dispatcher.dispatchBatch).outcomes.published).toBe(1)
+      expect((yield* eventOf(job.id)).status).toBe("published")
+      expect(yield* queuedIds).toEqual([queueJobIdFor(job.id)])
+    }).pipe(Effect.provide(dispatcherOnlyStack)))
 })
