@@ -56,7 +56,7 @@ export class OutboxDirectPublisher extends Effect.Service<OutboxDirectPublisher>
     const publish = (event: CommittedEnqueue) =>
       jobQueue.add({
         queueName: event.queueName,
-        payload: payloadFor({ jobId: event.jobId, jobType: event.jobType, createdAt: event.createdAt }),
+        payload: payloadFor({ jobId: event.jobId, jobType: event.jobType, createdAt: event.createdAt, traceParent: event.traceParent }),
         priority: event.priority
       }).pipe(
         Effect.zipRight(Queue.offer(added, event.eventId)),

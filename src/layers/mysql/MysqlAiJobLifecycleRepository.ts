@@ -7,6 +7,7 @@ import { AiJob } from "../../domain/AiJob.js"
 import type { JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
 import { fencedJobId } from "../../domain/AiJob.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
+import { JobSnapshot } from "../../domain/JobSnapshot.js"
 import {
   cancelGuard,
   cancelledFailure,
@@ -25,14 +26,25 @@ import {
   clampProgress,
   type HeldLease,
   type LeaseBeat,
+  type LockedWithSnapshot,
   queuedJobFields
 } from "../../services/AiJobLifecycleRepository.js"
 import { sqlClock } from "./sqlClock.js"
-import { AiJobRow, changedRows, NewAiJobRow, Total } from "./rows.js"
+import { AiJobColumns, AiJobRow, changedRows, JsonColumn, NewAiJobRow, Total } from "./rows.js"
 import { isDuplicateKey, persistence } from "./sqlErrors.js"
 
 /** The rest of a `SELECT * FROM ai_job` (its WHERE, ORDER BY, LIMIT), for the lists whose clauses vary. */
 const SqlTail = Schema.declare(isFragment)
+
+/** A job row with its snapshot's columns (all NULL when it has none), PREPARE's one read after the lock. */
+const JobWithSnapshotRow = Schema.Struct({
+  ...AiJobColumns.fields,
+  snapshotRowId: Schema.NullOr(Schema.String),
+  snapshotContent: JsonColumn,
+  snapshotRedactionVersion: Schema.NullOr(Schema.String),
+  snapshotExpiresAt: Schema.NullOr(Schema.DateFromSelf),
+  snapshotCreatedAt: Schema.NullOr(Schema.DateFromSelf)
+})
 
 /** Who holds a row now, read by a beat whose extension matched fewer rows than it held. */
 const LeaseState = Schema.Struct({
@@ -78,6 +90,40 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     // is no lease time. MySQL's `INSERT ... SET`, column names from the row's keys.
     execute: ({ at, row }) => sql`INSERT INTO ai_job SET ${sql.update(row)}, created_at = ${at}, updated_at = ${at}`
   })
+  const selectWithSnapshot = SqlSchema.findOne({
+    Request: Schema.String,
+    Result: JobWithSnapshotRow,
+    execute: (jobId) =>
+      sql`SELECT j.*, s.id AS snapshot_row_id, s.content AS snapshot_content, s.redaction_version AS snapshot_redaction_version,
+            s.expires_at AS snapshot_expires_at, s.created_at AS snapshot_created_at
+          FROM ai_job j LEFT JOIN ai_job_snapshot s ON s.job_id = j.id
+          WHERE j.id = ${jobId}`
+  })
+  /** The job and its snapshot, as two domain values; the columns were decoded once, by the row schema. */
+  const findLockedWithSnapshot = (jobId: string) =>
+    Effect.map(selectWithSnapshot(jobId), Option.map((row): LockedWithSnapshot => {
+      const {
+        snapshotContent,
+        snapshotCreatedAt,
+        snapshotExpiresAt,
+        snapshotRedactionVersion,
+        snapshotRowId,
+        ...columns
+      } = row
+      return {
+        job: new AiJob(columns, { disableValidation: true }),
+        snapshot: snapshotRowId === null || snapshotRedactionVersion === null || snapshotExpiresAt === null || snapshotCreatedAt === null
+          ? Option.none()
+          : Option.some(new JobSnapshot({
+            id: snapshotRowId,
+            jobId,
+            content: snapshotContent,
+            redactionVersion: snapshotRedactionVersion,
+            expiresAt: snapshotExpiresAt,
+            createdAt: snapshotCreatedAt
+          }, { disableValidation: true }))
+      }
+    }))
   const readLeaseStates = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
     Result: LeaseState,
@@ -153,16 +199,35 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const raisedProgress = (progress: number | undefined) =>
     progress === undefined ? sql`progress = progress` : sql`progress = GREATEST(progress, ${clampProgress(progress)})`
 
+  /** What a first lock sets: `queued → running`, a new lease and attempt, the lock's times. */
+  const firstLockSet = (workerId: string, lockTtlMs: number, progress: number | undefined) =>
+    sql`${status("running")}, ${raisedProgress(progress)}, locked_by = ${workerId}, locked_at = ${now},
+        lock_until = ${plusMillis(lockTtlMs)}, started_at = COALESCE(started_at, ${now}),
+        attempt_count = attempt_count + 1, lease_no = lease_no + 1, updated_at = ${now}`
+
   const lockJob = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
     compareAndSet(
       "ai_job.lock",
       jobId,
-      sql`UPDATE ai_job SET ${status("running")}, ${raisedProgress(progress)}, locked_by = ${workerId}, locked_at = ${now},
-            lock_until = ${plusMillis(lockTtlMs)}, started_at = COALESCE(started_at, ${now}),
-            attempt_count = attempt_count + 1, lease_no = lease_no + 1, updated_at = ${now}
-          WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw,
+      sql`UPDATE ai_job SET ${firstLockSet(workerId, lockTtlMs, progress)} WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw,
       (current) => lockGuard(jobId, current),
       () => new JobLockConflict({ jobId })
+    )
+
+  const lockQueued = (jobId: string, jobType: string, workerId: string, lockTtlMs: number, progress?: number) =>
+    changedRows(
+      sql`UPDATE ai_job SET ${firstLockSet(workerId, lockTtlMs, progress)}
+          WHERE id = ${jobId} AND job_type = ${jobType} AND lifecycle_status = 'queued'`.raw
+    ).pipe(
+      Effect.flatMap((changed) =>
+        changed === 0
+          ? Effect.succeed(Option.none<LockedWithSnapshot>())
+          : Effect.flatMap(findLockedWithSnapshot(jobId), (found) =>
+            Option.isSome(found)
+              ? Effect.succeed(found)
+              : Effect.fail(new PersistenceError({ operation: "ai_job.lock", message: `job ${jobId} vanished after its update` })))
+      ),
+      persistence("ai_job.lock")
     )
 
   const takeOver = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
@@ -433,6 +498,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     findRetriesOf,
     findByIdempotencyKey,
     lockJob,
+    lockQueued,
     takeOver,
     extendLocks,
     releaseLock,
