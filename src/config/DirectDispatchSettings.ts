@@ -31,7 +31,7 @@ export class DirectDispatchSettings extends Context.Tag("ai-job-engine/DirectDis
   static readonly config = Config.all({
     enabled: Config.boolean("OUTBOX_DIRECT_PUBLISH").pipe(Config.withDefault(true)),
     graceMs: positiveInt("OUTBOX_DIRECT_GRACE_MS", 5_000),
-    flushMs: positiveInt("OUTBOX_DIRECT_FLUSH_MS", 100),
+    flushMs: positiveInt("OUTBOX_DIRECT_FLUSH_MS", 1_000),
     batchSize: positiveInt("OUTBOX_DIRECT_BATCH_SIZE", 500)
   })
   static readonly layer = Layer.effect(DirectDispatchSettings, DirectDispatchSettings.config)
