@@ -62,7 +62,10 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
       Effect.flatMap((lockedJob) =>
         job.lifecycleStatus === "queued"
           ? lockedFromQueue(lockedJob, registered.value)
-          : Effect.zipRight(events.publish(jobEventOf(lockedJob)), logLocked("expired lock taken over", preparedOf(lockedJob, registered.value)))
+          : Effect.zipRight(
+            events.publish(jobEventOf(lockedJob)),
+            logLocked("expired lock taken over", preparedOf(lockedJob, registered.value))
+          )
       ),
       Effect.catchTags({
         JobLockConflict: () => skip("another worker holds the job"),
