@@ -8,7 +8,7 @@ import { commitsOf, diffCounts, type SqlCounter, type SqlCounts } from "./sqlCou
 /** Distinct users, so per-user admission (a gate row lock and two counts) is realistic, not one hot row. */
 const benchUsers = 1_000
 
-export type Phase = "warmup" | "full" | "half"
+export type Phase = "warmup" | "one" | "full" | "half"
 
 const requestFor = (phase: Phase, index: number) => ({
   userId: `bench-user-${index % benchUsers}`,
@@ -123,6 +123,15 @@ const perJob = (counts: SqlCounts, jobs: number) => ({
   commits: round(commitsOf(counts) / jobs, 2)
 })
 
+/** Statements on `outbox_event` per job since `before`, beyond the create's own INSERT: what moving events costs. */
+const outboxPerJob = (counter: SqlCounter, before: ReadonlyMap<string, number>, jobs: number) => {
+  let total = 0
+  for (const [shape, count] of counter.byStatement()) {
+    if (shape.includes("outbox_event") && !shape.startsWith("INSERT")) total += count - (before.get(shape) ?? 0)
+  }
+  return round(total / jobs, 3)
+}
+
 /** Where commit → running goes: the outbox hop (commit → published) and the queue hop (published → locked). */
 export interface LatencyBreakdown {
   readonly commitToPublished: LatencySummary
@@ -144,6 +153,7 @@ export interface EngineFullLoad {
   /** BEGIN/COMMIT are not listed: they are counted from the transaction spans. */
   readonly statementsPerJobByShape: Readonly<Record<string, number>>
   readonly sqlPerJob: ReturnType<typeof perJob>
+  readonly outboxStatementsPerJob: number
   readonly serverStatusPerJob: Readonly<Record<string, number>>
 }
 
@@ -156,6 +166,17 @@ export interface EngineHalfLoad {
   readonly commitToSucceeded: LatencySummary
   readonly breakdown: LatencyBreakdown
   readonly sqlPerJob: ReturnType<typeof perJob>
+  readonly outboxStatementsPerJob: number
+}
+
+/** One producer: each create waits for the previous one (a single client), the engine running meanwhile. */
+export interface EngineOneProducer {
+  readonly jobs: number
+  readonly createPerSecond: number
+  readonly commitToRunning: LatencySummary
+  readonly breakdown: LatencyBreakdown
+  readonly sqlPerJob: ReturnType<typeof perJob>
+  readonly outboxStatementsPerJob: number
 }
 
 /**
@@ -197,6 +218,24 @@ export const runEngineBench = (options: {
     yield* Effect.forEach(Array.from({ length: warmup }, (_, i) => i), (i) => create("warmup", i), { concurrency, discard: true })
     yield* awaitTerminal(pool, "bench_warmup", warmup, "60 seconds")
 
+    // One producer: creates one after another, as a single client would send them.
+    const oneJobs = Math.min(jobs, 500)
+    const oneCountsBefore = counter.snapshot()
+    const oneShapesBefore = counter.byStatement()
+    const oneStart = yield* monoMillis
+    for (let i = 0; i < oneJobs; i++) yield* create("one", i)
+    const oneEnd = yield* monoMillis
+    yield* awaitTerminal(pool, "bench_one", oneJobs, "120 seconds")
+    const oneTimes = latencies(yield* jobTimes(pool, "bench_one"))
+    const oneProducer: EngineOneProducer = {
+      jobs: oneJobs,
+      createPerSecond: round(oneJobs / Math.max(0.001, (oneEnd - oneStart) / 1000), 1),
+      commitToRunning: oneTimes.toRunning,
+      breakdown: oneTimes.breakdown,
+      sqlPerJob: perJob(diffCounts(counter.snapshot(), oneCountsBefore), oneJobs),
+      outboxStatementsPerJob: outboxPerJob(counter, oneShapesBefore, oneJobs)
+    }
+
     // Full load: every job created as fast as `concurrency` creators go, while the engine runs them.
     const statusBefore = yield* serverStatus(pool)
     const countsBefore = counter.snapshot()
@@ -229,6 +268,7 @@ export const runEngineBench = (options: {
       breakdown: full.breakdown,
       sqlTotals,
       sqlPerJob: perJob(sqlTotals, jobs),
+      outboxStatementsPerJob: outboxPerJob(counter, shapesBefore, jobs),
       statementsPerJobByShape: Object.fromEntries(statementShapes),
       serverStatusPerJob: Object.fromEntries(
         Object.entries(statusAfter).map(([name, value]) => [name, round((value - (statusBefore[name as keyof ServerStatus] ?? 0)) / jobs, 2)])
@@ -239,6 +279,7 @@ export const runEngineBench = (options: {
     const targetPerSecond = Math.max(1, throughput / 2)
     const halfJobs = Math.max(50, Math.round(targetPerSecond * options.halfLoadSeconds))
     const halfCountsBefore = counter.snapshot()
+    const halfShapesBefore = counter.byStatement()
     const paceStart = yield* monoMillis
     const fibers: Array<Fiber.RuntimeFiber<unknown>> = []
     for (let i = 0; i < halfJobs; i++) {
@@ -260,7 +301,8 @@ export const runEngineBench = (options: {
       commitToRunning: half.toRunning,
       commitToSucceeded: half.toSucceeded,
       breakdown: half.breakdown,
-      sqlPerJob: perJob(halfCounts, halfJobs)
+      sqlPerJob: perJob(halfCounts, halfJobs),
+      outboxStatementsPerJob: outboxPerJob(counter, halfShapesBefore, halfJobs)
     }
-    return { fullLoad, halfLoad, createFailures: Object.fromEntries(createFailures) }
+    return { oneProducer, fullLoad, halfLoad, createFailures: Object.fromEntries(createFailures) }
   })

@@ -1,5 +1,5 @@
 import type { BullMqBaseline, BullMqPaced } from "./bullmqBaseline.js"
-import type { EngineFullLoad, EngineHalfLoad } from "./engine.js"
+import type { EngineFullLoad, EngineHalfLoad, EngineOneProducer } from "./engine.js"
 import type { HttpRun } from "./http.js"
 import type { MemoryResult } from "./memory.js"
 import type { MysqlBaseline } from "./mysqlBaseline.js"
@@ -19,6 +19,7 @@ export interface BenchResults {
   readonly bullmq: BullMqBaseline
   readonly mysql: MysqlBaseline
   readonly engine: {
+    readonly oneProducer: EngineOneProducer
     readonly fullLoad: EngineFullLoad
     readonly halfLoad: EngineHalfLoad
     readonly createFailures: Readonly<Record<string, number>>
@@ -134,6 +135,16 @@ export const rowsOf = (r: BenchResults): ReadonlyArray<Row> => {
     { figure: "SQL statements per job (counted)", value: String(full.sqlPerJob.statements), baseline: `${r.mysql.statementsPerTransaction} create shape`, ratio: String(ratio(full.sqlPerJob.statements, r.mysql.statementsPerTransaction, 2)) },
     { figure: "  of which SELECT / INSERT / UPDATE", value: `${full.sqlPerJob.selects} / ${full.sqlPerJob.inserts} / ${full.sqlPerJob.updates}`, baseline: "0 / 2 / 0", ratio: "" },
     { figure: "commits per job (COMMIT + autocommitted writes)", value: `${full.sqlPerJob.commits}`, baseline: `${r.mysql.commitsPerTransaction} create shape`, ratio: String(ratio(full.sqlPerJob.commits, r.mysql.commitsPerTransaction, 2)) },
+    ...(["oneProducer", "halfLoad", "fullLoad"] as const).map((phase): Row => {
+      const run = r.engine[phase]
+      return {
+        figure: `statements / commits / outbox statements per job, ${phase === "oneProducer" ? "1 producer" : phase === "halfLoad" ? "half load" : "full load"}`,
+        value: `${run.sqlPerJob.statements} / ${run.sqlPerJob.commits} / ${run.outboxStatementsPerJob}`,
+        baseline: "≤ 12 / ≤ 3 / ≤ 0.2",
+        ratio: ""
+      }
+    }),
+    { figure: `1 producer (${fmt(r.engine.oneProducer.createPerSecond)}/s): commit → running p50 / p99`, value: `${r.engine.oneProducer.commitToRunning.p50Ms} / ${r.engine.oneProducer.commitToRunning.p99Ms} ms`, baseline: "", ratio: "" },
     { figure: "  cross-check, server-wide: Questions / Com_commit per job", value: `${full.serverStatusPerJob["Questions"] ?? 0} / ${full.serverStatusPerJob["Com_commit"] ?? 0}`, baseline: "", ratio: "" }
   ]
   if (r.http !== null) {

@@ -20,10 +20,14 @@ import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { AiGateway } from "../services/AiGateway.js"
 import { AiGatewayTelemetryLive } from "../services/AiGatewayTelemetry.js"
 import { AiJobService } from "../services/AiJobService.js"
+import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
+import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
 import { ContentSafety } from "../services/ContentSafety.js"
 import { CredentialVault } from "../services/CredentialVault.js"
 import { ModelRouter } from "../services/ModelRouter.js"
 import { OutboxAdmin } from "../services/OutboxAdmin.js"
+import type { JobQueue } from "../services/JobQueue.js"
+import type { OutboxRepository } from "../services/OutboxRepository.js"
 import { QuotaLimitsConfig } from "../services/Quotas.js"
 import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
 import { BullMqJobQueueLive } from "../layers/bullmq/BullMqJobQueue.js"
@@ -225,12 +229,24 @@ export const GatewayServicesLive = Layer.mergeAll(
  */
 export const engineServices = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
   Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
-    Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, instrumented(gateway)))
+    Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, instrumented(gateway), DirectDispatchLive))
   )
 
 /** The gateway with every call traced (`provider.chat`) and measured, whichever provider it is. */
 const instrumented = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
   AiGatewayTelemetryLive.pipe(Layer.provideMerge(gateway), Layer.provide(AiCostCalculator.Default))
+
+/**
+ * The creator queues its own jobs after commit (docs/architecture.md §6.7); the dispatcher sweeps
+ * what it missed. With `OUTBOX_DIRECT_PUBLISH=false` nothing is provided: creates leave every
+ * event to the dispatcher and wake it, as `AiJobService` does without a publisher.
+ */
+export const DirectDispatchLive = Layer.unwrapEffect(
+  Effect.map(DirectDispatchSettings.config, (settings): Layer.Layer<never, never, JobQueue | OutboxRepository> =>
+    settings.enabled
+      ? OutboxDirectPublisher.Default.pipe(Layer.provide(Layer.succeed(DirectDispatchSettings, settings)))
+      : Layer.empty)
+)
 
 /** The engine's services with the provider `AI_GATEWAY` names. */
 export const EngineServicesLive = engineServices(AiGatewayFromConfig)

@@ -1,6 +1,7 @@
-import { Data, Schema } from "effect"
+import { Data, type Option, Schema } from "effect"
 import type { AiJob, JobLease } from "../domain/AiJob.js"
 import type { ExecutionError } from "../domain/ExecutionError.js"
+import type { JobSnapshot } from "../domain/JobSnapshot.js"
 import type { ResolvedCredential } from "../services/AiGateway.js"
 import type { RegisteredJobType } from "../services/JobDefinitionRegistry.js"
 import type { ModelRoute } from "../services/ModelRouter.js"
@@ -11,6 +12,8 @@ export interface PreparedJob {
   readonly job: AiJob
   readonly lease: JobLease
   readonly registered: RegisteredJobType
+  /** The snapshot, when PREPARE's lock read it with the row; RESOLVE reads it otherwise. */
+  readonly snapshot?: Option.Option<JobSnapshot>
 }
 
 /** After RESOLVE: what the provider call needs. */

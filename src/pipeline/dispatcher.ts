@@ -98,7 +98,8 @@ export const makeDispatcher = Effect.gen(function* () {
         jobId: payload.right.jobId,
         jobType: payload.right.jobType,
         createdAt: event.createdAt,
-        redispatchOf: payload.right.redispatchOf
+        redispatchOf: payload.right.redispatchOf,
+        traceParent: event.traceParent
       })
       const queueJobId = queuePayload.dedupeKey
       const added = yield* Effect.either(

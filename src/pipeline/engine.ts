@@ -186,16 +186,19 @@ export const makeExecutionEngine = (workerId: string) =>
 
     const run = (delivery: JobDelivery): Effect.Effect<void, JobHandedOff> =>
       Effect.gen(function* () {
-        const { jobId } = delivery.payload
+        const { jobId, traceParent } = delivery.payload
         if (stopping) {
           return yield* Effect.fail(new JobHandedOff({ jobId, reason: "worker stopping" }))
         }
-        // The job is read before the run's span starts: the span continues the trace stored with
-        // the job (its create request's), so every stage of every run joins that one trace.
-        const loaded = yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(jobId)).pipe(
-          Effect.catchAll(giveBack(jobId))
-        )
-        const parent = Option.flatMap(loaded, (job) => storedParent(job.traceParent))
+        // The run's span continues the trace stored with the job (its create request's), so every
+        // stage of every run joins that one trace. The payload carries it; an older producer's
+        // payload does not, and the job is read for it before the span starts.
+        const loaded = traceParent !== undefined
+          ? undefined
+          : yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(jobId)).pipe(Effect.catchAll(giveBack(jobId)))
+        const parent = loaded === undefined
+          ? storedParent(traceParent)
+          : Option.flatMap(loaded, (job) => storedParent(job.traceParent))
         yield* Effect.gen(function* () {
           const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs, loaded).pipe(
             Effect.catchAll(giveBack(jobId))

@@ -11,7 +11,8 @@ import { progressAt } from "../domain/JobEvent.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { jobQueueWait, observe, stageDuration, timed } from "../services/EngineMetrics.js"
 import { jobEventOf, JobEvents } from "../services/JobEvents.js"
-import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
+import { JobDefinitionRegistry, type RegisteredJobType } from "../services/JobDefinitionRegistry.js"
+import type { JobSnapshot } from "../domain/JobSnapshot.js"
 import type { AiJobQueuePayload } from "../services/JobQueue.js"
 import type { PreparedJob } from "./RunningJob.js"
 
@@ -36,6 +37,14 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
       yield* Effect.logError("delivery names a job type this worker does not know")
       return Option.none<PreparedJob>()
     }
+    // No read yet (the payload carried the trace context): the common case first, a queued job
+    // locked and read back with its snapshot; anything else is read and judged below.
+    if (loaded === undefined) {
+      const fast = yield* jobs.lockQueued(payload.jobId, payload.jobType, workerId, lockTtlMs, progressAt.PREPARE)
+      if (Option.isSome(fast)) {
+        return yield* lockedFromQueue(fast.value.job, registered.value, fast.value.snapshot)
+      }
+    }
     // The run may have read the job already (for its trace context): one read per delivery.
     const found = loaded ?? (yield* jobs.findById(payload.jobId))
     if (Option.isNone(found)) return yield* skip("no such job")
@@ -50,24 +59,13 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
         ? jobs.lockJob(job.id, workerId, lockTtlMs, progressAt.PREPARE)
         : jobs.takeOver(job.id, workerId, lockTtlMs, progressAt.PREPARE)
     return yield* locked.pipe(
-      Effect.tap((lockedJob) => events.publish(jobEventOf(lockedJob))),
-      Effect.map((lockedJob) => {
-        const lease = leaseOf(lockedJob)
-        return lease === undefined
-          ? Option.none<PreparedJob>()
-          : Option.some<PreparedJob>({ job: lockedJob, lease, registered: registered.value })
-      }),
-      Effect.tap((prepared) =>
-        Option.isSome(prepared) && job.lifecycleStatus === "queued" && prepared.value.job.startedAt !== null
-          ? observe(jobQueueWait, { job_type: job.jobType }, waitSeconds(job.createdAt, prepared.value.job.startedAt))
-          : Effect.void
-      ),
-      Effect.tap((prepared) =>
-        Option.isSome(prepared)
-          ? Effect.logInfo(job.lifecycleStatus === "queued" ? "job locked" : "expired lock taken over").pipe(
-            Effect.annotateLogs({ attempt: prepared.value.lease.attempt })
+      Effect.flatMap((lockedJob) =>
+        job.lifecycleStatus === "queued"
+          ? lockedFromQueue(lockedJob, registered.value)
+          : Effect.zipRight(
+            events.publish(jobEventOf(lockedJob)),
+            logLocked("expired lock taken over", preparedOf(lockedJob, registered.value))
           )
-          : Effect.void
       ),
       Effect.catchTags({
         JobLockConflict: () => skip("another worker holds the job"),
@@ -80,6 +78,26 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
   (effect, payload) => Effect.annotateLogs(effect, { stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType }),
   timed(stageDuration, { stage: "prepare" })
 )
+
+const preparedOf = (job: AiJob, registered: RegisteredJobType, snapshot?: Option.Option<JobSnapshot>): Option.Option<PreparedJob> => {
+  const lease = leaseOf(job)
+  return lease === undefined
+    ? Option.none<PreparedJob>()
+    : Option.some<PreparedJob>({ job, lease, registered, ...(snapshot === undefined ? {} : { snapshot }) })
+}
+
+const logLocked = (message: string, prepared: Option.Option<PreparedJob>): Effect.Effect<Option.Option<PreparedJob>> =>
+  Option.isSome(prepared)
+    ? Effect.as(Effect.logInfo(message).pipe(Effect.annotateLogs({ attempt: prepared.value.lease.attempt })), prepared)
+    : Effect.succeed(prepared)
+
+/** A queued job this worker just locked: its job event, its time in the queue, its log line. */
+const lockedFromQueue = (job: AiJob, registered: RegisteredJobType, snapshot?: Option.Option<JobSnapshot>) =>
+  Effect.gen(function* () {
+    yield* Effect.flatMap(JobEvents, (events) => events.publish(jobEventOf(job)))
+    if (job.startedAt !== null) yield* observe(jobQueueWait, { job_type: job.jobType }, waitSeconds(job.createdAt, job.startedAt))
+    return yield* logLocked("job locked", preparedOf(job, registered, snapshot))
+  })
 
 /** Creation to first lock, both by the store's clock. */
 const waitSeconds = (createdAt: Date, startedAt: Date) => Math.max(0, startedAt.getTime() - createdAt.getTime()) / 1000

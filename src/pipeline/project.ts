@@ -42,7 +42,8 @@ export const project = Effect.fn("pipeline.project", { captureStackTrace: false 
         yield* recordUsageWithResult(executed.usage)
         // A cancel committed before this write wins: it refuses, and everything above rolls back (§10).
         return yield* jobs.markSucceeded(executed.lease, executed.outputHash, {
-          honourCancel: executed.registered.definition.execution.cancellable
+          honourCancel: executed.registered.definition.execution.cancellable,
+          locked: job
         })
       })
     ).pipe(

@@ -19,7 +19,8 @@ export const resolve = Effect.fn("pipeline.resolve", { captureStackTrace: false 
     const router = yield* ModelRouter
     const { job } = prepared
 
-    const snapshot = yield* snapshots.findByJobId(job.id).pipe(Effect.catchTag("PersistenceError", persistenceAsInternal))
+    const snapshot = prepared.snapshot ??
+      (yield* snapshots.findByJobId(job.id).pipe(Effect.catchTag("PersistenceError", persistenceAsInternal)))
     if (Option.isNone(snapshot)) {
       return yield* Effect.fail(
         new InternalError({ code: "INTERNAL_ERROR", message: `job ${job.id} has no input snapshot (expired or never written)` })

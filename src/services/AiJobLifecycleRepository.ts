@@ -9,6 +9,7 @@ import type {
   NewAiJob
 } from "../domain/AiJob.js"
 import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
+import type { JobSnapshot } from "../domain/JobSnapshot.js"
 import type {
   AttemptsExhausted,
   CancelRequestedBeforeSuccess,
@@ -65,6 +66,12 @@ export const queuedJobFields = (job: NewAiJob): Omit<AiJob, "createdAt" | "updat
   retriedFromJobId: job.retriedFromJobId ?? null
 })
 
+/** A job `lockQueued` locked, with its input snapshot (none once it expired or was never written). */
+export interface LockedWithSnapshot {
+  readonly job: AiJob
+  readonly snapshot: Option.Option<JobSnapshot>
+}
+
 /** One lease a worker process holds, as its lease keeper extends it on a beat. */
 export interface HeldLease {
   readonly lease: JobLease
@@ -112,6 +119,19 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       progress?: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | PersistenceError>
     /**
+     * PREPARE's common case (docs/architecture.md §8.1): `queued → running` for a job of
+     * `jobType`, in the compare-and-set `lockJob` makes, then the locked row and its snapshot
+     * read in one round trip. None when nothing matched (the job is not queued, of another type,
+     * or missing) and nothing was written: the caller reads the row to learn why.
+     */
+    readonly lockQueued: (
+      jobId: string,
+      jobType: string,
+      workerId: string,
+      lockTtlMs: number,
+      progress?: number
+    ) => Effect.Effect<Option.Option<LockedWithSnapshot>, PersistenceError>
+    /**
      * Take a `running` job (docs/architecture.md §4.4) whose lock has expired (a crashed worker's:
      * a new attempt, refused with `AttemptsExhausted` when none is left) or was released (a
      * hand-off: the same attempt). The status stays `running`; the owner and lease number change,
@@ -140,11 +160,13 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     /**
      * Fenced on the lease. With `honourCancel` (a cancellable job type) it also requires that no
      * cancel was requested, refusing with `CancelRequestedBeforeSuccess` (docs/architecture.md §10).
+     * `locked`, the job as this lease locked it, spares the store a read-back: the answer is
+     * `locked` with the columns this write sets.
      */
     readonly markSucceeded: (
       lease: JobLease,
       outputHash: string,
-      options?: { readonly honourCancel: boolean }
+      options?: { readonly honourCancel?: boolean; readonly locked?: AiJob }
     ) => Effect.Effect<AiJob, TerminalWriteError | CancelRequestedBeforeSuccess>
     readonly markFailed: (fence: JobFence, failure: JobFailure) => Effect.Effect<AiJob, TerminalWriteError>
     /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */

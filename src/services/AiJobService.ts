@@ -12,6 +12,7 @@ import type { UnknownJobType } from "../domain/RegistryErrors.js"
 import { AiJobLifecycleRepository } from "./AiJobLifecycleRepository.js"
 import { JobDefinitionRegistry, type RegisteredJobType } from "./JobDefinitionRegistry.js"
 import { OutboxRepository } from "./OutboxRepository.js"
+import { OutboxDirectPublisher } from "./OutboxDirectPublisher.js"
 import { OutboxSignal } from "./OutboxSignal.js"
 import { Quotas } from "./Quotas.js"
 import { SnapshotBuilder } from "./SnapshotBuilder.js"
@@ -89,6 +90,9 @@ export const makeAiJobService = Effect.gen(function* () {
   const unitOfWork = yield* UnitOfWork
   const signal = yield* OutboxSignal
   const quotas = yield* Quotas
+  // Where the composition root provides it, the creator queues its own jobs (§6.7); without it
+  // the dispatcher, woken by the signal, does.
+  const direct = yield* Effect.serviceOption(OutboxDirectPublisher)
 
   const existing = (request: CreateJobRequest) =>
     request.idempotencyKey === undefined
@@ -155,8 +159,9 @@ export const makeAiJobService = Effect.gen(function* () {
           // The job id already carries the idempotency (the job's unique key decided it), so the
           // dedupe key is per job: the spec's `{jobType}:{userId}:{key}` is ambiguous when a user id
           // contains ':' and would then swallow another job's event.
+          const event = enqueueEventFor(job, { eventId, dedupeKey: `${enqueueEventType}:${jobId}` })
           yield* outbox.createInTransaction(
-            enqueueEventFor(job, { eventId, dedupeKey: `${enqueueEventType}:${jobId}` })
+            Option.isSome(direct) ? { ...event, delayMs: direct.value.graceMs } : event
           )
           return job
         })
@@ -177,7 +182,19 @@ export const makeAiJobService = Effect.gen(function* () {
           ))
       )
       if (created.created) {
-        yield* signal.notify
+        yield* Option.match(direct, {
+          onNone: () => signal.notify,
+          onSome: (publisher) =>
+            publisher.publish({
+              eventId,
+              jobId: created.job.id,
+              jobType: created.job.jobType,
+              queueName: created.job.queueName,
+              priority: created.job.priority,
+              createdAt: created.job.createdAt,
+              traceParent: created.job.traceParent
+            })
+        })
         yield* increment(jobsCreated, { job_type: created.job.jobType })
       }
       yield* Effect.annotateLogs(Effect.logDebug("job created"), {

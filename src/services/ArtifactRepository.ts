@@ -1,4 +1,5 @@
-import { Context, type Effect } from "effect"
+import { Context, type Effect, type Option } from "effect"
+import type { AiJob } from "../domain/AiJob.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { ArtifactRef } from "./ResultProjectors.js"
 
@@ -22,5 +23,12 @@ export class ArtifactRepository extends Context.Tag("ai-job-engine/ArtifactRepos
     ) => Effect.Effect<{ readonly inserted: number; readonly duplicates: number }, PersistenceError>
     /** In ordinal order. */
     readonly listByJob: (jobId: string) => Effect.Effect<ReadonlyArray<StoredArtifact>, PersistenceError>
+    /**
+     * The status read (docs/architecture.md §15): a job and, when it succeeded, its artifacts in
+     * ordinal order, in one round trip (none for a job in any other state).
+     */
+    readonly findJobWithArtifacts: (
+      jobId: string
+    ) => Effect.Effect<Option.Option<{ readonly job: AiJob; readonly artifacts: ReadonlyArray<StoredArtifact> }>, PersistenceError>
   }
 >() {}

@@ -16,7 +16,13 @@ export const AiJobQueuePayload = Schema.Struct({
   jobId: Schema.NonEmptyTrimmedString,
   jobType: Schema.NonEmptyTrimmedString,
   dedupeKey: Schema.NonEmptyTrimmedString,
-  createdAt: Schema.Date
+  createdAt: Schema.Date,
+  /**
+   * The job's stored trace context (`ai_job.trace_parent`: ids only), so a worker starts the
+   * run's span in the job's trace without reading the row first; null when the job stores none.
+   * Absent from an older producer's payload: the worker then reads the job for it.
+   */
+  traceParent: Schema.optional(Schema.NullOr(Schema.String))
 })
 export type AiJobQueuePayload = typeof AiJobQueuePayload.Type
 /** What is stored in the queue (JSON). */
@@ -49,12 +55,15 @@ export const payloadFor = (job: {
   readonly createdAt: Date
   /** A reaper's redispatch: a queue job of its own, since the lost worker's may still be active. */
   readonly redispatchOf?: string | undefined
+  /** The job's stored trace context (null: none stored); left out, the worker reads the job for it. */
+  readonly traceParent?: string | null | undefined
 }) =>
   AiJobQueuePayload.make({
     jobId: job.jobId,
     jobType: job.jobType,
     dedupeKey: job.redispatchOf === undefined ? queueJobIdFor(job.jobId) : `${queueJobIdFor(job.jobId)}-r${job.redispatchOf}`,
-    createdAt: job.createdAt
+    createdAt: job.createdAt,
+    ...(job.traceParent === undefined ? {} : { traceParent: job.traceParent })
   })
 
 /** A request to put one job on a queue. The queue job id is the payload's `dedupeKey` (see `payloadFor`). */

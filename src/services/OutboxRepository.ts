@@ -74,6 +74,12 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
      */
     readonly claimBatch: (dispatcherId: string, limit: number) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
     /**
+     * The creating process added these events' jobs to the queue itself (docs/architecture.md
+     * §6.7): still-`pending` ones become `published` in one write, so no dispatcher adds them
+     * again. One a dispatcher has claimed meanwhile is left to it. Answers how many changed.
+     */
+    readonly markPublishedDirect: (eventIds: ReadonlyArray<string>) => Effect.Effect<number, PersistenceError>
+    /**
      * `processing → published` for a dispatched batch in one write, only for the events
      * `dispatcherId` still holds the claim on; returns how many it published.
      */

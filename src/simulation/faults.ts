@@ -51,6 +51,11 @@ export type FaultAction =
   | { readonly _tag: "DatabaseFaults"; readonly at: number; readonly durationMs: number; readonly rate: number }
   /** A second delivery of a job that is already on the queue or done (another queue job id). */
   | { readonly _tag: "DuplicateDelivery"; readonly at: number; readonly pick: number }
+  /**
+   * The creating process (where it adds its own jobs to the queue) dies between its commit and
+   * its queue add, for each of the next `creates` creates: no add, no published mark.
+   */
+  | { readonly _tag: "CrashCreator"; readonly at: number; readonly creates: number }
 
 /** Faults applied to every queue add a dispatcher makes, while the fault phase lasts. */
 export interface DeliveryFaults {
@@ -153,4 +158,21 @@ export const generateFaults = (settings: FaultSettings) =>
       duplicateRate: (yield* Random.nextIntBetween(0, 20)) / 100
     }
     return { actions, delivery } satisfies FaultPlan
+  })
+
+/**
+ * The creator's crashes between commit and queue add, from their own `Random` (so the other
+ * faults of a seed stay as they were): up to `windows`, each for 1 to 3 creates.
+ */
+export const generateCreatorCrashes = (settings: { readonly phaseMs: number; readonly windows: number }) =>
+  Effect.gen(function* () {
+    const actions: Array<FaultAction> = []
+    for (let i = yield* Random.nextIntBetween(0, settings.windows + 1); i > 0; i--) {
+      actions.push({
+        _tag: "CrashCreator",
+        at: yield* Random.nextIntBetween(0, settings.phaseMs),
+        creates: yield* Random.nextIntBetween(1, 4)
+      })
+    }
+    return actions
   })

@@ -7,7 +7,7 @@ import type { TimingConfig } from "../config/EngineConfig.js"
 import { adrQueueSettings } from "../config/QueueSettings.js"
 import { makeSimulatedClock } from "./clock.js"
 import { makeSimulationScheduler } from "./scheduler.js"
-import { type FaultSettings, generateFaults } from "./faults.js"
+import { type FaultSettings, generateCreatorCrashes, generateFaults } from "./faults.js"
 import { invariantNames, makeMonitor, type Violation } from "./invariants.js"
 import type { PlantedBug } from "./plantedBugs.js"
 import { formatEntry, makeTrace, traceLogger, type TraceEntry } from "./trace.js"
@@ -32,7 +32,16 @@ export interface SimulationSettings {
   readonly unsafeDisableFencing: boolean
   /** A deliberate bug to plant (see `plantedBugs.ts`), to watch an invariant catch it; `null` for the real engine. */
   readonly plantedBug: PlantedBug | null
+  /**
+   * Whether creates add their own jobs to the queue (docs/architecture.md §6.7), the dispatchers
+   * sweeping what a creator that crashed after its commit left. Unset: on even seeds of the real
+   * engine; a planted bug (or fencing off) runs on the dispatcher path, where it was proven.
+   */
+  readonly creatorAdds?: boolean | undefined
 }
+
+/** The grace before a dispatcher sweeps an event a creator adds itself. */
+const creatorGraceMs = 5_000
 
 export const defaultSimulationSettings: SimulationSettings = {
   workers: 3,
@@ -104,7 +113,8 @@ export const livenessBoundMs = (settings: SimulationSettings): number => {
       settings.providerLatencyMs.max
     )
   )
-  return lostLock + lostDelivery + lostClaim + redelivery + execution
+  // An event a crashed creator never added waits out its grace before a dispatcher may take it.
+  return lostLock + lostDelivery + lostClaim + creatorGraceMs + redelivery + execution
 }
 
 /** The least gap between two provider calls of one lease: the schedule's first delay, jittered down (x0.8). */
@@ -163,6 +173,13 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
       dispatchers: settings.dispatchers,
       minPauseMs: settings.timing.jobLockTtlMs + settings.timing.reaperGraceMs + settings.timing.reaperIntervalMs
     }).pipe(Effect.withRandom(Random.make(`faults:${seed}`)))
+    const creatorAdds = settings.creatorAdds ??
+      (settings.plantedBug === null && !settings.unsafeDisableFencing && seed % 2 === 0)
+    const creatorCrashes = creatorAdds
+      ? yield* generateCreatorCrashes({ phaseMs: settings.phaseMs, windows: 2 }).pipe(
+        Effect.withRandom(Random.make(`creator-faults:${seed}`))
+      )
+      : []
 
     const worldSettings: WorldSettings = {
       seed: String(seed),
@@ -173,18 +190,19 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
       dispatcherReleaseIntervalMs: settings.dispatcherReleaseIntervalMs,
       providerLatencyMs: settings.providerLatencyMs,
       unsafeDisableFencing: settings.unsafeDisableFencing,
-      plantedBug: settings.plantedBug
+      plantedBug: settings.plantedBug,
+      creatorAdds: creatorAdds ? { graceMs: creatorGraceMs } : null
     }
     const world = yield* makeWorld({ settings: worldSettings, trace, monitor, now: elapsed })
     world.setDeliveryFaults(faults.delivery)
     trace.record("plan", {
       creates: workload.filter((a) => a._tag === "Create").length,
-      faults: faults.actions.map((a) => a._tag).join(","),
+      faults: [...faults.actions, ...creatorCrashes].map((a) => a._tag).join(","),
       delayRate: faults.delivery.delayRate,
       duplicateRate: faults.delivery.duplicateRate
     })
     for (const action of workload) world.schedule(action.at, action._tag, world.applyWorkload(action))
-    for (const action of faults.actions) world.schedule(action.at, action._tag, world.applyFault(action))
+    for (const action of [...faults.actions, ...creatorCrashes]) world.schedule(action.at, action._tag, world.applyFault(action))
 
     let step = 0
     const check = Effect.gen(function* () {

@@ -39,7 +39,9 @@ import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.j
 import { AiJobService } from "../services/AiJobService.js"
 import { CancelSignal } from "../services/CancelSignal.js"
 import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
-import { encodeQueuePayload, JobQueue, payloadFor } from "../services/JobQueue.js"
+import { encodeQueuePayload, JobQueue, JobQueueUnavailable, payloadFor } from "../services/JobQueue.js"
+import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
+import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
 import { OutboxAdmin } from "../services/OutboxAdmin.js"
 import { QuotaLimitsConfig } from "../services/Quotas.js"
 import type { FaultAction, ProviderTrouble } from "./faults.js"
@@ -73,7 +75,49 @@ export interface WorldSettings {
   readonly unsafeDisableFencing: boolean
   /** One deliberate bug planted in the wiring (see `plantedBugs.ts`); none unless proving an invariant. */
   readonly plantedBug: PlantedBug | null
+  /** Creates add their own jobs to the queue, a dispatcher sweeping after `graceMs`; null: the dispatchers add every job. */
+  readonly creatorAdds: { readonly graceMs: number } | null
 }
+
+/** The creating process's crashes between commit and queue add: how many creates still die there. */
+interface CreatorCrashes {
+  armed: number
+  readonly onCrash: (jobId: string) => void
+}
+
+/**
+ * The queue as the creating process reaches it: an armed crash takes the add (the process died
+ * after its commit, so neither the add nor the published mark happens).
+ */
+const creatorQueue = (crashes: CreatorCrashes) =>
+  Layer.effect(
+    JobQueue,
+    Effect.map(JobQueue, (queue) =>
+      JobQueue.of({
+        ...queue,
+        add: (request) =>
+          Effect.suspend(() => {
+            if (crashes.armed === 0) return queue.add(request)
+            crashes.armed -= 1
+            crashes.onCrash(request.payload.jobId)
+            return Effect.fail(new JobQueueUnavailable({ operation: "add", message: "the creating process died after its commit" }))
+          })
+      }))
+  )
+
+/** The creator's own queue add (docs/architecture.md §6.7), when the run has it. */
+const creatorAddsLayer = (settings: WorldSettings, crashes: CreatorCrashes) =>
+  settings.creatorAdds === null
+    ? Layer.empty
+    : OutboxDirectPublisher.Default.pipe(
+      Layer.provide(creatorQueue(crashes)),
+      Layer.provide(Layer.succeed(DirectDispatchSettings, {
+        enabled: true,
+        graceMs: settings.creatorAdds.graceMs,
+        flushMs: 100,
+        batchSize: 500
+      }))
+    )
 
 const fencingOff = (settings: WorldSettings) => settings.unsafeDisableFencing || settings.plantedBug === "fencing-off"
 
@@ -83,7 +127,7 @@ const simulationPlatformKey = "sk-simulation-platform-key"
 const simulationProviderLimits = { "deepseek/deepseek-chat": { rpm: 60, concurrency: 4 } }
 
 /** Everything the processes share: the memory infrastructure and the engine's services. */
-const sharedLayer = (settings: WorldSettings) => {
+const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes) => {
   const lifecycle = MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: fencingOff(settings) })
   const storage = MemoryQuotas.pipe(
     Layer.provideMerge(
@@ -119,7 +163,8 @@ const sharedLayer = (settings: WorldSettings) => {
         ContentSafety.Default,
         AiCostCalculator.withTable(),
         PromptTemplates.Default(jobCatalog.flatMap((module) => module.prompts)),
-        SyntheticGatewayLayer({ seed: `provider:${settings.seed}`, latencyMs: settings.providerLatencyMs })
+        SyntheticGatewayLayer({ seed: `provider:${settings.seed}`, latencyMs: settings.providerLatencyMs }),
+        creatorAddsLayer(settings, crashes)
       )
     ),
     Layer.provideMerge(infrastructure),
@@ -227,7 +272,11 @@ export const makeWorld = (options: {
   Effect.gen(function* () {
     const { monitor, settings, trace } = options
     const worldScope = yield* Effect.scope
-    const shared = yield* Layer.build(sharedLayer(settings))
+    const creatorCrashes: CreatorCrashes = {
+      armed: 0,
+      onCrash: (jobId) => trace.record("fault", { kind: "creator-crash", job: trace.alias(jobId) })
+    }
+    const shared = yield* Layer.build(sharedLayer(settings, creatorCrashes))
     const db = Context.get(shared, MemoryDatabase)
     const queueControl = Context.get(shared, MemoryJobQueueControl)
     const gatewayControl = Context.get(shared, SyntheticGatewayControl)
@@ -476,6 +525,11 @@ export const makeWorld = (options: {
             yield* gatewayControl.script(action.trouble.map(providerStep))
             return
           }
+          case "CrashCreator": {
+            trace.record("fault", { kind: "creator-crash-armed", creates: action.creates })
+            creatorCrashes.armed += action.creates
+            return
+          }
           case "QueueOutage": {
             trace.record("fault", { kind: "queue-down", ms: action.durationMs })
             queueOutages += 1
@@ -520,6 +574,7 @@ export const makeWorld = (options: {
     const endFaults = Effect.gen(function* () {
       faultsOn = false
       deliveryFaults = undefined
+      creatorCrashes.armed = 0
       trace.record("tail", { note: "faults off" })
       yield* queueControl.setUnreachable(false)
       yield* db.setFaults(Option.none())

@@ -125,6 +125,60 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(done.finishedAt).not.toBeNull()
         }))
 
+      it.effect("lockQueued locks a queued job as lockJob does and answers exactly the stored row and its snapshot", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          const locked = Option.getOrThrow(yield* repo.lockQueued(job.id, job.jobType, "worker-a", ttl, 10))
+          expect(locked.job.lifecycleStatus).toBe("running")
+          expect(locked.job.status).toBe("processing")
+          expect(locked.job.lockedBy).toBe("worker-a")
+          expect([locked.job.attemptCount, locked.job.leaseNo, locked.job.progress]).toEqual([1, 1, 10])
+          expect(locked.job.startedAt).not.toBeNull()
+          expect(locked.job.lockUntil).not.toBeNull()
+          expect(yield* reload(job.id)).toStrictEqual(locked.job)
+          const snapshot = yield* Effect.flatMap(SnapshotRepository, (snapshots) => snapshots.findByJobId(job.id))
+          expect(locked.snapshot).toStrictEqual(snapshot)
+          expect(Option.getOrThrow(locked.snapshot).content).toStrictEqual({ message: "hello" })
+          // The lease it answers is the one the row holds: it can write.
+          const done = yield* repo.markSucceeded(leaseFor(locked.job), "f".repeat(64), { locked: locked.job })
+          expect(done.lifecycleStatus).toBe("succeeded")
+        }))
+
+      it.effect("lockQueued writes nothing and answers none for a running job, a job of another type, or no job", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          const queued = yield* reload(job.id)
+          expect(yield* repo.lockQueued(job.id, "another_type", "worker-a", ttl)).toEqual(Option.none())
+          expect(yield* reload(job.id)).toStrictEqual(queued)
+          const first = Option.getOrThrow(yield* repo.lockQueued(job.id, job.jobType, "worker-a", ttl))
+          expect(yield* repo.lockQueued(job.id, job.jobType, "worker-b", ttl)).toEqual(Option.none())
+          expect(yield* reload(job.id)).toStrictEqual(first.job)
+          expect(yield* repo.lockQueued(`missing-${yield* newId}`, job.jobType, "worker-a", ttl)).toEqual(Option.none())
+        }))
+
+      it.effect("createJob and markSucceeded(…, locked) answer exactly the row they stored, without reading it back", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          expect(yield* reload(job.id)).toStrictEqual(job)
+          const running = yield* repo.lockJob(job.id, "worker-a", ttl)
+          const done = yield* repo.markSucceeded(leaseFor(running), "e".repeat(64), { locked: running })
+          expect(done.lifecycleStatus).toBe("succeeded")
+          expect(yield* reload(job.id)).toStrictEqual(done)
+        }))
+
+      it.effect("markSucceeded with the locked job still refuses a lease that was taken over", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const job = yield* freshJob
+          const first = yield* repo.lockJob(job.id, "worker-a", ttl)
+          yield* harness.advance(ttl * 2)
+          yield* repo.takeOver(job.id, "worker-b", ttl)
+          yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(leaseFor(first), "zombie", { locked: first }))
+        }))
+
       it.effect("running → failed records the error", () =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository

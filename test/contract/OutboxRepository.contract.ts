@@ -59,6 +59,27 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(yield* outbox.claimBatch("d-rollback", 100)).toHaveLength(0)
         }))
 
+      it.effect("markPublishedDirect publishes pending events in one write and leaves a claimed one to its dispatcher", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-direct")
+          const events = yield* Effect.forEach([0, 1, 2], () => newEvent())
+          yield* Effect.forEach(events, outbox.createInTransaction)
+          const claimed = yield* outbox.claimBatch("d-direct", 1)
+          expect(claimed).toHaveLength(1)
+          const changed = yield* outbox.markPublishedDirect(events.map((event) => event.id))
+          expect(changed).toBe(2)
+          for (const event of events) {
+            const row = Option.getOrThrow(yield* outbox.findById(event.id))
+            const isClaimed = event.id === claimed[0]!.id
+            expect(row.status).toBe(isClaimed ? "processing" : "published")
+            expect(row.publishedAt === null).toBe(isClaimed)
+          }
+          expect(yield* outbox.markPublishedDirect([])).toBe(0)
+          // The store is shared by the suite: the claimed event is finished by its dispatcher.
+          expect(yield* outbox.markPublishedMany([claimed[0]!.id], "d-direct")).toBe(1)
+        }))
+
       it.effect("a claimed event carries the trace context stored with its job; the backlog age counts unpublished events", () =>
         Effect.gen(function* () {
           const outbox = yield* OutboxRepository

@@ -36,6 +36,19 @@ export const quotasContract = (
           expect(Either.isRight(yield* Effect.either(create(`other-${yield* newId}`, 0)))).toBe(true)
         }))
 
+      it.effect("a user admitted before: 20 parallel creates with a limit of 5 active jobs accept exactly the 4 left", () =>
+        Effect.gen(function* () {
+          const userId = `quota-again-${yield* newId}`
+          yield* create(userId, 0)
+          const results = yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => i + 1), (i) => Effect.either(create(userId, i)), {
+            concurrency: "unbounded"
+          })
+          expect(results.filter(Either.isRight)).toHaveLength(4)
+          expect(new Set(results.filter(Either.isLeft).map((result) => result.left._tag))).toStrictEqual(new Set(["TooManyJobs"]))
+          const repo = yield* AiJobLifecycleRepository
+          expect(yield* repo.countActive(userId)).toBe(5)
+        }))
+
       it.effect("the daily quota counts finished jobs too", () =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository

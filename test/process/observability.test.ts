@@ -27,12 +27,17 @@ const attributeStrings = (span: ReceivedSpan): ReadonlyArray<string> =>
     Object.values(attributes).flatMap((value) => (Array.isArray(value) ? value.map(String) : [String(value)]))
   )
 
-/** The spans of one job's trace once every stage of its run and its provider call arrived. */
-const traceOfJob = (jobId: string) => (spans: ReadonlyArray<ReceivedSpan>) => {
+const stageSpans = ["pipeline.prepare", "pipeline.resolve", "pipeline.execute", "pipeline.project", "pipeline.complete", "provider.chat"]
+
+/**
+ * The spans of one job's trace once every stage of its run, its provider call and the queue add
+ * (`publish`: the dispatcher's, or the creator's own) arrived.
+ */
+const traceOfJob = (jobId: string, publish = "dispatcher.publish") => (spans: ReadonlyArray<ReceivedSpan>) => {
   const run = spans.find((span) => span.name === "pipeline.run" && span.attributes["ai_job.id"] === jobId)
   if (run === undefined) return Option.none()
   const trace = spans.filter((span) => span.traceId === run.traceId)
-  const wanted = ["http.server POST", "dispatcher.publish", "pipeline.prepare", "pipeline.resolve", "pipeline.execute", "pipeline.project", "pipeline.complete", "provider.chat"]
+  const wanted = ["http.server POST", publish, ...stageSpans]
   return wanted.every((name) => trace.some((span) => span.name === name)) ? Option.some(trace) : Option.none()
 }
 
@@ -55,7 +60,9 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
         OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
         OTEL_BSP_SCHEDULE_DELAY: "200",
         METRICS_TOKEN: metricsToken,
-        LOG_FORMAT: "json"
+        LOG_FORMAT: "json",
+        // Dispatcher-only mode: the API never adds to the queues, so the dispatcher's publish runs.
+        OUTBOX_DIRECT_PUBLISH: "false"
       })
       const [api, worker, dispatcher] = yield* Effect.all(
         [
@@ -128,6 +135,52 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
       expect(sampleValue(dispatcherMetrics, "ai_outbox_oldest_pending_age_seconds")).toBe(0)
       expect(sampleValue(dispatcherMetrics, "ai_outbox_dispatch_latency_seconds_count")).toBe(jobs)
       expect((yield* httpRequest("GET", `http://127.0.0.1:${workerMetricsPort}/healthz`)).status).toBe(200)
+
+      yield* Effect.all([api.signal("SIGTERM"), worker.signal("SIGTERM"), dispatcher.signal("SIGTERM")])
+      for (const program of [api, worker, dispatcher]) {
+        expect(yield* program.awaitExit(Duration.seconds(15)), program.tail()).toEqual({ code: 0, signal: null })
+      }
+    }).pipe(Effect.scoped))
+
+  it.live("with the creator's own queue add (the default), the API's outbox.publish joins the job's one trace between the request and the stages", () =>
+    Effect.gen(function* () {
+      const receiver = yield* startOtlpReceiver
+      const storage = yield* engineStorage("observability_direct")
+      const env = engineEnv(storage, {
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+        OTEL_BSP_SCHEDULE_DELAY: "200"
+      })
+      const [api, worker, dispatcher] = yield* Effect.all(
+        [
+          startProgram("api", "api", env),
+          startProgram("worker", "worker", env, { ready: workerStarted }),
+          startProgram("dispatcher", "dispatcher", env, { ready: dispatcherStarted })
+        ],
+        { concurrency: "unbounded" }
+      )
+      const token = yield* tokenFor(storage, "observability-direct-user")
+      const job = yield* createJob(api.baseUrl, token, "flashcard-generations", flashcardRequest(0))
+      const done = yield* pollJob(api.baseUrl, token, job.jobId, { timeout: Duration.seconds(30) })
+      expect(done.lifecycleStatus).toBe("succeeded")
+
+      const trace = yield* receiver.waitFor(traceOfJob(job.jobId, "outbox.publish"), Duration.seconds(20))
+      const byName = (name: string) => trace.filter((span) => span.name === name)
+      const [request] = byName("http.server POST")
+      expect(request?.service).toBe("ai-job-engine-api")
+      expect(request?.parentSpanId).toBeUndefined()
+      // The add ran in the creating process, under the job's stored context; no dispatcher added it.
+      const publish = byName("outbox.publish")
+      expect(publish.map((span) => span.service)).toEqual(["ai-job-engine-api"])
+      expect(publish[0]?.attributes["ai_job.id"]).toBe(job.jobId)
+      expect(byName("dispatcher.publish")).toEqual([])
+      expect(byName("pipeline.run").map((span) => span.service)).toEqual(["ai-job-engine-worker"])
+      for (const name of stageSpans) expect(byName(name).length, name).toBe(1)
+      // One trace id from the request to the last stage, and one waterfall: every parent was exported.
+      expect(new Set(trace.map((span) => span.traceId))).toEqual(new Set([request?.traceId]))
+      const spanIds = new Set(trace.map((span) => span.spanId))
+      expect(trace.filter((span) => span.parentSpanId !== undefined && !spanIds.has(span.parentSpanId)).map((span) => span.name)).toEqual([])
+      expect(receiver.rejected()).toEqual([])
 
       yield* Effect.all([api.signal("SIGTERM"), worker.signal("SIGTERM"), dispatcher.signal("SIGTERM")])
       for (const program of [api, worker, dispatcher]) {

@@ -17,6 +17,12 @@ export interface TcpProxy {
   readonly stop: Effect.Effect<void>
   /** Cuts the connection that sends the next `COMMIT` (MySQL protocol), once. */
   readonly cutNextCommit: (where: CommitCut) => Effect.Effect<void>
+  /**
+   * From the first client chunk holding `marker` on, what clients send is dropped, connections
+   * kept open: to a client, the server stopped answering from that command on (its commands
+   * wait for their own timeouts).
+   */
+  readonly stopForwardingAt: (marker: string) => Effect.Effect<void>
 }
 
 /** A TCP proxy on 127.0.0.1 (a free port) to `target`; released with its scope. */
@@ -25,6 +31,8 @@ export const startTcpProxy = (target: { readonly host: string; readonly port: nu
     Effect.async<TcpProxy>((resume) => {
       const sockets = new Set<Socket>()
       let armed: CommitCut | undefined
+      let stopAt: Buffer | undefined
+      let forwarding = true
       const track = (socket: Socket) => {
         sockets.add(socket)
         socket.on("close", () => sockets.delete(socket))
@@ -40,6 +48,8 @@ export const startTcpProxy = (target: { readonly host: string; readonly port: nu
           upstream.destroy()
         }
         client.on("data", (chunk) => {
+          if (stopAt !== undefined && chunk.includes(stopAt)) forwarding = false
+          if (!forwarding) return
           if (armed !== undefined && chunk.includes(commitPacket)) {
             const where = armed
             armed = undefined
@@ -66,6 +76,10 @@ export const startTcpProxy = (target: { readonly host: string; readonly port: nu
             cutNextCommit: (where) =>
               Effect.sync(() => {
                 armed = where
+              }),
+            stopForwardingAt: (marker) =>
+              Effect.sync(() => {
+                stopAt = Buffer.from(marker)
               })
           })
         )

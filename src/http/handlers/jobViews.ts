@@ -29,6 +29,19 @@ export const makeJobViews = Effect.gen(function* () {
         ? Effect.succeed(job)
         : Effect.fail(jobNotFound()))
 
+  /** The status read: the visible job and its artifacts in one round trip (§15). */
+  const findVisibleWithArtifacts = (jobId: string, user: AuthenticatedUser, options: { readonly admins: boolean }) =>
+    artifactRepository.findJobWithArtifacts(jobId).pipe(
+      Effect.catchTag("PersistenceError", fromPersistence),
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.fail(jobNotFound()),
+        onSome: (found) =>
+          found.job.userId === user.userId || (options.admins && user.role === "SUPER_ADMIN")
+            ? Effect.succeed(found)
+            : Effect.fail(jobNotFound())
+      }))
+    )
+
   /** A succeeded job's artifacts (ordinal order); nothing for the others. */
   const artifactsOf = (job: AiJob): Effect.Effect<ReadonlyArray<StoredArtifact>, PlatformUnavailable> =>
     job.lifecycleStatus === "succeeded"
@@ -51,7 +64,7 @@ export const makeJobViews = Effect.gen(function* () {
       return { items: yield* Effect.forEach(items, present, { concurrency: 4 }), nextCursor }
     })
 
-  return { find, findVisible, artifactsOf, page }
+  return { find, findVisible, findVisibleWithArtifacts, artifactsOf, page }
 })
 
 export type JobViews = Effect.Effect.Success<typeof makeJobViews>

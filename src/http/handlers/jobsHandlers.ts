@@ -157,8 +157,12 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
       .handle("getJob", ({ path, urlParams }) =>
         Effect.gen(function* () {
           const user = yield* CurrentUser
+          if (urlParams.waitFor !== "terminal") {
+            const { artifacts, job } = yield* views.findVisibleWithArtifacts(path.jobId, user, { admins: true })
+            return jobStatusResponse(job, artifacts)
+          }
           const job = yield* views.findVisible(path.jobId, user, { admins: true })
-          if (urlParams.waitFor !== "terminal" || isTerminal(job.lifecycleStatus)) return yield* statusOf(job)
+          if (isTerminal(job.lifecycleStatus)) return yield* statusOf(job)
           return yield* awaitTerminal({
             subscribe: jobEvents.subscribe(job.id),
             read: currentStatus(job.id),

@@ -27,6 +27,7 @@ import {
   clampProgress,
   type HeldLease,
   type LeaseBeat,
+  type LockedWithSnapshot,
   queuedJobFields
 } from "../../services/AiJobLifecycleRepository.js"
 import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
@@ -117,18 +118,33 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
   const raised = (job: AiJob, progress: number | undefined) =>
     progress === undefined ? job.progress : Math.max(job.progress, clampProgress(progress))
 
+  /** A queued job as its first lock leaves it. */
+  const lockedRow = (job: AiJob, now: Date, workerId: string, lockTtlMs: number, progress: number | undefined) =>
+    changed(job, now, {
+      lifecycleStatus: "running",
+      progress: raised(job, progress),
+      lockedBy: workerId,
+      lockedAt: now,
+      lockUntil: plus(now, lockTtlMs),
+      startedAt: job.startedAt ?? now,
+      attemptCount: job.attemptCount + 1,
+      leaseNo: job.leaseNo + 1
+    })
+
   const lockJob = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
     guarded("ai_job.lock", jobId, (current) => lockGuard(jobId, current), (job, now) =>
-      changed(job, now, {
-        lifecycleStatus: "running",
-        progress: raised(job, progress),
-        lockedBy: workerId,
-        lockedAt: now,
-        lockUntil: plus(now, lockTtlMs),
-        startedAt: job.startedAt ?? now,
-        attemptCount: job.attemptCount + 1,
-        leaseNo: job.leaseNo + 1
-      }))
+      lockedRow(job, now, workerId, lockTtlMs, progress))
+
+  const lockQueued = (jobId: string, jobType: string, workerId: string, lockTtlMs: number, progress?: number) =>
+    db.write("ai_job.lock", (tables, now) => {
+      const current = HashMap.get(tables.aiJob, jobId)
+      if (Option.isNone(current) || current.value.lifecycleStatus !== "queued" || current.value.jobType !== jobType) {
+        return Either.right([Option.none<LockedWithSnapshot>(), tables] as const)
+      }
+      const job = lockedRow(current.value, now, workerId, lockTtlMs, progress)
+      const snapshot = Option.fromNullable(Array.from(HashMap.values(tables.aiJobSnapshot)).find((row) => row.jobId === jobId))
+      return Either.right([Option.some<LockedWithSnapshot>({ job, snapshot }), withJob(tables, job)] as const)
+    })
 
   const takeOver = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
     guarded("ai_job.takeOver", jobId, (current, now) => takeOverGuard(jobId, current, now), (job, now) =>
@@ -177,7 +193,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       Effect.asVoid
     )
 
-  const markSucceeded = (lease: JobLease, outputHash: string, options?: { readonly honourCancel: boolean }) =>
+  const markSucceeded = (lease: JobLease, outputHash: string, options?: { readonly honourCancel?: boolean }) =>
     guarded(
       "ai_job.markSucceeded",
       lease.jobId,
@@ -292,6 +308,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
     findRetriesOf,
     findByIdempotencyKey,
     lockJob,
+    lockQueued,
     takeOver,
     extendLocks,
     releaseLock,

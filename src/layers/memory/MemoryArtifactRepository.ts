@@ -1,7 +1,12 @@
-import { Effect, Either, HashMap, Layer } from "effect"
+import { Effect, Either, HashMap, Layer, Option } from "effect"
 import { derivedId } from "../../domain/DerivedId.js"
 import { ArtifactRepository } from "../../services/ArtifactRepository.js"
-import { MemoryDatabase } from "./MemoryDatabase.js"
+import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
+
+const artifactsOf = (tables: MemoryTables, jobId: string) =>
+  Array.from(HashMap.values(tables.aiJobArtifact))
+    .filter((artifact) => artifact.jobId === jobId)
+    .sort((a, b) => a.ordinal - b.ordinal || a.artifactType.localeCompare(b.artifactType) || a.artifactId.localeCompare(b.artifactId))
 
 export const MemoryArtifactRepository = Layer.effect(
   ArtifactRepository,
@@ -21,13 +26,13 @@ export const MemoryArtifactRepository = Layer.effect(
           }
           return Either.right([{ inserted, duplicates: artifacts.length - inserted }, { ...tables, aiJobArtifact: table }] as const)
         }),
-      listByJob: (jobId) =>
+      listByJob: (jobId) => db.read((tables) => artifactsOf(tables, jobId)),
+      findJobWithArtifacts: (jobId) =>
         db.read((tables) =>
-          Array.from(HashMap.values(tables.aiJobArtifact))
-            .filter((artifact) => artifact.jobId === jobId)
-            .sort((a, b) =>
-              a.ordinal - b.ordinal || a.artifactType.localeCompare(b.artifactType) || a.artifactId.localeCompare(b.artifactId)
-            )
+          Option.map(HashMap.get(tables.aiJob, jobId), (job) => ({
+            job,
+            artifacts: job.lifecycleStatus === "succeeded" ? artifactsOf(tables, jobId) : []
+          }))
         )
     })
   })

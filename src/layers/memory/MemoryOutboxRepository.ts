@@ -90,6 +90,15 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
       return Either.right([published.length, published.reduce(withEvent, tables)] as const)
     })
 
+  const markPublishedDirect = (eventIds: ReadonlyArray<string>) =>
+    db.write("outbox_event.markPublishedDirect", (tables, now) => {
+      const pending = eventIds.flatMap((eventId) =>
+        Option.toArray(HashMap.get(tables.outboxEvent, eventId)).filter((event) => event.status === "pending")
+      )
+      const published = pending.map((event) => changed(event, now, { status: "published", publishedAt: now }))
+      return Either.right([published.length, published.reduce(withEvent, tables)] as const)
+    })
+
   const markDispatchFailed: OutboxRepository["Type"]["markDispatchFailed"] = (eventId, dispatcherId, error, options) =>
     whileClaimed("outbox_event.markDispatchFailed", eventId, dispatcherId, (event, now) => {
       const attemptCount = event.attemptCount + 1
@@ -189,6 +198,7 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     findById,
     claimBatch,
     markPublishedMany,
+    markPublishedDirect,
     markDispatchFailed,
     releaseClaimsOf,
     releaseExpiredLocks,

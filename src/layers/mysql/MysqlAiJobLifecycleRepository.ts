@@ -2,10 +2,12 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Fragment } from "@effect/sql/Statement"
 import { isFragment } from "@effect/sql/Statement"
-import { Effect, Either, Layer, Option, Schema } from "effect"
-import type { AiJob, JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
+import { Clock, Effect, Either, Layer, Option, Schema } from "effect"
+import { AiJob } from "../../domain/AiJob.js"
+import type { JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
 import { fencedJobId } from "../../domain/AiJob.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
+import { JobSnapshot } from "../../domain/JobSnapshot.js"
 import {
   cancelGuard,
   cancelledFailure,
@@ -24,14 +26,25 @@ import {
   clampProgress,
   type HeldLease,
   type LeaseBeat,
+  type LockedWithSnapshot,
   queuedJobFields
 } from "../../services/AiJobLifecycleRepository.js"
 import { sqlClock } from "./sqlClock.js"
-import { AiJobRow, changedRows, NewAiJobRow, Total } from "./rows.js"
+import { AiJobColumns, AiJobRow, changedRows, JsonColumn, NewAiJobRow, Total } from "./rows.js"
 import { isDuplicateKey, persistence } from "./sqlErrors.js"
 
 /** The rest of a `SELECT * FROM ai_job` (its WHERE, ORDER BY, LIMIT), for the lists whose clauses vary. */
 const SqlTail = Schema.declare(isFragment)
+
+/** A job row with its snapshot's columns (all NULL when it has none), PREPARE's one read after the lock. */
+const JobWithSnapshotRow = Schema.Struct({
+  ...AiJobColumns.fields,
+  snapshotRowId: Schema.NullOr(Schema.String),
+  snapshotContent: JsonColumn,
+  snapshotRedactionVersion: Schema.NullOr(Schema.String),
+  snapshotExpiresAt: Schema.NullOr(Schema.DateFromSelf),
+  snapshotCreatedAt: Schema.NullOr(Schema.DateFromSelf)
+})
 
 /** Who holds a row now, read by a beat whose extension matched fewer rows than it held. */
 const LeaseState = Schema.Struct({
@@ -72,11 +85,45 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   })
   const selectJobs = SqlSchema.findAll({ Request: SqlTail, Result: AiJobRow, execute: (tail) => sql`SELECT * FROM ai_job ${tail}` })
   const insertJob = SqlSchema.void({
-    Request: NewAiJobRow,
-    // `sql.insert` binds every value; the two clock columns are the database's expression, so the
-    // row goes in as MySQL's `INSERT ... SET` (column names still from the row's keys).
-    execute: (row) => sql`INSERT INTO ai_job SET ${sql.update(row)}, created_at = ${now}, updated_at = ${now}`
+    Request: Schema.Struct({ row: NewAiJobRow, at: Schema.DateFromSelf }),
+    // The creation time is bound (not the server's clock) so the new row needs no read-back; it
+    // is no lease time. MySQL's `INSERT ... SET`, column names from the row's keys.
+    execute: ({ at, row }) => sql`INSERT INTO ai_job SET ${sql.update(row)}, created_at = ${at}, updated_at = ${at}`
   })
+  const selectWithSnapshot = SqlSchema.findOne({
+    Request: Schema.String,
+    Result: JobWithSnapshotRow,
+    execute: (jobId) =>
+      sql`SELECT j.*, s.id AS snapshot_row_id, s.content AS snapshot_content, s.redaction_version AS snapshot_redaction_version,
+            s.expires_at AS snapshot_expires_at, s.created_at AS snapshot_created_at
+          FROM ai_job j LEFT JOIN ai_job_snapshot s ON s.job_id = j.id
+          WHERE j.id = ${jobId}`
+  })
+  /** The job and its snapshot, as two domain values; the columns were decoded once, by the row schema. */
+  const findLockedWithSnapshot = (jobId: string) =>
+    Effect.map(selectWithSnapshot(jobId), Option.map((row): LockedWithSnapshot => {
+      const {
+        snapshotContent,
+        snapshotCreatedAt,
+        snapshotExpiresAt,
+        snapshotRedactionVersion,
+        snapshotRowId,
+        ...columns
+      } = row
+      return {
+        job: new AiJob(columns, { disableValidation: true }),
+        snapshot: snapshotRowId === null || snapshotRedactionVersion === null || snapshotExpiresAt === null || snapshotCreatedAt === null
+          ? Option.none()
+          : Option.some(new JobSnapshot({
+            id: snapshotRowId,
+            jobId,
+            content: snapshotContent,
+            redactionVersion: snapshotRedactionVersion,
+            expiresAt: snapshotExpiresAt,
+            createdAt: snapshotCreatedAt
+          }, { disableValidation: true }))
+      }
+    }))
   const readLeaseStates = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
     Result: LeaseState,
@@ -126,8 +173,14 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       : sql`id = ${fence.jobId} AND lifecycle_status = 'running' AND lease_no = ${fence.leaseNo} AND locked_by <=> ${fence.lockedBy}
           AND (lock_until IS NULL OR lock_until < ${minusMillis(fence.graceMs)})`
 
+  /** Effect's Clock at DATETIME(3) precision: what the column stores is what the caller gets. */
+  const clockDate = Effect.map(Clock.currentTimeMillis, (millis) => new Date(Math.floor(millis)))
+
   const createJob = (job: NewAiJob) =>
-    insertJob(queuedJobFields(job)).pipe(
+    Effect.flatMap(clockDate, (at) => {
+      const row = queuedJobFields(job)
+      return insertJob({ row, at }).pipe(Effect.as(new AiJob({ ...row, createdAt: at, updatedAt: at }, { disableValidation: true })))
+    }).pipe(
       Effect.catchIf(isDuplicateKey, () =>
         Effect.fail(
           new DuplicateIdempotencyKey({
@@ -136,8 +189,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
             idempotencyKey: job.idempotencyKey ?? ""
           })
         )),
-      persistence("ai_job.create"),
-      Effect.zipRight(mustFind("ai_job.create", job.id))
+      persistence("ai_job.create")
     )
 
   const findByIdempotencyKey = (userId: string, jobType: string, idempotencyKey: string) =>
@@ -147,16 +199,35 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const raisedProgress = (progress: number | undefined) =>
     progress === undefined ? sql`progress = progress` : sql`progress = GREATEST(progress, ${clampProgress(progress)})`
 
+  /** What a first lock sets: `queued → running`, a new lease and attempt, the lock's times. */
+  const firstLockSet = (workerId: string, lockTtlMs: number, progress: number | undefined) =>
+    sql`${status("running")}, ${raisedProgress(progress)}, locked_by = ${workerId}, locked_at = ${now},
+        lock_until = ${plusMillis(lockTtlMs)}, started_at = COALESCE(started_at, ${now}),
+        attempt_count = attempt_count + 1, lease_no = lease_no + 1, updated_at = ${now}`
+
   const lockJob = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
     compareAndSet(
       "ai_job.lock",
       jobId,
-      sql`UPDATE ai_job SET ${status("running")}, ${raisedProgress(progress)}, locked_by = ${workerId}, locked_at = ${now},
-            lock_until = ${plusMillis(lockTtlMs)}, started_at = COALESCE(started_at, ${now}),
-            attempt_count = attempt_count + 1, lease_no = lease_no + 1, updated_at = ${now}
-          WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw,
+      sql`UPDATE ai_job SET ${firstLockSet(workerId, lockTtlMs, progress)} WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw,
       (current) => lockGuard(jobId, current),
       () => new JobLockConflict({ jobId })
+    )
+
+  const lockQueued = (jobId: string, jobType: string, workerId: string, lockTtlMs: number, progress?: number) =>
+    changedRows(
+      sql`UPDATE ai_job SET ${firstLockSet(workerId, lockTtlMs, progress)}
+          WHERE id = ${jobId} AND job_type = ${jobType} AND lifecycle_status = 'queued'`.raw
+    ).pipe(
+      Effect.flatMap((changed) =>
+        changed === 0
+          ? Effect.succeed(Option.none<LockedWithSnapshot>())
+          : Effect.flatMap(findLockedWithSnapshot(jobId), (found) =>
+            Option.isSome(found)
+              ? Effect.succeed(found)
+              : Effect.fail(new PersistenceError({ operation: "ai_job.lock", message: `job ${jobId} vanished after its update` })))
+      ),
+      persistence("ai_job.lock")
     )
 
   const takeOver = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
@@ -244,14 +315,50 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   /** A hand-off: nobody holds the job and its lock is gone; the next lease costs no attempt. */
   const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
 
-  const markSucceeded = (lease: JobLease, outputHash: string, options?: { readonly honourCancel: boolean }) =>
-    leaseUpdate(
+  const markSucceeded = (
+    lease: JobLease,
+    outputHash: string,
+    options?: { readonly honourCancel?: boolean; readonly locked?: AiJob }
+  ) => {
+    const honourCancel = options?.honourCancel === true
+    const cancelCondition = honourCancel ? sql`cancel_requested_at IS NULL` : sql`TRUE`
+    const locked = options?.locked
+    return locked !== undefined && locked.id === lease.jobId
+      ? Effect.flatMap(clockDate, (at) =>
+        changedRows(
+          sql`UPDATE ai_job SET ${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${at},
+                lock_until = NULL, updated_at = ${at}
+              WHERE ${leaseWhere(lease)} AND ${cancelCondition}`.raw
+        ).pipe(
+          persistence("ai_job.markSucceeded"),
+          Effect.flatMap((changed) => (changed > 0 ? Effect.void : Effect.fail(new LockLost({ ...lease })))),
+          // Matched: the row is the locked job with exactly these columns changed, so it is not read back.
+          Effect.as(new AiJob({
+            ...locked,
+            lifecycleStatus: "succeeded",
+            status: legacyStatusOf.succeeded,
+            progress: 100,
+            outputHash,
+            finishedAt: at,
+            lockUntil: null,
+            updatedAt: at
+          }, { disableValidation: true })),
+          // Refused: read the row so the guard names why, as without `locked`.
+          Effect.catchTag("LockLost", () =>
+            Effect.flatMap(findById(lease.jobId), (current) =>
+              Either.match(succeedGuard(lease, current, honourCancel), {
+                onLeft: Effect.fail,
+                onRight: () => Effect.fail(new LockLost({ ...lease }))
+              })))
+        ))
+      : leaseUpdate(
       "ai_job.markSucceeded",
       lease,
       sql`${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${now}, lock_until = NULL`,
-      (current) => succeedGuard(lease, current, options?.honourCancel === true),
-      options?.honourCancel === true ? sql`cancel_requested_at IS NULL` : sql`TRUE`
+      (current) => succeedGuard(lease, current, honourCancel),
+      cancelCondition
     )
+  }
 
   const terminalByFence = (
     operation: string,
@@ -391,6 +498,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     findRetriesOf,
     findByIdempotencyKey,
     lockJob,
+    lockQueued,
     takeOver,
     extendLocks,
     releaseLock,

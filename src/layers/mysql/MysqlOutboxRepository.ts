@@ -123,6 +123,14 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
             WHERE id IN ${sql.in(eventIds)} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
       ).pipe(persistence("outbox_event.markPublishedMany"))
 
+  const markPublishedDirect = (eventIds: ReadonlyArray<string>) =>
+    eventIds.length === 0
+      ? Effect.succeed(0)
+      : changedRows(
+        sql`UPDATE outbox_event SET status = 'published', published_at = ${now}, updated_at = ${now}
+            WHERE id IN ${sql.in(eventIds)} AND status = 'pending'`.raw
+      ).pipe(persistence("outbox_event.markPublishedDirect"))
+
   const markDispatchFailed: OutboxRepository["Type"]["markDispatchFailed"] = (eventId, dispatcherId, error, options) =>
     Effect.gen(function* () {
       // Assignments read the old attempt_count: the increment comes last (MySQL evaluates SET
@@ -201,6 +209,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     findById,
     claimBatch,
     markPublishedMany,
+    markPublishedDirect,
     markDispatchFailed,
     releaseClaimsOf,
     releaseExpiredLocks,

@@ -1,27 +1,19 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, Layer, Schema } from "effect"
-import { PersistenceError } from "../../domain/PersistenceError.js"
+import { Clock, Effect, Layer, Schema } from "effect"
 import { UsageLog, UsageLogRecord } from "../../services/UsageLog.js"
-import { sqlClock } from "./sqlClock.js"
 import { persistence } from "./sqlErrors.js"
 
-/** What `record` writes: every column but `created_at`, the database clock's. */
+/** What `record` writes: every column but `created_at`, bound beside it. */
 const NewUsageLogRow = UsageLogRecord.pipe(Schema.omit("createdAt"))
 
-/** `ai_usage_log` in MySQL. `created_at` is the database's `UTC_TIMESTAMP(3)`. */
+/** `ai_usage_log` in MySQL. */
 export const makeMysqlUsageLog = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const { now } = sqlClock(sql)
 
   const insertUsage = SqlSchema.void({
-    Request: NewUsageLogRow,
-    // `created_at` is the database clock's expression, which `sql.insert` cannot bind: `INSERT ... SET`.
-    execute: (row) => sql`INSERT INTO ai_usage_log SET ${sql.update(row)}, created_at = ${now}`
-  })
-  const singleUsage = SqlSchema.single({
-    Request: Schema.String,
-    Result: UsageLogRecord,
-    execute: (id) => sql`SELECT * FROM ai_usage_log WHERE id = ${id}`
+    Request: Schema.Struct({ row: NewUsageLogRow, at: Schema.DateFromSelf }),
+    // `created_at` is bound (Effect's Clock, DATETIME(3) precision) so the row needs no read-back.
+    execute: ({ at, row }) => sql`INSERT INTO ai_usage_log SET ${sql.update(row)}, created_at = ${at}`
   })
   const listUsage = SqlSchema.findAll({
     Request: Schema.String,
@@ -31,12 +23,13 @@ export const makeMysqlUsageLog = Effect.gen(function* () {
 
   return UsageLog.of({
     record: (entry) =>
-      insertUsage(entry).pipe(
-        Effect.zipRight(singleUsage(entry.id)),
-        Effect.catchTag("NoSuchElementException", () =>
-          Effect.fail(new PersistenceError({ operation: "usageLog.record", message: "inserted row not found" }))),
-        persistence("usageLog.record")
-      ),
+      Effect.flatMap(Clock.currentTimeMillis, (millis) => {
+        const at = new Date(Math.floor(millis))
+        return insertUsage({ row: entry, at }).pipe(
+          Effect.as<UsageLogRecord>({ ...entry, createdAt: at }),
+          persistence("usageLog.record")
+        )
+      }),
     listByJobId: (jobId) => listUsage(jobId).pipe(persistence("usageLog.listByJobId"))
   })
 })

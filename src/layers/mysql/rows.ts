@@ -42,7 +42,8 @@ export const changedRows = <E, R>(statement: Effect.Effect<unknown, E, R>) => Ef
 /** A `COUNT(*) AS total`: mysql2 hands a BIGINT over as a number or, past 2^53, a string. */
 export const Total = Schema.Struct({ total: Schema.Union(Schema.Number, Schema.NumberFromString) })
 
-const AiJobColumns = Schema.Struct({ ...AiJob.fields, input: JsonColumn })
+/** `ai_job`'s columns as decoded (its JSON column parsed), before they become an `AiJob`. */
+export const AiJobColumns = Schema.Struct({ ...AiJob.fields, input: JsonColumn })
 /** An `ai_job` row, as the domain's `AiJob`. */
 export const AiJobRow = Schema.compose(AiJobColumns, AiJob)
 /** What `createJob` writes: every column but the two the database clock fills. */

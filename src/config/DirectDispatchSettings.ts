@@ -1,0 +1,38 @@
+import { Config, Context, Layer } from "effect"
+
+/** docs/architecture.md §6.7: the creating process queues its own jobs; the dispatcher is the safety net. */
+export interface DirectDispatchSettingsShape {
+  /**
+   * Whether the creating process adds its jobs to the queue at all (`OUTBOX_DIRECT_PUBLISH`):
+   * off, it never touches the Redis queues and the dispatcher publishes every event.
+   */
+  readonly enabled: boolean
+  /**
+   * How long a new job's outbox event waits before a dispatcher may take it: the creator's own
+   * add normally lands well within it; after a crash between commit and add, the sweep does it.
+   */
+  readonly graceMs: number
+  /** How long published marks gather before one UPDATE writes them all. */
+  readonly flushMs: number
+  /** At most this many events per published mark. */
+  readonly batchSize: number
+}
+
+const positiveInt = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be a positive whole number`, validation: (n) => n > 0 })
+  )
+
+export class DirectDispatchSettings extends Context.Tag("ai-job-engine/DirectDispatchSettings")<
+  DirectDispatchSettings,
+  DirectDispatchSettingsShape
+>() {
+  static readonly config = Config.all({
+    enabled: Config.boolean("OUTBOX_DIRECT_PUBLISH").pipe(Config.withDefault(true)),
+    graceMs: positiveInt("OUTBOX_DIRECT_GRACE_MS", 5_000),
+    flushMs: positiveInt("OUTBOX_DIRECT_FLUSH_MS", 1_000),
+    batchSize: positiveInt("OUTBOX_DIRECT_BATCH_SIZE", 500)
+  })
+  static readonly layer = Layer.effect(DirectDispatchSettings, DirectDispatchSettings.config)
+}

@@ -1,0 +1,80 @@
+import { Effect, Option, Queue } from "effect"
+import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
+import type { QueueName } from "../domain/QueueName.js"
+import { storedParent } from "../domain/TraceContext.js"
+import { JobQueue, payloadFor } from "./JobQueue.js"
+import { OutboxRepository } from "./OutboxRepository.js"
+
+/** What the creator knows of a job it just committed, enough to queue it as a dispatcher would. */
+export interface CommittedEnqueue {
+  readonly eventId: string
+  readonly jobId: string
+  readonly jobType: string
+  readonly queueName: QueueName
+  readonly priority: number
+  readonly createdAt: Date
+  /** The trace context stored with the job: the add is a span of the job's one trace. */
+  readonly traceParent: string | null
+}
+
+/**
+ * The outbox hop without a poll (docs/architecture.md §6.7): after its commit, the creating
+ * process adds the job to the queue itself (the fixed queue job id makes a second add a no-op)
+ * and marks the event published, many marks to one UPDATE. The event was written with a grace
+ * delay, so a dispatcher only sweeps it when this add or its mark never happened (a crash, a
+ * queue outage): nothing is lost, and at worst the job is queued twice under one id.
+ */
+export class OutboxDirectPublisher extends Effect.Service<OutboxDirectPublisher>()("ai-job-engine/OutboxDirectPublisher", {
+  scoped: Effect.gen(function* () {
+    const jobQueue = yield* JobQueue
+    const outbox = yield* OutboxRepository
+    const settings = yield* DirectDispatchSettings
+    const added = yield* Queue.unbounded<string>()
+
+    const markPublished = (eventIds: ReadonlyArray<string>) =>
+      outbox.markPublishedDirect(eventIds).pipe(
+        // Unmarked events are swept after the grace and added again: a no-op on the queue.
+        Effect.catchAll((error) =>
+          Effect.logWarning("marking directly queued events published failed; a dispatcher sweeps them").pipe(
+            Effect.annotateLogs({ operation: error.operation, events: eventIds.length })
+          )
+        )
+      )
+
+    /** Waits for a first mark, lets more gather for `flushMs`, and writes them in one statement. */
+    const flush = Effect.gen(function* () {
+      const first = yield* Queue.takeBetween(added, 1, settings.batchSize)
+      yield* Effect.sleep(settings.flushMs)
+      const rest = yield* Queue.takeUpTo(added, settings.batchSize - first.length)
+      yield* markPublished([...first, ...rest])
+    })
+    yield* Effect.forkScoped(Effect.forever(flush))
+    // Marks still waiting when the process stops are written once more on the way out.
+    yield* Effect.addFinalizer(() => Effect.flatMap(Queue.takeAll(added), (left) => markPublished([...left])))
+
+    /** Queues a committed job now; a failed add is left to the dispatcher's sweep. */
+    const publish = (event: CommittedEnqueue) =>
+      jobQueue.add({
+        queueName: event.queueName,
+        payload: payloadFor({ jobId: event.jobId, jobType: event.jobType, createdAt: event.createdAt, traceParent: event.traceParent }),
+        priority: event.priority
+      }).pipe(
+        Effect.zipRight(Queue.offer(added, event.eventId)),
+        Effect.catchAll((error) =>
+          Effect.logWarning("queueing a new job directly failed; a dispatcher sweeps its event after the grace").pipe(
+            Effect.annotateLogs({ jobId: event.jobId, error: error.message })
+          )
+        ),
+        Effect.asVoid,
+        // The dispatcher's `dispatcher.publish`, done by the creator: a child of the job's stored context.
+        Effect.withSpan("outbox.publish", {
+          kind: "producer",
+          captureStackTrace: false,
+          ...Option.match(storedParent(event.traceParent), { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
+          attributes: { "ai_job.id": event.jobId, "outbox.event_id": event.eventId, "messaging.system": "bullmq" }
+        })
+      )
+
+    return { graceMs: settings.graceMs, publish }
+  })
+}) {}
