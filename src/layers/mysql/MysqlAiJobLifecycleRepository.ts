@@ -30,6 +30,7 @@ import {
   queuedJobFields
 } from "../../services/AiJobLifecycleRepository.js"
 import { sqlClock } from "./sqlClock.js"
+import { paddedForIn } from "./statementShapes.js"
 import { AiJobColumns, AiJobRow, changedRows, JsonColumn, NewAiJobRow, Total } from "./rows.js"
 import { isDuplicateKey, persistence } from "./sqlErrors.js"
 
@@ -127,7 +128,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const readLeaseStates = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
     Result: LeaseState,
-    execute: (ids) => sql`SELECT id, lifecycle_status, locked_by, lease_no, cancel_requested_at FROM ai_job WHERE id IN ${sql.in(ids)}`
+    execute: (ids) => sql`SELECT id, lifecycle_status, locked_by, lease_no, cancel_requested_at FROM ai_job WHERE id IN ${sql.in(paddedForIn(ids))}`
   })
   const countWhere = SqlSchema.findOne({
     Request: SqlTail,
@@ -276,15 +277,16 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
    * SELECT names the lost leases and the cancels, and the cancelled ones are extended after.
    */
   const extendBatch = (held: ReadonlyArray<HeldLease>, lockTtlMs: number, watchCancel: boolean) => {
-    const ids = held.map((entry) => entry.lease.jobId)
-    const fences = sql.csv(held.map(({ lease }) => sql`(${lease.jobId}, ${lease.workerId}, ${lease.leaseNo})`))
-    const progress = sql.join(" ", false)(held.map(({ lease, progress }) => sql`WHEN ${lease.jobId} THEN ${clampProgress(progress)}`))
+    const shaped = paddedForIn(held)
+    const ids = shaped.map((entry) => entry.lease.jobId)
+    const fences = sql.csv(shaped.map(({ lease }) => sql`(${lease.jobId}, ${lease.workerId}, ${lease.leaseNo})`))
+    const progress = sql.join(" ", false)(shaped.map(({ lease, progress }) => sql`WHEN ${lease.jobId} THEN ${clampProgress(progress)}`))
     const ignoring = held.filter((entry) => !(watchCancel && entry.reportCancel)).map((entry) => entry.lease.jobId)
     const cancelCondition = ignoring.length === held.length
       ? sql`TRUE`
       : ignoring.length === 0
       ? sql`cancel_requested_at IS NULL`
-      : sql`(cancel_requested_at IS NULL OR id IN ${sql.in(ignoring)})`
+      : sql`(cancel_requested_at IS NULL OR id IN ${sql.in(paddedForIn(ignoring))})`
     return changedRows(
       sql`UPDATE ai_job SET lock_until = ${plusMillis(lockTtlMs)},
             progress = GREATEST(progress, CASE id ${progress} ELSE progress END), updated_at = ${now}

@@ -12,6 +12,7 @@ import {
 import { sqlClock } from "./sqlClock.js"
 import { changedRows, NewOutboxEventRow, OutboxEventRow, Total } from "./rows.js"
 import { isDuplicateKey, persistence, retryOnLockContention } from "./sqlErrors.js"
+import { paddedForIn } from "./statementShapes.js"
 
 const EventId = Schema.Struct({ id: Schema.String })
 const OldestAge = Schema.Struct({ ageMs: Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString)) })
@@ -57,7 +58,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       // The job's trace context comes along, so the publish span joins the job's trace.
       sql`SELECT o.*, j.trace_parent FROM outbox_event o
           LEFT JOIN ai_job j ON o.aggregate_type = 'AiJob' AND j.id = o.aggregate_id
-          WHERE o.id IN ${sql.in(ids)} AND o.status = 'processing' AND o.locked_by = ${dispatcherId}
+          WHERE o.id IN ${sql.in(paddedForIn(ids))} AND o.status = 'processing' AND o.locked_by = ${dispatcherId}
           ORDER BY o.available_at, o.id`
   })
   // The age by the database clock, as every outbox time; the index on (status, available_at)
@@ -108,7 +109,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       const ids = candidates.map((row) => row.id)
       yield* sql`UPDATE outbox_event SET status = 'processing', locked_by = ${dispatcherId}, locked_at = ${now},
                    updated_at = ${now}
-                 WHERE id IN ${sql.in(ids)} AND status = 'pending'`.pipe(retryOnLockContention)
+                 WHERE id IN ${sql.in(paddedForIn(ids))} AND status = 'pending'`.pipe(retryOnLockContention)
       return ids
     }).pipe(
       Effect.flatMap((ids) => ids.length === 0 ? Effect.succeed([]) : findClaimed({ ids, dispatcherId })),
@@ -120,7 +121,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       ? Effect.succeed(0)
       : changedRows(
         sql`UPDATE outbox_event SET status = 'published', published_at = ${now}, updated_at = ${now}
-            WHERE id IN ${sql.in(eventIds)} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
+            WHERE id IN ${sql.in(paddedForIn(eventIds))} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
       ).pipe(persistence("outbox_event.markPublishedMany"))
 
   const markPublishedDirect = (eventIds: ReadonlyArray<string>) =>
@@ -128,7 +129,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       ? Effect.succeed(0)
       : changedRows(
         sql`UPDATE outbox_event SET status = 'published', published_at = ${now}, updated_at = ${now}
-            WHERE id IN ${sql.in(eventIds)} AND status = 'pending'`.raw
+            WHERE id IN ${sql.in(paddedForIn(eventIds))} AND status = 'pending'`.raw
       ).pipe(persistence("outbox_event.markPublishedDirect"))
 
   const markDispatchFailed: OutboxRepository["Type"]["markDispatchFailed"] = (eventId, dispatcherId, error, options) =>

@@ -4,6 +4,7 @@ import { PersistenceError } from "../../domain/PersistenceError.js"
 import { ProjectionStore, type ProjectionRow, type ProjectionValue } from "../../services/ProjectionStore.js"
 import { sqlClock } from "./sqlClock.js"
 import { isDuplicateKey, persistence } from "./sqlErrors.js"
+import { paddedForIn } from "./statementShapes.js"
 
 /** Table and column names come from projector code, never from a request; still, check them. */
 const identifierPattern = /^[a-z][a-z0-9_]{0,63}$/
@@ -55,7 +56,7 @@ export const MysqlProjectionStore = Layer.effect(
         // loudly (no IGNORE, which would also turn a missing value into a zero or empty one).
         const insertMissing = Effect.gen(function* () {
           const existing = yield* sql<{ readonly id: string }>`
-            SELECT id FROM ${sql.literal(`\`${table}\``)} WHERE id IN ${sql.in(rows.map((row) => row.id))}`
+            SELECT id FROM ${sql.literal(`\`${table}\``)} WHERE id IN ${sql.in(paddedForIn(rows.map((row) => row.id)))}`
           const taken = new Set(existing.map((row) => row.id))
           const missing = rows.filter((row) => !taken.has(row.id))
           if (missing.length > 0) yield* insertRows(missing)
