@@ -114,6 +114,15 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
           expect(yield* progressOf(retaken.jobId)).toBe(0)
         }))
 
+      it.effect("a takeover that reports no progress keeps the progress the job had", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const running = yield* repo.lockJob((yield* insertJob({ userId: `keep-${yield* newId}` })).id, "worker-a", ttl, 40)
+          yield* repo.releaseLock(leaseFor(running))
+          const taken = yield* repo.takeOver(running.id, "worker-b", ttl)
+          expect([taken.lockedBy, taken.progress]).toStrictEqual(["worker-b", 40])
+        }))
+
       it.effect("a failed nested transaction undoes only its own writes; the outer one commits", () =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository
