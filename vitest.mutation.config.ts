@@ -1,10 +1,15 @@
 import { defineConfig } from "vitest/config"
 
 // The tests a mutant must get past: unit (memory + TestClock), the contract suites on the memory
-// backing, the deterministic simulation, and the MySQL contract suites for the MySQL
-// queue/outbox/lease adapters. MUTATE_SKIP_MYSQL=1 leaves the MySQL suites out (no MariaDB);
+// backing, the deterministic simulation, and the MySQL suites for the MySQL queue/outbox/lease
+// adapters (contracts, filters, the PersistenceErrors a real failure provokes). MUTATE_SKIP_MYSQL=1
+// leaves the MySQL suites out (no MariaDB);
 // MUTATE_SKIP_SIMULATION=1 leaves out the 500 seeds, for a quick run (a lower bound on the score).
-const mysqlTests = process.env.MUTATE_SKIP_MYSQL === "1" ? [] : ["test/integration/repositories.mysql.test.ts"]
+const mysqlTests = process.env.MUTATE_SKIP_MYSQL === "1" ? [] : [
+  "test/integration/repositories.mysql.test.ts",
+  "test/integration/repositories.filters.mysql.test.ts",
+  "test/integration/persistenceErrors.mysql.test.ts"
+]
 const simulationTests = process.env.MUTATE_SKIP_SIMULATION === "1" ? [] : ["test/simulation/**/*.test.ts"]
 
 export default defineConfig({
