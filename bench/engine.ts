@@ -45,6 +45,8 @@ export const awaitTerminal = (pool: mysql.Pool, targetType: string, count: numbe
 const JobTimes = Schema.Struct({
   lifecycleStatus: Schema.String,
   publishedAt: Schema.NullOr(Schema.DateFromSelf),
+  /** Set by a dispatcher's claim; null when the creator queued the job itself and marked it later. */
+  publishedBy: Schema.NullOr(Schema.String),
   createdAt: Schema.DateFromSelf,
   startedAt: Schema.NullOr(Schema.DateFromSelf),
   finishedAt: Schema.NullOr(Schema.DateFromSelf)
@@ -56,7 +58,7 @@ const jobTimes = (pool: mysql.Pool, targetType: string) =>
     pool,
     JobTimes,
     `SELECT j.lifecycle_status AS lifecycleStatus, j.created_at AS createdAt, j.started_at AS startedAt,
-            j.finished_at AS finishedAt, o.published_at AS publishedAt
+            j.finished_at AS finishedAt, o.published_at AS publishedAt, o.locked_by AS publishedBy
        FROM ai_job j LEFT JOIN outbox_event o ON o.aggregate_id = j.id AND o.aggregate_type = 'AiJob'
       WHERE j.target_type = ?`,
     [targetType]
@@ -72,7 +74,8 @@ const latencies = (rows: ReadonlyArray<typeof JobTimes.Type>) => {
   for (const row of rows) {
     firstCreated = Math.min(firstCreated, row.createdAt.getTime())
     if (row.startedAt !== null) toRunning.push(row.startedAt.getTime() - row.createdAt.getTime())
-    if (row.publishedAt !== null) {
+    // A creator's own add is marked published in batches later: its published_at times no hop.
+    if (row.publishedAt !== null && row.publishedBy !== null) {
       toPublished.push(row.publishedAt.getTime() - row.createdAt.getTime())
       if (row.startedAt !== null) publishedToRunning.push(row.startedAt.getTime() - row.publishedAt.getTime())
     }
