@@ -1,4 +1,4 @@
-import { Clock, Data, Deferred, Duration, Effect, Exit, Fiber, Queue, Schedule, type Scope } from "effect"
+import { Clock, Data, Deferred, Duration, Effect, Exit, Queue, Schedule, type Scope } from "effect"
 import type { ProviderLimit, ProviderLimits } from "../config/ProviderLimitsConfig.js"
 import { newId } from "../domain/Ids.js"
 import type {
@@ -272,12 +272,7 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
         }
         // Until an instant, read after the store answered: a clock that moved meanwhile shortens the sleep.
         const delay = result.retryAt - (yield* Clock.currentTimeMillis)
-        if (delay > 0) {
-          // One timer fiber that wakes the room, not a race (two fibers) on every refusal.
-          const timer = yield* Effect.fork(Effect.zipRight(Effect.sleep(Duration.millis(delay)), Queue.offer(room.wake, undefined)))
-          yield* Queue.take(room.wake)
-          yield* Fiber.interrupt(timer)
-        }
+        if (delay > 0) yield* Effect.raceFirst(Effect.sleep(Duration.millis(delay)), Queue.take(room.wake))
       }).pipe(Effect.forever)
 
     const refresher = Effect.gen(function* () {
