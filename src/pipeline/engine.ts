@@ -1,4 +1,4 @@
-import { type Context, Deferred, Effect, Exit, Fiber, HashSet, Metric, Option, Ref, SubscriptionRef } from "effect"
+import { type Context, Deferred, Effect, Exit, Fiber, Metric, Option, Ref, SubscriptionRef } from "effect"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { storedParent } from "../domain/TraceContext.js"
 import { activeJobs } from "../services/EngineMetrics.js"
@@ -86,8 +86,12 @@ export const makeExecutionEngine = (workerId: string) =>
     const context: Context.Context<EngineServices> = yield* Effect.context<EngineServices>()
     const timing = yield* TimingConfig
     const keeper = yield* makeLeaseKeeper
-    // A SubscriptionRef so the worker directory hears of every lock and release at once.
-    const running = yield* SubscriptionRef.make(HashSet.empty<string>())
+    // The ids, and a count of the changes to them that the worker directory listens to: it
+    // hears of every lock and release at once, and a change costs no copy of the set.
+    const running = new Set<string>()
+    const runningVersion = yield* SubscriptionRef.make(0)
+    const changeRunning = (change: () => void) =>
+      Effect.zipRight(Effect.sync(change), SubscriptionRef.update(runningVersion, (n) => n + 1))
     let stopping = false
 
     /** RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself. */
@@ -168,7 +172,7 @@ export const makeExecutionEngine = (workerId: string) =>
         )
         yield* complete(prepared, outcome)
       }).pipe(
-        Effect.onExit(() => Ref.update(running, HashSet.remove(prepared.job.id))),
+        Effect.onExit(() => changeRunning(() => running.delete(prepared.job.id))),
         Effect.annotateLogs("attempt", prepared.lease.attempt)
       )
 
@@ -182,7 +186,7 @@ export const makeExecutionEngine = (workerId: string) =>
         Effect.fail(new JobHandedOff({ jobId, reason: "storage unavailable during PREPARE" }))
       )
 
-    const activeCount = Effect.flatMap(Ref.get(running), (ids) => Metric.set(activeJobs, HashSet.size(ids)))
+    const activeCount = Effect.suspend(() => Metric.set(activeJobs, running.size))
 
     const run = (delivery: JobDelivery): Effect.Effect<void, JobHandedOff> =>
       Effect.gen(function* () {
@@ -206,7 +210,7 @@ export const makeExecutionEngine = (workerId: string) =>
           if (Option.isNone(prepared)) return
           const { job, lease } = prepared.value
           yield* Effect.annotateCurrentSpan({ "ai_job.lease_no": lease.leaseNo, "ai_job.attempt": lease.attempt })
-          yield* Ref.update(running, HashSet.add(job.id))
+          yield* changeRunning(() => running.add(job.id))
           yield* activeCount
           yield* runPrepared(prepared.value, delivery).pipe(Effect.ensuring(activeCount))
         }).pipe(
@@ -228,9 +232,9 @@ export const makeExecutionEngine = (workerId: string) =>
       workerId,
       run,
       /** Ids of the jobs this engine runs now (the worker's heartbeat shows them). */
-      runningJobIds: Effect.map(Ref.get(running), (ids): ReadonlyArray<string> => Array.from(ids)),
-      /** The set of running jobs, then every change to it. */
-      runningChanges: running.changes,
+      runningJobIds: Effect.sync((): ReadonlyArray<string> => Array.from(running)),
+      /** A value now, then one for every change to the running jobs. */
+      runningChanges: runningVersion.changes,
       /** Stops every running job at once and gives it back (graceful shutdown). */
       handOffAll: Effect.suspend(() => {
         stopping = true

@@ -11,6 +11,17 @@ import { engineRetries, increment } from "../services/EngineMetrics.js"
  * once in all. Anything that is not an execution error (a lost lease, say) is never retried.
  */
 export const retrySchedule = (definition: JobDefinition): Schedule.Schedule<unknown, unknown> => {
+  // A schedule is a description (its state lives in each run), so one per definition serves every job.
+  const built = schedulesByDefinition.get(definition)
+  if (built !== undefined) return built
+  const schedule = buildRetrySchedule(definition)
+  schedulesByDefinition.set(definition, schedule)
+  return schedule
+}
+
+const schedulesByDefinition = new WeakMap<JobDefinition, Schedule.Schedule<unknown, unknown>>()
+
+const buildRetrySchedule = (definition: JobDefinition): Schedule.Schedule<unknown, unknown> => {
   const { delay } = definition.execution.retryBackoff
   const backoff = Schedule.exponential(Duration.millis(delay)).pipe(
     Schedule.jittered,
@@ -38,6 +49,21 @@ export const retrySchedule = (definition: JobDefinition): Schedule.Schedule<unkn
  * the attempt that failed (docs/architecture.md §20.4).
  */
 export const loggedRetries = (
+  schedule: Schedule.Schedule<unknown, unknown>,
+  jobType: string
+): Schedule.Schedule<unknown, unknown> => {
+  const byJobType = loggedBySchedule.get(schedule) ?? new Map<string, Schedule.Schedule<unknown, unknown>>()
+  loggedBySchedule.set(schedule, byJobType)
+  const built = byJobType.get(jobType)
+  if (built !== undefined) return built
+  const logged = buildLoggedRetries(schedule, jobType)
+  byJobType.set(jobType, logged)
+  return logged
+}
+
+const loggedBySchedule = new WeakMap<Schedule.Schedule<unknown, unknown>, Map<string, Schedule.Schedule<unknown, unknown>>>()
+
+const buildLoggedRetries = (
   schedule: Schedule.Schedule<unknown, unknown>,
   jobType: string
 ): Schedule.Schedule<unknown, unknown> =>

@@ -74,6 +74,8 @@ const makeRuleBasedContentSafety = (rules: ContentSafetyRules) =>
         readonly content: unknown
       }): Effect.Effect<void, ContentSafetyError> =>
         Effect.suspend(() => {
+          // No rules (the default): nothing can match, so no string is normalised.
+          if (terms.length === 0 && patterns.length === 0) return Effect.void
           const { content, jobType, stage } = request
           for (const text of stringsOf(content)) {
             const skeletons = textSkeletons(text)

@@ -52,9 +52,32 @@ export const httpRequestDuration = seconds(
 export const finishedLabels = (jobType: string, status: string, errorCode: string | null | undefined) =>
   ({ job_type: jobType, status, error_code: errorCode ?? "none" }) as const
 
+/**
+ * The tagged metrics made so far, per metric and label set: a tagged metric looks its hook up in
+ * the registry (hashing its key) on first use only, so one is made per label set, not per update.
+ * Label values come from bounded sets, so this stays small.
+ */
+const taggedCache = new WeakMap<object, Map<string, unknown>>()
+
 /** Updates `metric` with its labels set: `Metric.update` needs the tags on the metric itself. */
-export const tagged = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>, labels: Readonly<Record<string, string>>) =>
-  Object.entries(labels).reduce((m, [key, value]) => Metric.tagged(m, key, value), metric)
+export const tagged = <Type, In, Out>(
+  metric: Metric.Metric<Type, In, Out>,
+  labels: Readonly<Record<string, string>>
+): Metric.Metric<Type, In, Out> => {
+  const entries = Object.entries(labels)
+  const key = JSON.stringify(entries)
+  let byLabels = taggedCache.get(metric)
+  if (byLabels === undefined) {
+    byLabels = new Map()
+    taggedCache.set(metric, byLabels)
+  }
+  // The map under `metric` only ever holds `metric` tagged, so it has `metric`'s type.
+  const cached = byLabels.get(key) as Metric.Metric<Type, In, Out> | undefined
+  if (cached !== undefined) return cached
+  const made = entries.reduce((m, [name, value]) => Metric.tagged(m, name, value), metric)
+  byLabels.set(key, made)
+  return made
+}
 
 export const increment = (metric: Metric.Metric.Counter<number>, labels: Readonly<Record<string, string>>, by = 1) =>
   Metric.incrementBy(tagged(metric, labels), by)

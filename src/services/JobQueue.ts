@@ -130,6 +130,8 @@ export type QueueJobState =
 
 /** A payload that does not decode: the job is dropped (and logged), never retried. */
 export const decodeQueuePayload = Schema.decodeUnknown(AiJobQueuePayload, { onExcessProperty: "ignore" })
+/** `decodeQueuePayload` without an effect, for a consumer outside any fiber (one per delivery). */
+export const decodeQueuePayloadEither = Schema.decodeUnknownEither(AiJobQueuePayload, { onExcessProperty: "ignore" })
 export const encodeQueuePayload = Schema.encodeSync(AiJobQueuePayload)
 /**
  * Where a payload failed to decode, as field paths only (`jobId`, `createdAt`): the parse

@@ -310,7 +310,9 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
             status: "waiting"
           }
           laneOf(room, request.priority).add(waiter)
-          yield* Queue.offer(room.wake, undefined)
+          // A background waiter behind the head changes nothing the pump asks the store: no wake
+          // (at saturation every arrival repeated a refused store call).
+          if (request.priority === "interactive" || headOf(room) === waiter) yield* Queue.offer(room.wake, undefined)
           // Only the wait itself is interruptible: a granted permit is always either owned by the
           // scope or given back, never dropped between the two.
           const waited = yield* Effect.exit(restore(Deferred.await(waiter.granted)))

@@ -15,14 +15,17 @@ export const flashcardGenerationProjector = rowProjector({
   uniqueBy: ["job_id", "ordinal"],
   orderBy: "ordinal",
   artifactType: "flashcard",
-  rows: (job, output) =>
-    output.flashcards.map((card, ordinal) => ({
+  rows: (job, output) => {
+    // The input is decoded once per job, not once per card.
+    const deckId = deckOf(job.input)
+    return output.flashcards.map((card, ordinal) => ({
       user_id: job.userId,
-      deck_id: deckOf(job.input),
+      deck_id: deckId,
       ordinal,
       front: card.front,
       back: card.back
-    })),
+    }))
+  },
   record: Schema.Struct({
     id: Schema.String,
     deck_id: Schema.NullOr(Schema.String),

@@ -4,7 +4,7 @@ import { allQueueNames, type QueueName } from "../../domain/QueueName.js"
 import {
   type AiJobQueuePayloadEncoded,
   type ConsumeOptions,
-  decodeQueuePayload,
+  decodeQueuePayloadEither,
   encodeQueuePayload,
   type JobDelivery,
   JobQueue,
@@ -186,7 +186,7 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
 
       const process = async (job: Job<unknown>, _token: string | undefined, signal: AbortSignal | undefined) => {
         const queueJobId = job.id ?? "(none)"
-        const decoded = Runtime.runSync(runtime)(Effect.either(decodeQueuePayload(job.data)))
+        const decoded = decodeQueuePayloadEither(job.data)
         if (decoded._tag === "Left") {
           runLog(
             Effect.logError("Queue payload does not decode; job dropped, its row is left for the reaper").pipe(

@@ -25,6 +25,27 @@ export const stringColumnsAsText: PoolOptions["typeCast"] = (field, next) =>
   field.type === "VAR_STRING" || field.type === "STRING" ? field.string("utf8") : next()
 
 /**
+ * Prepared statements each connection keeps (least recently used closed first). mysql2's default,
+ * 16,000, preallocates 0.5 MB of cache per connection and keeps every distinct statement text, and
+ * a batch write with one placeholder group per row is a new text for every batch size.
+ */
+const preparedStatementsPerConnection = 256
+
+/** A name transform remembered per name: every row of every query renames the same few columns. */
+const memoized = (transform: (name: string) => string) => {
+  const names = new Map<string, string>()
+  return (name: string) => {
+    const known = names.get(name)
+    if (known !== undefined) return known
+    const renamed = transform(name)
+    names.set(name, renamed)
+    return renamed
+  }
+}
+const snakeToCamel = memoized(Str.snakeToCamel)
+const camelToSnake = memoized(Str.camelToSnake)
+
+/**
  * A MySQL pool for `url`. Rows come back camelCased; dates are read and written as UTC, and
  * every SQL time comparison uses the server's `UTC_TIMESTAMP(3)`, so no worker clock and no
  * session time zone can skew a lease.
@@ -41,9 +62,16 @@ export const mysqlClientLayer = (url: Redacted.Redacted<string>, options: { read
     maxConnections,
     // Released connections stay open (until the server's wait_timeout): a pool that closes
     // every released connection reconnects on each burst, which then queues behind handshakes.
-    poolConfig: { timezone: "Z", dateStrings: false, decimalNumbers: true, maxIdle: maxConnections, typeCast: stringColumnsAsText },
-    transformResultNames: Str.snakeToCamel,
-    transformQueryNames: Str.camelToSnake
+    poolConfig: {
+      timezone: "Z",
+      dateStrings: false,
+      decimalNumbers: true,
+      maxIdle: maxConnections,
+      typeCast: stringColumnsAsText,
+      maxPreparedStatements: preparedStatementsPerConnection
+    },
+    transformResultNames: snakeToCamel,
+    transformQueryNames: camelToSnake
   })
 }
 

@@ -24,8 +24,14 @@ export interface RedisConnectionShape {
   readonly key: (...parts: ReadonlyArray<string>) => string
   /** A shared `command` connection, closed with the layer. */
   readonly commands: Redis
-  /** A new connection owned by the caller's scope: closed (QUIT, then hard close) when it ends. */
-  readonly open: (kind: RedisConnectionKind) => Effect.Effect<Redis, never, Scope.Scope>
+  /**
+   * A new connection owned by the caller's scope: closed (QUIT, then hard close) when it ends.
+   * `commandTimeoutMs` makes each command on it fail after that long (ioredis' own timer).
+   */
+  readonly open: (
+    kind: RedisConnectionKind,
+    options?: { readonly commandTimeoutMs?: number }
+  ) => Effect.Effect<Redis, never, Scope.Scope>
 }
 
 /**
@@ -64,8 +70,9 @@ export const redisPrefixConfig = Config.string("REDIS_KEY_PREFIX").pipe(
   })
 )
 
-const optionsFor = (kind: RedisConnectionKind): RedisOptions => ({
+const optionsFor = (kind: RedisConnectionKind, commandTimeoutMs: number | undefined): RedisOptions => ({
   lazyConnect: false,
+  ...(commandTimeoutMs === undefined ? {} : { commandTimeout: commandTimeoutMs }),
   // Background reconnects, forever, at most every 2 s.
   retryStrategy: (times) => Math.min(times * 100, 2_000),
   maxRetriesPerRequest: kind === "command" ? 2 : null,
@@ -89,10 +96,13 @@ export const makeRedisConnection = (url: Redacted.Redacted<string>, prefix: stri
     const runtime = yield* Effect.runtime<never>()
     const log = Runtime.runFork(runtime)
 
-    const open = (kind: RedisConnectionKind): Effect.Effect<Redis, never, Scope.Scope> =>
+    const open = (
+      kind: RedisConnectionKind,
+      options?: { readonly commandTimeoutMs?: number }
+    ): Effect.Effect<Redis, never, Scope.Scope> =>
       Effect.acquireRelease(
         Effect.sync(() => {
-          const client = new Redis(Redacted.value(url), optionsFor(kind))
+          const client = new Redis(Redacted.value(url), optionsFor(kind, options?.commandTimeoutMs))
           // One warning per outage: ioredis emits an error on every failed reconnect.
           let reported = false
           client.on("error", (error: Error) => {

@@ -208,10 +208,15 @@ const decodeReply = Schema.decodeUnknownEither(Reply)
 const numberOf = (value: number | string | undefined): number | undefined =>
   value === undefined || value === "" ? undefined : Number(value)
 
+const capacityCommandTimeoutMs = 2_000
+
 const arg = (value: number | undefined) => value === undefined ? "" : String(value)
 
 export const makeRedisCapacityStore = Effect.gen(function* () {
   const redis = yield* RedisConnection
+  // Its own connection whose commands time out in ioredis after 2 s: an Effect timeout forked
+  // two fibers per call, and every job makes several capacity calls.
+  const commands = yield* redis.open("command", { commandTimeoutMs: capacityCommandTimeoutMs })
 
   const keysOf = (providerModel: string) => {
     const base = redis.key("capacity", `{${providerModel}}`)
@@ -226,17 +231,20 @@ export const makeRedisCapacityStore = Effect.gen(function* () {
         try: async () => {
           const keys = keysOf(providerModel)
           try {
-            return await redis.commands.evalsha(sha, keys.length, ...keys, ...args)
+            return await commands.evalsha(sha, keys.length, ...keys, ...args)
           } catch (error) {
             if (error instanceof Error && error.message.startsWith("NOSCRIPT")) {
-              return await redis.commands.eval(source, keys.length, ...keys, ...args)
+              return await commands.eval(source, keys.length, ...keys, ...args)
             }
             throw error
           }
         },
-        catch: (cause) => new CapacityStoreError({ operation, cause })
+        catch: (cause) =>
+          new CapacityStoreError({
+            operation,
+            cause: cause instanceof Error && cause.message === "Command timed out" ? "timeout" : cause
+          })
       }).pipe(
-        Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => new CapacityStoreError({ operation, cause: "timeout" }) }),
         Effect.flatMap((reply) =>
           Effect.mapError(decodeReply(Array.isArray(reply) ? reply : [reply]), (cause) => new CapacityStoreError({ operation, cause })))
       )
