@@ -1,4 +1,5 @@
 import { Config, Context, Layer } from "effect"
+import { positiveMillis, positiveWhole } from "./configValues.js"
 
 /** docs/architecture.md §6.7: the creating process queues its own jobs; the dispatcher is the safety net. */
 export interface DirectDispatchSettingsShape {
@@ -18,21 +19,15 @@ export interface DirectDispatchSettingsShape {
   readonly batchSize: number
 }
 
-const positiveInt = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive whole number`, validation: (n) => n > 0 })
-  )
-
 export class DirectDispatchSettings extends Context.Tag("ai-job-engine/DirectDispatchSettings")<
   DirectDispatchSettings,
   DirectDispatchSettingsShape
 >() {
   static readonly config = Config.all({
     enabled: Config.boolean("OUTBOX_DIRECT_PUBLISH").pipe(Config.withDefault(true)),
-    graceMs: positiveInt("OUTBOX_DIRECT_GRACE_MS", 5_000),
-    flushMs: positiveInt("OUTBOX_DIRECT_FLUSH_MS", 1_000),
-    batchSize: positiveInt("OUTBOX_DIRECT_BATCH_SIZE", 500)
+    graceMs: positiveMillis("OUTBOX_DIRECT_GRACE_MS", 5_000),
+    flushMs: positiveMillis("OUTBOX_DIRECT_FLUSH_MS", 1_000),
+    batchSize: positiveWhole("OUTBOX_DIRECT_BATCH_SIZE", 500)
   })
   static readonly layer = Layer.effect(DirectDispatchSettings, DirectDispatchSettings.config)
 }

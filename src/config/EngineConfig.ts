@@ -1,15 +1,10 @@
 import { Config, Context, Layer, Option, Redacted } from "effect"
+import { positiveMillis } from "./configValues.js"
 
 /**
  * The engine's configuration, read with Effect `Config` from the environment. Variable names
  * are a public contract (operators set them); a bad value fails at start naming the variable.
  */
-
-const positiveMillis = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive whole number of milliseconds`, validation: (n) => n > 0 })
-  )
 
 const mysqlUrl = (name: string) =>
   Config.string(name).pipe(

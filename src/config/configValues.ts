@@ -1,0 +1,11 @@
+import { Config } from "effect"
+
+/** A positive whole number read from `name`, `fallback` when unset; a bad value fails at start naming the variable. */
+export const positiveWhole = (name: string, fallback: number, unit?: string) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be a positive whole number${unit === undefined ? "" : ` of ${unit}`}`, validation: (n) => n > 0 })
+  )
+
+/** A positive whole number of milliseconds read from `name`. */
+export const positiveMillis = (name: string, fallback: number) => positiveWhole(name, fallback, "milliseconds")
