@@ -56,6 +56,12 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
   // What MySQL alone allows on this machine: the raw create shape commits `transactionsPerSecond`
   // times a second; a job that needs `commits` commits cannot go faster than that divided by them.
   const mysqlCeiling = r.mysql.transactionsPerSecond / Math.max(1, full.sqlPerJob.commits)
+  // The outbox and queue hops exist only for jobs a dispatcher published; a creator queues its own.
+  const hops = (at: "p50Ms" | "p99Ms") =>
+    half.breakdown.commitToPublished.count === 0
+      ? "every job was queued by its creator (no outbox hop to split out)"
+      : `for the ${half.breakdown.commitToPublished.count} jobs a dispatcher published: outbox hop ${at.slice(0, 3)} ` +
+        `${half.breakdown.commitToPublished[at]} ms, queue hop ${half.breakdown.publishedToRunning[at]} ms`
   const targets: Array<Target> = [
     {
       name: "engine throughput ≥ 0.35 × raw BullMQ",
@@ -72,15 +78,14 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
       target: "≤ 10 ms",
       value: `${half.commitToRunning.p50Ms} ms`,
       met: half.commitToRunning.p50Ms <= 10,
-      note: `for jobs a dispatcher published (${half.breakdown.commitToPublished.count}): outbox hop (commit → published) p50 ${half.breakdown.commitToPublished.p50Ms} ms, queue hop (published → running) p50 ` +
-        `${half.breakdown.publishedToRunning.p50Ms} ms; raw BullMQ add → active p50 ${r.bullmqHalfLoad.addToActive.p50Ms} ms at the same rate`
+      note: `${hops("p50Ms")}; raw BullMQ add → active p50 ${r.bullmqHalfLoad.addToActive.p50Ms} ms at the same rate`
     },
     {
       name: "commit → running p99 ≤ 50 ms at half load",
       target: "≤ 50 ms",
       value: `${half.commitToRunning.p99Ms} ms`,
       met: half.commitToRunning.p99Ms <= 50,
-      note: `outbox hop p99 ${half.breakdown.commitToPublished.p99Ms} ms, queue hop p99 ${half.breakdown.publishedToRunning.p99Ms} ms`
+      note: hops("p99Ms")
     },
     {
       name: "≤ 4 commits per job",
