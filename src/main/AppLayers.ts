@@ -71,6 +71,7 @@ import { mysqlCheck } from "../layers/mysql/MysqlReadinessCheck.js"
 import { redisCheck } from "../layers/redis/RedisReadinessCheck.js"
 import { makeReadinessProbe, ReadinessProbe } from "../services/ReadinessProbe.js"
 import { ReadinessProbeMemory } from "../layers/memory/MemoryReadinessProbe.js"
+import { WorkerHeapGrowth } from "./heapGrowth.js"
 export { ReadinessProbeMemory }
 
 // ---- Configuration
@@ -296,8 +297,11 @@ export const LiveApiSupport = Layer.merge(ApiSettings.layer, ReadinessProbeLive)
 /** The outbox dispatcher: claims events, adds them to the queues. */
 export const DispatcherPart = OutboxDispatcherLive
 
-/** Workers on `WORKER_QUEUES`, with the lock reaper and snapshot cleanup beside them. */
-export const WorkerPart = WorkerServiceLive
+/**
+ * Workers on `WORKER_QUEUES`, with the lock reaper and snapshot cleanup beside them, in a process
+ * whose heap follows `WORKER_HEAP_GROWTH_PERCENT`.
+ */
+export const WorkerPart = WorkerServiceLive.pipe(Layer.provide(WorkerHeapGrowth))
 
 /** Applies pending migrations before anything else starts (`MIGRATE_ON_START`, default true). */
 export const MigrationsOnStart = Layer.unwrapEffect(

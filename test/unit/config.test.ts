@@ -2,6 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either, Option, Redacted } from "effect"
 import { httpTransportConfig } from "../../src/config/HttpTransportSettings.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../../src/config/EngineConfig.js"
+import { logLevelConfig } from "../../src/layers/logging.js"
+import { heapGrowthPercentConfig } from "../../src/main/heapGrowth.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 
@@ -92,5 +94,23 @@ describe("configuration", () => {
         httpTransportConfig.pipe(withEnv({ HTTP_REQUEST_TIMEOUT_MS: "1000", HTTP_HEADERS_TIMEOUT_MS: "2000" }))
       )
       expect(Either.isLeft(longerHeaders) && String(longerHeaders.left)).toContain("HTTP_HEADERS_TIMEOUT_MS")
+    }))
+
+  it.effect("a worker's heap growth: 50 % by default, 0 for V8's own policy, nothing in between or past 300", () =>
+    Effect.gen(function* () {
+      expect(yield* heapGrowthPercentConfig.pipe(withEnv({}))).toBe(50)
+      expect(yield* heapGrowthPercentConfig.pipe(withEnv({ WORKER_HEAP_GROWTH_PERCENT: "0" }))).toBe(0)
+      expect(yield* heapGrowthPercentConfig.pipe(withEnv({ WORKER_HEAP_GROWTH_PERCENT: "120" }))).toBe(120)
+      for (const bad of ["5", "301", "-1", "fifty"]) {
+        const refused = yield* Effect.either(heapGrowthPercentConfig.pipe(withEnv({ WORKER_HEAP_GROWTH_PERCENT: bad })))
+        expect(Either.isLeft(refused) && String(refused.left), bad).toContain("WORKER_HEAP_GROWTH_PERCENT")
+      }
+    }))
+
+  it.effect("LOG_LEVEL takes the level names the README lists", () =>
+    Effect.gen(function* () {
+      for (const name of ["Debug", "Info", "Warn", "Error", "Off"]) {
+        expect(Either.isRight(yield* Effect.either(logLevelConfig.pipe(withEnv({ LOG_LEVEL: name })))), name).toBe(true)
+      }
     }))
 })
