@@ -1,26 +1,26 @@
-import { type Context, Deferred, Effect, Exit, Fiber, Metric, Option, Ref, SubscriptionRef } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Metric, Option, Ref, SubscriptionRef } from "effect"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { storedParent } from "../domain/TraceContext.js"
 import { activeJobs } from "../services/EngineMetrics.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
-import type { AiCostCalculator } from "../services/AiCostCalculator.js"
-import type { AiGateway } from "../services/AiGateway.js"
-import type { ArtifactRepository } from "../services/ArtifactRepository.js"
-import type { CancelSignal } from "../services/CancelSignal.js"
+import { AiCostCalculator } from "../services/AiCostCalculator.js"
+import { AiGateway } from "../services/AiGateway.js"
+import { ArtifactRepository } from "../services/ArtifactRepository.js"
+import { CancelSignal } from "../services/CancelSignal.js"
 import { JobProgress } from "../services/JobProgress.js"
-import type { ContentSafety } from "../services/ContentSafety.js"
-import type { CredentialVault } from "../services/CredentialVault.js"
-import type { JobEvents } from "../services/JobEvents.js"
+import { ContentSafety } from "../services/ContentSafety.js"
+import { CredentialVault } from "../services/CredentialVault.js"
+import { JobEvents } from "../services/JobEvents.js"
 import { progressAt } from "../domain/JobEvent.js"
-import type { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
+import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
 import type { JobDelivery } from "../services/JobQueue.js"
-import type { ModelRouter } from "../services/ModelRouter.js"
-import type { PromptTemplates } from "../services/PromptTemplates.js"
-import type { ProviderCapacity } from "../services/ProviderCapacity.js"
-import type { ResultProjectors } from "../services/ResultProjectors.js"
-import type { SnapshotRepository } from "../services/SnapshotRepository.js"
-import type { UnitOfWork } from "../services/UnitOfWork.js"
-import type { UsageLog } from "../services/UsageLog.js"
+import { ModelRouter } from "../services/ModelRouter.js"
+import { PromptTemplates } from "../services/PromptTemplates.js"
+import { ProviderCapacity } from "../services/ProviderCapacity.js"
+import { ResultProjectors } from "../services/ResultProjectors.js"
+import { SnapshotRepository } from "../services/SnapshotRepository.js"
+import { UnitOfWork } from "../services/UnitOfWork.js"
+import { UsageLog } from "../services/UsageLog.js"
 import { TimingConfig } from "../config/EngineConfig.js"
 import { complete, recordUsage } from "./complete.js"
 import { execute } from "./execute.js"
@@ -32,25 +32,28 @@ import { resolve } from "./resolve.js"
 import { loggedRetries, retrySchedule } from "./retrySchedule.js"
 import { JobHandedOff, type PreparedJob, RunOutcome } from "./RunningJob.js"
 
-/** Every service the pipeline's stages use. */
-export type EngineServices =
-  | AiJobLifecycleRepository
-  | JobDefinitionRegistry
-  | SnapshotRepository
-  | CredentialVault
-  | ModelRouter
-  | PromptTemplates
-  | ContentSafety
-  | AiGateway
-  | ProviderCapacity
-  | AiCostCalculator
-  | UsageLog
-  | ResultProjectors
-  | ArtifactRepository
-  | UnitOfWork
-  | JobEvents
-  | CancelSignal
-  | TimingConfig
+/** Every service the pipeline's stages use: a run's fiber sees these and nothing else. */
+const engineServiceTags = [
+  AiJobLifecycleRepository,
+  JobDefinitionRegistry,
+  SnapshotRepository,
+  CredentialVault,
+  ModelRouter,
+  PromptTemplates,
+  ContentSafety,
+  AiGateway,
+  ProviderCapacity,
+  AiCostCalculator,
+  UsageLog,
+  ResultProjectors,
+  ArtifactRepository,
+  UnitOfWork,
+  JobEvents,
+  CancelSignal,
+  TimingConfig
+] as const
+
+export type EngineServices = Context.Tag.Identifier<(typeof engineServiceTags)[number]>
 
 /** The queue taking the delivery back (its AbortSignal) hands the run off, while the scope is open. */
 const handOffOnAbort = (signal: AbortSignal, outcome: Deferred.Deferred<RunOutcome>) =>
@@ -83,7 +86,9 @@ const executeProgress = (hold: LeaseHold): JobProgress["Type"] => ({
  */
 export const makeExecutionEngine = (workerId: string) =>
   Effect.gen(function* () {
-    const context: Context.Context<EngineServices> = yield* Effect.context<EngineServices>()
+    // Only what the stages use (17 services, not the process's ~50): every span, provideService
+    // and fiber join of a run copies or diffs its fiber's context, several hundred times a job.
+    const context = Context.pick(...engineServiceTags)(yield* Effect.context<EngineServices>())
     const timing = yield* TimingConfig
     const keeper = yield* makeLeaseKeeper
     // The ids, and a count of the changes to them that the worker directory listens to: it
@@ -225,7 +230,8 @@ export const makeExecutionEngine = (workerId: string) =>
         Effect.catchAllDefect((defect) => Effect.logError("engine defect; the reaper covers the job", defect)),
         // Once per run: every stage's lines and every statement's warnings carry them.
         Effect.annotateLogs({ workerId, jobId: delivery.payload.jobId, jobType: delivery.payload.jobType }),
-        Effect.provide(context)
+        // In place of the caller's context, not merged into it (see `context`).
+        Effect.mapInputContext((_: Context.Context<never>) => context)
       )
 
     return {
