@@ -48,6 +48,8 @@ const probeEveryMs = 2_000
 const workerProfileDir = process.env["GOODPUT_WORKER_PROFILE_DIR"]
 /** NODE_OPTIONS for the worker only (e.g. `--max-semi-space-size=…` to see what RSS is garbage). */
 const workerNodeOptions = process.env["GOODPUT_WORKER_NODE_OPTIONS"]
+/** `WORKER_HEAP_GROWTH_PERCENT` for the worker, when set here. */
+const workerHeapGrowth = process.env["WORKER_HEAP_GROWTH_PERCENT"]
 
 /** The worker as `startProgram` starts it, with `--cpu-prof` (which NODE_OPTIONS does not take). */
 const profiledWorker = (env: NodeJS.ProcessEnv, directory: string) =>
@@ -106,7 +108,13 @@ const program = Effect.gen(function* () {
     // What production writes (one JSON line per log), not the terminal's pretty format.
     LOG_FORMAT: "json"
   })
-  const workerEnv = { ...env, WORKER_ID: "goodput-worker", ...(workerNodeOptions === undefined ? {} : { NODE_OPTIONS: workerNodeOptions }) }
+  const workerEnv = {
+    ...env,
+    WORKER_ID: "goodput-worker",
+    ...(workerNodeOptions === undefined ? {} : { NODE_OPTIONS: workerNodeOptions }),
+    // To compare heap policies (`0`: V8's own); the worker's default otherwise.
+    ...(workerHeapGrowth === undefined ? {} : { WORKER_HEAP_GROWTH_PERCENT: workerHeapGrowth })
+  }
   const [api, worker] = yield* Effect.all(
     [
       startProgram("api", "api", env),
