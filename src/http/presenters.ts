@@ -72,15 +72,19 @@ const adminFields = (job: AiJob, artifacts: ReadonlyArray<StoredArtifact>) => ({
   internalErrorMessage: job.internalErrorMessage ?? undefined
 })
 
-export const jobStatusResponse = (job: AiJob, artifacts: ReadonlyArray<StoredArtifact>) =>
-  new JobStatusResponse(statusFields(job, artifacts))
+// Built from typed fields and checked once, by the encoding every answer goes through (the
+// endpoint's success schema, or the event stream's encoder): not validated again here.
+const built = { disableValidation: true } as const
 
-export const acceptedJobStatusResponse = (job: AiJob) => new AcceptedJobStatusResponse(statusFields(job, []))
+export const jobStatusResponse = (job: AiJob, artifacts: ReadonlyArray<StoredArtifact>) =>
+  new JobStatusResponse(statusFields(job, artifacts), built)
+
+export const acceptedJobStatusResponse = (job: AiJob) => new AcceptedJobStatusResponse(statusFields(job, []), built)
 
 export const adminJobStatusResponse = (job: AiJob, artifacts: ReadonlyArray<StoredArtifact>) =>
-  new AdminJobStatusResponse(adminFields(job, artifacts))
+  new AdminJobStatusResponse(adminFields(job, artifacts), built)
 
-export const retriedJobResponse = (job: AiJob) => new RetriedJobResponse(adminFields(job, []))
+export const retriedJobResponse = (job: AiJob) => new RetriedJobResponse(adminFields(job, []), built)
 
 const encodeCursor = Schema.encode(JobCursor)
 
