@@ -3,7 +3,7 @@ import { Deferred, Effect, Either, Exit, Layer, Logger, LogLevel, Option, Queue,
 import type { QueueName } from "../../../src/domain/QueueName.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
-import { type JobDelivery, JobQueue, payloadFor, queueJobIdFor } from "../../../src/services/JobQueue.js"
+import { type JobDelivery, JobQueue, type JobQueueUnavailable, payloadFor, queueJobIdFor } from "../../../src/services/JobQueue.js"
 
 // The memory queue on the TestClock: backoffs, delays and the shutdown grace to the millisecond.
 // Each test builds its own queue.
@@ -147,7 +147,7 @@ describe("MemoryJobQueue on the TestClock", () => {
       const control = yield* MemoryJobQueueControl
       yield* add("job-1")
       yield* control.setUnreachable(true)
-      const refusals = [
+      const refusals: ReadonlyArray<Either.Either<unknown, JobQueueUnavailable>> = [
         yield* Effect.either(add("job-2")),
         yield* Effect.either(queue.counts(bg)),
         yield* Effect.either(queue.contains(bg, queueJobIdFor("job-1"))),
@@ -174,7 +174,7 @@ describe("MemoryJobQueue on the TestClock", () => {
       expect((yield* Queue.take(deliveries)).payload.jobId).toBe("job-1")
     })))
 
-  it.effect("closing a consumer waits for an active delivery up to the grace, then aborts it and puts the job back", () =>
+  it.scoped("closing a consumer waits for an active delivery up to the grace, then aborts it and puts the job back", () =>
     run(Effect.gen(function* () {
       const scope = yield* Scope.make()
       const deliveries = yield* consumer(() => Effect.never).pipe(Scope.extend(scope))
@@ -196,7 +196,7 @@ describe("MemoryJobQueue on the TestClock", () => {
       expect(again.attempt).toBe(2)
     })))
 
-  it.effect("closing a consumer lets an active delivery finish within the grace, and takes no more jobs", () =>
+  it.scoped("closing a consumer lets an active delivery finish within the grace, and takes no more jobs", () =>
     run(Effect.gen(function* () {
       const scope = yield* Scope.make()
       const release = yield* Deferred.make<void>()
