@@ -141,6 +141,19 @@ describe("MemoryJobQueue on the TestClock", () => {
       expect((yield* counts).waiting).toBe(3)
     })))
 
+  it.scoped("a duplicate of a delayed job leaves its delay alone", () =>
+    run(Effect.gen(function* () {
+      yield* add("job-1", { delayMs: 1_000 })
+      expect(yield* add("job-1", { delayMs: 100 })).toBe("duplicate")
+      expect(yield* add("job-1")).toBe("duplicate")
+      yield* sleepersReach(1)
+      yield* TestClock.adjust(999)
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
+      expect(yield* counts).toStrictEqual({ waiting: 0, active: 0, delayed: 1 })
+      yield* TestClock.adjust(1)
+      yield* until(counts, (c) => c.waiting === 1)
+    })))
+
   it.scoped("while the queue is unreachable it refuses every call and delivers nothing; once back it delivers", () =>
     run(Effect.gen(function* () {
       const queue = yield* JobQueue
