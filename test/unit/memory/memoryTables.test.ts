@@ -7,6 +7,10 @@ import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRe
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { SnapshotRepository } from "../../../src/services/SnapshotRepository.js"
+import { CredentialRepository } from "../../../src/services/CredentialRepository.js"
+import { UsageLog } from "../../../src/services/UsageLog.js"
+import { MemoryCredentialRepository } from "../../../src/layers/memory/MemoryCredentialRepository.js"
+import { MemoryUsageLogRepository } from "../../../src/layers/memory/MemoryUsageLogRepository.js"
 import { jobCreation, memoryRepositories } from "../../support/foundationStack.js"
 
 // Built inside each test (not shared by the file), so every row a test asserts on is its own.
@@ -84,7 +88,11 @@ describe("MemorySnapshotRepository", () => {
       const snapshots = yield* SnapshotRepository
       yield* snapshots.create(yield* snapshot("job-1", 5_000))
       const second = yield* Effect.either(snapshots.create(yield* snapshot("job-1", 9_000)))
-      expect(Either.isLeft(second) && second.left._tag).toBe("PersistenceError")
+      expect(Either.isLeft(second) && [second.left._tag, second.left.operation, second.left.message]).toStrictEqual([
+        "PersistenceError",
+        "ai_job_snapshot.create",
+        "job job-1 already has a snapshot"
+      ])
       expect(Option.getOrThrow(yield* snapshots.findByJobId("job-1")).expiresAt.getTime()).toBe(5_000)
       expect(Option.isNone(yield* snapshots.findByJobId("job-2"))).toBe(true)
     }).pipe(Effect.provide(stack())))
@@ -104,4 +112,62 @@ describe("MemorySnapshotRepository", () => {
       expect(yield* Effect.forEach(["job-c", "job-now", "job-later"], present)).toStrictEqual([false, true, true])
       expect(yield* snapshots.deleteExpired(10)).toBe(0)
     }).pipe(Effect.provide(stack())))
+})
+
+describe("MemoryCredentialRepository on the store's clock", () => {
+  const credentials = () => Layer.merge(MemoryCredentialRepository, MemoryUsageLogRepository).pipe(Layer.provideMerge(stack()))
+  const key = (id: string, provider = "deepseek") => ({
+    id, userId: "user-1", provider, encryptedKey: "ZW5j", iv: "aXY=", authTag: "dGFn", keyVersion: 1, keyFingerprint: "f".repeat(64)
+  })
+  const stamps = (id: string) =>
+    Effect.map(Effect.flatMap(CredentialRepository, (repo) => repo.findById(id)), (row) =>
+      Option.map(row, (r) => [r.createdAt.getTime(), r.updatedAt.getTime(), r.revokedAt?.getTime() ?? null]))
+
+  it.effect("a replaced key is revoked when it is replaced, and keeps that time when later keys replace others", () =>
+    Effect.gen(function* () {
+      const repo = yield* CredentialRepository
+      yield* TestClock.setTime(1_000)
+      const first = yield* repo.insertReplacingActive(key("k-1"))
+      expect([first.revokedAt, first.createdAt.getTime(), first.updatedAt.getTime()]).toStrictEqual([null, 1_000, 1_000])
+      yield* TestClock.setTime(2_000)
+      yield* repo.insertReplacingActive(key("k-2"))
+      yield* repo.insertReplacingActive(key("k-other", "openai"))
+      yield* TestClock.setTime(3_000)
+      yield* repo.insertReplacingActive(key("k-3"))
+      expect(yield* stamps("k-1")).toStrictEqual(Option.some([1_000, 2_000, 2_000]))
+      expect(yield* stamps("k-2")).toStrictEqual(Option.some([2_000, 3_000, 3_000]))
+      expect(yield* stamps("k-other")).toStrictEqual(Option.some([2_000, 2_000, null]))
+      expect(Option.map(yield* repo.findActive("user-1", "deepseek"), (row) => row.id)).toStrictEqual(Option.some("k-3"))
+      expect((yield* repo.listByUser("user-1")).map((row) => row.id)).toStrictEqual(["k-3", "k-other", "k-2", "k-1"])
+      yield* TestClock.setTime(4_000)
+      expect(yield* repo.revoke("k-3", "user-1")).toBe(true)
+      expect(yield* stamps("k-3")).toStrictEqual(Option.some([3_000, 4_000, 4_000]))
+      yield* TestClock.setTime(5_000)
+      expect(yield* repo.reencrypt("k-1", 1, { encryptedKey: "bmV3", iv: "aXYy", authTag: "dGFnMg==", keyVersion: 2 })).toBe(true)
+      expect(yield* stamps("k-1")).toStrictEqual(Option.some([1_000, 5_000, 2_000]))
+      expect(Option.map(yield* repo.findById("k-1"), (row) => [row.encryptedKey, row.iv, row.authTag, row.keyVersion]))
+        .toStrictEqual(Option.some(["bmV3", "aXYy", "dGFnMg==", 2]))
+      expect((yield* repo.listStale(2, 10)).map((row) => row.id)).toStrictEqual(["k-2", "k-3", "k-other"])
+    }).pipe(Effect.provide(credentials())))
+
+  it.effect("a second usage row for the same lease and call is refused, naming the write", () =>
+    Effect.gen(function* () {
+      const usage = yield* UsageLog
+      const row = {
+        id: "u-1", jobId: "job-1", leaseNo: 1, attemptNo: 1, credentialMode: "platform_key", provider: "synthetic", model: "echo-1",
+        promptTokens: 1, completionTokens: 1, totalTokens: 2, costMicros: 3, latencyMs: 4, errorCode: null
+      }
+      yield* TestClock.setTime(7_000)
+      expect((yield* usage.record(row)).createdAt.getTime()).toBe(7_000)
+      const again = yield* Effect.either(usage.record({ ...row, id: "u-2" }))
+      expect(Either.isLeft(again) && [again.left.operation, again.left.message]).toStrictEqual([
+        "usageLog.record",
+        "a usage row with this lease and call number exists"
+      ])
+      // Another job, lease or call number is another row.
+      yield* usage.record({ ...row, id: "u-3", jobId: "job-2" })
+      yield* usage.record({ ...row, id: "u-4", leaseNo: 2 })
+      yield* usage.record({ ...row, id: "u-5", attemptNo: 2 })
+      expect((yield* usage.listByJobId("job-1")).map((r) => r.id)).toStrictEqual(["u-1", "u-5", "u-4"])
+    }).pipe(Effect.provide(credentials())))
 })
