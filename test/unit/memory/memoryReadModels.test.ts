@@ -150,15 +150,15 @@ describe("MemoryProjectionStore", () => {
     Effect.gen(function* () {
       const store = yield* ProjectionStore
       yield* TestClock.setTime(5_000)
-      yield* store.insert("cards", [
-        { id: "a", job_id: "job-1", ordinal: 10, label: "b" },
-        { id: "b", job_id: "job-1", ordinal: 9, label: "c" },
-        { id: "c", job_id: "job-1", ordinal: 100, label: "a" }
-      ], { uniqueBy: [] })
-      expect((yield* store.findByJob("cards", "job-1", { orderBy: "ordinal" })).map((row) => row.ordinal)).toStrictEqual([9, 10, 100])
+      // Enough rows that no storage order happens to be the sorted one.
+      const ordinals = [10, 9, 100, 1, 55, 2, 30, 7]
+      const labels = ["d", "h", "a", "f", "b", "g", "c", "e"]
+      yield* store.insert("cards", ordinals.map((ordinal, i) => ({ id: `r-${i}`, job_id: "job-1", ordinal, label: labels[i] })), { uniqueBy: [] })
+      expect((yield* store.findByJob("cards", "job-1", { orderBy: "ordinal" })).map((row) => row.ordinal))
+        .toStrictEqual([1, 2, 7, 9, 10, 30, 55, 100])
       const byLabel = yield* store.findByJob("cards", "job-1", { orderBy: "label" })
-      expect(byLabel.map((row) => row.label)).toStrictEqual(["a", "b", "c"])
-      expect(byLabel.map((row) => (row.created_at as Date).getTime())).toStrictEqual([5_000, 5_000, 5_000])
+      expect(byLabel.map((row) => row.label)).toStrictEqual(["a", "b", "c", "d", "e", "f", "g", "h"])
+      expect(byLabel.map((row) => (row.created_at as Date).getTime())).toStrictEqual(Array.from({ length: 8 }, () => 5_000))
     }).pipe(Effect.provide(stack())))
 })
 

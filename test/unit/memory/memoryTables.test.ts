@@ -11,6 +11,10 @@ import { CredentialRepository } from "../../../src/services/CredentialRepository
 import { UsageLog } from "../../../src/services/UsageLog.js"
 import { MemoryCredentialRepository } from "../../../src/layers/memory/MemoryCredentialRepository.js"
 import { MemoryUsageLogRepository } from "../../../src/layers/memory/MemoryUsageLogRepository.js"
+import { MemoryDatabase } from "../../../src/layers/memory/MemoryDatabase.js"
+import { MemoryProjectionStore } from "../../../src/layers/memory/MemoryProjectionStore.js"
+import { PersistenceError } from "../../../src/domain/PersistenceError.js"
+import { ProjectionStore } from "../../../src/services/ProjectionStore.js"
 import { jobCreation, memoryRepositories } from "../../support/foundationStack.js"
 
 // Built inside each test (not shared by the file), so every row a test asserts on is its own.
@@ -101,15 +105,19 @@ describe("MemorySnapshotRepository", () => {
     Effect.gen(function* () {
       const snapshots = yield* SnapshotRepository
       yield* TestClock.setTime(10_000)
-      for (const [jobId, expiresAt] of [["job-c", 9_000], ["job-a", 7_000], ["job-now", 10_000], ["job-b", 8_000], ["job-later", 20_000]] as const) {
+      // Eight expired (expiring at 1000 .. 8000, created in no particular order), one expiring now, one later.
+      const expiring = [5, 2, 8, 1, 7, 3, 6, 4].map((n) => [`job-${n}`, n * 1_000] as const)
+      for (const [jobId, expiresAt] of [...expiring, ["job-now", 10_000], ["job-later", 20_000]] as const) {
         yield* snapshots.create(yield* snapshot(jobId, expiresAt))
       }
-      expect(yield* snapshots.deleteExpired(2)).toBe(2)
+      expect(yield* snapshots.deleteExpired(4)).toBe(4)
       const present = (jobId: string) => Effect.map(snapshots.findByJobId(jobId), Option.isSome)
-      expect(yield* Effect.forEach(["job-a", "job-b", "job-c", "job-now", "job-later"], present))
-        .toStrictEqual([false, false, true, true, true])
-      expect(yield* snapshots.deleteExpired(10)).toBe(1)
-      expect(yield* Effect.forEach(["job-c", "job-now", "job-later"], present)).toStrictEqual([false, true, true])
+      const oldestFirst = [1, 2, 3, 4, 5, 6, 7, 8].map((n) => `job-${n}`)
+      expect(yield* Effect.forEach([...oldestFirst, "job-now", "job-later"], present))
+        .toStrictEqual([false, false, false, false, true, true, true, true, true, true])
+      expect(yield* snapshots.deleteExpired(10)).toBe(4)
+      expect(yield* Effect.forEach([...oldestFirst.slice(4), "job-now", "job-later"], present))
+        .toStrictEqual([false, false, false, false, true, true])
       expect(yield* snapshots.deleteExpired(10)).toBe(0)
     }).pipe(Effect.provide(stack())))
 })
@@ -170,4 +178,41 @@ describe("MemoryCredentialRepository on the store's clock", () => {
       yield* usage.record({ ...row, id: "u-5", attemptNo: 2 })
       expect((yield* usage.listByJobId("job-1")).map((r) => r.id)).toStrictEqual(["u-1", "u-5", "u-4"])
     }).pipe(Effect.provide(credentials())))
+})
+
+describe("the memory tables' writes under an injected write fault", () => {
+  it.effect("each refusal names the write that failed", () =>
+    Effect.gen(function* () {
+      const db = yield* MemoryDatabase
+      const artifacts = yield* ArtifactRepository
+      const snapshots = yield* SnapshotRepository
+      const credentials = yield* CredentialRepository
+      const usage = yield* UsageLog
+      const projections = yield* ProjectionStore
+      yield* db.setFaults(Option.some((operation) => Effect.succeed(operation === "write" ? Option.some("disk gone") : Option.none())))
+      const operationOf = <A, E>(effect: Effect.Effect<A, E>) =>
+        Effect.map(Effect.either(effect), (result) =>
+          Either.isLeft(result) && result.left instanceof PersistenceError ? result.left.operation : "not refused")
+      const credential = {
+        id: "k-1", userId: "u", provider: "deepseek", encryptedKey: "e", iv: "i", authTag: "t", keyVersion: 1, keyFingerprint: "f"
+      }
+      const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
+        ["ai_job_artifact.record", artifacts.record("job-1", [{ artifactType: "flashcard", artifactId: "c-1", ordinal: 0 }])],
+        ["ai_job_snapshot.create", snapshots.create({ id: "s-1", jobId: "job-1", content: {}, redactionVersion: "v1", expiresAt: new Date(0) })],
+        ["ai_job_snapshot.deleteExpired", snapshots.deleteExpired(10)],
+        ["credential.insertReplacingActive", credentials.insertReplacingActive(credential)],
+        ["credential.revoke", credentials.revoke("k-1", "u")],
+        ["credential.reencrypt", credentials.reencrypt("k-1", 1, { encryptedKey: "e", iv: "i", authTag: "t", keyVersion: 2 })],
+        ["usageLog.record", usage.record({
+          id: "u-1", jobId: "job-1", leaseNo: 1, attemptNo: 1, credentialMode: "platform_key", provider: "p", model: "m",
+          promptTokens: 0, completionTokens: 0, totalTokens: 0, costMicros: 0, latencyMs: 0, errorCode: null
+        })],
+        ["cards.insert", projections.insert("cards", [{ id: "c-1", job_id: "job-1" }], { uniqueBy: [] })]
+      ]
+      expect(yield* Effect.forEach(calls, ([, call]) => operationOf(call))).toStrictEqual(calls.map(([operation]) => operation))
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(MemoryCredentialRepository, MemoryUsageLogRepository, MemoryProjectionStore).pipe(Layer.provideMerge(stack()))
+      )
+    ))
 })
