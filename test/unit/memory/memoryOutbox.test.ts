@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Option, TestClock, Tracer } from "effect"
 import { newId } from "../../../src/domain/Ids.js"
+import { MemoryDatabase } from "../../../src/layers/memory/MemoryDatabase.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { jobCreation, memoryRepositories } from "../../support/foundationStack.js"
@@ -118,5 +119,47 @@ describe("MemoryOutboxRepository read-outs", () => {
         expect.arrayContaining([["AiJob", job.traceParent], ["Invoice", null]])
       )
       expect(claimed).toHaveLength(2)
+    }).pipe(Effect.provide(stack())))
+
+  it.effect("dispatch order: earliest available first, equal times by id; list order: newest first, equal times by id from the highest", () =>
+    Effect.gen(function* () {
+      const outbox = yield* OutboxRepository
+      // Eight events created at once (ids in no particular storage order), then one later with the lowest id.
+      const ids = (yield* Effect.forEach(Array.from({ length: 9 }, () => 0), () => newId)).sort()
+      for (const id of [...ids.slice(1)].reverse()) yield* outbox.createInTransaction({ ...(yield* newEvent()), id })
+      yield* TestClock.adjust(10)
+      yield* outbox.createInTransaction({ ...(yield* newEvent()), id: ids[0]! })
+      const listed = yield* outbox.listByStatus("pending", { limit: 100 })
+      expect(listed.map((event) => event.id)).toStrictEqual([ids[0]!, ...ids.slice(1).reverse()])
+      const page = yield* outbox.listByStatus("pending", { limit: 3, after: listed[2]! })
+      expect(page.map((event) => event.id)).toStrictEqual(listed.slice(3, 6).map((event) => event.id))
+      const claimed = [...(yield* outbox.claimBatch("d-1", 4)), ...(yield* outbox.claimBatch("d-1", 100))]
+      expect(claimed.map((event) => event.id)).toStrictEqual([...ids.slice(1), ids[0]!])
+    }).pipe(Effect.provide(stack())))
+
+  it.effect("the oldest unpublished event may be a pending one; a published or dead one is never counted", () =>
+    Effect.gen(function* () {
+      const outbox = yield* OutboxRepository
+      const [oldest, claimed, published] = yield* Effect.forEach([0, 1, 2], () => newEvent())
+      yield* outbox.createInTransaction(oldest!)
+      yield* TestClock.adjust(40)
+      yield* outbox.createInTransaction(claimed!)
+      yield* TestClock.adjust(20)
+      expect((yield* outbox.claimBatch("d-1", 1)).map((event) => event.id)).toStrictEqual([oldest!.id])
+      // Released again, the oldest unpublished event is a pending one.
+      expect(yield* outbox.releaseClaimsOf("d-1")).toBe(1)
+      yield* outbox.createInTransaction(published!)
+      expect(yield* outbox.markPublishedDirect([published!.id])).toBe(1)
+      expect(yield* outbox.oldestUnpublishedAgeMs).toBe(60)
+      expect(yield* outbox.oldestPendingAgeMs).toStrictEqual(Option.some(60))
+    }).pipe(Effect.provide(stack())))
+
+  it.effect("markPublishedDirect names its write when it fails", () =>
+    Effect.gen(function* () {
+      const outbox = yield* OutboxRepository
+      const db = yield* MemoryDatabase
+      yield* db.setFaults(Option.some((operation) => Effect.succeed(operation === "write" ? Option.some("disk gone") : Option.none())))
+      const failed = yield* Effect.flip(outbox.markPublishedDirect(["e-1"]))
+      expect(failed._tag === "PersistenceError" && failed.operation).toBe("outbox_event.markPublishedDirect")
     }).pipe(Effect.provide(stack())))
 })
