@@ -134,6 +134,27 @@ export const credentialAndUsageContract = <E>(
         expect((yield* repository.listByUser(padded)).map((listed) => listed.userId)).toEqual([padded])
       }))
 
+    it.effect("credentials: a user's keys are listed newest first, equal times by id from the highest; stale keys by id, at most `limit`", () =>
+      Effect.gen(function* () {
+        const repository = yield* CredentialRepository
+        const userId = user()
+        const base = { userId, encryptedKey: "ZW5j", iv: "aXY=", authTag: "dGFn", keyFingerprint: "d".repeat(64) }
+        const providers = ["p-1", "p-2", "p-3", "p-4"]
+        for (const provider of providers) {
+          yield* repository.insertReplacingActive({ ...base, id: randomUUID(), provider, keyVersion: 4_000_001 })
+        }
+        const listed = yield* repository.listByUser(userId)
+        const newestFirst = [...listed].sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1))
+        expect(listed.map((row) => row.id)).toStrictEqual(newestFirst.map((row) => row.id))
+        expect(new Set(listed.map((row) => row.provider))).toStrictEqual(new Set(providers))
+        // Every other row of the store is stale for this version too: the order and the limit are what is checked.
+        const stale = yield* repository.listStale(4_000_002, 100_000)
+        expect(stale.map((row) => row.id)).toStrictEqual(stale.map((row) => row.id).sort())
+        expect(stale.map((row) => row.id)).toEqual(expect.arrayContaining(listed.map((row) => row.id)))
+        expect((yield* repository.listStale(4_000_002, 2)).map((row) => row.id)).toStrictEqual(stale.slice(0, 2).map((row) => row.id))
+        expect((yield* repository.listStale(4_000_001, 100_000)).some((row) => row.userId === userId)).toBe(false)
+      }))
+
     it.effect("credentials: re-encryption is a compare-and-set on the key version", () =>
       Effect.gen(function* () {
         const repository = yield* CredentialRepository

@@ -241,6 +241,125 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           yield* drain("d-list")
         }))
 
+      // Each of these cases builds every row it asserts on: a mutation run may run it alone.
+      it.effect("claims the earliest available event first, equal times by id, and no more than the limit", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-order")
+          const ids = (yield* Effect.forEach([0, 1, 2, 3], () => newId)).sort()
+          // The smallest id becomes available last: only its time can put it behind the others.
+          const late = { ...(yield* newEvent()), id: ids[0]!, delayMs: 40 }
+          yield* outbox.createInTransaction(late)
+          for (const id of [ids[3]!, ids[2]!, ids[1]!]) yield* outbox.createInTransaction({ ...(yield* newEvent()), id })
+          yield* harness.advance(80)
+          const first = yield* outbox.claimBatch("d-order", 2)
+          expect(first).toHaveLength(2)
+          const rest = yield* outbox.claimBatch("d-order", 10)
+          const rows = yield* Effect.forEach(ids, (id) => Effect.map(outbox.findById(id), Option.getOrThrow))
+          const dispatchOrder = [...rows].sort((a, b) =>
+            a.availableAt.getTime() - b.availableAt.getTime() || (a.id < b.id ? -1 : 1)
+          )
+          expect([...first, ...rest].map((event) => event.id)).toStrictEqual(dispatchOrder.map((event) => event.id))
+          expect(dispatchOrder.at(-1)?.id).toBe(late.id)
+          expect(yield* outbox.markPublishedMany(ids, "d-order")).toBe(4)
+        }))
+
+      it.effect("lists newest first, equal times by id from the highest, page after page", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-pages")
+          const ids = (yield* Effect.forEach([0, 1, 2, 3], () => newId)).sort()
+          // The highest id is the oldest row: only its time can put it last.
+          yield* outbox.createInTransaction({ ...(yield* newEvent()), id: ids[3]! })
+          yield* harness.advance(10)
+          for (const id of [ids[1]!, ids[0]!, ids[2]!]) yield* outbox.createInTransaction({ ...(yield* newEvent()), id })
+          const all = yield* outbox.listByStatus("pending", { limit: 10 })
+          const newestFirst = [...all].sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1))
+          expect(all.map((event) => event.id)).toStrictEqual(newestFirst.map((event) => event.id))
+          expect(new Set(all.map((event) => event.id))).toStrictEqual(new Set(ids))
+          expect(all.at(-1)?.id).toBe(ids[3])
+          const page1 = yield* outbox.listByStatus("pending", { limit: 2 })
+          const page2 = yield* outbox.listByStatus("pending", { limit: 10, after: page1[1]! })
+          expect([...page1, ...page2].map((event) => event.id)).toStrictEqual(all.map((event) => event.id))
+          yield* drain("d-pages")
+        }))
+
+      it.effect("the backlog ages: the oldest pending event, then the oldest unpublished one, then none", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-ages")
+          expect(Option.isNone(yield* outbox.oldestPendingAgeMs)).toBe(true)
+          expect(yield* outbox.oldestUnpublishedAgeMs).toBe(0)
+          const older = yield* newEvent()
+          yield* outbox.createInTransaction(older)
+          yield* harness.advance(30)
+          yield* outbox.createInTransaction(yield* newEvent())
+          yield* harness.advance(20)
+          const within = (age: number) => age >= 50 && age < 1_050
+          const pendingAge = Option.getOrThrow(yield* outbox.oldestPendingAgeMs)
+          expect(within(pendingAge)).toBe(true)
+          expect(within(yield* outbox.oldestUnpublishedAgeMs)).toBe(true)
+          // Claimed, they are no longer pending but still unpublished.
+          const claimed = yield* outbox.claimBatch("d-ages", 10)
+          expect(claimed).toHaveLength(2)
+          expect(Option.isNone(yield* outbox.oldestPendingAgeMs)).toBe(true)
+          expect(within(yield* outbox.oldestUnpublishedAgeMs)).toBe(true)
+          // A dead event is neither.
+          yield* outbox.markDispatchFailed(older.id, "d-ages", "refused", { retryDelayMs: 0, maxAttempts: 1 })
+          expect(yield* outbox.markPublishedMany(claimed.map((event) => event.id), "d-ages")).toBe(1)
+          expect(Option.isNone(yield* outbox.oldestPendingAgeMs)).toBe(true)
+          expect(yield* outbox.oldestUnpublishedAgeMs).toBe(0)
+          yield* outbox.replayAllDead
+          yield* drain("d-ages")
+        }))
+
+      it.effect("a published event stays published: its dispatcher can neither publish, fail nor release it again", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-once")
+          const event = yield* newEvent()
+          yield* outbox.createInTransaction(event)
+          expect((yield* outbox.claimBatch("d-once", 10)).map((row) => row.id)).toStrictEqual([event.id])
+          expect(yield* outbox.markPublishedMany([event.id], "d-once")).toBe(1)
+          const published = Option.getOrThrow(yield* outbox.findById(event.id))
+          expect(yield* outbox.markPublishedMany([event.id], "d-once")).toBe(0)
+          expect(yield* outbox.markPublishedDirect([event.id])).toBe(0)
+          const options = { retryDelayMs: 0, maxAttempts: 3 }
+          expect(yield* outbox.markDispatchFailed(event.id, "d-once", "late failure", options)).toStrictEqual(Option.none())
+          expect(yield* outbox.releaseClaimsOf("d-once")).toBe(0)
+          yield* harness.advance(harness.lockTtlMs * 2)
+          expect(yield* outbox.releaseExpiredLocks(harness.lockTtlMs)).toBe(0)
+          expect(Option.getOrThrow(yield* outbox.findById(event.id))).toStrictEqual(published)
+          expect(yield* outbox.claimBatch("d-once", 10)).toHaveLength(0)
+        }))
+
+      it.effect("an event failed for the last time keeps its time and is never claimed, released or published", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-last")
+          const event = yield* newEvent()
+          yield* outbox.createInTransaction(event)
+          const [claimed] = yield* outbox.claimBatch("d-last", 10)
+          expect(claimed?.id).toBe(event.id)
+          const outcome = yield* outbox.markDispatchFailed(event.id, "d-last", "refused", { retryDelayMs: 60_000, maxAttempts: 1 })
+          expect(outcome).toStrictEqual(Option.some("dead"))
+          const dead = Option.getOrThrow(yield* outbox.findById(event.id))
+          expect([dead.status, dead.lockedBy, dead.lockedAt, dead.attemptCount]).toStrictEqual(["dead", null, null, 1])
+          expect(dead.availableAt).toStrictEqual(claimed?.availableAt)
+          expect(yield* outbox.markPublishedMany([event.id], "d-last")).toBe(0)
+          expect(yield* outbox.markPublishedDirect([event.id])).toBe(0)
+          expect(yield* outbox.releaseClaimsOf("d-last")).toBe(0)
+          yield* harness.advance(harness.lockTtlMs * 2)
+          expect(yield* outbox.releaseExpiredLocks(harness.lockTtlMs)).toBe(0)
+          expect(yield* outbox.claimBatch("d-last", 10)).toHaveLength(0)
+          expect(Option.getOrThrow(yield* outbox.findById(event.id)).status).toBe("dead")
+          // Replayed, it is available at once, without its error.
+          const replayed = yield* outbox.replayDead(event.id)
+          expect([replayed.status, replayed.attemptCount, replayed.lastError, replayed.lockedBy]).toStrictEqual(["pending", 0, null, null])
+          expect((yield* outbox.claimBatch("d-last", 10)).map((row) => row.id)).toStrictEqual([event.id])
+          expect(yield* outbox.markPublishedMany([event.id], "d-last")).toBe(1)
+        }))
+
       it.effect("a stopping dispatcher gives back its own claims at once, and only its own", () =>
         Effect.gen(function* () {
           const outbox = yield* OutboxRepository

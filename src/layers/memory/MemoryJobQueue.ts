@@ -301,7 +301,11 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
       yield* Effect.addFinalizer(() =>
         Effect.gen(function* () {
           yield* STM.commit(TRef.set(stopping, true))
-          const finished = yield* Fiber.joinAll(workers).pipe(Effect.timeoutOption(Duration.millis(settings.shutdownGraceMs)))
+          // A finalizer runs uninterruptibly: without `interruptible` the grace could not cut the join short.
+          const finished = yield* Fiber.joinAll(workers).pipe(
+            Effect.interruptible,
+            Effect.timeoutOption(Duration.millis(settings.shutdownGraceMs))
+          )
           if (Option.isNone(finished)) yield* Fiber.interruptAll(workers)
         })
       )

@@ -27,7 +27,8 @@ export const makeMemoryJobStatistics = Effect.gen(function* () {
               ? [{ jobId: job.id, jobType: job.jobType, lifecycleStatus: job.lifecycleStatus, startedAt: job.startedAt, finishedAt: job.finishedAt }]
               : []
           )
-          .sort((a, b) => a.finishedAt.getTime() - b.finishedAt.getTime())
+          // As MySQL's `ORDER BY finished_at, id`: the limit cuts the same rows from equal times.
+          .sort((a, b) => a.finishedAt.getTime() - b.finishedAt.getTime() || (a.jobId < b.jobId ? -1 : a.jobId > b.jobId ? 1 : 0))
           .slice(0, limit)
       ),
     usageByDay: (days) =>
