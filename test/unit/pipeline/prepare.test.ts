@@ -1,0 +1,137 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Metric, Option, TestClock } from "effect"
+import type { JobEvent } from "../../../src/domain/JobEvent.js"
+import { prepare } from "../../../src/pipeline/prepare.js"
+import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
+import { AiJobService } from "../../../src/services/AiJobService.js"
+import { jobQueueWait, tagged } from "../../../src/services/EngineMetrics.js"
+import { JobEvents } from "../../../src/services/JobEvents.js"
+import { payloadFor } from "../../../src/services/JobQueue.js"
+import { memoryEngineStack } from "../../support/engineStack.js"
+
+const createEcho = (message: string) =>
+  Effect.flatMap(AiJobService, (service) =>
+    service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } })).pipe(
+      Effect.map(({ job }) => job)
+    )
+
+const payloadOf = (job: { readonly id: string; readonly jobType: string; readonly createdAt: Date }, jobType = job.jobType) =>
+  payloadFor({ jobId: job.id, jobType, createdAt: job.createdAt })
+
+const jobNow = (jobId: string) =>
+  Effect.flatMap(AiJobLifecycleRepository, (jobs) => Effect.map(jobs.findById(jobId), Option.getOrThrow))
+
+/** Runs a test on the memory engine, keeping every job event published. */
+const withEvents = <A, E, R>(body: (published: ReadonlyArray<JobEvent>) => Effect.Effect<A, E, R>) => {
+  const published: Array<JobEvent> = []
+  return body(published).pipe(
+    Effect.updateService(JobEvents, (events) => ({
+      ...events,
+      publish: (event: JobEvent) => Effect.zipRight(Effect.sync(() => published.push(event)), events.publish(event))
+    })),
+    Effect.provide(memoryEngineStack())
+  )
+}
+
+const queueWait = Metric.value(tagged(jobQueueWait, { job_type: "synthetic_echo" }))
+
+describe("PREPARE locks a job or skips the delivery", () => {
+  it.scoped("a queued job is locked at progress 5 with its snapshot, its event published, its time in the queue observed", () =>
+    withEvents((published) =>
+      Effect.gen(function* () {
+        const job = yield* createEcho("lock me")
+        const before = yield* queueWait
+        yield* TestClock.adjust(4_000)
+        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-1", 60_000))
+        expect([prepared.job.lifecycleStatus, prepared.job.progress, prepared.lease.workerId, prepared.lease.attempt])
+          .toStrictEqual(["running", 5, "worker-1", 1])
+        expect(prepared.registered.definition.jobType).toBe("synthetic_echo")
+        expect(Option.map(prepared.snapshot ?? Option.none(), (snapshot) => snapshot.content)).toStrictEqual(
+          Option.some({ message: "lock me" })
+        )
+        expect((yield* jobNow(job.id)).lockUntil!.getTime() - (yield* TestClock.currentTimeMillis)).toBe(60_000)
+        expect(published.map((event) => [event.jobId, event.lifecycleStatus, event.progress, event.attempt])).toStrictEqual([
+          [job.id, "running", 5, 1]
+        ])
+        const after = yield* queueWait
+        expect(after.count - before.count).toBe(1)
+        expect(after.sum - before.sum).toBe(4)
+      })
+    ))
+
+  it.scoped("a job already read by the run (for its trace context) is locked from that read, the snapshot left to RESOLVE", () =>
+    withEvents((published) =>
+      Effect.gen(function* () {
+        const job = yield* createEcho("read first")
+        const loaded = yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(job.id))
+        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-1", 60_000, loaded))
+        expect([prepared.job.lifecycleStatus, prepared.job.progress, prepared.lease.attempt]).toStrictEqual(["running", 5, 1])
+        expect(prepared.snapshot).toBeUndefined()
+        expect(published.map((event) => [event.lifecycleStatus, event.progress])).toStrictEqual([["running", 5]])
+        // A read that found nothing is trusted: no second read, nothing locked.
+        const other = yield* createEcho("read as missing")
+        expect(yield* prepare(payloadOf(other), "worker-1", 60_000, Option.none())).toStrictEqual(Option.none())
+        expect((yield* jobNow(other.id)).lifecycleStatus).toBe("queued")
+      })
+    ))
+
+  it.scoped("a running job whose lock expired is taken over in a new attempt, its event published", () =>
+    withEvents((published) =>
+      Effect.gen(function* () {
+        const jobs = yield* AiJobLifecycleRepository
+        const job = yield* createEcho("orphaned")
+        yield* jobs.lockJob(job.id, "dead-worker", 1_000)
+        yield* TestClock.adjust(2_000)
+        const before = published.length
+        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-2", 60_000))
+        expect([prepared.lease.workerId, prepared.lease.attempt, prepared.job.progress]).toStrictEqual(["worker-2", 2, 5])
+        expect(prepared.snapshot).toBeUndefined()
+        expect(published.slice(before).map((event) => [event.lifecycleStatus, event.attempt])).toStrictEqual([["running", 2]])
+      })
+    ))
+
+  it.scoped("a delivery is skipped, nothing written, for an unknown type, a missing job, a type mismatch, a live lock, a spent job, a terminal job", () =>
+    withEvents((published) =>
+      Effect.gen(function* () {
+        const jobs = yield* AiJobLifecycleRepository
+        const queued = yield* createEcho("queued")
+        const skipped = (payload: ReturnType<typeof payloadOf>) =>
+          Effect.map(prepare(payload, "worker-9", 60_000), Option.isNone)
+
+        expect(yield* skipped(payloadOf(queued, "no_such_type"))).toBe(true)
+        expect(yield* skipped(payloadOf({ ...queued, id: "no-such-job" }))).toBe(true)
+        expect(yield* skipped(payloadOf(queued, "flashcard_generation"))).toBe(true)
+        expect(yield* jobNow(queued.id)).toStrictEqual(queued)
+
+        const held = yield* createEcho("held")
+        const locked = yield* jobs.lockJob(held.id, "worker-1", 60_000)
+        expect(yield* skipped(payloadOf(held))).toBe(true)
+        expect(yield* jobNow(held.id)).toStrictEqual(locked)
+
+        // Locked and taken over once: both attempts spent (maxAttempts 2), the lock expired again.
+        const spent = yield* createEcho("spent")
+        yield* jobs.lockJob(spent.id, "w1", 1_000)
+        yield* TestClock.adjust(2_000)
+        yield* jobs.takeOver(spent.id, "w2", 1_000)
+        yield* TestClock.adjust(2_000)
+        const spentBefore = yield* jobNow(spent.id)
+        expect(spentBefore.attemptCount).toBe(spentBefore.maxAttempts)
+        expect(yield* skipped(payloadOf(spent))).toBe(true)
+        expect(yield* jobNow(spent.id)).toStrictEqual(spentBefore)
+
+        const cancelled = yield* createEcho("cancelled")
+        yield* jobs.requestCancel(cancelled.id)
+        const cancelledRow = yield* jobNow(cancelled.id)
+        expect(cancelledRow.lifecycleStatus).toBe("cancelled")
+        const before = published.length
+        expect(yield* skipped(payloadOf(cancelled))).toBe(true)
+        // The already-read path skips alike.
+        expect(Option.isNone(yield* prepare(payloadOf(cancelled), "worker-9", 60_000, Option.some(cancelledRow)))).toBe(true)
+        expect(Option.isNone(yield* prepare(payloadOf(queued, "flashcard_generation"), "worker-9", 60_000, Option.some(queued))))
+          .toBe(true)
+        expect(yield* jobNow(cancelled.id)).toStrictEqual(cancelledRow)
+        expect(yield* jobNow(queued.id)).toStrictEqual(queued)
+        expect(published.slice(before)).toStrictEqual([])
+      })
+    ))
+})
