@@ -15,6 +15,7 @@ import { JobEvents } from "../../../src/services/JobEvents.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
 import { memoryEngineStack } from "../../support/engineStack.js"
+import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 
 const createEcho = (message: string) =>
   Effect.flatMap(AiJobService, (service) =>
@@ -187,4 +188,49 @@ describe("COMPLETE when its write is refused", () => {
         expect(published.slice(before).map((event) => [event.jobId, event.lifecycleStatus])).toStrictEqual([[queued.id, "cancelled"]])
       })
     ))
+
+  it.scoped("each outcome leaves its log line for the operator, annotated with the stage", () =>
+    Effect.gen(function* () {
+      const jobs = yield* AiJobLifecycleRepository
+      const linesWith = (text: string) =>
+        Effect.map(Effect.flatMap(LogCapture, (capture) => capture.lines), (lines) => lines.filter((line) => line.includes(text)))
+      const error = new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503" })
+
+      const failed = yield* resolvedEcho("fails")
+      yield* complete(failed, RunOutcome.Failed({ error, calls: 2 }))
+      const [jobFailed] = yield* linesWith("job failed")
+      expect(jobFailed).toContain("WARN")
+      expect(jobFailed).toContain("errorCode=PROVIDER_UNAVAILABLE")
+      expect(jobFailed).toContain("stage=COMPLETE")
+      // Again, now that the job has ended: refused.
+      yield* complete(failed, RunOutcome.Failed({ error, calls: 2 }))
+      const [notRecorded] = yield* linesWith("failure not recorded; the reaper will see the job")
+      expect(notRecorded).toMatch(/reason=\w+/)
+
+      const cancelled = yield* resolvedEcho("cancels")
+      yield* jobs.requestCancel(cancelled.job.id)
+      yield* complete(cancelled, RunOutcome.CancelRequested())
+      expect(yield* linesWith('message="job cancelled"')).toHaveLength(1)
+      yield* complete(cancelled, RunOutcome.CancelRequested())
+      const [notApplied] = yield* linesWith("cancel not applied: the job already ended")
+      expect(notApplied).toMatch(/reason=\w+/)
+
+      const lost = yield* resolvedEcho("lost")
+      yield* complete(lost, RunOutcome.LockLost())
+      expect(yield* linesWith("lock lost: another worker owns the job; this run's work is dropped")).toHaveLength(1)
+
+      const handed = yield* resolvedEcho("handed")
+      const given = yield* Effect.flip(complete(handed, RunOutcome.HandedOff()))
+      expect(given).toMatchObject({ _tag: "JobHandedOff", reason: "worker stopping" })
+      expect(yield* linesWith("job handed back: lock released for another worker")).toHaveLength(1)
+
+      const entry = yield* usageEntryOf(handed, 1, 0, Exit.succeed(answer))
+      const down = Layer.succeed(UsageLog, {
+        record: () => Effect.fail(new PersistenceError({ operation: "ai_usage_log.insert", message: "down" })),
+        listByJobId: () => Effect.succeed([])
+      })
+      yield* recordUsage(entry).pipe(Effect.provide(down))
+      const [notWritten] = yield* linesWith("usage row not written")
+      expect(notWritten).toContain("operation=ai_usage_log.insert")
+    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 })
