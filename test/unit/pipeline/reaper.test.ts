@@ -4,12 +4,13 @@ import { leaseOf } from "../../../src/domain/AiJob.js"
 import type { JobEvent } from "../../../src/domain/JobEvent.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { publicMessageOf } from "../../../src/domain/ExecutionError.js"
+import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { reapOnce, runReaper } from "../../../src/pipeline/reaper.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { reaperActions, tagged } from "../../../src/services/EngineMetrics.js"
 import { JobEvents } from "../../../src/services/JobEvents.js"
-import { JobQueue, payloadFor } from "../../../src/services/JobQueue.js"
+import { JobQueue, payloadFor, queueJobIdFor } from "../../../src/services/JobQueue.js"
 import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 import { memoryEngineStack, settle } from "../../support/engineStack.js"
@@ -81,6 +82,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         const [line] = yield* reaperLines
         expect(line).toContain("requeued=1")
         expect(line).toContain("failed=0")
+        expect(line).toContain("stage=REAPER")
 
         // The same window: no second event.
         yield* TestClock.adjust(1_000)
@@ -290,5 +292,31 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         )
         yield* Fiber.interrupt(loop)
       })
+    ))
+
+  it.scoped("what the reaper queues again wakes the dispatcher at once, long before its poll", () =>
+    onEngine(() =>
+      Effect.gen(function* () {
+        const jobs = yield* AiJobLifecycleRepository
+        const queue = yield* JobQueue
+        const orphan = yield* createEcho("orphan")
+        const lost = yield* createEcho("lost delivery")
+        // Both create events were published by a dispatcher whose adds the queue lost.
+        const outbox = yield* OutboxRepository
+        const careless = yield* outbox.claimBatch("careless", 10)
+        yield* outbox.markPublishedMany(careless.map((event) => event.id), "careless")
+        const locked = yield* jobs.lockJob(orphan.id, "dead-worker", 1_000)
+        const dispatcher = yield* makeDispatcher
+        yield* Effect.forkScoped(dispatcher.run)
+        yield* settle
+        yield* TestClock.adjust(windowMs + 1_000)
+        const window = yield* windowNow
+        expect(yield* reapOnce).toMatchObject({ requeued: 1, requeuedQueued: 1 })
+        yield* settle
+        const redispatched = `${queueJobIdFor(orphan.id)}-r${locked.leaseNo}-${window}`
+        const requeued = `${queueJobIdFor(lost.id)}-rq${window}`
+        expect(yield* queue.contains("ai-interactive", redispatched)).toBe(true)
+        expect(yield* queue.contains("ai-interactive", requeued)).toBe(true)
+      }), { timing: { outboxPollMs: 600_000 } }
     ))
 })
