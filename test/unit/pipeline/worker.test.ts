@@ -1,13 +1,16 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Scope, TestClock } from "effect"
+import { ConfigProvider, Effect, Exit, Layer, Scope, TestClock } from "effect"
 import { hostname } from "node:os"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
 import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
-import { runWorker, workerQueuesConfig } from "../../../src/pipeline/worker.js"
+import { runWorker, WorkerServiceLive, workerQueuesConfig } from "../../../src/pipeline/worker.js"
+import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
+import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { workerIdFromConfig } from "../../../src/pipeline/workerIdentity.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { WorkerDirectory } from "../../../src/services/WorkerDirectory.js"
 import { awaitStatus, memoryEngineStack, settle } from "../../support/engineStack.js"
+import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 
@@ -97,10 +100,21 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
       yield* TestClock.adjust(300)
       yield* settle
       expect((yield* liveWorkers).map((worker) => worker.jobIds)).toStrictEqual([[]])
+      // No change, no beat until the periodic one.
+      const quietSince = (yield* liveWorkers)[0]!.beatAt
+      yield* TestClock.adjust(10_000)
+      yield* settle
+      expect((yield* liveWorkers)[0]!.beatAt).toBe(quietSince)
 
       yield* Scope.close(workerScope, Exit.void)
       expect(yield* liveWorkers).toStrictEqual([])
-    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 20_000 } }))))
+      const lines = yield* Effect.flatMap(LogCapture, (capture) => capture.lines)
+      const started = lines.filter((line) => line.includes("worker started"))
+      expect(started).toHaveLength(1)
+      expect(started[0]).toContain("workerId=worker-dir")
+      expect(started[0]).toContain("queues=ai-interactive")
+      expect(lines.filter((line) => line.includes("worker stopping: running jobs handed back"))).toHaveLength(1)
+    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 20_000 } }))))
 
   it.scoped("consumes only the queues it serves", () =>
     Effect.gen(function* () {
@@ -115,5 +129,25 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
       }
       const now = yield* awaitStatus(job.id, ["queued"])
       expect(now.lifecycleStatus).toBe("queued")
+    }).pipe(Effect.provide(memoryEngineStack())))
+
+  it.scoped("the worker layer serves WORKER_QUEUES under WORKER_ID, and runs the reaper beside it", () =>
+    Effect.gen(function* () {
+      const jobs = yield* AiJobLifecycleRepository
+      const outbox = yield* OutboxRepository
+      // An orphan for the reaper: locked by a worker that died, its create event long gone.
+      const orphan = yield* createEcho("orphan")
+      yield* outbox.claimBatch("gone", 10)
+      yield* jobs.lockJob(orphan.id, "dead-worker", 1_000)
+      yield* Layer.build(WorkerServiceLive).pipe(withEnv({ WORKER_ID: "worker-layer", WORKER_QUEUES: "ai-interactive" }))
+      yield* settle
+      expect((yield* liveWorkers).map((worker) => [worker.instanceId, worker.queues])).toStrictEqual([["worker-layer", ["ai-interactive"]]])
+      // The reaper (every 5 s, grace 5 s) queues the orphan again; with no dispatcher here the event waits in the outbox.
+      for (let step = 0; step < 30; step++) {
+        yield* TestClock.adjust(500)
+        yield* settle
+      }
+      const pending = yield* outbox.claimBatch("inspector", 10)
+      expect(pending.map((event) => event.dedupeKey)).toContainEqual(expect.stringContaining(`ai.job.redispatch:${orphan.id}:`))
     }).pipe(Effect.provide(memoryEngineStack())))
 })
