@@ -8,6 +8,7 @@ import { jobQueueWait, tagged } from "../../../src/services/EngineMetrics.js"
 import { JobEvents } from "../../../src/services/JobEvents.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
 import { memoryEngineStack } from "../../support/engineStack.js"
+import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 
 const createEcho = (message: string) =>
   Effect.flatMap(AiJobService, (service) =>
@@ -134,4 +135,54 @@ describe("PREPARE locks a job or skips the delivery", () => {
         expect(published.slice(before)).toStrictEqual([])
       })
     ))
+
+  it.scoped("each lock and each skip says why in the log, with the stage, job and type", () =>
+    Effect.gen(function* () {
+      const jobs = yield* AiJobLifecycleRepository
+      const lines = Effect.flatMap(LogCapture, (capture) => capture.lines)
+      const logged = (text: string) => Effect.map(lines, (all) => all.filter((line) => line.includes(text)))
+      const queued = yield* createEcho("logged")
+      yield* prepare(payloadOf(queued, "no_such_type"), "worker-9", 60_000)
+      const [unknown] = yield* logged("delivery names a job type this worker does not know")
+      expect(unknown).toContain("ERROR")
+      expect(unknown).toContain("stage=PREPARE")
+      expect(unknown).toContain(`jobId=${queued.id}`)
+      expect(unknown).toContain("jobType=no_such_type")
+      yield* prepare(payloadOf({ ...queued, id: "no-such-job" }), "worker-9", 60_000)
+      expect(yield* logged("delivery skipped: no such job")).toHaveLength(1)
+      yield* prepare(payloadOf(queued, "flashcard_generation"), "worker-9", 60_000)
+      expect(yield* logged("delivery skipped: the delivery's job type does not match the job")).toHaveLength(1)
+
+      yield* prepare(payloadOf(queued), "worker-1", 60_000)
+      const [locked] = yield* logged('message="job locked"')
+      expect(locked).toContain("attempt=1")
+      yield* prepare(payloadOf(queued), "worker-9", 60_000)
+      expect(yield* logged("delivery skipped: another worker holds the job")).toHaveLength(1)
+
+      const orphan = yield* createEcho("orphan")
+      yield* jobs.lockJob(orphan.id, "w1", 1_000)
+      yield* TestClock.adjust(2_000)
+      yield* prepare(payloadOf(orphan), "w2", 1_000)
+      const [taken] = yield* logged("expired lock taken over")
+      expect(taken).toContain("attempt=2")
+      yield* TestClock.adjust(2_000)
+      yield* prepare(payloadOf(orphan), "w3", 1_000)
+      expect(yield* logged("delivery skipped: the job used every attempt; the reaper ends it")).toHaveLength(1)
+
+      const cancelled = yield* createEcho("cancelled")
+      yield* jobs.requestCancel(cancelled.id)
+      yield* prepare(payloadOf(cancelled), "worker-9", 60_000)
+      expect(yield* logged("delivery skipped: the job is already cancelled")).toHaveLength(1)
+
+      // Read as queued, changed before the lock: a stale read is skipped, nothing written.
+      const stale = yield* createEcho("stale read")
+      yield* jobs.requestCancel(stale.id)
+      const staleRow = yield* jobNow(stale.id)
+      expect(Option.isNone(yield* prepare(payloadOf(stale), "worker-9", 60_000, Option.some(stale)))).toBe(true)
+      expect(yield* logged("delivery skipped: the job left the state this delivery expected")).toHaveLength(1)
+      expect(yield* jobNow(stale.id)).toStrictEqual(staleRow)
+      const vanished = { ...stale, id: "vanished-job" }
+      expect(Option.isNone(yield* prepare(payloadOf(vanished), "worker-9", 60_000, Option.some(vanished)))).toBe(true)
+      expect(yield* logged("delivery skipped: no such job")).toHaveLength(2)
+    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 })
