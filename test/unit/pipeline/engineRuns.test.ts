@@ -321,4 +321,58 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       expect(logged).toHaveLength(1)
       expect(yield* engine.runningJobIds).toStrictEqual([])
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
+
+  it.scoped("a validation failure is retried with its problems in the next prompt", () => {
+    const prompts: Array<string> = []
+    const gateway = Layer.succeed(AiGateway, {
+      generate: (request) =>
+        Effect.sync(() => {
+          prompts.push(request.messages.map((message) => message.content).join("\n"))
+          const json = prompts.length === 1 ? { echo: "something else" } : { echo: "exact words" }
+          return {
+            text: JSON.stringify(json),
+            json,
+            usage: { promptTokens: 1, completionTokens: 1, totalTokens: 2 },
+            provider: request.provider,
+            model: request.model,
+            latencyMs: 1,
+            finishReason: "stop"
+          }
+        })
+    })
+    return Effect.gen(function* () {
+      const engine = yield* makeExecutionEngine("worker-problems")
+      const job = yield* createEcho("exact words")
+      yield* joinMoving(yield* Effect.fork(engine.run(deliveryOf(job))))
+      expect((yield* jobNow(job.id)).lifecycleStatus).toBe("succeeded")
+      expect(prompts).toHaveLength(2)
+      expect(prompts[0]).not.toContain("echo must repeat the message exactly")
+      expect(prompts[1]).toContain("echo must repeat the message exactly")
+    }).pipe(Effect.provide(memoryEngineStack({ gateway })))
+  })
+
+  it.scoped("a lease lost during the call ends the run as lost at PROJECT: nothing written, the new owner's row untouched", () =>
+    Effect.gen(function* () {
+      const control = yield* SyntheticGatewayControl
+      const jobs = yield* AiJobLifecycleRepository
+      yield* control.script([{ _tag: "Delay", ms: 1_000 }])
+      const engine = yield* makeExecutionEngine("worker-zombie")
+      const job = yield* createEcho("zombie")
+      const run = yield* Effect.fork(engine.run(deliveryOf(job)))
+      yield* TestClock.adjust(10)
+      yield* settle
+      const running = yield* jobNow(job.id)
+      expect(running.lockedBy).toBe("worker-zombie")
+      yield* jobs.releaseLock({ jobId: job.id, workerId: "worker-zombie", leaseNo: running.leaseNo, attempt: 1 })
+      const rescued = yield* jobs.takeOver(job.id, "rescuer", 60_000)
+      yield* joinMoving(run)
+      expect(yield* jobNow(job.id)).toStrictEqual(rescued)
+      expect(yield* Effect.flatMap(ArtifactRepository, (artifacts) => artifacts.listByJob(job.id))).toStrictEqual([])
+      const lines = yield* Effect.flatMap(LogCapture, (capture) => capture.lines)
+      const lost = lines.filter((line) => line.includes("lock lost: another worker owns the job"))
+      expect(lost).toHaveLength(1)
+      expect(lost[0]).toContain("attempt=1")
+      expect(lost[0]).toContain("workerId=worker-zombie")
+      expect(lines.filter((line) => line.includes("failure not recorded"))).toStrictEqual([])
+    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))
 })
