@@ -76,6 +76,9 @@ describe("one dispatch batch (memory, TestClock)", () => {
       expect(summary).toStrictEqual({ claimed: 3, outcomes: { ...nothing, published: 1, unknown_type: 1, dead: 1 } })
       expect(yield* queuedIds).toStrictEqual([queueJobIdFor(job.id)])
       expect(yield* statusOf(broken)).toBe("dead")
+      const brokenEvent = yield* Effect.flatMap(OutboxRepository, (outbox) => Effect.map(outbox.findById(broken), Option.getOrThrow))
+      expect(brokenEvent.lastError).toBe("payload does not decode as { jobId, jobType, queueName, priority }")
+      expect(yield* logLines("Outbox enqueue payload does not decode; event marked dead")).toHaveLength(1)
       // Two marked published (the job's and the unknown type's), each three seconds after its commit.
       expect((yield* published).count - before.published).toBe(2)
       const after = yield* latency
@@ -159,6 +162,7 @@ describe("one dispatch batch (memory, TestClock)", () => {
         }))
       )
       expect(yield* failingPublish.dispatchBatch).toStrictEqual({ claimed: 1, outcomes: { ...nothing, claim_lost: 1 } })
+      expect(yield* logLines("Marking a batch published failed")).toHaveLength(1)
       // On the queue all the same: the claim expires and the event is queued again, a no-op.
       expect(yield* queuedIds).toStrictEqual([queueJobIdFor(job.id)])
       expect((yield* eventsOf).map((event) => event.status)).toStrictEqual(["processing"])
@@ -172,6 +176,30 @@ describe("one dispatch batch (memory, TestClock)", () => {
       yield* createJob("one")
       yield* createJob("two")
       expect(yield* halfPublished.dispatchBatch).toStrictEqual({ claimed: 2, outcomes: { ...nothing, published: 1, claim_lost: 1 } })
+    }).pipe(Effect.provide(stack())))
+})
+
+describe("a failed add whose failure cannot be recorded (memory, TestClock)", () => {
+  it.scoped("the claim was lost meanwhile, or the store failed: claim_lost, the event left for its claim to expire", () =>
+    Effect.gen(function* () {
+      const control = yield* MemoryJobQueueControl
+      yield* control.setUnreachable(true)
+      const claimLost = yield* makeDispatcher.pipe(
+        Effect.updateService(OutboxRepository, (outbox) => ({ ...outbox, markDispatchFailed: () => Effect.succeed(Option.none()) }))
+      )
+      yield* createJob("claim lost")
+      expect((yield* claimLost.dispatchBatch).outcomes).toStrictEqual({ ...nothing, claim_lost: 1 })
+      yield* TestClock.adjust(60_000)
+      const storeDown = yield* makeDispatcher.pipe(
+        Effect.updateService(OutboxRepository, (outbox) => ({
+          ...outbox,
+          markDispatchFailed: () => Effect.fail(new PersistenceError({ operation: "outbox_event.fail", message: "db down" }))
+        }))
+      )
+      yield* Effect.flatMap(OutboxRepository, (outbox) => outbox.releaseExpiredLocks(0))
+      expect((yield* storeDown.dispatchBatch).outcomes).toStrictEqual({ ...nothing, claim_lost: 1 })
+      expect(yield* logLines("Dispatching an outbox event failed; its claim will expire")).toHaveLength(1)
+      expect((yield* eventsOf).map((event) => event.status)).toStrictEqual(["processing"])
     }).pipe(Effect.provide(stack())))
 })
 
@@ -231,6 +259,10 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
       expect(released).toHaveLength(1)
       expect(released[0]).toContain("released=1")
       expect(yield* logLines("Outbox dispatcher stopped")).toHaveLength(1)
+      const [started] = yield* logLines("Outbox dispatcher started")
+      expect(started).toContain("dispatcherId=dispatcher-a")
+      expect(started).toContain("batchSize=100")
+      expect(started).toContain("pollMs=600000")
     }).pipe(Effect.provide(stack({}, { outboxPollMs: 600_000 }))))
 
   it.scoped("the retry delay grows from the base and stays at the cap", () =>
@@ -244,5 +276,14 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
       const delay = event!.availableAt.getTime() - event!.updatedAt.getTime()
       expect(delay).toBeGreaterThanOrEqual(Duration.toMillis(Duration.seconds(8)))
       expect(delay).toBeLessThanOrEqual(Duration.toMillis(Duration.seconds(12)))
+      // The second failure waits about twice as long, the third four times.
+      for (const [low, high] of [[16_000, 24_000], [32_000, 48_000]]) {
+        yield* TestClock.adjust(60_000)
+        yield* dispatcher.dispatchBatch
+        const [later] = yield* eventsOf
+        const next = later!.availableAt.getTime() - later!.updatedAt.getTime()
+        expect(next).toBeGreaterThanOrEqual(low!)
+        expect(next).toBeLessThanOrEqual(high!)
+      }
     }).pipe(Effect.provide(stack({ retryBaseDelayMs: 10_000, retryMaxDelayMs: 60_000, maxAttempts: 5 }))))
 })
