@@ -13,6 +13,7 @@ import { PromptTemplates } from "../../../src/services/PromptTemplates.js"
 import { type CapacityOutcome, type CapacityRequest, ProviderCapacity } from "../../../src/services/ProviderCapacity.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
 import { memoryEngineStack } from "../../support/engineStack.js"
+import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 
 /** What the provider and the limiter were asked, and what the limiter was told. */
 interface Seen {
@@ -118,7 +119,11 @@ describe("EXECUTE, one attempt (memory layers, a recording provider and limiter)
       expect([executed.usage.attemptNo, executed.usage.totalTokens, executed.usage.errorCode]).toStrictEqual([2, 18, null])
       // The successful call's row is PROJECT's to write.
       expect(yield* usageRows(resolved.job.id)).toStrictEqual([])
-    }).pipe(Effect.provide(recordingStack(seen, [answerOf({ echo: "say this" })])))
+      const [validated] = (yield* Effect.flatMap(LogCapture, (capture) => capture.lines)).filter((line) => line.includes("output validated"))
+      expect(validated).toContain(`outputHash=${executed.outputHash}`)
+      expect(validated).toContain("stage=EXECUTE")
+      expect(validated).toContain("attempt=2")
+    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(recordingStack(seen, [answerOf({ echo: "say this" })])))
   })
 
   it.scoped("a background job type waits at background priority, and its input and output pass the safety check", () => {

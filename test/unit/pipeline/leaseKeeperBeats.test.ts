@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Option, Scope, TestClock } from "effect"
+import { DateTime, Deferred, Effect, Exit, Option, Scope, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
 import type { JobEvent } from "../../../src/domain/JobEvent.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
@@ -63,6 +63,7 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         expect(published.map((event) => [event.jobId, event.lifecycleStatus, event.progress, event.stage, event.attempt])).toStrictEqual([
           [job.id, "running", 20, "EXECUTE", 1]
         ])
+        expect(DateTime.toEpochMillis(published[0]!.at)).toBe(heartbeatMs)
         // No rise, no event; a lower report changes nothing.
         yield* hold.reach(10)
         yield* beat
@@ -163,6 +164,7 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         const warned = (yield* (yield* LogCapture).lines).filter((line) => line.includes("lease beat could not extend the locks"))
         expect(warned).toHaveLength(1)
         expect(warned[0]).toContain("operation=ai_job.extendLocks")
+        expect(warned[0]).toContain("stage=HEARTBEAT")
         yield* beat
         expect((yield* jobNow(job.id)).lockUntil!.getTime()).toBe(2 * heartbeatMs + lockTtlMs)
         expect(yield* outcomeOf(hold.outcome)).toBe(false)
