@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Option, TestClock } from "effect"
+import { Effect, Fiber, Layer, Option, TestClock } from "effect"
 import { outputHash } from "../../../src/domain/CanonicalJson.js"
 import { ContentSafetyError, ProviderError, ValidationError } from "../../../src/domain/ExecutionError.js"
 import { estimateTokens, execute } from "../../../src/pipeline/execute.js"

@@ -31,6 +31,9 @@ const executedEcho = (message: string) =>
 
 const down = (operation: string) => new PersistenceError({ operation, message: "connection reset" })
 
+/** PROJECT's error as the job would record it: its code, or its tag for the lease's own errors. */
+const codeOf = (error: { readonly _tag: string; readonly code?: string }) => error.code ?? error._tag
+
 const jobNow = (jobId: string) =>
   Effect.flatMap(AiJobLifecycleRepository, (jobs) => Effect.map(jobs.findById(jobId), Option.getOrThrow))
 
@@ -103,7 +106,7 @@ describe("PROJECT (memory layers)", () => {
           get: (key) => Effect.fail(new UnknownProjectorKey({ key }))
         }))
       ))
-      expect([failed._tag, failed.code, failed.message]).toStrictEqual(["InternalError", "INTERNAL_ERROR", "no projector registered as synthetic_echo"])
+      expect([failed._tag, codeOf(failed), failed.message]).toStrictEqual(["InternalError", "INTERNAL_ERROR", "no projector registered as synthetic_echo"])
       expect((yield* jobNow(executed.job.id)).lifecycleStatus).toBe("running")
     }).pipe(Effect.provide(memoryEngineStack())))
 
@@ -144,7 +147,7 @@ describe("PROJECT (memory layers)", () => {
             })
         }))
       const once = yield* Effect.flip(project(executed).pipe(failing(false)))
-      expect([once.code, once.message, tries]).toStrictEqual(["INTERNAL_PERSISTENCE", "ai_artifact.insert: refused", 1])
+      expect([codeOf(once), once.message, tries]).toStrictEqual(["INTERNAL_PERSISTENCE", "ai_artifact.insert: refused", 1])
 
       tries = 0
       const start = yield* TestClock.currentTimeMillis
@@ -152,7 +155,7 @@ describe("PROJECT (memory layers)", () => {
       // The stack's lease is 15 s: the retries stop within it (jittered steps of at most ~1.2 s).
       for (let step = 0; step < 400; step++) yield* TestClock.adjust(100)
       const ended = yield* Fiber.join(run)
-      expect(ended.code).toBe("INTERNAL_PERSISTENCE")
+      expect(codeOf(ended)).toBe("INTERNAL_PERSISTENCE")
       expect(tries).toBeGreaterThan(5)
       expect(tries).toBeLessThan(40)
       expect((yield* TestClock.currentTimeMillis) - start).toBeGreaterThanOrEqual(15_000)
@@ -165,7 +168,7 @@ describe("PROJECT (memory layers)", () => {
       const first = yield* project(executed)
       expect(first.lifecycleStatus).toBe("succeeded")
       const again = yield* Effect.exit(project(executed))
-      expect(Exit.isFailure(again) && again.cause._tag === "Fail" && again.cause.error.code).toBe("INTERNAL_PERSISTENCE")
+      expect(Exit.isFailure(again) && again.cause._tag === "Fail" && codeOf(again.cause.error)).toBe("INTERNAL_PERSISTENCE")
       expect(yield* Effect.flatMap(ArtifactRepository, (artifacts) => artifacts.listByJob(executed.job.id))).toHaveLength(1)
       const warned = (yield* (yield* LogCapture).lines).filter((line) => line.includes("projection already applied; nothing new written"))
       expect(warned).toHaveLength(1)
