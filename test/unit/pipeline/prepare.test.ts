@@ -40,6 +40,8 @@ describe("PREPARE locks a job or skips the delivery", () => {
   it.scoped("a queued job is locked at progress 5 with its snapshot, its event published, its time in the queue observed", () =>
     withEvents((published) =>
       Effect.gen(function* () {
+        // Created well after the epoch: the wait is the difference of two real instants.
+        yield* TestClock.adjust(10_000)
         const job = yield* createEcho("lock me")
         const before = yield* queueWait
         yield* TestClock.adjust(4_000)
@@ -50,7 +52,7 @@ describe("PREPARE locks a job or skips the delivery", () => {
         expect(Option.map(prepared.snapshot ?? Option.none(), (snapshot) => snapshot.content)).toStrictEqual(
           Option.some({ message: "lock me" })
         )
-        expect((yield* jobNow(job.id)).lockUntil!.getTime() - (yield* TestClock.currentTimeMillis)).toBe(60_000)
+        expect((yield* jobNow(job.id)).lockUntil!.getTime()).toBe(14_000 + 60_000)
         expect(published.map((event) => [event.jobId, event.lifecycleStatus, event.progress, event.attempt])).toStrictEqual([
           [job.id, "running", 5, 1]
         ])
@@ -156,13 +158,24 @@ describe("PREPARE locks a job or skips the delivery", () => {
       yield* prepare(payloadOf(queued), "worker-1", 60_000)
       const [locked] = yield* logged('message="job locked"')
       expect(locked).toContain("attempt=1")
+      // Read first (a payload without trace context): locked from the read, logged and timed alike.
+      const read = yield* createEcho("read first")
+      const waitBefore = (yield* queueWait).count
+      yield* prepare(payloadOf(read), "worker-1", 60_000, Option.some(read))
+      expect(yield* logged('message="job locked"')).toHaveLength(2)
+      expect((yield* queueWait).count - waitBefore).toBe(1)
+      expect(yield* logged("expired lock taken over")).toStrictEqual([])
       yield* prepare(payloadOf(queued), "worker-9", 60_000)
       expect(yield* logged("delivery skipped: another worker holds the job")).toHaveLength(1)
 
       const orphan = yield* createEcho("orphan")
       yield* jobs.lockJob(orphan.id, "w1", 1_000)
       yield* TestClock.adjust(2_000)
+      const takeoverWait = (yield* queueWait).count
       yield* prepare(payloadOf(orphan), "w2", 1_000)
+      // A takeover is no wait in the queue.
+      expect((yield* queueWait).count).toBe(takeoverWait)
+      expect(yield* logged('message="job locked"')).toHaveLength(2)
       const [taken] = yield* logged("expired lock taken over")
       expect(taken).toContain("attempt=2")
       yield* TestClock.adjust(2_000)
