@@ -208,4 +208,30 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         expect(yield* Deferred.poll(lateHold.outcome)).toStrictEqual(Option.some(Exit.succeed({ _tag: "HandedOff" })))
       })
     ))
+
+  it.scoped("a keeper holding nothing writes nothing on its beats", () =>
+    withKeeper(() =>
+      Effect.gen(function* () {
+        let writes = 0
+        const keeper = yield* makeLeaseKeeper.pipe(
+          Effect.updateService(AiJobLifecycleRepository, (jobs) => ({
+            ...jobs,
+            extendLocks: (held, ttl) => Effect.suspend(() => {
+              writes += 1
+              return jobs.extendLocks(held, ttl)
+            })
+          }))
+        )
+        for (let i = 0; i < 3; i++) yield* beat
+        expect(writes).toBe(0)
+        const { lease } = yield* lockedEcho("held")
+        const scope = yield* Scope.make()
+        yield* keeper.hold(lease, { progress: 5, honourCancel: true }).pipe(Scope.extend(scope))
+        yield* beat
+        expect(writes).toBe(1)
+        yield* Scope.close(scope, Exit.void)
+        for (let i = 0; i < 3; i++) yield* beat
+        expect(writes).toBe(1)
+      })
+    ))
 })
