@@ -30,9 +30,12 @@ const buildRetrySchedule = (definition: JobDefinition): Schedule.Schedule<unknow
   const retryable = Schedule.identity<unknown>().pipe(
     Schedule.whileInput((error: unknown) => isExecutionError(error) && isRetryable(error, definition))
   )
+  const isInternal = (error: unknown) => isExecutionError(error) && error._tag === "InternalError"
   const internalAtMostOnce = Schedule.identity<unknown>().pipe(
-    Schedule.reduce(0, (internals, error) => (isExecutionError(error) && error._tag === "InternalError" ? internals + 1 : internals)),
-    Schedule.whileOutput((internals) => internals <= 1)
+    Schedule.reduce(0, (internals, error) => (isInternal(error) ? internals + 1 : internals)),
+    // `reduce` outputs the count before this input: this error is added before judging.
+    Schedule.intersect(Schedule.identity<unknown>()),
+    Schedule.whileOutput(([before, error]) => before + (isInternal(error) ? 1 : 0) <= 1)
   )
   return Schedule.intersect(backoff, retryable).pipe(
     Schedule.modifyDelay(([, error], computed) => {

@@ -1,0 +1,201 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Metric, Option, TestClock } from "effect"
+import type { JobEvent } from "../../../src/domain/JobEvent.js"
+import { prepare } from "../../../src/pipeline/prepare.js"
+import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
+import { AiJobService } from "../../../src/services/AiJobService.js"
+import { jobQueueWait, tagged } from "../../../src/services/EngineMetrics.js"
+import { JobEvents } from "../../../src/services/JobEvents.js"
+import { payloadFor } from "../../../src/services/JobQueue.js"
+import { memoryEngineStack } from "../../support/engineStack.js"
+import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
+
+const createEcho = (message: string) =>
+  Effect.flatMap(AiJobService, (service) =>
+    service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } })).pipe(
+      Effect.map(({ job }) => job)
+    )
+
+const payloadOf = (job: { readonly id: string; readonly jobType: string; readonly createdAt: Date }, jobType = job.jobType) =>
+  payloadFor({ jobId: job.id, jobType, createdAt: job.createdAt })
+
+const jobNow = (jobId: string) =>
+  Effect.flatMap(AiJobLifecycleRepository, (jobs) => Effect.map(jobs.findById(jobId), Option.getOrThrow))
+
+/** Runs a test on the memory engine, keeping every job event published. */
+const withEvents = <A, E, R>(body: (published: ReadonlyArray<JobEvent>) => Effect.Effect<A, E, R>) => {
+  const published: Array<JobEvent> = []
+  return body(published).pipe(
+    Effect.updateService(JobEvents, (events) => ({
+      ...events,
+      publish: (event: JobEvent) => Effect.zipRight(Effect.sync(() => published.push(event)), events.publish(event))
+    })),
+    Effect.provide(memoryEngineStack())
+  )
+}
+
+const queueWait = Metric.value(tagged(jobQueueWait, { job_type: "synthetic_echo" }))
+
+describe("PREPARE locks a job or skips the delivery", () => {
+  it.scoped("a queued job is locked at progress 5 with its snapshot, its event published, its time in the queue observed", () =>
+    withEvents((published) =>
+      Effect.gen(function* () {
+        // Created well after the epoch: the wait is the difference of two real instants.
+        yield* TestClock.adjust(10_000)
+        const job = yield* createEcho("lock me")
+        const before = yield* queueWait
+        yield* TestClock.adjust(4_000)
+        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-1", 60_000))
+        expect([prepared.job.lifecycleStatus, prepared.job.progress, prepared.lease.workerId, prepared.lease.attempt])
+          .toStrictEqual(["running", 5, "worker-1", 1])
+        expect(prepared.registered.definition.jobType).toBe("synthetic_echo")
+        expect(Option.map(prepared.snapshot ?? Option.none(), (snapshot) => snapshot.content)).toStrictEqual(
+          Option.some({ message: "lock me" })
+        )
+        expect((yield* jobNow(job.id)).lockUntil!.getTime()).toBe(14_000 + 60_000)
+        expect(published.map((event) => [event.jobId, event.lifecycleStatus, event.progress, event.attempt])).toStrictEqual([
+          [job.id, "running", 5, 1]
+        ])
+        const after = yield* queueWait
+        expect(after.count - before.count).toBe(1)
+        expect(after.sum - before.sum).toBe(4)
+      })
+    ))
+
+  it.scoped("a job already read by the run (for its trace context) is locked from that read, the snapshot left to RESOLVE", () =>
+    withEvents((published) =>
+      Effect.gen(function* () {
+        const job = yield* createEcho("read first")
+        const loaded = yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(job.id))
+        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-1", 60_000, loaded))
+        expect([prepared.job.lifecycleStatus, prepared.job.progress, prepared.lease.attempt]).toStrictEqual(["running", 5, 1])
+        expect(prepared.snapshot).toBeUndefined()
+        expect(published.map((event) => [event.lifecycleStatus, event.progress])).toStrictEqual([["running", 5]])
+        // A read that found nothing is trusted: no second read, nothing locked.
+        const other = yield* createEcho("read as missing")
+        expect(yield* prepare(payloadOf(other), "worker-1", 60_000, Option.none())).toStrictEqual(Option.none())
+        expect((yield* jobNow(other.id)).lifecycleStatus).toBe("queued")
+      })
+    ))
+
+  it.scoped("a running job whose lock expired is taken over in a new attempt, its event published", () =>
+    withEvents((published) =>
+      Effect.gen(function* () {
+        const jobs = yield* AiJobLifecycleRepository
+        const job = yield* createEcho("orphaned")
+        yield* jobs.lockJob(job.id, "dead-worker", 1_000)
+        yield* TestClock.adjust(2_000)
+        const before = published.length
+        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-2", 60_000))
+        expect([prepared.lease.workerId, prepared.lease.attempt, prepared.job.progress]).toStrictEqual(["worker-2", 2, 5])
+        expect(prepared.snapshot).toBeUndefined()
+        expect(published.slice(before).map((event) => [event.lifecycleStatus, event.attempt])).toStrictEqual([["running", 2]])
+      })
+    ))
+
+  it.scoped("a delivery is skipped, nothing written, for an unknown type, a missing job, a type mismatch, a live lock, a spent job, a terminal job", () =>
+    withEvents((published) =>
+      Effect.gen(function* () {
+        const jobs = yield* AiJobLifecycleRepository
+        const queued = yield* createEcho("queued")
+        const skipped = (payload: ReturnType<typeof payloadOf>) =>
+          Effect.map(prepare(payload, "worker-9", 60_000), Option.isNone)
+
+        expect(yield* skipped(payloadOf(queued, "no_such_type"))).toBe(true)
+        expect(yield* skipped(payloadOf({ ...queued, id: "no-such-job" }))).toBe(true)
+        expect(yield* skipped(payloadOf(queued, "flashcard_generation"))).toBe(true)
+        expect(yield* jobNow(queued.id)).toStrictEqual(queued)
+
+        const held = yield* createEcho("held")
+        const locked = yield* jobs.lockJob(held.id, "worker-1", 60_000)
+        expect(yield* skipped(payloadOf(held))).toBe(true)
+        expect(yield* jobNow(held.id)).toStrictEqual(locked)
+
+        // Locked and taken over once: both attempts spent (maxAttempts 2), the lock expired again.
+        const spent = yield* createEcho("spent")
+        yield* jobs.lockJob(spent.id, "w1", 1_000)
+        yield* TestClock.adjust(2_000)
+        yield* jobs.takeOver(spent.id, "w2", 1_000)
+        yield* TestClock.adjust(2_000)
+        const spentBefore = yield* jobNow(spent.id)
+        expect(spentBefore.attemptCount).toBe(spentBefore.maxAttempts)
+        expect(yield* skipped(payloadOf(spent))).toBe(true)
+        expect(yield* jobNow(spent.id)).toStrictEqual(spentBefore)
+
+        const cancelled = yield* createEcho("cancelled")
+        yield* jobs.requestCancel(cancelled.id)
+        const cancelledRow = yield* jobNow(cancelled.id)
+        expect(cancelledRow.lifecycleStatus).toBe("cancelled")
+        const before = published.length
+        expect(yield* skipped(payloadOf(cancelled))).toBe(true)
+        // The already-read path skips alike.
+        expect(Option.isNone(yield* prepare(payloadOf(cancelled), "worker-9", 60_000, Option.some(cancelledRow)))).toBe(true)
+        expect(Option.isNone(yield* prepare(payloadOf(queued, "flashcard_generation"), "worker-9", 60_000, Option.some(queued))))
+          .toBe(true)
+        expect(yield* jobNow(cancelled.id)).toStrictEqual(cancelledRow)
+        expect(yield* jobNow(queued.id)).toStrictEqual(queued)
+        expect(published.slice(before)).toStrictEqual([])
+      })
+    ))
+
+  it.scoped("each lock and each skip says why in the log, with the stage, job and type", () =>
+    Effect.gen(function* () {
+      const jobs = yield* AiJobLifecycleRepository
+      const lines = Effect.flatMap(LogCapture, (capture) => capture.lines)
+      const logged = (text: string) => Effect.map(lines, (all) => all.filter((line) => line.includes(text)))
+      const queued = yield* createEcho("logged")
+      yield* prepare(payloadOf(queued, "no_such_type"), "worker-9", 60_000)
+      const [unknown] = yield* logged("delivery names a job type this worker does not know")
+      expect(unknown).toContain("ERROR")
+      expect(unknown).toContain("stage=PREPARE")
+      expect(unknown).toContain(`jobId=${queued.id}`)
+      expect(unknown).toContain("jobType=no_such_type")
+      yield* prepare(payloadOf({ ...queued, id: "no-such-job" }), "worker-9", 60_000)
+      expect(yield* logged("delivery skipped: no such job")).toHaveLength(1)
+      yield* prepare(payloadOf(queued, "flashcard_generation"), "worker-9", 60_000)
+      expect(yield* logged("delivery skipped: the delivery's job type does not match the job")).toHaveLength(1)
+
+      yield* prepare(payloadOf(queued), "worker-1", 60_000)
+      const [locked] = yield* logged('message="job locked"')
+      expect(locked).toContain("attempt=1")
+      // Read first (a payload without trace context): locked from the read, logged and timed alike.
+      const read = yield* createEcho("read first")
+      const waitBefore = (yield* queueWait).count
+      yield* prepare(payloadOf(read), "worker-1", 60_000, Option.some(read))
+      expect(yield* logged('message="job locked"')).toHaveLength(2)
+      expect((yield* queueWait).count - waitBefore).toBe(1)
+      expect(yield* logged("expired lock taken over")).toStrictEqual([])
+      yield* prepare(payloadOf(queued), "worker-9", 60_000)
+      expect(yield* logged("delivery skipped: another worker holds the job")).toHaveLength(1)
+
+      const orphan = yield* createEcho("orphan")
+      yield* jobs.lockJob(orphan.id, "w1", 1_000)
+      yield* TestClock.adjust(2_000)
+      const takeoverWait = (yield* queueWait).count
+      yield* prepare(payloadOf(orphan), "w2", 1_000)
+      // A takeover is no wait in the queue.
+      expect((yield* queueWait).count).toBe(takeoverWait)
+      expect(yield* logged('message="job locked"')).toHaveLength(2)
+      const [taken] = yield* logged("expired lock taken over")
+      expect(taken).toContain("attempt=2")
+      yield* TestClock.adjust(2_000)
+      yield* prepare(payloadOf(orphan), "w3", 1_000)
+      expect(yield* logged("delivery skipped: the job used every attempt; the reaper ends it")).toHaveLength(1)
+
+      const cancelled = yield* createEcho("cancelled")
+      yield* jobs.requestCancel(cancelled.id)
+      yield* prepare(payloadOf(cancelled), "worker-9", 60_000)
+      expect(yield* logged("delivery skipped: the job is already cancelled")).toHaveLength(1)
+
+      // Read as queued, changed before the lock: a stale read is skipped, nothing written.
+      const stale = yield* createEcho("stale read")
+      yield* jobs.requestCancel(stale.id)
+      const staleRow = yield* jobNow(stale.id)
+      expect(Option.isNone(yield* prepare(payloadOf(stale), "worker-9", 60_000, Option.some(stale)))).toBe(true)
+      expect(yield* logged("delivery skipped: the job left the state this delivery expected")).toHaveLength(1)
+      expect(yield* jobNow(stale.id)).toStrictEqual(staleRow)
+      const vanished = { ...stale, id: "vanished-job" }
+      expect(Option.isNone(yield* prepare(payloadOf(vanished), "worker-9", 60_000, Option.some(vanished)))).toBe(true)
+      expect(yield* logged("delivery skipped: no such job")).toHaveLength(2)
+    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
+})
