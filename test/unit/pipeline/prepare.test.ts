@@ -1,38 +1,15 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Metric, Option, TestClock } from "effect"
-import type { JobEvent } from "../../../src/domain/JobEvent.js"
 import { prepare } from "../../../src/pipeline/prepare.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
-import { AiJobService } from "../../../src/services/AiJobService.js"
 import { jobQueueWait, tagged } from "../../../src/services/EngineMetrics.js"
-import { JobEvents } from "../../../src/services/JobEvents.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
 import { memoryEngineStack } from "../../support/engineStack.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
-
-const createEcho = (message: string) =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } })).pipe(
-      Effect.map(({ job }) => job)
-    )
+import { createEcho, jobNow, withEvents } from "../../support/pipelineFixtures.js"
 
 const payloadOf = (job: { readonly id: string; readonly jobType: string; readonly createdAt: Date }, jobType = job.jobType) =>
   payloadFor({ jobId: job.id, jobType, createdAt: job.createdAt })
-
-const jobNow = (jobId: string) =>
-  Effect.flatMap(AiJobLifecycleRepository, (jobs) => Effect.map(jobs.findById(jobId), Option.getOrThrow))
-
-/** Runs a test on the memory engine, keeping every job event published. */
-const withEvents = <A, E, R>(body: (published: ReadonlyArray<JobEvent>) => Effect.Effect<A, E, R>) => {
-  const published: Array<JobEvent> = []
-  return body(published).pipe(
-    Effect.updateService(JobEvents, (events) => ({
-      ...events,
-      publish: (event: JobEvent) => Effect.zipRight(Effect.sync(() => published.push(event)), events.publish(event))
-    })),
-    Effect.provide(memoryEngineStack())
-  )
-}
 
 const queueWait = Metric.value(tagged(jobQueueWait, { job_type: "synthetic_echo" }))
 

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, FiberId, Layer, Option, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
-import type { JobEvent } from "../../../src/domain/JobEvent.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { ProviderError } from "../../../src/domain/ExecutionError.js"
 import { complete, publishFinished, recordUsage, usageEntryOf } from "../../../src/pipeline/complete.js"
@@ -10,18 +9,11 @@ import { resolve } from "../../../src/pipeline/resolve.js"
 import { RunOutcome } from "../../../src/pipeline/RunningJob.js"
 import type { GenerateResult } from "../../../src/services/AiGateway.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
-import { AiJobService } from "../../../src/services/AiJobService.js"
-import { JobEvents } from "../../../src/services/JobEvents.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
 import { memoryEngineStack } from "../../support/engineStack.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
-
-const createEcho = (message: string) =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } })).pipe(
-      Effect.map(({ job }) => job)
-    )
+import { createEcho, jobNow, withEvents } from "../../support/pipelineFixtures.js"
 
 /** A job of `synthetic_echo` as PREPARE (locked by `worker-1`) and RESOLVE leave it. */
 const resolvedEcho = (message: string) =>
@@ -31,21 +23,6 @@ const resolvedEcho = (message: string) =>
     const prepared = Option.getOrThrow(yield* prepare(payload, "worker-1", 60_000))
     return yield* resolve(prepared)
   })
-
-const jobNow = (jobId: string) =>
-  Effect.flatMap(AiJobLifecycleRepository, (jobs) => Effect.map(jobs.findById(jobId), Option.getOrThrow))
-
-/** Runs a test on the memory engine, keeping every job event published. */
-const withEvents = <A, E, R>(body: (published: ReadonlyArray<JobEvent>) => Effect.Effect<A, E, R>) => {
-  const published: Array<JobEvent> = []
-  return body(published).pipe(
-    Effect.updateService(JobEvents, (events) => ({
-      ...events,
-      publish: (event: JobEvent) => Effect.zipRight(Effect.sync(() => published.push(event)), events.publish(event))
-    })),
-    Effect.provide(memoryEngineStack())
-  )
-}
 
 const answer: GenerateResult = {
   text: "{}",
