@@ -6,11 +6,12 @@ import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { publicMessageOf } from "../../../src/domain/ExecutionError.js"
 import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { reapOnce, runReaper } from "../../../src/pipeline/reaper.js"
+import { queueJobIdsOf } from "../../../src/pipeline/redispatch.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { reaperActions, tagged } from "../../../src/services/EngineMetrics.js"
 import { JobEvents } from "../../../src/services/JobEvents.js"
-import { JobQueue, payloadFor, queueJobIdFor } from "../../../src/services/JobQueue.js"
+import { JobQueue, payloadFor, queueJobIdFor, type QueueJobState } from "../../../src/services/JobQueue.js"
 import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 import { memoryEngineStack, settle } from "../../support/engineStack.js"
@@ -147,6 +148,40 @@ describe("the lock reaper (memory layers, TestClock)", () => {
       })
     ))
 
+  it.scoped("a worker that comes back before the fenced cancel or fail wins: nothing is counted, announced or logged", () =>
+    onEngine((published) =>
+      Effect.gen(function* () {
+        const jobs = yield* AiJobLifecycleRepository
+        const exhausted = yield* createEcho("back in time")
+        yield* jobs.lockJob(exhausted.id, "w1", 1_000)
+        yield* TestClock.adjust(2_000)
+        const lease = yield* jobs.takeOver(exhausted.id, "w2", 1_000)
+        const cancelling = yield* createEcho("cancel refused")
+        const cancelLease = yield* jobs.lockJob(cancelling.id, "w3", 1_000)
+        yield* jobs.requestCancel(cancelling.id)
+        yield* TestClock.adjust(7_000)
+        const before = { failed: yield* actions("failed"), cancelled: yield* actions("cancelled") }
+        const start = published.length
+        // Both workers beat between the reaper's scan and its writes: the fence (lock still expired) refuses.
+        const pass = yield* reapOnce.pipe(
+          Effect.updateService(AiJobLifecycleRepository, (repository) => ({
+            ...repository,
+            findExpiredLocks: (graceMs, limit) =>
+              Effect.tap(repository.findExpiredLocks(graceMs, limit), () =>
+                repository.extendLocks(
+                  [leaseOf(lease)!, leaseOf(cancelLease)!].map((held) => ({ lease: held, progress: 0, reportCancel: false })),
+                  15_000
+                ))
+          }))
+        )
+        expect(pass).toStrictEqual({ cancelled: 0, requeued: 0, failed: 0, requeuedQueued: 0, snapshotsDeleted: 0 })
+        expect([(yield* jobNow(exhausted.id)).lifecycleStatus, (yield* jobNow(cancelling.id)).lifecycleStatus]).toStrictEqual(["running", "running"])
+        expect(published.slice(start)).toStrictEqual([])
+        expect({ failed: yield* actions("failed"), cancelled: yield* actions("cancelled") }).toStrictEqual(before)
+        expect(yield* reaperLines).toStrictEqual([])
+      })
+    ))
+
   it.scoped("a storage error on one job skips it this pass; the pass goes on with the others", () =>
     onEngine(() =>
       Effect.gen(function* () {
@@ -236,6 +271,37 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect((yield* jobNow(job.id)).updatedAt.getTime()).toBe(yield* TestClock.currentTimeMillis)
         const lines = yield* reaperLines
         expect(lines).toStrictEqual([])
+      })
+    ))
+
+  it.scoped("a queued job taken by a consumer less than a lease ago is pending; one active for a lease without locking it is queued again", () =>
+    onEngine(() =>
+      Effect.gen(function* () {
+        const fresh = yield* createEcho("just taken")
+        const stuck = yield* createEcho("taken by a worker that died before PREPARE")
+        yield* takePendingEvents
+        yield* TestClock.adjust(windowMs + 1_000)
+        const now = yield* TestClock.currentTimeMillis
+        // The stack's lease is 15 s: one consumer took its first delivery 1 ms short of a lease ago, the other a whole lease ago.
+        const activeSince = new Map([
+          [queueJobIdsOf(fresh, yield* windowNow)[0], now - 15_000 + 1],
+          [queueJobIdsOf(stuck, yield* windowNow)[0], now - 15_000]
+        ])
+        const pass = yield* reapOnce.pipe(
+          Effect.updateService(JobQueue, (jobQueue) => ({
+            ...jobQueue,
+            state: (_queueName, queueJobId) =>
+              Effect.sync((): QueueJobState => {
+                const since = activeSince.get(queueJobId)
+                return since === undefined ? { _tag: "Gone" } : { _tag: "Active", activeSinceMs: since }
+              })
+          }))
+        )
+        expect(pass.requeuedQueued).toBe(1)
+        expect((yield* takePendingEvents).map((event) => event.aggregateId)).toStrictEqual([stuck.id])
+        const [line] = yield* reaperLines
+        expect(line).toContain("requeuedQueued=1")
+        expect(line).toContain("stillPending=1")
       })
     ))
 

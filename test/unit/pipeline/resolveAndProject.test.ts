@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Option, TestClock } from "effect"
 import { JobSnapshot } from "../../../src/domain/JobSnapshot.js"
+import { IllegalTransition, JobNotFound, LockLost } from "../../../src/domain/LifecycleErrors.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { execute } from "../../../src/pipeline/execute.js"
 import { defectsAsInternal, persistenceAsInternal } from "../../../src/pipeline/internalErrors.js"
@@ -11,6 +12,7 @@ import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRe
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { CredentialVault } from "../../../src/services/CredentialVault.js"
+import { ModelRouter } from "../../../src/services/ModelRouter.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
 import { ResultProjectors, UnknownProjectorKey } from "../../../src/services/ResultProjectors.js"
 import { SnapshotRepository } from "../../../src/services/SnapshotRepository.js"
@@ -173,4 +175,71 @@ describe("PROJECT (memory layers)", () => {
       const warned = (yield* (yield* LogCapture).lines).filter((line) => line.includes("projection already applied; nothing new written"))
       expect(warned).toHaveLength(1)
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
+})
+
+describe("RESOLVE's route and PROJECT's outcomes (memory layers)", () => {
+  it.scoped("the route is asked for the job's own type and credential mode", () =>
+    Effect.gen(function* () {
+      const prepared = yield* preparedEcho("routed")
+      const resolved = yield* resolve(prepared).pipe(
+        Effect.updateService(ModelRouter, (router) => ({
+          ...router,
+          route: (request) => Effect.map(router.route(request), (route) => ({ ...route, model: `${request.jobType}/${request.credentialMode}` }))
+        }))
+      )
+      expect(resolved.route.model).toBe("synthetic_echo/platform_key")
+    }).pipe(Effect.provide(memoryEngineStack())))
+
+  /** PROJECT with the projector and the artifact store answering as given; whether it warned. */
+  const projectWarns = (answers: { readonly duplicate: boolean; readonly inserted: number; readonly duplicates: number }) =>
+    Effect.gen(function* () {
+      const executed = yield* executedEcho(`answers ${JSON.stringify(answers)}`)
+      const capture = yield* LogCapture
+      yield* capture.clear
+      const done = yield* project(executed).pipe(
+        Effect.updateService(ResultProjectors, (projectors) => ({
+          ...projectors,
+          get: (key) =>
+            Effect.map(projectors.get(key), (projector) => ({
+              ...projector,
+              project: () => Effect.succeed({ artifacts: [], duplicate: answers.duplicate })
+            }))
+        })),
+        Effect.updateService(ArtifactRepository, (artifacts) => ({
+          ...artifacts,
+          record: () => Effect.succeed({ inserted: answers.inserted, duplicates: answers.duplicates })
+        }))
+      )
+      expect(done.lifecycleStatus).toBe("succeeded")
+      return (yield* capture.lines).some((line) => line.includes("projection already applied; nothing new written"))
+    })
+
+  it.scoped("warns when the projector found its rows, or every artifact was there already; not for a first projection", () =>
+    Effect.gen(function* () {
+      expect(yield* projectWarns({ duplicate: true, inserted: 1, duplicates: 0 })).toBe(true)
+      expect(yield* projectWarns({ duplicate: false, inserted: 0, duplicates: 2 })).toBe(true)
+      // No artifacts at all, or some new beside old ones: nothing was applied before.
+      expect(yield* projectWarns({ duplicate: false, inserted: 0, duplicates: 0 })).toBe(false)
+      expect(yield* projectWarns({ duplicate: false, inserted: 1, duplicates: 1 })).toBe(false)
+    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
+
+  it.scoped("a fence that finds the job moved on or gone is LockLost for this lease, and nothing commits", () =>
+    Effect.gen(function* () {
+      for (const refusal of ["IllegalTransition", "JobNotFound"] as const) {
+        const executed = yield* executedEcho(`refused by ${refusal}`)
+        const lost = yield* Effect.flip(project(executed).pipe(
+          Effect.updateService(AiJobLifecycleRepository, (jobs) => ({
+            ...jobs,
+            markSucceeded: () =>
+              refusal === "IllegalTransition"
+                ? Effect.fail(new IllegalTransition({ jobId: executed.job.id, from: "cancelled", to: "succeeded" }))
+                : Effect.fail(new JobNotFound({ jobId: executed.job.id }))
+          }))
+        ))
+        expect(lost).toStrictEqual(new LockLost({ ...executed.lease }))
+        expect(executed.lease.workerId).toBe("worker-1")
+        expect(yield* Effect.flatMap(ArtifactRepository, (artifacts) => artifacts.listByJob(executed.job.id))).toHaveLength(0)
+        expect((yield* jobNow(executed.job.id)).lifecycleStatus).toBe("running")
+      }
+    }).pipe(Effect.provide(memoryEngineStack())))
 })

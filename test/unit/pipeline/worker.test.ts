@@ -131,6 +131,15 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
       expect(now.lifecycleStatus).toBe("queued")
     }).pipe(Effect.provide(memoryEngineStack())))
 
+  it.scoped("its start line names every queue it serves, comma-separated", () =>
+    Effect.gen(function* () {
+      yield* runWorker({ workerId: "both-queues", queues: ["ai-interactive", "ai-background"] })
+      const lines = yield* Effect.flatMap(LogCapture, (capture) => capture.lines)
+      const started = lines.filter((line) => line.includes("worker started"))
+      expect(started).toHaveLength(1)
+      expect(started[0]).toContain("queues=ai-interactive,ai-background")
+    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
+
   it.scoped("the worker layer serves WORKER_QUEUES under WORKER_ID, and runs the reaper beside it", () =>
     Effect.gen(function* () {
       const jobs = yield* AiJobLifecycleRepository
