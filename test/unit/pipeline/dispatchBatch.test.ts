@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Exit, HashMap, Layer, Metric, Option, Scope, TestClock } from "effect"
 import { newId } from "../../../src/domain/Ids.js"
 import { enqueueEventType } from "../../../src/domain/OutboxEvent.js"
+import { storedParent } from "../../../src/domain/TraceContext.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { TimingConfig } from "../../../src/config/EngineConfig.js"
 import { MemoryDatabase } from "../../../src/layers/memory/MemoryDatabase.js"
@@ -16,6 +17,7 @@ import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
 import { jobCreation, memoryRepositories } from "../../support/foundationStack.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
+import { recordingSpans } from "../../support/recordingSpans.js"
 
 /** The embedded stack: memory repositories, job creation, the memory queue, all on TestClock. */
 const stack = (settings: Partial<DispatcherSettings["Type"]> = {}, timing: Partial<TimingConfig["Type"]> = {}) =>
@@ -286,4 +288,189 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
         expect(next).toBeLessThanOrEqual(high!)
       }
     }).pipe(Effect.provide(stack({ retryBaseDelayMs: 10_000, retryMaxDelayMs: 60_000, maxAttempts: 5 }))))
+})
+
+describe("what the dispatcher tells about each event and its loops (memory, TestClock)", () => {
+  it.scoped("a queue that never answers whether an unanswered add landed is asked addChecks times; the failure counts and names the event", () =>
+    Effect.gen(function* () {
+      let asked = 0
+      const dispatcher = yield* makeDispatcher.pipe(
+        Effect.updateService(JobQueue, (jobQueue) => ({
+          ...jobQueue,
+          add: () => Effect.fail(new JobQueueUnavailable({ operation: "add", message: "timed out", outcomeUnknown: true })),
+          contains: () =>
+            Effect.suspend(() => {
+              asked += 1
+              return Effect.fail(new JobQueueUnavailable({ operation: "contains", message: "no answer" }))
+            })
+        }))
+      )
+      const job = yield* createJob("never answered")
+      const [event] = yield* eventsOf
+      const batch = yield* Effect.fork(dispatcher.dispatchBatch)
+      for (let i = 0; i < 20; i++) yield* TestClock.adjust(100)
+      expect((yield* batch.await).pipe(Exit.map((summary) => summary.outcomes))).toStrictEqual(Exit.succeed({ ...nothing, retry_scheduled: 1 }))
+      expect(asked).toBe(3)
+      expect(yield* queuedIds).toStrictEqual([])
+      const [warning] = yield* logLines("Queue add failed")
+      for (const part of [`eventId=${event!.id}`, "eventType=ai.job.enqueue", `aggregateId=${job.id}`, "dispatcherId=dispatcher-a", "error=timed out"]) {
+        expect(warning).toContain(part)
+      }
+    }).pipe(Effect.provide(stack({ addChecks: 3 }))))
+
+  it.scoped("a failed claim or publish write is logged with the dispatcher and the error", () =>
+    Effect.gen(function* () {
+      const down = (operation: string) => Effect.fail(new PersistenceError({ operation, message: "db down" }))
+      const failingClaim = yield* makeDispatcher.pipe(
+        Effect.updateService(OutboxRepository, (outbox) => ({ ...outbox, claimBatch: () => down("outbox_event.claim") }))
+      )
+      yield* createJob("kept")
+      yield* failingClaim.dispatchBatch
+      const failingPublish = yield* makeDispatcher.pipe(
+        Effect.updateService(OutboxRepository, (outbox) => ({ ...outbox, markPublishedMany: () => down("outbox_event.publish") }))
+      )
+      yield* failingPublish.dispatchBatch
+      for (const text of ["Claiming outbox events failed", "Marking a batch published failed"]) {
+        const [line] = yield* logLines(text)
+        expect(line, text).toContain("dispatcherId=dispatcher-a")
+        expect(line, text).toContain("error=db down")
+      }
+    }).pipe(Effect.provide(stack())))
+
+  it.scoped("a batch's adds run concurrently, up to dispatchConcurrency", () =>
+    Effect.gen(function* () {
+      const dispatcher = yield* makeDispatcher.pipe(
+        Effect.updateService(JobQueue, (jobQueue) => ({
+          ...jobQueue,
+          add: (request) => Effect.zipRight(Effect.sleep(Duration.seconds(1)), jobQueue.add(request))
+        }))
+      )
+      yield* Effect.forEach(["one", "two", "three"], createJob)
+      const batch = yield* Effect.fork(dispatcher.dispatchBatch)
+      yield* TestClock.adjust(1_000)
+      yield* settle
+      // One second for the three together; one after the other they would take three.
+      expect(Option.map(yield* batch.poll, Exit.map((summary) => summary.outcomes))).toStrictEqual(
+        Option.some(Exit.succeed({ ...nothing, published: 3 }))
+      )
+    }).pipe(Effect.provide(stack({ dispatchConcurrency: 3 }))))
+
+  it.scoped("commit → published is observed for the events this batch did publish, as their age", () =>
+    Effect.gen(function* () {
+      yield* TestClock.adjust(50_000)
+      const halfPublished = yield* makeDispatcher.pipe(
+        Effect.updateService(OutboxRepository, (outbox) => ({
+          ...outbox,
+          markPublishedMany: (ids, dispatcherId) => outbox.markPublishedMany(ids.slice(0, 1), dispatcherId)
+        }))
+      )
+      yield* createJob("one")
+      yield* createJob("two")
+      const latency = Metric.value(tagged(dispatchLatency, {}))
+      const before = yield* latency
+      yield* TestClock.adjust(2_000)
+      expect((yield* halfPublished.dispatchBatch).outcomes).toStrictEqual({ ...nothing, published: 1, claim_lost: 1 })
+      const after = yield* latency
+      expect([after.count - before.count, after.sum - before.sum]).toStrictEqual([1, 2])
+    }).pipe(Effect.provide(stack())))
+
+  it.scoped("with a claim TTL shorter than twice the release interval, claims are swept every half TTL; a failed sweep is logged and the next goes on", () =>
+    Effect.gen(function* () {
+      const outbox = yield* OutboxRepository
+      let sweeps = 0
+      const dispatcher = yield* makeDispatcher.pipe(
+        Effect.updateService(OutboxRepository, (repository) => ({
+          ...repository,
+          releaseExpiredLocks: (ttl) =>
+            Effect.suspend(() => {
+              sweeps += 1
+              return sweeps === 2
+                ? Effect.fail(new PersistenceError({ operation: "outbox_event.release", message: "db down" }))
+                : repository.releaseExpiredLocks(ttl)
+            })
+        }))
+      )
+      const job = yield* createJob("abandoned")
+      yield* outbox.claimBatch("dispatcher-that-died", 10)
+      yield* Effect.forkScoped(dispatcher.run)
+      // TTL 2 s: a sweep at start and every second (not every 60 s); the one at 1 s fails.
+      for (let i = 0; i < 3; i++) {
+        yield* TestClock.adjust(1_000)
+        yield* settle
+      }
+      expect(sweeps).toBe(4)
+      expect((yield* eventsOf)[0]!.status).toBe("published")
+      expect(yield* queuedIds).toStrictEqual([queueJobIdFor(job.id)])
+      const [failed] = yield* logLines("Releasing expired outbox claims failed")
+      expect(failed).toContain("error=db down")
+    }).pipe(Effect.provide(stack({ releaseIntervalMs: 60_000 }, { outboxLockTtlMs: 2_000, outboxPollMs: 600_000 }))))
+
+  it.scoped("stopping with no claims left says nothing of them; a failed give-back is logged and the stop still completes", () =>
+    Effect.gen(function* () {
+      const quiet = yield* makeDispatcher
+      const quietScope = yield* Scope.make()
+      yield* quiet.run.pipe(Scope.extend(quietScope))
+      yield* settle
+      yield* Scope.close(quietScope, Exit.void)
+      expect(yield* logLines("unfinished claims")).toStrictEqual([])
+      const [stopped] = yield* logLines("Outbox dispatcher stopped")
+      expect(stopped).toContain("dispatcherId=dispatcher-a")
+
+      const failing = yield* makeDispatcher.pipe(
+        Effect.updateService(OutboxRepository, (outbox) => ({
+          ...outbox,
+          releaseClaimsOf: () => Effect.fail(new PersistenceError({ operation: "outbox_event.release", message: "db down" }))
+        }))
+      )
+      const scope = yield* Scope.make()
+      yield* failing.run.pipe(Scope.extend(scope))
+      yield* settle
+      yield* Scope.close(scope, Exit.void)
+      const [warning] = yield* logLines("Releasing this dispatcher's claims failed; they expire with the claim TTL")
+      expect(warning).toContain("error=db down")
+      expect(yield* logLines("Outbox dispatcher stopped")).toHaveLength(2)
+    }).pipe(Effect.provide(stack({}, { outboxPollMs: 600_000 }))))
+
+  it.scoped("only publishes are traced, each in the job's trace or a root of its own; the polls around them are not", () =>
+    Effect.gen(function* () {
+      // A store that traces its statements, as the SQL client does.
+      const traced = Effect.updateService(OutboxRepository, (outbox) => ({
+        ...outbox,
+        claimBatch: (dispatcherId, limit) => outbox.claimBatch(dispatcherId, limit).pipe(Effect.withSpan("store.claim")),
+        releaseExpiredLocks: (ttl) => outbox.releaseExpiredLocks(ttl).pipe(Effect.withSpan("store.release"))
+      }))
+      const looped = yield* recordingSpans(
+        Effect.gen(function* () {
+          const dispatcher = yield* makeDispatcher.pipe(traced)
+          yield* Effect.forkScoped(dispatcher.run)
+          for (let i = 0; i < 3; i++) {
+            yield* TestClock.adjust(1_000)
+            yield* settle
+          }
+          // The loop, woken by the create, publishes the job as a child of its create's span.
+          const job = yield* createJob("traced")
+          yield* settle
+          expect(yield* queuedIds).toStrictEqual([queueJobIdFor(job.id)])
+          return job
+        })
+      )
+      const job = looped.result
+      expect(looped.seen.filter((span) => span.name.startsWith("store."))).toStrictEqual([])
+      expect(looped.seen.filter((span) => span.name === "dispatcher.publish").map((span) => span.parentSpanId)).toStrictEqual([
+        Option.getOrThrow(storedParent(job.traceParent)).spanId
+      ])
+
+      // An event with no stored trace context, dispatched by a batch run inside some span: its
+      // publish is a root of its own, not a child of what ran the batch.
+      const inside = yield* recordingSpans(
+        Effect.gen(function* () {
+          const dispatcher = yield* makeDispatcher.pipe(traced)
+          yield* writeEvent(enqueueEventType, { jobId: "job-untraced", jobType: "synthetic_echo", queueName: "ai-interactive", priority: 50 })
+          expect((yield* dispatcher.dispatchBatch.pipe(Effect.withSpan("outer"))).outcomes).toStrictEqual({ ...nothing, published: 1 })
+        })
+      )
+      const outer = inside.seen.find((span) => span.name === "outer")!
+      expect(inside.seen.find((span) => span.name === "store.claim")?.parentSpanId).toBe(outer.spanId)
+      expect(inside.seen.filter((span) => span.name === "dispatcher.publish").map((span) => span.parentSpanId)).toStrictEqual([undefined])
+    }).pipe(Effect.provide(stack({}, { outboxPollMs: 1_000 }))))
 })

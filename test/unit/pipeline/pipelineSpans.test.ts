@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Option, TestClock, Tracer } from "effect"
+import { Effect, Fiber, Option, TestClock } from "effect"
 import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { makeExecutionEngine } from "../../../src/pipeline/engine.js"
 import { reapOnce } from "../../../src/pipeline/reaper.js"
@@ -7,42 +7,11 @@ import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRe
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
 import { memoryEngineStack, settle } from "../../support/engineStack.js"
+import { recordingSpans, type SeenSpan } from "../../support/recordingSpans.js"
 
 const traceId = "0af7651916cd43dd8448eb211c80319c"
 const parentSpanId = "b7ad6b7169203331"
 const traceParent = `00-${traceId}-${parentSpanId}-01`
-
-interface SeenSpan {
-  readonly name: string
-  readonly kind: Tracer.SpanKind
-  readonly traceId: string
-  readonly parentSpanId: string | undefined
-  readonly attributes: ReadonlyMap<string, unknown>
-}
-
-/** Runs `body` under a tracer that keeps every span it starts (Effect's own spans, recorded). */
-const recordingSpans = <A, E, R>(body: Effect.Effect<A, E, R>) =>
-  Effect.gen(function* () {
-    const native = yield* Effect.tracer
-    const spans: Array<Tracer.Span> = []
-    const tracer = Tracer.make({
-      span: (name, parent, context, links, startTime, kind, options) => {
-        const span = native.span(name, parent, context, links, startTime, kind, options)
-        spans.push(span)
-        return span
-      },
-      context: (f, fiber) => native.context(f, fiber)
-    })
-    const result = yield* Effect.withTracer(body, tracer)
-    const seen = spans.map((span): SeenSpan => ({
-      name: span.name,
-      kind: span.kind,
-      traceId: span.traceId,
-      parentSpanId: Option.getOrUndefined(Option.map(span.parent, (parent) => parent.spanId)),
-      attributes: span.attributes
-    }))
-    return { result, seen }
-  })
 
 const createEcho = (message: string) =>
   Effect.flatMap(AiJobService, (service) =>
