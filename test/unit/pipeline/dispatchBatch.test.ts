@@ -63,6 +63,14 @@ const settle = Effect.gen(function* () {
 
 const nothing = { published: 0, retry_scheduled: 0, dead: 0, unknown_type: 0, claim_lost: 0 }
 
+/** A dispatcher whose publish write marks only the first event of a batch (the others' claims expired under it). */
+const halfPublishing = makeDispatcher.pipe(
+  Effect.updateService(OutboxRepository, (outbox) => ({
+    ...outbox,
+    markPublishedMany: (ids, dispatcherId) => outbox.markPublishedMany(ids.slice(0, 1), dispatcherId)
+  }))
+)
+
 describe("one dispatch batch (memory, TestClock)", () => {
   it.scoped("counts what each claimed event came to, and the published ones in the metrics", () =>
     Effect.gen(function* () {
@@ -169,12 +177,7 @@ describe("one dispatch batch (memory, TestClock)", () => {
       expect(yield* queuedIds).toStrictEqual([queueJobIdFor(job.id)])
       expect((yield* eventsOf).map((event) => event.status)).toStrictEqual(["processing"])
 
-      const halfPublished = yield* makeDispatcher.pipe(
-        Effect.updateService(OutboxRepository, (outbox) => ({
-          ...outbox,
-          markPublishedMany: (ids, dispatcherId) => outbox.markPublishedMany(ids.slice(0, 1), dispatcherId)
-        }))
-      )
+      const halfPublished = yield* halfPublishing
       yield* createJob("one")
       yield* createJob("two")
       expect(yield* halfPublished.dispatchBatch).toStrictEqual({ claimed: 2, outcomes: { ...nothing, published: 1, claim_lost: 1 } })
@@ -358,12 +361,7 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
   it.scoped("commit → published is observed for the events this batch did publish, as their age", () =>
     Effect.gen(function* () {
       yield* TestClock.adjust(50_000)
-      const halfPublished = yield* makeDispatcher.pipe(
-        Effect.updateService(OutboxRepository, (outbox) => ({
-          ...outbox,
-          markPublishedMany: (ids, dispatcherId) => outbox.markPublishedMany(ids.slice(0, 1), dispatcherId)
-        }))
-      )
+      const halfPublished = yield* halfPublishing
       yield* createJob("one")
       yield* createJob("two")
       const latency = Metric.value(tagged(dispatchLatency, {}))
