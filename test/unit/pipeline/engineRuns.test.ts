@@ -1,6 +1,8 @@
+import { getEventListeners } from "node:events"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Layer, Metric, Option, TestClock } from "effect"
 import type { AiJob } from "../../../src/domain/AiJob.js"
+import { ProviderError } from "../../../src/domain/ExecutionError.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { jobCatalog } from "../../../src/jobs/catalog.js"
 import { syntheticEchoJobType } from "../../../src/jobs/synthetic_echo/index.js"
@@ -347,9 +349,49 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       expect((yield* jobNow(job.id)).lifecycleStatus).toBe("succeeded")
       expect(prompts).toHaveLength(2)
       expect(prompts[0]).not.toContain("echo must repeat the message exactly")
+      expect(prompts[0]).not.toContain("Your previous answer was rejected")
       expect(prompts[1]).toContain("echo must repeat the message exactly")
     }).pipe(Effect.provide(memoryEngineStack({ gateway })))
   })
+
+  it.scoped("a provider failure retried adds no problems to the next prompt: only a validation failure does", () => {
+    const prompts: Array<string> = []
+    const gateway = Layer.succeed(AiGateway, {
+      generate: (request) =>
+        Effect.suspend(() => {
+          prompts.push(request.messages.map((message) => message.content).join("\n"))
+          if (prompts.length === 1) return Effect.fail(new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503 from provider" }))
+          const json = { echo: "steady" }
+          return Effect.succeed({
+            text: JSON.stringify(json),
+            json,
+            usage: { promptTokens: 1, completionTokens: 1, totalTokens: 2 },
+            provider: request.provider,
+            model: request.model,
+            latencyMs: 1,
+            finishReason: "stop"
+          })
+        })
+    })
+    return Effect.gen(function* () {
+      const engine = yield* makeExecutionEngine("worker-unavailable")
+      const job = yield* createEcho("steady")
+      yield* joinMoving(yield* Effect.fork(engine.run(deliveryOf(job))))
+      expect((yield* jobNow(job.id)).lifecycleStatus).toBe("succeeded")
+      expect(prompts).toHaveLength(2)
+      expect(prompts[1]).toBe(prompts[0])
+    }).pipe(Effect.provide(memoryEngineStack({ gateway })))
+  })
+
+  it.scoped("a finished run leaves no listener on its delivery's abort signal", () =>
+    Effect.gen(function* () {
+      const engine = yield* makeExecutionEngine("worker-listeners")
+      const job = yield* createEcho("no leftovers")
+      const controller = new AbortController()
+      yield* joinMoving(yield* Effect.fork(engine.run(deliveryOf(job, controller.signal))))
+      expect((yield* jobNow(job.id)).lifecycleStatus).toBe("succeeded")
+      expect(getEventListeners(controller.signal, "abort")).toStrictEqual([])
+    }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a lease lost during the call ends the run as lost at PROJECT: nothing written, the new owner's row untouched", () =>
     Effect.gen(function* () {
