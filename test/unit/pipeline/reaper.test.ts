@@ -13,6 +13,7 @@ import { reaperActions, tagged } from "../../../src/services/EngineMetrics.js"
 import { JobEvents } from "../../../src/services/JobEvents.js"
 import { JobQueue, payloadFor, queueJobIdFor, type QueueJobState } from "../../../src/services/JobQueue.js"
 import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
+import { OutboxSignal } from "../../../src/services/OutboxSignal.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 import { memoryEngineStack, settle } from "../../support/engineStack.js"
 
@@ -129,6 +130,9 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         yield* TestClock.adjust(7_000)
         const start = published.length
         expect(yield* reapOnce).toMatchObject({ failed: 1, cancelled: 1, requeued: 0 })
+        const [line] = yield* reaperLines
+        expect(line).toContain("failed=1")
+        expect(line).toContain("cancelled=1")
         const failed = yield* jobNow(lost.id)
         expect([failed.lifecycleStatus, failed.errorCode, failed.publicErrorMessage, failed.internalErrorMessage]).toStrictEqual([
           "failed",
@@ -278,6 +282,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
     onEngine(() =>
       Effect.gen(function* () {
         const fresh = yield* createEcho("just taken")
+        const alsoFresh = yield* createEcho("taken a moment ago")
         const stuck = yield* createEcho("taken by a worker that died before PREPARE")
         yield* takePendingEvents
         yield* TestClock.adjust(windowMs + 1_000)
@@ -285,6 +290,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         // The stack's lease is 15 s: one consumer took its first delivery 1 ms short of a lease ago, the other a whole lease ago.
         const activeSince = new Map([
           [queueJobIdsOf(fresh, yield* windowNow)[0], now - 15_000 + 1],
+          [queueJobIdsOf(alsoFresh, yield* windowNow)[0], now - 1_000],
           [queueJobIdsOf(stuck, yield* windowNow)[0], now - 15_000]
         ])
         const pass = yield* reapOnce.pipe(
@@ -301,7 +307,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect((yield* takePendingEvents).map((event) => event.aggregateId)).toStrictEqual([stuck.id])
         const [line] = yield* reaperLines
         expect(line).toContain("requeuedQueued=1")
-        expect(line).toContain("stillPending=1")
+        expect(line).toContain("stillPending=2")
       })
     ))
 
@@ -358,6 +364,24 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         )
         yield* Fiber.interrupt(loop)
       })
+    ))
+
+  it.scoped("a pass that queues nothing again wakes no dispatcher", () =>
+    onEngine(() =>
+      Effect.gen(function* () {
+        const job = yield* createEcho("old")
+        yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.requestCancel(job.id))
+        yield* TestClock.adjust(61_000)
+        const signal = yield* OutboxSignal
+        // The create's own signal, still latched: taken first.
+        yield* signal.await
+        const woken = yield* Effect.fork(signal.await)
+        yield* settle
+        // Something to do (an expired snapshot), nothing to queue.
+        expect(yield* reapOnce).toMatchObject({ requeued: 0, requeuedQueued: 0, snapshotsDeleted: 1 })
+        yield* settle
+        expect(yield* Fiber.poll(woken)).toStrictEqual(Option.none())
+      }), { timing: { snapshotRetentionMs: 60_000 } }
     ))
 
   it.scoped("what the reaper queues again wakes the dispatcher at once, long before its poll", () =>
