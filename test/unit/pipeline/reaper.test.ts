@@ -159,9 +159,9 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         const exhausted = yield* createEcho("back in time")
         yield* jobs.lockJob(exhausted.id, "w1", 1_000)
         yield* TestClock.adjust(2_000)
-        const lease = yield* jobs.takeOver(exhausted.id, "w2", 1_000)
+        const takenOver = yield* jobs.takeOver(exhausted.id, "w2", 1_000)
         const cancelling = yield* createEcho("cancel refused")
-        const cancelLease = yield* jobs.lockJob(cancelling.id, "w3", 1_000)
+        const cancelLocked = yield* jobs.lockJob(cancelling.id, "w3", 1_000)
         yield* jobs.requestCancel(cancelling.id)
         yield* TestClock.adjust(7_000)
         const before = { failed: yield* actions("failed"), cancelled: yield* actions("cancelled") }
@@ -173,7 +173,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
             findExpiredLocks: (graceMs, limit) =>
               Effect.tap(repository.findExpiredLocks(graceMs, limit), () =>
                 repository.extendLocks(
-                  [leaseOf(lease)!, leaseOf(cancelLease)!].map((held) => ({ lease: held, progress: 0, reportCancel: false })),
+                  [leaseOf(takenOver)!, leaseOf(cancelLocked)!].map((held) => ({ lease: held, progress: 0, reportCancel: false })),
                   15_000
                 ))
           }))
@@ -287,7 +287,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         yield* takePendingEvents
         yield* TestClock.adjust(windowMs + 1_000)
         const now = yield* TestClock.currentTimeMillis
-        // The stack's lease is 15 s: one consumer took its first delivery 1 ms short of a lease ago, the other a whole lease ago.
+        // The stack's lease is 15 s: two consumers took their first delivery less than a lease ago (1 ms short, 1 s), the third a whole lease ago.
         const activeSince = new Map([
           [queueJobIdsOf(fresh, yield* windowNow)[0], now - 15_000 + 1],
           [queueJobIdsOf(alsoFresh, yield* windowNow)[0], now - 1_000],
