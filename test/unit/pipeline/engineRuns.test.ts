@@ -11,7 +11,7 @@ import { SyntheticEchoOutput } from "../../../src/jobs/synthetic_echo/output.js"
 import { defineJobType } from "../../../src/domain/JobType.js"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
 import { makeExecutionEngine } from "../../../src/pipeline/engine.js"
-import { AiGateway } from "../../../src/services/AiGateway.js"
+import { AiGateway, type GatewayError } from "../../../src/services/AiGateway.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
@@ -54,6 +54,27 @@ const joinMoving = <A, E>(fiber: Fiber.Fiber<A, E>, stepMs = 100) =>
     }
     return yield* Fiber.await(fiber)
   })
+
+/** A provider that keeps every prompt it is sent and answers the n-th call (1-based) with `answer(n)`'s JSON. */
+const promptRecordingGateway = (answer: (call: number) => Effect.Effect<unknown, GatewayError>) => {
+  const prompts: Array<string> = []
+  const gateway = Layer.succeed(AiGateway, {
+    generate: (request) =>
+      Effect.suspend(() => {
+        prompts.push(request.messages.map((message) => message.content).join("\n"))
+        return Effect.map(answer(prompts.length), (json) => ({
+          text: JSON.stringify(json),
+          json,
+          usage: { promptTokens: 1, completionTokens: 1, totalTokens: 2 },
+          provider: request.provider,
+          model: request.model,
+          latencyMs: 1,
+          finishReason: "stop"
+        }))
+      })
+  })
+  return { gateway, prompts }
+}
 
 const usageCodes = (jobId: string) =>
   Effect.map(Effect.flatMap(UsageLog, (usage) => usage.listByJobId(jobId)), (rows) => rows.map((row) => [row.attemptNo, row.errorCode]))
@@ -325,23 +346,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 
   it.scoped("a validation failure is retried with its problems in the next prompt", () => {
-    const prompts: Array<string> = []
-    const gateway = Layer.succeed(AiGateway, {
-      generate: (request) =>
-        Effect.sync(() => {
-          prompts.push(request.messages.map((message) => message.content).join("\n"))
-          const json = prompts.length === 1 ? { echo: "something else" } : { echo: "exact words" }
-          return {
-            text: JSON.stringify(json),
-            json,
-            usage: { promptTokens: 1, completionTokens: 1, totalTokens: 2 },
-            provider: request.provider,
-            model: request.model,
-            latencyMs: 1,
-            finishReason: "stop"
-          }
-        })
-    })
+    const { gateway, prompts } = promptRecordingGateway((call) => Effect.succeed(call === 1 ? { echo: "something else" } : { echo: "exact words" }))
     return Effect.gen(function* () {
       const engine = yield* makeExecutionEngine("worker-problems")
       const job = yield* createEcho("exact words")
@@ -355,24 +360,8 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
   })
 
   it.scoped("a provider failure retried adds no problems to the next prompt: only a validation failure does", () => {
-    const prompts: Array<string> = []
-    const gateway = Layer.succeed(AiGateway, {
-      generate: (request) =>
-        Effect.suspend(() => {
-          prompts.push(request.messages.map((message) => message.content).join("\n"))
-          if (prompts.length === 1) return Effect.fail(new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503 from provider" }))
-          const json = { echo: "steady" }
-          return Effect.succeed({
-            text: JSON.stringify(json),
-            json,
-            usage: { promptTokens: 1, completionTokens: 1, totalTokens: 2 },
-            provider: request.provider,
-            model: request.model,
-            latencyMs: 1,
-            finishReason: "stop"
-          })
-        })
-    })
+    const { gateway, prompts } = promptRecordingGateway((call) =>
+      call === 1 ? Effect.fail(new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503 from provider" })) : Effect.succeed({ echo: "steady" }))
     return Effect.gen(function* () {
       const engine = yield* makeExecutionEngine("worker-unavailable")
       const job = yield* createEcho("steady")
