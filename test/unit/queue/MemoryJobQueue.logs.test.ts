@@ -20,7 +20,7 @@ const payload = (jobId: string) => payloadFor({ jobId, jobType: "quiz_generation
 const linesWith = (text: string) =>
   Effect.map(Effect.flatMap(LogCapture, (capture) => capture.lines), (lines) => lines.filter((line) => line.includes(text)))
 
-/** Yields until `lines` has at least one line with `text`. */
+/** Yields until some log line contains `text`; those lines. */
 const logged = (text: string) =>
   Effect.gen(function* () {
     for (let i = 0; i < 1_000; i++) {
