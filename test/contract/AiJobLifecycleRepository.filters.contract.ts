@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Either, Option } from "effect"
+import { Clock, Effect, Either, Option } from "effect"
 import type { AiJob, NewAiJob } from "../../src/domain/AiJob.js"
 import { leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -9,12 +9,20 @@ import { UnitOfWork } from "../../src/services/UnitOfWork.js"
 import type { RepositoryHarness } from "./AiJobLifecycleRepository.contract.js"
 
 /** A job written straight through the repository, so a test picks its user, type and queue. */
-const insertJob = (fields: { readonly userId: string; readonly jobType?: string; readonly queueName?: QueueName; readonly idempotencyKey?: string }) =>
+const insertJob = (fields: {
+  readonly userId: string
+  readonly id?: string
+  readonly jobType?: string
+  readonly queueName?: QueueName
+  readonly idempotencyKey?: string
+  readonly retriedFromJobId?: string
+}) =>
   Effect.gen(function* () {
     const repo = yield* AiJobLifecycleRepository
     const uow = yield* UnitOfWork
     const job: NewAiJob = {
-      id: yield* newId,
+      id: fields.id ?? (yield* newId),
+      retriedFromJobId: fields.retriedFromJobId ?? null,
       userId: fields.userId,
       jobType: fields.jobType ?? "synthetic_echo",
       targetType: "test",
@@ -35,6 +43,16 @@ const insertJob = (fields: { readonly userId: string; readonly jobType?: string;
   })
 
 const idsOf = (jobs: ReadonlyArray<AiJob>) => jobs.map((job) => job.id)
+
+/** A clock stopped at one instant (sleeps still pass on the given clock), so rows share a timestamp. */
+const stoppedAt = (millis: number, running: Clock.Clock): Clock.Clock => ({
+  [Clock.ClockTypeId]: Clock.ClockTypeId,
+  unsafeCurrentTimeMillis: () => millis,
+  currentTimeMillis: Effect.succeed(millis),
+  unsafeCurrentTimeNanos: () => BigInt(millis) * BigInt(1_000_000),
+  currentTimeNanos: Effect.succeed(BigInt(millis) * BigInt(1_000_000)),
+  sleep: (duration) => running.sleep(duration)
+})
 
 const leaseFor = (job: AiJob) => {
   const lease = leaseOf(job)
@@ -79,6 +97,41 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
           expect(idsOf(yield* repo.list({ userId }, { limit: 1 }))).toStrictEqual([other.id])
           // No filter at all: every job, newest first, this test's newest among them.
           expect(idsOf(yield* repo.list({}, { limit: 1 }))).toStrictEqual([other.id])
+        }))
+
+      it.effect("rows written in the same millisecond are ordered by id in every list and scan", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const base = yield* newId
+          const userId = `tie-${base}`
+          // Ids that differ in their last character only, inserted out of order.
+          const idEnding = (last: string) => `${base.slice(0, -1)}${last}`
+          const shuffled = ["3", "0", "5", "1", "4", "2"].map(idEnding)
+          const ascending = [...shuffled].sort()
+          const original = yield* insertJob({ userId })
+          yield* harness.advance(5)
+          const clock = yield* Effect.clock
+          const at = yield* Clock.currentTimeMillis
+          const inserted = yield* Effect.forEach(shuffled, (id) => insertJob({ userId, id, retriedFromJobId: original.id })).pipe(
+            Effect.withClock(stoppedAt(at, clock))
+          )
+          expect(new Set(inserted.map((job) => job.createdAt.getTime()))).toStrictEqual(new Set([at]))
+          const ours = (jobs: ReadonlyArray<AiJob>) => idsOf(jobs).filter((id) => shuffled.includes(id))
+
+          expect(ours(yield* repo.list({ userId }, { limit: 100 }))).toStrictEqual([...ascending].reverse())
+          // Paging through the tie with a cursor neither skips nor repeats a row.
+          const paged: Array<string> = []
+          let after: AiJob | undefined
+          for (let pageNo = 0; pageNo < 4; pageNo++) {
+            const page = yield* repo.list({ userId }, { limit: 2, ...(after === undefined ? {} : { after }) })
+            paged.push(...idsOf(page))
+            after = page.at(-1)
+          }
+          expect(paged).toStrictEqual([...[...ascending].reverse(), original.id])
+          expect(yield* Effect.map(repo.findRetriesOf(original.id), idsOf)).toStrictEqual(ascending)
+          expect(ours(yield* repo.findByLifecycleStatus(["queued"], { limit: 10_000 }))).toStrictEqual(ascending)
+          yield* harness.advance(50)
+          expect(ours(yield* repo.findStaleQueued(10, 10_000))).toStrictEqual(ascending)
         }))
 
       it.effect("a repeated idempotency key is refused with the user, type and key", () =>

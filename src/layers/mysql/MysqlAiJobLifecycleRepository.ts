@@ -460,7 +460,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const findStaleQueued = (olderThanMs: number, limit: number) =>
     selectJobs(
       sql`WHERE lifecycle_status = 'queued' AND updated_at < ${minusMillis(olderThanMs)}
-          ORDER BY updated_at LIMIT ${limit}`
+          ORDER BY updated_at, id LIMIT ${limit}`
     ).pipe(persistence("ai_job.findStaleQueued"))
 
   const touchQueued = (job: AiJob) =>
