@@ -38,8 +38,8 @@ const withCommitOutcome = <A, E, R>(
     ))
 
 /**
- * The session bounds every engine transaction starts with, sent with its BEGIN in one round
- * trip. MariaDB also kills a write transaction left idle too long; the server is asked once
+ * The session bounds every engine transaction runs under, sent with a connection's first BEGIN
+ * in one round trip. MariaDB also kills a write transaction left idle too long; the server is asked once
  * whether it has that setting (MySQL does not).
  */
 const sessionBounds = Effect.gen(function* () {
@@ -57,6 +57,16 @@ const sessionBounds = Effect.gen(function* () {
 })
 
 /**
+ * The driver's connection under an `@effect/sql-mysql2` one (its `conn` field): the pool hands the
+ * same one out again and again, so it is what session settings belong to. Undefined if a later
+ * version hides it: every transaction then sends its session bounds again, as before.
+ */
+const driverConnectionOf = (conn: Connection): object | undefined => {
+  const driver: unknown = (conn as unknown as { readonly conn?: unknown }).conn
+  return typeof driver === "object" && driver !== null ? driver : undefined
+}
+
+/**
  * `UnitOfWork` as a MySQL transaction (`@effect/sql` nests with savepoints). Repositories take
  * the transaction's connection from the fiber context, so they need no `tx` argument.
  *
@@ -71,12 +81,22 @@ export const MysqlUnitOfWork = Layer.effect(
     const bounds = yield* sessionBounds
     const unprepared = (statement: string) => (conn: Connection) =>
       Effect.asVoid(conn.executeUnprepared(statement, [], undefined))
+    // Session settings outlive a transaction: a connection gets them with its first BEGIN only, and
+    // one the pool replaced (closed, killed) is a new driver connection that gets them again.
+    const bounded = new WeakSet<object>()
+    const begin = (conn: Connection) => {
+      const driver = driverConnectionOf(conn)
+      if (driver !== undefined && bounded.has(driver)) return unprepared("BEGIN")(conn)
+      return Effect.tap(unprepared(`${bounds}; BEGIN`)(conn), () => {
+        if (driver !== undefined) bounded.add(driver)
+      })
+    }
     const withTransaction = SqlClient.makeWithTransaction({
       transactionTag: SqlClient.TransactionConnection,
       spanAttributes: [],
       acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
         Effect.map(Scope.extend(sql.reserve, scope), (conn) => [scope, conn] as const)),
-      begin: unprepared(`${bounds}; BEGIN`),
+      begin,
       savepoint: (conn, id) => unprepared(`SAVEPOINT effect_sql_${id}`)(conn),
       commit: unprepared("COMMIT"),
       rollback: unprepared("ROLLBACK"),
