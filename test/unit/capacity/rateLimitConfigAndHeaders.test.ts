@@ -50,5 +50,18 @@ describe("pause from a provider's rate-limit headers", () => {
   it("says nothing when the answer gives no usable hint", () => {
     expect(pauseUntilFromHeaders({}, now)).toBeUndefined()
     expect(pauseUntilFromHeaders({ "retry-after": "soon", "x-ratelimit-reset-tokens": "later" }, now)).toBeUndefined()
+    // A number too long to be finite is no hint either.
+    expect(pauseUntilFromHeaders({ "retry-after": "9".repeat(400) }, now)).toBeUndefined()
+  })
+
+  it("reads values with spaces around them, every digit of a duration, and only whole durations", () => {
+    expect(pauseUntilFromHeaders({ "retry-after": " 4 " }, now)).toBe(now + 4_000)
+    expect(pauseUntilFromHeaders({ "x-ratelimit-reset-requests": "12s" }, now)).toBe(now + 12_000)
+    expect(pauseUntilFromHeaders({ "x-ratelimit-reset-requests": "1.25s" }, now)).toBe(now + 1_250)
+    expect(pauseUntilFromHeaders({ "x-ratelimit-reset-requests": "1m30.75s" }, now)).toBe(now + 90_750)
+    expect(pauseUntilFromHeaders({ "x-ratelimit-reset-requests": "x5s" }, now)).toBeUndefined()
+    expect(pauseUntilFromHeaders({ "x-ratelimit-reset-requests": "5sx" }, now)).toBeUndefined()
+    // Up to 1e9 a bare number is seconds to wait; above it, epoch seconds.
+    expect(pauseUntilFromHeaders({ "x-ratelimit-reset-requests": "1000000000" }, now)).toBe(now + 1e12)
   })
 })
