@@ -19,6 +19,11 @@ describe("outputHash", () => {
     expect(outputHash(a)).toMatch(/^[0-9a-f]{64}$/)
   })
 
+  it("writes keys in code-unit order at every depth, without whitespace, undefined fields or Date objects", () => {
+    const value = { b: 1, a: { d: 1, c: 2, gone: undefined }, C: [{ y: 1, x: 2 }], at: new Date(Date.UTC(2026, 0, 2)) }
+    expect(canonicalJson(value)).toBe('{"C":[{"x":2,"y":1}],"a":{"c":2,"d":1},"at":"2026-01-02T00:00:00.000Z","b":1}')
+  })
+
   it("keeps array order significant", () => {
     expect(outputHash({ gaps: ["x", "y"] })).not.toBe(outputHash({ gaps: ["y", "x"] }))
   })
