@@ -89,4 +89,10 @@ describe("lifecycle guards", () => {
     expect(guard({ lifecycleStatus: "failed", status: "failed" })).toBe("IllegalTransition")
     expect(tagOf(takeOverGuard("job-1", Option.none(), now))).toBe("JobNotFound")
   })
+
+  it("an owned running row without a lock expiry counts as expired, for a takeover and for the reaper", () => {
+    const unbounded = runningJob({ lockUntil: null })
+    expect(tagOf(takeOverGuard("job-1", Option.some(unbounded), now))).toBe("Right")
+    expect(tagOf(fenceGuard(byExpiredLock(runningJob(), 1_000), Option.some(unbounded), now, "failed"))).toBe("Right")
+  })
 })

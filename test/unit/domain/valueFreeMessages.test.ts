@@ -41,4 +41,8 @@ describe("scrubSecrets", () => {
       expect(scrubSecrets(kept)).toBe(kept)
     }
   })
+
+  it("an empty named secret removes nothing", () => {
+    expect(scrubSecrets("provider answered HTTP 401", [""])).toBe("provider answered HTTP 401")
+  })
 })

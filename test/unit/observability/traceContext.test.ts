@@ -19,12 +19,39 @@ describe("W3C trace context stored with a job", () => {
       expect(Option.map(child.parent, (p) => p.spanId)).toEqual(Option.some(spanId))
     }))
 
+  it.effect("a sampled-out span stores a sampled-out traceparent", () =>
+    Effect.gen(function* () {
+      const parent = externalParent(decode("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"))
+      const stored = yield* currentTraceParent.pipe(Effect.withParentSpan(parent))
+      expect(Option.getOrThrow(stored)).toBe("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+    }))
+
+  it.effect("a row without a valid traceparent runs under the current span", () =>
+    Effect.gen(function* () {
+      for (const column of [null, undefined, "", "00-not-a-trace"]) {
+        const [outer, child] = yield* Effect.gen(function* () {
+          const outer = yield* Effect.currentSpan
+          const child = yield* Effect.currentSpan.pipe(Effect.withSpan("worker.run"), withStoredParent(column))
+          return [outer, child] as const
+        }).pipe(Effect.withSpan("worker.poll"))
+        expect(child.traceId).toBe(outer.traceId)
+        expect(Option.map(child.parent, (p) => p.spanId)).toEqual(Option.some(outer.spanId))
+      }
+    }))
+
   it.effect("outside any span there is nothing to store", () =>
     Effect.map(currentTraceParent, (tp) => expect(Option.isNone(tp)).toBe(true)))
 
   it("decodes valid traceparents and refuses malformed or all-zero ones", () => {
     expect(externalParent(decode("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")).sampled).toBe(false)
     expect(externalParent(decode("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")).sampled).toBe(true)
+    // Only the sampled bit of the flags counts.
+    expect(externalParent(decode("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03")).sampled).toBe(true)
+    expect(externalParent(decode("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-02")).sampled).toBe(false)
+    expect(externalParent(decode("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))).toMatchObject({
+      traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+      spanId: "00f067aa0ba902b7"
+    })
     for (const bad of [
       "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
       "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
