@@ -71,8 +71,9 @@ export const makeLeaseKeeper = Effect.gen(function* () {
   }
 
   const beat = Effect.gen(function* () {
+    // A job's entry set is dropped with its last hold, so an empty map is an idle process.
+    if (held.size === 0) return
     const entries = Array.from(held.values(), (set) => Array.from(set)).flat()
-    if (entries.length === 0) return
     const batch = entries.map((entry): HeldLease => ({
       lease: entry.lease,
       progress: clampProgress(entry.progress),

@@ -29,6 +29,17 @@ const jobNow = (jobId: string) =>
 
 const beat = Effect.zipRight(TestClock.adjust(heartbeatMs), settle)
 
+/** A store whose beats record, lease by lease, whether they were asked to report a cancel. */
+const recordingCancelQuestions = (asked: Array<ReadonlyArray<boolean>>) =>
+(jobs: AiJobLifecycleRepository["Type"]): AiJobLifecycleRepository["Type"] => ({
+  ...jobs,
+  extendLocks: (held, ttl) =>
+    Effect.suspend(() => {
+      asked.push(held.map((entry) => entry.reportCancel))
+      return jobs.extendLocks(held, ttl)
+    })
+})
+
 const outcomeOf = <A>(deferred: Deferred.Deferred<A>) => Effect.map(Deferred.poll(deferred), (polled) => Option.isSome(polled))
 
 /** Runs a test with the keeper's job events recorded (the keeper reads JobEvents when it is made). */
@@ -102,7 +113,8 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
     withKeeper((published) =>
       Effect.gen(function* () {
         const jobs = yield* AiJobLifecycleRepository
-        const keeper = yield* makeLeaseKeeper
+        const asked: Array<ReadonlyArray<boolean>> = []
+        const keeper = yield* makeLeaseKeeper.pipe(Effect.updateService(AiJobLifecycleRepository, recordingCancelQuestions(asked)))
         const cancellable = yield* lockedEcho("cancellable")
         const steady = yield* lockedEcho("steady")
         const cancellableHold = yield* keeper.hold(cancellable.lease, { progress: 5, honourCancel: true })
@@ -114,6 +126,8 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         expect(yield* Deferred.poll(cancellableHold.outcome)).toStrictEqual(Option.some(Exit.succeed({ _tag: "CancelRequested" })))
         expect(published.map((event) => [event.jobId, event.progress])).toStrictEqual([[cancellable.job.id, 20]])
         for (let i = 0; i < 4; i++) yield* beat
+        // Told once, the run is not asked about its cancel again; a run that cannot be cancelled never is.
+        expect(asked).toStrictEqual([[true, false], [false, false], [false, false], [false, false], [false, false]])
         expect(yield* outcomeOf(steadyHold.outcome)).toBe(false)
         expect((yield* jobNow(steady.job.id)).lockUntil!.getTime()).toBe(5 * heartbeatMs + lockTtlMs)
       })
@@ -123,7 +137,8 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
     withKeeper(() =>
       Effect.gen(function* () {
         const cancels = yield* CancelSignal
-        const keeper = yield* makeLeaseKeeper
+        const asked: Array<ReadonlyArray<boolean>> = []
+        const keeper = yield* makeLeaseKeeper.pipe(Effect.updateService(AiJobLifecycleRepository, recordingCancelQuestions(asked)))
         yield* settle
         const named = yield* lockedEcho("named")
         const other = yield* lockedEcho("other")
@@ -138,6 +153,9 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         expect(yield* Deferred.poll(namedHold.outcome)).toStrictEqual(Option.some(Exit.succeed({ _tag: "CancelRequested" })))
         expect(yield* outcomeOf(otherHold.outcome)).toBe(false)
         expect(yield* outcomeOf(steadyHold.outcome)).toBe(false)
+        // The next beat no longer asks about the named run's cancel: the message told it.
+        yield* beat
+        expect(asked).toStrictEqual([[false, true, false]])
       })
     ))
 

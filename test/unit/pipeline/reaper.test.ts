@@ -6,7 +6,7 @@ import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { publicMessageOf } from "../../../src/domain/ExecutionError.js"
 import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { reapOnce, runReaper } from "../../../src/pipeline/reaper.js"
-import { queueJobIdsOf } from "../../../src/pipeline/redispatch.js"
+import { queueJobIdsOf, redispatch } from "../../../src/pipeline/redispatch.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { reaperActions, tagged } from "../../../src/services/EngineMetrics.js"
@@ -382,6 +382,23 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         yield* settle
         expect(yield* Fiber.poll(woken)).toStrictEqual(Option.none())
       }), { timing: { snapshotRetentionMs: 60_000 } }
+    ))
+
+  it.scoped("a redispatch already written in this window writes nothing and wakes no dispatcher", () =>
+    onEngine(() =>
+      Effect.gen(function* () {
+        const job = yield* createEcho("orphan")
+        const locked = yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.lockJob(job.id, "dead-worker", 1_000))
+        yield* takePendingEvents
+        let notified = 0
+        const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+          Effect.updateService(effect, OutboxSignal, (signal) => ({ ...signal, notify: Effect.zipRight(Effect.sync(() => notified++), signal.notify) }))
+        expect((yield* counted(redispatch(locked, 7))).duplicate).toBe(false)
+        expect(notified).toBe(1)
+        expect((yield* counted(redispatch(locked, 7))).duplicate).toBe(true)
+        expect(notified).toBe(1)
+        expect((yield* takePendingEvents).map((event) => event.dedupeKey)).toStrictEqual([`ai.job.redispatch:${job.id}:${locked.leaseNo}:7`])
+      })
     ))
 
   it.scoped("what the reaper queues again wakes the dispatcher at once, long before its poll", () =>
