@@ -11,17 +11,16 @@ const canonicalize = (value: unknown): unknown => {
   if (Array.isArray(value)) return value.map(canonicalize)
   if (value !== null && typeof value === "object") {
     if (value instanceof Date) return value.toISOString()
+    const fields: Readonly<Record<string, unknown>> = { ...value }
     const sorted: Record<string, unknown> = {}
-    const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    for (const [key, field] of entries) {
-      if (field !== undefined) sorted[key] = canonicalize(field)
-    }
+    // The default sort of strings is by UTF-16 code units; JSON.stringify drops undefined fields.
+    for (const key of Object.keys(fields).sort()) sorted[key] = canonicalize(fields[key])
     return sorted
   }
   return value
 }
 
-export const sha256Hex = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex")
+export const sha256Hex = (text: string): string => createHash("sha256").update(text).digest("hex")
 
 /**
  * What an idempotency key binds: the job type and the canonical JSON of its validated input.

@@ -24,6 +24,10 @@ describe("outputHash", () => {
     expect(canonicalJson(value)).toBe('{"C":[{"x":2,"y":1}],"a":{"c":2,"d":1},"at":"2026-01-02T00:00:00.000Z","b":1}')
   })
 
+  it("is the SHA-256 of the canonical JSON's UTF-8 bytes, so hashes stored earlier still match", () => {
+    expect(outputHash({ b: [1, { d: true, c: null }], a: "é" })).toBe("38780cd71bd9e8d25bad10645bd2671fb22c030b647c3417cefaab28825ed03a")
+  })
+
   it("keeps array order significant", () => {
     expect(outputHash({ gaps: ["x", "y"] })).not.toBe(outputHash({ gaps: ["y", "x"] }))
   })
