@@ -65,13 +65,14 @@ export const defineJobType = <I, IE, O, OE>(spec: {
           })
         ),
         Effect.tap((decoded) => {
-          if (spec.checkOutput === undefined) return Effect.void
+          const { checkOutput } = spec
+          if (checkOutput === undefined) return Effect.void
           return decodeInput(input).pipe(
             Effect.orElseFail(() =>
               new ValidationError({ code: "VALIDATION_OUTPUT_SCHEMA", message: `input of ${jobType} no longer decodes`, problems: [] })
             ),
             Effect.flatMap((typedInput) => {
-              const problems = spec.checkOutput?.(typedInput, decoded) ?? []
+              const problems = checkOutput(typedInput, decoded)
               return problems.length === 0
                 ? Effect.void
                 : Effect.fail(

@@ -27,7 +27,8 @@ export const currentTraceParent: Effect.Effect<Option.Option<TraceParent>> = Eff
 
 /** The remote parent a stored `traceparent` stands for: spans started under it join its trace. */
 export const externalParent = (traceParent: TraceParent): Tracer.ExternalSpan => {
-  const [, traceId = "", spanId = "", flags = "00"] = traceParent.split("-")
+  // The pattern fixes every field's place: `00-<32 hex>-<16 hex>-<2 hex>`.
+  const [traceId, spanId, flags] = [traceParent.slice(3, 35), traceParent.slice(36, 52), traceParent.slice(53, 55)]
   return Tracer.externalSpan({ traceId, spanId, sampled: (Number.parseInt(flags, 16) & 1) === 1 })
 }
 

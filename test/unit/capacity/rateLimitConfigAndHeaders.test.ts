@@ -52,6 +52,10 @@ describe("pause from a provider's rate-limit headers", () => {
     expect(pauseUntilFromHeaders({ "retry-after": "soon", "x-ratelimit-reset-tokens": "later" }, now)).toBeUndefined()
     // A number too long to be finite is no hint either.
     expect(pauseUntilFromHeaders({ "retry-after": "9".repeat(400) }, now)).toBeUndefined()
+    // Empty or blank values, and a header present without a value.
+    const blank = { "retry-after": "", "retry-after-ms": " ", "x-ratelimit-reset-requests": "", "x-ratelimit-reset-tokens": "  " }
+    expect(pauseUntilFromHeaders(blank, now)).toBeUndefined()
+    expect(pauseUntilFromHeaders({ "retry-after": undefined, "Retry-After": "2" }, now)).toBe(now + 2_000)
   })
 
   it("reads values with spaces around them, every digit of a duration, and only whole durations", () => {
