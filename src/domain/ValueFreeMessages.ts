@@ -21,8 +21,9 @@ interface AnnotatedMessage {
 }
 
 /** A `message` annotation written with the schema (ours describe the rule, never the value). */
-const annotatedMessage = (issue: ParseResult.ParseIssue): Effect.Effect<Option.Option<AnnotatedMessage>> => {
-  if (!("ast" in issue)) return Effect.succeedNone
+const annotatedMessage = (
+  issue: ParseResult.Type | ParseResult.Refinement | ParseResult.Transformation | ParseResult.Composite
+): Effect.Effect<Option.Option<AnnotatedMessage>> => {
   const annotation = SchemaAST.getMessageAnnotation(issue.ast)
   if (Option.isNone(annotation)) return Effect.succeedNone
   const result = annotation.value(issue)

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either, Option } from "effect"
 import { AiJob, byExpiredLock, byLease, leaseOf } from "../../../src/domain/AiJob.js"
-import { fenceGuard, leaseGuard, takeOverGuard } from "../../../src/domain/LifecycleGuards.js"
+import { IllegalTransition } from "../../../src/domain/LifecycleErrors.js"
+import { fenceGuard, leaseGuard, succeedGuard, takeOverGuard } from "../../../src/domain/LifecycleGuards.js"
 
 const now = new Date(Date.UTC(2026, 0, 1, 12, 0, 0))
 const at = (offsetMs: number) => new Date(now.getTime() + offsetMs)
@@ -88,6 +89,16 @@ describe("lifecycle guards", () => {
     expect(guard({ lifecycleStatus: "queued", status: "pending", lockedBy: null })).toBe("JobLockConflict")
     expect(guard({ lifecycleStatus: "failed", status: "failed" })).toBe("IllegalTransition")
     expect(tagOf(takeOverGuard("job-1", Option.none(), now))).toBe("JobNotFound")
+  })
+
+  it("a success needs the lease and, for a cancellable job, no cancel requested", () => {
+    const lease = { jobId: "job-1", workerId: "worker-a", attempt: 2, leaseNo: 4 }
+    const cancelRequested = Option.some(runningJob({ cancelRequestedAt: at(-1) }))
+    expect(tagOf(succeedGuard(lease, cancelRequested, true))).toBe("CancelRequestedBeforeSuccess")
+    expect(tagOf(succeedGuard(lease, cancelRequested, false))).toBe("Right")
+    expect(tagOf(succeedGuard({ ...lease, leaseNo: 5 }, cancelRequested, false))).toBe("LockLost")
+    const finished = succeedGuard(lease, Option.some(runningJob({ lifecycleStatus: "cancelled", status: "cancelled" })), true)
+    expect(Either.getLeft(finished)).toStrictEqual(Option.some(new IllegalTransition({ jobId: "job-1", from: "cancelled", to: "succeeded" })))
   })
 
   it("an owned running row without a lock expiry counts as expired, for a takeover and for the reaper", () => {

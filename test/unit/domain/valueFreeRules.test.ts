@@ -75,6 +75,33 @@ describe("value-free decode messages: one per rule and kind", () => {
     expect(messageOf(field(effectful), { f: 1 })).toBe("f: from an effect")
   })
 
+  it("a plain annotation on an object, a transformation or a refinement's base yields to the problem inside it", () => {
+    const inner = Schema.Struct({ a: Schema.String }).annotations({ message: () => "custom inner" })
+    expect(messageOf(field(inner), { f: { a: 1 } })).toBe("f.a: must be a string")
+    expect(messageOf(field(inner), { f: "x" })).toBe("f: custom inner")
+    const digits = Schema.NumberFromString.annotations({ message: () => "digits" })
+    expect(messageOf(field(digits), { f: 5 })).toBe("f: must be a string")
+    expect(messageOf(field(digits), { f: "abc" })).toBe("f: digits")
+    // The base a refinement narrows keeps its own annotation.
+    expect(messageOf(field(Schema.String.annotations({ message: () => "a text" }).pipe(Schema.minLength(2))), { f: 5 })).toBe("f: a text")
+  })
+
+  it("a rule that has no words of its own, a kind with a JSON Schema rule, a union of kinds, a field's second problem", () => {
+    expect(messageOf(field(Schema.Number.pipe(Schema.multipleOf(5))), { f: 7 })).toBe("f: must be a number")
+    expect(messageOf(field(Schema.Number.annotations({ jsonSchema: { minimum: 0 } })), { f: "x" })).toBe("f: must be a number")
+    expect(messageOf(Schema.Struct({ m: Schema.optional(Schema.Union(Schema.String, Schema.Number)) }), { m: true }))
+      .toBe("m: must be a string or a number")
+    expect(messageOf(Schema.Struct({ m: Schema.Union(Schema.String, Schema.Number, Schema.Undefined) }), { m: true }))
+      .toBe("m: must be a string or a number")
+    // Two problems written at one path (a nested `b` and a key named "a.b"): the first is said.
+    expect(messageOf(Schema.Struct({ a: Schema.Struct({ b: Schema.String }), "a.b": Schema.Number }), { a: { b: 1 }, "a.b": "x" }))
+      .toBe("a.b: must be a string")
+  })
+
+  it("an unknown symbol key is not named", () => {
+    expect(messageOf(Schema.Struct({ a: Schema.String }), { a: "x", [Symbol.for("token")]: 1 })).toBe("has a field that is not allowed")
+  })
+
   it("a field that cannot be checked synchronously", () => {
     const forbidden = Schema.transformOrFail(Schema.String, Schema.String, {
       decode: (value) => Effect.delay(ParseResult.succeed(value), "1 millis"),
