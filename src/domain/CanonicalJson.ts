@@ -11,7 +11,8 @@ const canonicalize = (value: unknown): unknown => {
   if (Array.isArray(value)) return value.map(canonicalize)
   if (value !== null && typeof value === "object") {
     if (value instanceof Date) return value.toISOString()
-    const fields: Readonly<Record<string, unknown>> = { ...value }
+    // A view, not a copy: this runs on every create (the request hash) and every success (the output hash).
+    const fields = value as Readonly<Record<string, unknown>>
     const sorted: Record<string, unknown> = {}
     // The default sort of strings is by UTF-16 code units; JSON.stringify drops undefined fields.
     for (const key of Object.keys(fields).sort()) sorted[key] = canonicalize(fields[key])

@@ -28,8 +28,8 @@ export const currentTraceParent: Effect.Effect<Option.Option<TraceParent>> = Eff
 /** The remote parent a stored `traceparent` stands for: spans started under it join its trace. */
 export const externalParent = (traceParent: TraceParent): Tracer.ExternalSpan => {
   // The pattern fixes every field's place: `00-<32 hex>-<16 hex>-<2 hex>`.
-  const [traceId, spanId, flags] = [traceParent.slice(3, 35), traceParent.slice(36, 52), traceParent.slice(53, 55)]
-  return Tracer.externalSpan({ traceId, spanId, sampled: (Number.parseInt(flags, 16) & 1) === 1 })
+  const flags = Number.parseInt(traceParent.slice(53, 55), 16)
+  return Tracer.externalSpan({ traceId: traceParent.slice(3, 35), spanId: traceParent.slice(36, 52), sampled: (flags & 1) === 1 })
 }
 
 /** The remote parent a stored column names, if it holds a valid `traceparent`. */

@@ -1,8 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { DateTime, Either, Schema } from "effect"
+import { DateTime, Schema } from "effect"
 import { JobEventJson, progressAt, stageOf } from "../../../src/domain/JobEvent.js"
-import { JobPriority, JobTimeoutMs, priorityRule } from "../../../src/domain/JobDefinition.js"
-import { formatProblems } from "../../../src/domain/JobType.js"
 
 describe("the stage a job shows", () => {
   it("a running job's stage starts at each progress point and lasts until the next", () => {
@@ -25,22 +23,5 @@ describe("the stage a job shows", () => {
     const wire = Schema.encodeSync(JobEventJson)(event)
     expect(JSON.parse(wire)).toStrictEqual({ ...event, at: "1970-01-01T00:00:00.000Z" })
     expect(Schema.decodeSync(JobEventJson)(Schema.encodeSync(JobEventJson)({ ...event, errorCode: "CANCELLED" })).errorCode).toBe("CANCELLED")
-  })
-})
-
-describe("definition bounds", () => {
-  const messageOf = <A, I>(schema: Schema.Schema<A, I>, value: unknown) => {
-    const result = Schema.decodeUnknownEither(schema)(value)
-    return Either.isLeft(result) ? formatProblems(result.left).join("; ") : "decoded"
-  }
-
-  // The registry reports a definition's problems in these words.
-  it("a priority or a timeout out of bounds is refused in the rule's own words", () => {
-    expect(messageOf(JobPriority, 101)).toBe(priorityRule)
-    // The rule speaks for the whole chain: a fraction breaks the integer check beneath it.
-    expect(messageOf(JobPriority, 1.5)).toBe(priorityRule)
-    expect(messageOf(JobPriority, 100)).toBe("decoded")
-    expect(messageOf(JobTimeoutMs, 999)).toBe("must be from 1000 to 600000 ms")
-    expect(messageOf(JobTimeoutMs, 600_000)).toBe("decoded")
   })
 })
