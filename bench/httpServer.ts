@@ -24,6 +24,7 @@ import { benchEngineLayer, benchJwtSecret } from "./engineStack.js"
 import { HttpServerArgs, HttpServerCommand } from "./httpProtocol.js"
 import type { MemoryReading } from "./memoryProtocol.js"
 import { type BenchTarget, rawPool } from "./infra.js"
+import { binaryStringsAsText } from "../src/layers/mysql/mysqlClient.js"
 
 const engineServer = (target: BenchTarget) =>
   Effect.gen(function* () {
@@ -63,6 +64,8 @@ const bareServer = (target: BenchTarget) =>
       const jobId = decodeURIComponent(match[1] ?? "")
       void (async () => {
         const [jobs] = await pool.execute("SELECT * FROM ai_job WHERE id = ?", [jobId])
+        // VARBINARY identifiers as text, the way the engine's client reads them.
+        binaryStringsAsText(jobs)
         const job: unknown = Array.isArray(jobs) ? jobs[0] : undefined
         if (job === undefined) {
           response.writeHead(404, { "content-type": "application/json" }).end('{"code":"JOB_NOT_FOUND"}')
@@ -75,6 +78,7 @@ const bareServer = (target: BenchTarget) =>
             [jobId]
           )
           : [[]]
+        binaryStringsAsText(artifacts)
         response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ job, artifacts }))
       })().catch(() => {
         response.writeHead(500).end()

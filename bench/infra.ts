@@ -2,7 +2,8 @@ import { Effect, Layer, Redacted, Schema } from "effect"
 import { NodeContext } from "@effect/platform-node"
 import { Redis } from "ioredis"
 import mysql from "mysql2/promise"
-import { mysqlClientLayer, stringColumnsAsText } from "../src/layers/mysql/MysqlDatabase.js"
+import { mysqlClientLayer } from "../src/layers/mysql/MysqlDatabase.js"
+import { binaryStringsAsText } from "../src/layers/mysql/mysqlClient.js"
 import { runMigrations } from "../src/layers/mysql/migrate.js"
 
 /** What one bench run owns: a migrated scratch database and a Redis key prefix. */
@@ -35,9 +36,7 @@ export const rawPool = (url: string, connectionLimit: number) =>
         database: decodeURIComponent(parsed.pathname.slice(1)) || undefined,
         connectionLimit,
         timezone: "Z",
-        dateStrings: false,
-        // Identifier columns are VARBINARY: read them as text, as the engine's pool does.
-        typeCast: stringColumnsAsText
+        dateStrings: false
       })
     }),
     (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption("5 seconds"), Effect.ignore)
@@ -47,6 +46,8 @@ export const rawPool = (url: string, connectionLimit: number) =>
 export const query = (pool: mysql.Pool, text: string, params: ReadonlyArray<string | number | Date | null> = []) =>
   Effect.promise(async (): Promise<unknown> => {
     const [rows] = await pool.query(text, [...params])
+    // Identifier columns are VARBINARY: read them as text, as the engine's client does.
+    binaryStringsAsText(rows)
     return rows
   })
 

@@ -1,7 +1,6 @@
-import { MysqlClient } from "@effect/sql-mysql2"
-import type { PoolOptions } from "mysql2"
 import { Effect, Layer, Option, Redacted, String as Str } from "effect"
 import { StorageConfig } from "../../config/EngineConfig.js"
+import { engineMysqlLayer } from "./mysqlClient.js"
 
 /** The parts of a `mysql://user:password@host:port/database` URL the pool needs. */
 export const parseDatabaseUrl = (url: Redacted.Redacted<string>) => {
@@ -14,15 +13,6 @@ export const parseDatabaseUrl = (url: Redacted.Redacted<string>) => {
     database: decodeURIComponent(parsed.pathname.slice(1))
   }
 }
-
-/**
- * Identifier columns are VARBINARY (exact comparison, see migration 0011), which mysql2 hands
- * over as a Buffer. Every fixed or variable-length string column is read as UTF-8 text here,
- * once for every query: text columns read the same as without it, binary ones become the strings
- * they were written as.
- */
-export const stringColumnsAsText: PoolOptions["typeCast"] = (field, next) =>
-  field.type === "VAR_STRING" || field.type === "STRING" ? field.string("utf8") : next()
 
 /**
  * Prepared statements each connection keeps (least recently used closed first). mysql2's default,
@@ -53,7 +43,7 @@ const camelToSnake = memoized(Str.camelToSnake)
 export const mysqlClientLayer = (url: Redacted.Redacted<string>, options: { readonly maxConnections?: number } = {}) => {
   const parts = parseDatabaseUrl(url)
   const maxConnections = options.maxConnections ?? 10
-  return MysqlClient.layer({
+  return engineMysqlLayer({
     host: parts.host,
     port: parts.port,
     username: parts.username,
@@ -67,7 +57,6 @@ export const mysqlClientLayer = (url: Redacted.Redacted<string>, options: { read
       dateStrings: false,
       decimalNumbers: true,
       maxIdle: maxConnections,
-      typeCast: stringColumnsAsText,
       maxPreparedStatements: preparedStatementsPerConnection
     },
     transformResultNames: snakeToCamel,
