@@ -12,7 +12,7 @@ import * as Mysql from "mysql2"
  * Identifier columns are VARBINARY (exact comparison, see migration 0011), which mysql2 hands
  * over as Buffers. The way mysql2 offers to read them as text, a `typeCast` function, makes its
  * row parser build a wrapper object with three closures for every column of every row (the
- * largest single cost of a status read); here the parser runs without one and the few Buffer
+ * largest cost of a status read after garbage collection); here the parser runs without one and the few Buffer
  * values of a row become UTF-8 text in place, before the names are transformed. Nothing else
  * differs: statements, prepared-statement caching, transactions, spans and the compiler are the
  * library's.
