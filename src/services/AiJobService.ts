@@ -203,7 +203,7 @@ export const makeAiJobService = Effect.gen(function* () {
         created: created.created
       })
       return created
-    }).pipe(Effect.withSpan("job.create", { attributes: { "ai_job.type": request.jobType } }))
+    }).pipe(Effect.withSpan("job.create", { captureStackTrace: false, attributes: { "ai_job.type": request.jobType } }))
 
   return {
     /**
