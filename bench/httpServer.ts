@@ -4,7 +4,8 @@
  *   the production layers, so `GET /api/ai/jobs/:jobId` verifies the token, reads the job (and,
  *   for a succeeded job, its artifacts) and encodes the response Schema.
  * - `bare`: `node:http` with a mysql2 pool of the same size (10) running the same SELECTs
- *   (the job row; the artifacts of a succeeded job) and `JSON.stringify`; no auth, no Schema.
+ *   (the job row; the artifacts of a succeeded job), its VARBINARY identifiers read as text the
+ *   way the engine's client reads them, and `JSON.stringify`; no auth, no Schema.
  *   Its `/api/ai/jobs/:jobId/events` sends one status frame and holds the connection open: the
  *   SSE bench's memory baseline.
  *

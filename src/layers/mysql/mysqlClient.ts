@@ -11,11 +11,11 @@ import * as Mysql from "mysql2"
  *
  * Identifier columns are VARBINARY (exact comparison, see migration 0011), which mysql2 hands
  * over as Buffers. The way mysql2 offers to read them as text, a `typeCast` function, makes its
- * row parser build a wrapper object with three closures for every column of every row (the
- * largest cost of a status read after garbage collection); here the parser runs without one and the few Buffer
- * values of a row become UTF-8 text in place, before the names are transformed. Nothing else
- * differs: statements, prepared-statement caching, transactions, spans and the compiler are the
- * library's.
+ * row parser build a wrapper object with three closures for every column of every row (a status
+ * read's largest cost after garbage collection); here the parser runs without one and the few
+ * Buffer values of a row become UTF-8 text in place, before the names are transformed. Nothing
+ * else differs: statements, prepared-statement caching, transactions, spans and the compiler are
+ * the library's.
  */
 export interface EngineMysqlOptions {
   readonly host: string
@@ -30,10 +30,10 @@ export interface EngineMysqlOptions {
 }
 
 /** Rewrites a row's binary strings (the only Buffers a row holds: no column is a BLOB) as UTF-8 text, in place. */
-const rowAsText = (row: Record<string, unknown>): void => {
+const rowAsText = (row: object): void => {
   for (const key in row) {
-    const value = row[key]
-    if (Buffer.isBuffer(value)) row[key] = value.toString("utf8")
+    const value: unknown = Reflect.get(row, key)
+    if (Buffer.isBuffer(value)) Reflect.set(row, key, value.toString("utf8"))
   }
 }
 
@@ -48,10 +48,10 @@ export const binaryStringsAsText = (results: unknown): void => {
       for (let i = 0; i < row.length; i++) {
         const value: unknown = row[i]
         if (Buffer.isBuffer(value)) row[i] = value.toString("utf8")
-        else if (typeof value === "object" && value !== null && !(value instanceof Date)) rowAsText(value as Record<string, unknown>)
+        else if (typeof value === "object" && value !== null && !(value instanceof Date)) rowAsText(value)
       }
     } else if (typeof row === "object" && row !== null) {
-      rowAsText(row as Record<string, unknown>)
+      rowAsText(row)
     }
   }
 }
