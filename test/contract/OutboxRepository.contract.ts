@@ -247,11 +247,12 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           const outbox = yield* OutboxRepository
           yield* drain("d-order")
           const ids = (yield* Effect.forEach([0, 1, 2, 3], () => newId)).sort()
-          // The smallest id becomes available last: only its time can put it behind the others.
-          const late = { ...(yield* newEvent()), id: ids[0]!, delayMs: 40 }
+          // The smallest id becomes available last: only its time can put it behind the others. Its
+          // delay outlasts the three inserts after it even on a loaded machine.
+          const late = { ...(yield* newEvent()), id: ids[0]!, delayMs: 500 }
           yield* outbox.createInTransaction(late)
           for (const id of [ids[3]!, ids[2]!, ids[1]!]) yield* outbox.createInTransaction({ ...(yield* newEvent()), id })
-          yield* harness.advance(80)
+          yield* harness.advance(600)
           const first = yield* outbox.claimBatch("d-order", 2)
           expect(first).toHaveLength(2)
           const rest = yield* outbox.claimBatch("d-order", 10)
