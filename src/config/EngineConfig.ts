@@ -54,7 +54,8 @@ export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
     readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
     readonly redisUrl: Option.Option<Redacted.Redacted<string>>
     /**
-     * `DATABASE_POOL_SIZE` (default 10): MySQL connections per process. Every job's statements
+     * `DATABASE_POOL_SIZE` (default 10): MySQL connections per process in each of its two pools,
+     * standalone statements and transactions (docs/architecture.md §5.6). Every job's statements
      * queue for these, so a worker holding hundreds of jobs needs more than ten (the goodput bench
      * at 500 in flight: 10 left 160 jobs waiting to be locked and an interactive one 10 s behind them).
      */

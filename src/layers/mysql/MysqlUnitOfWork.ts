@@ -5,6 +5,7 @@ import { Effect, Layer, Option, Ref, Schema, Scope } from "effect"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import { UnitOfWork } from "../../services/UnitOfWork.js"
 import { DatabaseSessionConfig } from "../../config/EngineConfig.js"
+import { MysqlTransactionConnections } from "./mysqlClient.js"
 import { describeSqlError, retryOnLockContention, toPersistenceError } from "./sqlErrors.js"
 
 /**
@@ -38,8 +39,8 @@ const withCommitOutcome = <A, E, R>(
     ))
 
 /**
- * The session bounds every engine transaction runs under, sent with a connection's first BEGIN
- * in one round trip. MariaDB also kills a write transaction left idle too long; the server is asked once
+ * The session bounds every engine transaction runs under, sent with a connection's first
+ * transaction in one round trip. MariaDB also kills a write transaction left idle too long; the server is asked once
  * whether it has that setting (MySQL does not).
  */
 const sessionBounds = Effect.gen(function* () {
@@ -81,13 +82,20 @@ export const MysqlUnitOfWork = Layer.effect(
     const bounds = yield* sessionBounds
     const unprepared = (statement: string) => (conn: Connection) =>
       Effect.asVoid(conn.executeUnprepared(statement, [], undefined))
-    // Session settings outlive a transaction: a connection gets them with its first BEGIN only, and
-    // one the pool replaced (closed, killed) is a new driver connection that gets them again.
+    // The engine's client keeps transactions on connections of their own (see
+    // `MysqlTransactionConnections`): their autocommit goes off with the session bounds, and no
+    // transaction on them sends BEGIN. Another client's pooled connections get BEGIN each time.
+    const dedicated = yield* Effect.serviceOption(MysqlTransactionConnections)
+    const implicitBegin = Option.isSome(dedicated)
+    const acquire = Option.match(dedicated, { onNone: () => sql.reserve, onSome: (connections) => connections.acquire })
+    // Session settings outlive a transaction: a connection gets them with its first transaction only,
+    // and one the pool replaced (closed, killed) is a new driver connection that gets them again.
     const bounded = new WeakSet<object>()
+    const firstBegin = implicitBegin ? `${bounds}, autocommit = 0` : `${bounds}; BEGIN`
     const begin = (conn: Connection) => {
       const driver = driverConnectionOf(conn)
-      if (driver !== undefined && bounded.has(driver)) return unprepared("BEGIN")(conn)
-      return Effect.tap(unprepared(`${bounds}; BEGIN`)(conn), () => {
+      if (driver !== undefined && bounded.has(driver)) return implicitBegin ? Effect.void : unprepared("BEGIN")(conn)
+      return Effect.tap(unprepared(firstBegin)(conn), () => {
         if (driver !== undefined) bounded.add(driver)
       })
     }
@@ -95,7 +103,7 @@ export const MysqlUnitOfWork = Layer.effect(
       transactionTag: SqlClient.TransactionConnection,
       spanAttributes: [],
       acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
-        Effect.map(Scope.extend(sql.reserve, scope), (conn) => [scope, conn] as const)),
+        Effect.map(Scope.extend(acquire, scope), (conn) => [scope, conn] as const)),
       begin,
       savepoint: (conn, id) => unprepared(`SAVEPOINT effect_sql_${id}`)(conn),
       commit: unprepared("COMMIT"),

@@ -3,7 +3,7 @@ import { SqlClient, Statement } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import { MysqlClient } from "@effect/sql-mysql2"
-import { Context, Effect, Layer, Redacted, Stream } from "effect"
+import { Context, Effect, Layer, Redacted, type Scope, Stream } from "effect"
 import * as Mysql from "mysql2"
 
 /**
@@ -105,41 +105,60 @@ class EngineConnection implements Connection {
   }
 }
 
+/**
+ * Connections for transactions only, from a pool of their own. The unit of work turns a new one's
+ * autocommit off (with its session bounds), so every later transaction on it needs no BEGIN: its
+ * first statement opens it and COMMIT or ROLLBACK ends it. A shared pool could not do this: it
+ * would hand such a connection to a standalone statement, whose write would then never commit.
+ */
+export class MysqlTransactionConnections extends Context.Tag("ai-job-engine/MysqlTransactionConnections")<
+  MysqlTransactionConnections,
+  { readonly acquire: Effect.Effect<Connection, SqlError, Scope.Scope> }
+>() {}
+
+const connectionOf = (pool: Mysql.Pool) =>
+  Effect.acquireRelease(
+    Effect.async<Mysql.PoolConnection, SqlError>((resume) => {
+      pool.getConnection((cause, conn) =>
+        resume(cause ? Effect.fail(new SqlError({ cause, message: "Failed to acquire connection" })) : Effect.succeed(conn)))
+    }),
+    (conn) => Effect.sync(() => conn.release())
+  ).pipe(Effect.map((conn) => new EngineConnection(conn)))
+
 const make = (options: EngineMysqlOptions) =>
   Effect.gen(function* () {
-    const pool = Mysql.createPool({
-      ...options.poolConfig,
-      host: options.host,
-      port: options.port,
-      database: options.database,
-      user: options.username,
-      password: options.password === undefined ? undefined : Redacted.value(options.password),
-      multipleStatements: true,
-      supportBigNumbers: true,
-      connectionLimit: options.maxConnections
-    })
+    const newPool = () =>
+      Mysql.createPool({
+        ...options.poolConfig,
+        host: options.host,
+        port: options.port,
+        database: options.database,
+        user: options.username,
+        password: options.password === undefined ? undefined : Redacted.value(options.password),
+        multipleStatements: true,
+        supportBigNumbers: true,
+        connectionLimit: options.maxConnections
+      })
+    const end = (pool: Mysql.Pool) => Effect.async<void>((resume) => void pool.end(() => resume(Effect.void)))
+    // Standalone statements (autocommit), and transactions: each pool opens connections as they are needed.
+    const pool = newPool()
+    const transactionPool = yield* Effect.acquireRelease(Effect.sync(newPool), end)
     yield* Effect.acquireRelease(
       Effect.async<void, SqlError>((resume) => {
         pool.query("SELECT 1", (cause) =>
           resume(cause ? Effect.fail(new SqlError({ cause, message: "MysqlClient: Failed to connect" })) : Effect.void))
       }),
-      () => Effect.async<void>((resume) => void pool.end(() => resume(Effect.void)))
+      () => end(pool)
     ).pipe(
       Effect.timeoutFail({
         duration: "5 seconds",
         onTimeout: () => new SqlError({ message: "MysqlClient: Connection timeout", cause: new Error("connection timeout") })
       })
     )
-    const acquireConnection = Effect.acquireRelease(
-      Effect.async<Mysql.PoolConnection, SqlError>((resume) => {
-        pool.getConnection((cause, conn) =>
-          resume(cause ? Effect.fail(new SqlError({ cause, message: "Failed to acquire connection" })) : Effect.succeed(conn)))
-      }),
-      (conn) => Effect.sync(() => conn.release())
-    )
     const client = yield* SqlClient.make({
       acquirer: Effect.succeed(new EngineConnection(pool)),
-      transactionAcquirer: Effect.map(acquireConnection, (conn) => new EngineConnection(conn)),
+      // The library's own `withTransaction` (it sends BEGIN) runs on the transaction pool too.
+      transactionAcquirer: connectionOf(transactionPool),
       compiler: MysqlClient.makeCompiler(options.transformQueryNames),
       spanAttributes: [
         ["db.system.name", "mysql"],
@@ -160,12 +179,27 @@ const make = (options: EngineMysqlOptions) =>
       transformResultNames: options.transformResultNames,
       transformQueryNames: options.transformQueryNames
     }
-    const mysqlClient: MysqlClient.MysqlClient = Object.assign(client, { [MysqlClient.TypeId]: MysqlClient.TypeId, config } as const)
-    return mysqlClient
+    // `reserve` hands out an ordinary (autocommit) connection: one of the transaction pool's may have autocommit off.
+    const mysqlClient: MysqlClient.MysqlClient = Object.assign(client, {
+      [MysqlClient.TypeId]: MysqlClient.TypeId,
+      config,
+      reserve: connectionOf(pool)
+    } as const)
+    return { client: mysqlClient, transactions: MysqlTransactionConnections.of({ acquire: connectionOf(transactionPool) }) }
   })
 
-/** The client as both `MysqlClient` (the migrator's) and `SqlClient` (everyone else's), closed with the layer. */
-export const engineMysqlLayer = (options: EngineMysqlOptions): Layer.Layer<MysqlClient.MysqlClient | SqlClient.SqlClient, SqlError> =>
+/**
+ * The client as both `MysqlClient` (the migrator's) and `SqlClient` (everyone else's), with the
+ * transaction connections of the unit of work; both pools close with the layer. A process holds
+ * up to `maxConnections` connections in each pool.
+ */
+export const engineMysqlLayer = (
+  options: EngineMysqlOptions
+): Layer.Layer<MysqlClient.MysqlClient | SqlClient.SqlClient | MysqlTransactionConnections, SqlError> =>
   Layer.scopedContext(
-    Effect.map(make(options), (client) => Context.make(MysqlClient.MysqlClient, client).pipe(Context.add(SqlClient.SqlClient, client)))
+    Effect.map(make(options), ({ client, transactions }) =>
+      Context.make(MysqlClient.MysqlClient, client).pipe(
+        Context.add(SqlClient.SqlClient, client),
+        Context.add(MysqlTransactionConnections, transactions)
+      ))
   ).pipe(Layer.provide(Reactivity.layer))
