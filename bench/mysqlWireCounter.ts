@@ -108,9 +108,17 @@ export const startMysqlWireCounter = (upstream: { readonly host: string; readonl
       const sockets = new Set<Socket>()
       const countOn = () => {
         let inTransaction = false
+        // A session with autocommit off is always in a transaction: its first statement opens one.
+        let autocommitOff = false
         const countStatement = (text: string) => {
           const verb = /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? ""
           counts.statements += 1
+          if (verb === "SET") {
+            const autocommit = /\bautocommit\s*=\s*(\w+)/i.exec(text)?.[1]?.toUpperCase()
+            if (autocommit !== undefined) autocommitOff = autocommit === "0" || autocommit === "OFF"
+          } else if (autocommitOff && verb !== "COMMIT" && verb !== "ROLLBACK") {
+            inTransaction = true
+          }
           if (verb !== "INSERT" && /\boutbox_event\b/.test(text)) counts.outboxStatements += 1
           if (verb === "SELECT") counts.selects += 1
           if (verb === "INSERT") counts.inserts += 1

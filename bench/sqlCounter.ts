@@ -1,5 +1,6 @@
 import type { Context, Exit } from "effect"
 import { Option, Tracer } from "effect"
+import { implicitBeginAttribute } from "../src/layers/mysql/MysqlUnitOfWork.js"
 
 /**
  * Counts the SQL the engine issues, by watching `@effect/sql`'s own spans: every statement runs
@@ -71,7 +72,7 @@ class CountingSpan implements Tracer.Span {
     startTime: bigint,
     readonly kind: Tracer.SpanKind,
     private readonly onEnd: (span: CountingSpan) => void,
-    private readonly onEvent: (name: string) => void,
+    private readonly onEvent: (name: string, span: CountingSpan) => void,
     id: number
   ) {
     this.status = { _tag: "Started", startTime }
@@ -86,12 +87,12 @@ class CountingSpan implements Tracer.Span {
   }
 
   attribute(key: string, value: unknown): void {
-    // Only the statement text matters; other attributes are dropped to keep spans small.
-    if (key === queryTextAttribute) this.attributes.set(key, value)
+    // Only the statement text and how a transaction began matter; others are dropped to keep spans small.
+    if (key === queryTextAttribute || key === implicitBeginAttribute) this.attributes.set(key, value)
   }
 
   event(name: string): void {
-    this.onEvent(name)
+    this.onEvent(name, this)
   }
 
   addLinks(links: ReadonlyArray<Tracer.SpanLink>): void {
@@ -144,15 +145,17 @@ export const makeSqlCounter = (): SqlCounter => {
     shapes.set(shape, (shapes.get(shape) ?? 0) + 1)
   }
 
-  const onEvent = (name: string) => {
+  const onEvent = (name: string, span: CountingSpan) => {
+    // BEGIN (unless the transaction opened without one) and COMMIT / ROLLBACK, sent outside any `sql.execute` span.
+    const ends = span.attributes.get(implicitBeginAttribute) === "implicit" ? 1 : 2
     if (name === "db.transaction.commit") {
       counts.transactionCommits += 1
-      counts.statements += 2 // BEGIN and COMMIT, sent outside any `sql.execute` span
+      counts.statements += ends
     } else if (name === "db.transaction.savepoint") {
       counts.statements += 1 // the SAVEPOINT of a nested transaction
     } else if (name === "db.transaction.rollback") {
       counts.rollbacks += 1
-      counts.statements += 2
+      counts.statements += ends
     }
   }
 

@@ -67,6 +67,9 @@ const driverConnectionOf = (conn: Connection): object | undefined => {
   return typeof driver === "object" && driver !== null ? driver : undefined
 }
 
+/** A `sql.transaction` span attribute: `implicit` when the transaction was opened by its first statement, without BEGIN. */
+export const implicitBeginAttribute = "db.transaction.begin"
+
 /**
  * `UnitOfWork` as a MySQL transaction (`@effect/sql` nests with savepoints). Repositories take
  * the transaction's connection from the fiber context, so they need no `tx` argument.
@@ -101,7 +104,8 @@ export const MysqlUnitOfWork = Layer.effect(
     }
     const withTransaction = SqlClient.makeWithTransaction({
       transactionTag: SqlClient.TransactionConnection,
-      spanAttributes: [],
+      // Says on the `sql.transaction` span that no BEGIN was sent (the bench counts statements by it).
+      spanAttributes: implicitBegin ? [[implicitBeginAttribute, "implicit"]] : [],
       acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
         Effect.map(Scope.extend(acquire, scope), (conn) => [scope, conn] as const)),
       begin,
