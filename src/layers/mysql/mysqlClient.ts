@@ -7,15 +7,15 @@ import { Context, Effect, Layer, Redacted, type Scope, Stream } from "effect"
 import * as Mysql from "mysql2"
 
 /**
- * The engine's `MysqlClient`: `@effect/sql-mysql2`'s, with one difference in how rows are read.
+ * The engine's `MysqlClient`: `@effect/sql-mysql2`'s, with two differences: how rows are read,
+ * and a pool of its own for transactions (see `MysqlTransactionConnections`).
  *
  * Identifier columns are VARBINARY (exact comparison, see migration 0011), which mysql2 hands
  * over as Buffers. The way mysql2 offers to read them as text, a `typeCast` function, makes its
  * row parser build a wrapper object with three closures for every column of every row (a status
  * read's largest cost after garbage collection); here the parser runs without one and the few
  * Buffer values of a row become UTF-8 text in place, before the names are transformed. Nothing
- * else differs: statements, prepared-statement caching, transactions, spans and the compiler are
- * the library's.
+ * else differs: statements, prepared-statement caching, spans and the compiler are the library's.
  */
 export interface EngineMysqlOptions {
   readonly host: string
@@ -155,10 +155,11 @@ const make = (options: EngineMysqlOptions) =>
         onTimeout: () => new SqlError({ message: "MysqlClient: Connection timeout", cause: new Error("connection timeout") })
       })
     )
+    const transactionConnection = connectionOf(transactionPool)
     const client = yield* SqlClient.make({
       acquirer: Effect.succeed(new EngineConnection(pool)),
       // The library's own `withTransaction` (it sends BEGIN) runs on the transaction pool too.
-      transactionAcquirer: connectionOf(transactionPool),
+      transactionAcquirer: transactionConnection,
       compiler: MysqlClient.makeCompiler(options.transformQueryNames),
       spanAttributes: [
         ["db.system.name", "mysql"],
@@ -185,7 +186,7 @@ const make = (options: EngineMysqlOptions) =>
       config,
       reserve: connectionOf(pool)
     } as const)
-    return { client: mysqlClient, transactions: MysqlTransactionConnections.of({ acquire: connectionOf(transactionPool) }) }
+    return { client: mysqlClient, transactions: MysqlTransactionConnections.of({ acquire: transactionConnection }) }
   })
 
 /**
