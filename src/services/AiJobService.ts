@@ -10,6 +10,7 @@ import { JobPriority, priorityRule } from "../domain/JobDefinition.js"
 import type { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
 import type { UnknownJobType } from "../domain/RegistryErrors.js"
 import { AiJobLifecycleRepository } from "./AiJobLifecycleRepository.js"
+import { CredentialRepository } from "./CredentialRepository.js"
 import { JobDefinitionRegistry, type RegisteredJobType } from "./JobDefinitionRegistry.js"
 import { OutboxRepository } from "./OutboxRepository.js"
 import { OutboxDirectPublisher } from "./OutboxDirectPublisher.js"
@@ -38,6 +39,12 @@ export interface CreateJobRequest {
   readonly enforceQuotas?: boolean | undefined
   /** The job an operator's retry re-creates; recorded on the new job so the two link. */
   readonly retryOf?: string | undefined
+  /**
+   * A provider whose stored user key the job uses when the user has an active one, the job type
+   * allows `user_deepseek_key` and no override names a credential mode. The admission's read of
+   * the user finds the key inside the create transaction, with no statement of its own.
+   */
+  readonly storedKeyOf?: string | undefined
   readonly overrides?: {
     readonly priority?: number | undefined
     readonly credentialMode?: CredentialMode | undefined
@@ -80,6 +87,13 @@ const checkOverrides = (registered: RegisteredJobType, request: CreateJobRequest
   return problems
 }
 
+/** The provider whose active user key to look up, when the request may use one. */
+const storedKeyProvider = (registered: RegisteredJobType, request: CreateJobRequest): string | undefined =>
+  request.storedKeyOf !== undefined && request.overrides?.credentialMode === undefined &&
+    registered.definition.credential.allowedModes.includes("user_deepseek_key")
+    ? request.storedKeyOf
+    : undefined
+
 /** The service's make, for a test that swaps one of its ports. */
 export const makeAiJobService = Effect.gen(function* () {
   const registry = yield* JobDefinitionRegistry
@@ -90,6 +104,7 @@ export const makeAiJobService = Effect.gen(function* () {
   const unitOfWork = yield* UnitOfWork
   const signal = yield* OutboxSignal
   const quotas = yield* Quotas
+  const credentials = yield* CredentialRepository
   // Where the composition root provides it, the creator queues its own jobs (§6.7); without it
   // the dispatcher, woken by the signal, does.
   const direct = yield* Effect.serviceOption(OutboxDirectPublisher)
@@ -132,9 +147,14 @@ export const makeAiJobService = Effect.gen(function* () {
       // This create's span context (read outside the transaction's own span): the dispatcher's
       // and the workers' spans continue it.
       const traceParent = Option.getOrNull(yield* currentTraceParent)
+      const keyProvider = storedKeyProvider(registered, request)
       const created = yield* unitOfWork.transaction(
         Effect.gen(function* () {
-          if (request.enforceQuotas !== false) yield* quotas.admit(request.userId)
+          const storedKey = request.enforceQuotas !== false
+            ? (yield* quotas.admit(request.userId, { activeCredentialOf: keyProvider })).activeCredentialId
+            : keyProvider === undefined
+            ? Option.none<string>()
+            : Option.map(yield* credentials.findActive(request.userId, keyProvider), (record) => record.id)
           const job = yield* jobs.createJob({
             id: jobId,
             userId: request.userId,
@@ -146,8 +166,9 @@ export const makeAiJobService = Effect.gen(function* () {
             queueName: definition.queue.queueName,
             priority,
             input,
-            credentialMode: overrides.credentialMode ?? definition.credential.defaultMode,
-            credentialId: overrides.credentialId ?? null,
+            credentialMode: overrides.credentialMode ??
+              (Option.isSome(storedKey) ? "user_deepseek_key" : definition.credential.defaultMode),
+            credentialId: overrides.credentialId ?? Option.getOrNull(storedKey),
             promptVersion: overrides.promptVersion ?? registered.promptVersion ?? "v1",
             inputSchemaVersion: definition.input.schemaVersion,
             outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,

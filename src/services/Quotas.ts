@@ -1,4 +1,4 @@
-import { Config, Context, Effect, Layer } from "effect"
+import { Config, Context, Effect, Layer, type Option } from "effect"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
 
@@ -25,14 +25,25 @@ export class QuotaLimitsConfig extends Context.Tag("ai-job-engine/QuotaLimits")<
     Layer.succeed(QuotaLimitsConfig, { maxActiveJobsPerUser: 5, dailyJobQuota: 200, ...limits })
 }
 
+/** What the admission read found besides the counts. */
+export interface Admitted {
+  /** The user's active stored key for the provider asked about; none when none was asked. */
+  readonly activeCredentialId: Option.Option<string>
+}
+
 /**
  * Admission of a new job against the user's limits. `admit` runs inside the create
  * transaction and serializes one user's concurrent creates, so the limits hold under races.
+ * Asked with `activeCredentialOf`, the same read also finds the user's active key for that
+ * provider: a create that would use a stored key then costs no statement of its own for it.
  */
 export class Quotas extends Context.Tag("ai-job-engine/Quotas")<
   Quotas,
   {
-    readonly admit: (userId: string) => Effect.Effect<void, TooManyJobs | QuotaExceeded | PersistenceError>
+    readonly admit: (
+      userId: string,
+      options?: { readonly activeCredentialOf?: string | undefined }
+    ) => Effect.Effect<Admitted, TooManyJobs | QuotaExceeded | PersistenceError>
   }
 >() {}
 

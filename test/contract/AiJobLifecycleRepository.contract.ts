@@ -12,6 +12,7 @@ import { OutboxRepository } from "../../src/services/OutboxRepository.js"
 import { OutboxSignal } from "../../src/services/OutboxSignal.js"
 import { Quotas } from "../../src/services/Quotas.js"
 import { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
+import { CredentialRepository } from "../../src/services/CredentialRepository.js"
 import { SnapshotRepository } from "../../src/services/SnapshotRepository.js"
 import { UnitOfWork } from "../../src/services/UnitOfWork.js"
 
@@ -25,6 +26,7 @@ export type ContractServices =
   | SnapshotBuilder
   | OutboxSignal
   | Quotas
+  | CredentialRepository
 
 export interface RepositoryHarness {
   readonly name: string

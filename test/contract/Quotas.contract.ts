@@ -3,11 +3,12 @@ import { Effect, Either, type Layer } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
+import { CredentialRepository } from "../../src/services/CredentialRepository.js"
 
 /** Run with `MAX_ACTIVE_JOBS_PER_USER = 5` and `DAILY_JOB_QUOTA = 8`. */
 export const quotasContract = (
   name: string,
-  stack: Layer.Layer<AiJobService | AiJobLifecycleRepository, unknown>,
+  stack: Layer.Layer<AiJobService | AiJobLifecycleRepository | CredentialRepository, unknown>,
   options: { readonly liveClock: boolean }
 ) =>
   describe(`Quotas contract (${name})`, () => {
@@ -60,6 +61,59 @@ export const quotasContract = (
           const ninth = yield* Effect.either(create(userId, 9))
           expect(Either.isLeft(ninth) && ninth.left._tag).toBe("QuotaExceeded")
           expect(yield* repo.list({ userId }, { limit: 100 })).toHaveLength(8)
+        }))
+
+      // The admission's read finds the key (MySQL: the gate row's read), on a user's first create and after.
+      it.effect("a create asking for a stored key gets the user's active key for that provider, and only that", () =>
+        Effect.gen(function* () {
+          const service = yield* AiJobService
+          const credentials = yield* CredentialRepository
+          const repo = yield* AiJobLifecycleRepository
+          const userId = `keyed-${yield* newId}`
+          const store = (id: string, provider: string) =>
+            credentials.insertReplacingActive({
+              id,
+              userId,
+              provider,
+              encryptedKey: "ZW5j",
+              iv: "aXY=",
+              authTag: "dGFn",
+              keyVersion: 1,
+              keyFingerprint: id
+            })
+          const createAsking = (i: number, extra: { readonly enforceQuotas?: boolean } = {}) =>
+            service.createJob({
+              userId,
+              jobType: "synthetic_echo",
+              targetType: "test",
+              targetId: `key-${i}`,
+              input: { message: "x" },
+              storedKeyOf: "deepseek",
+              ...extra
+            }).pipe(
+              // Cancelled at once, so six creates stay within the five active jobs allowed.
+              Effect.tap(({ job }) => repo.requestCancel(job.id)),
+              Effect.map(({ job }) => [job.credentialMode, job.credentialId])
+            )
+
+          expect(yield* createAsking(0)).toStrictEqual(["platform_key", null])
+          const otherProvider = yield* newId
+          yield* store(otherProvider, "openai")
+          expect(yield* createAsking(1)).toStrictEqual(["platform_key", null])
+
+          const first = yield* newId
+          yield* store(first, "deepseek")
+          expect(yield* createAsking(2)).toStrictEqual(["user_deepseek_key", first])
+          const second = yield* newId
+          yield* store(second, "deepseek")
+          expect(yield* createAsking(3, { enforceQuotas: false })).toStrictEqual(["user_deepseek_key", second])
+
+          expect(yield* credentials.revoke(second, userId)).toBe(true)
+          expect(yield* createAsking(4)).toStrictEqual(["platform_key", null])
+          // Not asked for, a stored key is not used.
+          yield* store(yield* newId, "deepseek")
+          const unasked = yield* create(userId, 5)
+          expect([unasked.job.credentialMode, unasked.job.credentialId]).toStrictEqual(["platform_key", null])
         }))
 
       it.effect("an operator's retry is not held to the user's limits", () =>

@@ -15,6 +15,8 @@ import { MysqlOutboxRepository } from "../../src/layers/mysql/MysqlOutboxReposit
 import { MysqlSnapshotRepository } from "../../src/layers/mysql/MysqlSnapshotRepository.js"
 import { MysqlUnitOfWork } from "../../src/layers/mysql/MysqlUnitOfWork.js"
 import { MemoryQuotas } from "../../src/layers/memory/MemoryQuotas.js"
+import { MemoryCredentialRepository } from "../../src/layers/memory/MemoryCredentialRepository.js"
+import { MysqlCredentialRepository } from "../../src/layers/mysql/CredentialRepository.js"
 import { MysqlQuotas } from "../../src/layers/mysql/MysqlQuotas.js"
 import { QuotaLimitsConfig, type QuotaLimits } from "../../src/services/Quotas.js"
 import { projectorKeysOnly } from "./projectorKeys.js"
@@ -31,7 +33,13 @@ export const memoryRepositoriesWith = (limits: Partial<QuotaLimits>) =>
   Layer.fresh(MemoryQuotas).pipe(
     Layer.provideMerge(
       Layer.fresh(
-        Layer.mergeAll(MemoryAiJobLifecycleRepository, MemoryOutboxRepository, MemorySnapshotRepository, MemoryUnitOfWork)
+        Layer.mergeAll(
+          MemoryAiJobLifecycleRepository,
+          MemoryOutboxRepository,
+          MemorySnapshotRepository,
+          MemoryUnitOfWork,
+          MemoryCredentialRepository
+        )
       )
     ),
     Layer.provideMerge(Layer.merge(Layer.fresh(MemoryDatabaseLive), QuotaLimitsConfig.make(limits)))
@@ -45,7 +53,14 @@ export const mysqlRepositories = (
   client: ScratchClientOptions = {}
 ) =>
   Layer.fresh(
-    Layer.mergeAll(MysqlAiJobLifecycleRepository, MysqlOutboxRepository, MysqlSnapshotRepository, MysqlUnitOfWork, MysqlQuotas)
+    Layer.mergeAll(
+      MysqlAiJobLifecycleRepository,
+      MysqlOutboxRepository,
+      MysqlSnapshotRepository,
+      MysqlUnitOfWork,
+      MysqlQuotas,
+      MysqlCredentialRepository
+    )
   ).pipe(
     Layer.provideMerge(Layer.merge(scratchMysqlLayer(prefix, { maxConnections: 20, ...client }), QuotaLimitsConfig.make(limits)))
   )

@@ -1,12 +1,11 @@
 import { createHash } from "node:crypto"
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Option, Stream } from "effect"
+import { Duration, Effect, Stream } from "effect"
 import { isTerminal } from "../../domain/LifecycleStatus.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../services/AiJobService.js"
 import { CancelSignal } from "../../services/CancelSignal.js"
 import { jobEventOf, JobEvents } from "../../services/JobEvents.js"
-import { CredentialVault } from "../../services/CredentialVault.js"
 import { JobDefinitionRegistry } from "../../services/JobDefinitionRegistry.js"
 import { ResultProjectors } from "../../services/ResultProjectors.js"
 import { AiJobApi } from "../Api.js"
@@ -44,7 +43,6 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
     const projectors = yield* ResultProjectors
     const cancelSignal = yield* CancelSignal
     const jobEvents = yield* JobEvents
-    const vault = yield* CredentialVault
     const gate = yield* PlatformGate
     const views = yield* makeJobViews
 
@@ -52,18 +50,6 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
       Effect.map(views.artifactsOf(job), (artifacts) => jobStatusResponse(job, artifacts))
 
     const currentStatus = (jobId: string) => Effect.flatMap(views.find(jobId), statusOf)
-
-    /** `user_deepseek_key` with the user's active key, when there is one and the type allows it. */
-    const credentialOverrides = (userId: string, jobType: string) =>
-      Effect.gen(function* () {
-        const registered = yield* registry.get(jobType)
-        if (!registered.definition.credential.allowedModes.includes("user_deepseek_key")) return {}
-        const active = yield* vault.activeCredentialId(userId, userKeyProvider)
-        return Option.match(active, {
-          onNone: () => ({}),
-          onSome: (credentialId) => ({ credentialMode: "user_deepseek_key" as const, credentialId })
-        })
-      })
 
     const create = (request: {
       readonly jobType: string
@@ -75,7 +61,6 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
       Effect.gen(function* () {
         const user = yield* CurrentUser
         yield* gate.ensureOpen
-        const overrides = yield* credentialOverrides(user.userId, request.jobType)
         const { job, created } = yield* service.createJob({
           userId: user.userId,
           jobType: request.jobType,
@@ -83,7 +68,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           targetId: request.targetId,
           idempotencyKey: request.idempotencyKey,
           input: request.input,
-          overrides
+          storedKeyOf: userKeyProvider
         })
         yield* Effect.logInfo(created ? "job accepted" : "job returned for its idempotency key").pipe(
           Effect.annotateLogs({ jobId: job.id, jobType: job.jobType, userId: user.userId })

@@ -1,5 +1,6 @@
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
+import { CredentialRepository } from "../../services/CredentialRepository.js"
 import { admission, QuotaLimitsConfig, Quotas } from "../../services/Quotas.js"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 
@@ -11,14 +12,18 @@ export const MemoryQuotas = Layer.effect(
   Effect.gen(function* () {
     const db = yield* MemoryDatabase
     const jobs = yield* AiJobLifecycleRepository
+    const credentials = yield* CredentialRepository
     const limits = yield* QuotaLimitsConfig
-    const admit = (userId: string) =>
+    const admit: Quotas["Type"]["admit"] = (userId, options) =>
       Effect.gen(function* () {
         const now = yield* db.now
         const startOfDay = new Date(Math.floor(now.getTime() / dayMillis) * dayMillis)
         const active = yield* jobs.countActive(userId)
         const today = yield* jobs.countCreatedSince(userId, startOfDay)
-        return yield* admission(userId, limits, { active, today })
+        yield* admission(userId, limits, { active, today })
+        const provider = options?.activeCredentialOf
+        const credential = provider === undefined ? Option.none() : yield* credentials.findActive(userId, provider)
+        return { activeCredentialId: Option.map(credential, (record) => record.id) }
       })
     return Quotas.of({ admit })
   })

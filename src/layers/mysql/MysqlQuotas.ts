@@ -1,4 +1,4 @@
-import { SqlClient, SqlSchema } from "@effect/sql"
+import { SqlClient, SqlSchema, type Statement } from "@effect/sql"
 import { Effect, Layer, Option, Schema } from "effect"
 import { admission, QuotaLimitsConfig, Quotas } from "../../services/Quotas.js"
 import { sqlClock } from "./sqlClock.js"
@@ -6,7 +6,9 @@ import { persistence } from "./sqlErrors.js"
 
 /** SUM over no rows is NULL, hence the COALESCE; mysql2 hands a DECIMAL sum or a BIGINT count over as a number or a string. */
 const Count = Schema.Union(Schema.Number, Schema.NumberFromString)
-const UserCounts = Schema.Struct({ active: Count, today: Count })
+const UserCounts = Schema.Struct({ active: Count, today: Count, activeCredentialId: Schema.NullOr(Schema.String) })
+/** The user, and the provider whose active key the read also finds (NULL: none asked, none found). */
+const GateRequest = Schema.Struct({ userId: Schema.String, provider: Schema.NullOr(Schema.String) })
 
 /** Users whose gate row this process has seen; past this many it starts over (a miss only costs the insert path). */
 const knownGatesLimit = 100_000
@@ -18,7 +20,8 @@ const knownGatesLimit = 100_000
  * A user this process has admitted before takes one statement: a locking read of the gate row
  * whose correlated counts run once the lock is held. A user new to the process takes the
  * insert-or-touch first (no gap lock: a locking read of a missing row would take one, and two
- * first creates of one user would deadlock on it), then the counts.
+ * first creates of one user would deadlock on it), then the counts. Either read also looks up
+ * the user's active key when the create asks (the same lookup as `CredentialRepository.findActive`).
  */
 export const MysqlQuotas = Layer.effect(
   Quotas,
@@ -33,48 +36,57 @@ export const MysqlQuotas = Layer.effect(
         sql`INSERT INTO ai_user_job_gate (user_id, updated_at) VALUES (${userId}, ${now})
             ON DUPLICATE KEY UPDATE updated_at = ${now}`
     })
+    // `provider = NULL` matches no row: a create that asks for no key reads none.
+    const activeCredential = (userId: Statement.Fragment, provider: string | null) =>
+      sql`(SELECT c.id FROM user_model_credential c
+            WHERE c.user_id = ${userId} AND c.provider = ${provider} AND c.revoked_at IS NULL
+            ORDER BY c.created_at DESC, c.id DESC LIMIT 1)`
     const countJobs = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: GateRequest,
       Result: UserCounts,
-      execute: (userId) =>
+      execute: ({ provider, userId }) =>
         sql`SELECT
               COALESCE(SUM(lifecycle_status IN ('queued', 'running')), 0) AS active,
-              COALESCE(SUM(created_at >= UTC_DATE()), 0) AS today
+              COALESCE(SUM(created_at >= UTC_DATE()), 0) AS today,
+              ${activeCredential(sql`${userId}`, provider)} AS active_credential_id
             FROM ai_job WHERE user_id = ${userId}`
     })
     // The counts reference the locked row, so they run per row, after its lock is granted: the
     // transaction's first consistent read, they see every create committed before the lock.
     const lockAndCount = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: GateRequest,
       Result: UserCounts,
-      execute: (userId) =>
+      execute: ({ provider, userId }) =>
         sql`SELECT
               (SELECT COUNT(*) FROM ai_job j WHERE j.user_id = g.user_id AND j.lifecycle_status IN ('queued', 'running')) AS active,
-              (SELECT COUNT(*) FROM ai_job j WHERE j.user_id = g.user_id AND j.created_at >= UTC_DATE()) AS today
+              (SELECT COUNT(*) FROM ai_job j WHERE j.user_id = g.user_id AND j.created_at >= UTC_DATE()) AS today,
+              ${activeCredential(sql`g.user_id`, provider)} AS active_credential_id
             FROM ai_user_job_gate g WHERE g.user_id = ${userId} FOR UPDATE`
     })
-    const touchAndCount = (userId: string) =>
-      touchGate(userId).pipe(
-        Effect.zipRight(countJobs(userId)),
-        Effect.map(Option.getOrElse(() => ({ active: 0, today: 0 }))),
+    const touchAndCount = (request: typeof GateRequest.Type) =>
+      touchGate(request.userId).pipe(
+        Effect.zipRight(countJobs(request)),
+        Effect.map(Option.getOrElse(() => ({ active: 0, today: 0, activeCredentialId: null }))),
         Effect.tap(() =>
           Effect.sync(() => {
             if (knownGates.size >= knownGatesLimit) knownGates.clear()
-            knownGates.add(userId)
+            knownGates.add(request.userId)
           })
         )
       )
-    const counts = (userId: string) =>
+    const counts = (request: typeof GateRequest.Type) =>
       Effect.suspend(() =>
-        knownGates.has(userId)
+        knownGates.has(request.userId)
           // A gate row gone since (its create rolled back) falls back to the insert path.
-          ? Effect.flatMap(lockAndCount(userId), Option.match({ onNone: () => touchAndCount(userId), onSome: Effect.succeed }))
-          : touchAndCount(userId)
+          ? Effect.flatMap(lockAndCount(request), Option.match({ onNone: () => touchAndCount(request), onSome: Effect.succeed }))
+          : touchAndCount(request)
       )
-    const admit = (userId: string) =>
-      counts(userId).pipe(
+    const admit: Quotas["Type"]["admit"] = (userId, options) =>
+      counts({ userId, provider: options?.activeCredentialOf ?? null }).pipe(
         persistence("quotas.admit"),
-        Effect.flatMap((found) => admission(userId, limits, found))
+        Effect.flatMap((found) =>
+          Effect.as(admission(userId, limits, found), { activeCredentialId: Option.fromNullable(found.activeCredentialId) })
+        )
       )
     return Quotas.of({ admit })
   })

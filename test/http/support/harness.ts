@@ -17,7 +17,6 @@ import { InProcessCancelSignal } from "../../../src/layers/memory/InProcessCance
 import { InProcessJobEvents } from "../../../src/layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../../../src/layers/memory/InProcessOutboxSignal.js"
 import { MemoryArtifactRepository } from "../../../src/layers/memory/MemoryArtifactRepository.js"
-import { MemoryCredentialRepository } from "../../../src/layers/memory/MemoryCredentialRepository.js"
 import { MemoryProjectionStore } from "../../../src/layers/memory/MemoryProjectionStore.js"
 import { MemoryWorkerDirectory } from "../../../src/layers/memory/MemoryWorkerDirectory.js"
 import { MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
@@ -48,7 +47,6 @@ export const memoryEngine = (limits: Partial<QuotaLimits> = {}) => {
   const stores = Layer.mergeAll(
     MemoryProjectionStore,
     MemoryArtifactRepository,
-    MemoryCredentialRepository,
     InProcessOutboxSignal,
     InProcessCancelSignal,
     InProcessJobEvents,

@@ -6,6 +6,7 @@ import {
   MemoryAiJobLifecycleRepositoryWith,
   type MemoryAiJobLifecycleRepositoryOptions
 } from "../../../src/layers/memory/MemoryAiJobLifecycleRepository.js"
+import { MemoryCredentialRepository } from "../../../src/layers/memory/MemoryCredentialRepository.js"
 import { MemoryDatabaseLive } from "../../../src/layers/memory/MemoryDatabase.js"
 import { MemoryOutboxRepository } from "../../../src/layers/memory/MemoryOutboxRepository.js"
 import { MemoryQuotas } from "../../../src/layers/memory/MemoryQuotas.js"
@@ -22,7 +23,13 @@ const stack = (options: MemoryAiJobLifecycleRepositoryOptions) =>
   jobCreation(
     MemoryQuotas.pipe(
       Layer.provideMerge(
-        Layer.mergeAll(MemoryAiJobLifecycleRepositoryWith(options), MemoryOutboxRepository, MemorySnapshotRepository, MemoryUnitOfWork)
+        Layer.mergeAll(
+          MemoryAiJobLifecycleRepositoryWith(options),
+          MemoryOutboxRepository,
+          MemorySnapshotRepository,
+          MemoryUnitOfWork,
+          MemoryCredentialRepository
+        )
       ),
       Layer.provideMerge(Layer.merge(MemoryDatabaseLive, QuotaLimitsConfig.make({})))
     )
