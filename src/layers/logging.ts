@@ -1,4 +1,4 @@
-import { Config, Context, Effect, FiberRef, FiberRefs, Inspectable, Layer, Logger, LogLevel, Option, Tracer } from "effect"
+import { Config, Console, Context, Effect, FiberRef, FiberRefs, Inspectable, Layer, Logger, LogLevel, Option, Tracer } from "effect"
 
 /**
  * Logs: `LOG_FORMAT=json` writes one JSON object a line (production, log shippers); anything
@@ -31,14 +31,29 @@ export const jsonLoggerWithTrace = Logger.make((options) => {
 const errorToJson = (u: unknown): unknown =>
   u instanceof Error && !("toJSON" in u) ? { ...u, name: u.name, message: u.message } : u
 
+/**
+ * How long a production-format line may wait to be written with the lines after it. One write of
+ * stdout is a system call; one per line cost a worker a few per job (3.5 % of its CPU at 50 jobs/s).
+ * A process that is killed outright loses at most this much of its last lines; one that stops
+ * writes them all, its layers' last lines included.
+ */
+export const logBatchWindow = "50 millis"
+
+/** `lines` to stdout, one write for the lot: each line stays whole, in order. */
+const writeLines = (lines: ReadonlyArray<string>) => Console.log(lines.join("\n"))
+
+/** The production formats, batched: the lines of a window go out in one write. */
+const batchedToStdout = (format: Logger.Logger<unknown, string>) =>
+  Logger.replaceScoped(Logger.defaultLogger, Logger.batched(format, logBatchWindow, writeLines))
+
 export const LoggingLive = Layer.unwrapEffect(
   Effect.gen(function* () {
     const format = yield* logFormatConfig
     const level = yield* logLevelConfig
     const logger = format === "json"
-      ? Logger.replace(Logger.defaultLogger, Logger.withConsoleLog(jsonLoggerWithTrace))
+      ? batchedToStdout(jsonLoggerWithTrace)
       : format === "logfmt"
-      ? Logger.logFmt
+      ? batchedToStdout(Logger.logfmtLogger)
       : Logger.pretty
     return Layer.merge(logger, Logger.minimumLogLevel(level))
   })
