@@ -116,6 +116,33 @@ export const quotasContract = (
           expect([unasked.job.credentialMode, unasked.job.credentialId]).toStrictEqual(["platform_key", null])
         }))
 
+      it.effect("a user who stored a key before any create gets it on the first create (the gate's insert path)", () =>
+        Effect.gen(function* () {
+          const service = yield* AiJobService
+          const credentials = yield* CredentialRepository
+          const userId = `keyed-first-${yield* newId}`
+          const credentialId = yield* newId
+          yield* credentials.insertReplacingActive({
+            id: credentialId,
+            userId,
+            provider: "deepseek",
+            encryptedKey: "ZW5j",
+            iv: "aXY=",
+            authTag: "dGFn",
+            keyVersion: 1,
+            keyFingerprint: credentialId
+          })
+          const { job } = yield* service.createJob({
+            userId,
+            jobType: "synthetic_echo",
+            targetType: "test",
+            targetId: "first",
+            input: { message: "x" },
+            storedKeyOf: "deepseek"
+          })
+          expect([job.credentialMode, job.credentialId]).toStrictEqual(["user_deepseek_key", credentialId])
+        }))
+
       it.effect("an operator's retry is not held to the user's limits", () =>
         Effect.gen(function* () {
           const service = yield* AiJobService
