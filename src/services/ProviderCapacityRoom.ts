@@ -76,7 +76,17 @@ export interface TryAcquireInput {
 
 export type TryAcquireResult =
   | { readonly granted: true }
-  | { readonly granted: false; readonly retryAt: number }
+  | {
+    readonly granted: false
+    readonly retryAt: number
+    /**
+     * Whether a permit released before `retryAt` may let the request through: it was refused for
+     * the concurrency limit, or for the token window (a call's reported usage can lower its count).
+     * A refusal for the request window, the pace, a pause or another worker's interactive call
+     * is not: only the clock frees it (or a call that was never sent, whose request leaves the window).
+     */
+    readonly releaseMayFree: boolean
+  }
 
 export class CapacityStoreError extends Data.TaggedError("CapacityStoreError")<{ readonly operation: string; readonly cause: unknown }> {}
 
@@ -162,6 +172,8 @@ interface Room {
   readonly wake: Queue.Queue<void>
   readonly held: Set<string>
   marked: boolean
+  /** What the store said of the head's last refusal: a release in this worker wakes the pump only then. */
+  releaseMayFree: boolean
 }
 
 /** Token counts are whole and never negative (Redis adds them with HINCRBY). */
@@ -224,12 +236,15 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
             if (released) return Effect.void
             released = true
             room.held.delete(waiter.permitId)
+            // At saturation most refusals are the request window's; waking the pump on every
+            // release then cost one refused store call per job.
+            const wake = outcome._tag === "NotSent" || room.releaseMayFree
             return releaseInStore(
               providerModel,
               waiter.permitId,
               storeOutcomeOf(outcome),
               outcome._tag === "NotSent" || outcome.totalTokens === undefined ? undefined : wholeTokens(outcome.totalTokens)
-            ).pipe(Effect.zipRight(Queue.offer(room.wake, undefined)), Effect.asVoid)
+            ).pipe(Effect.zipRight(wake ? Queue.offer(room.wake, undefined) : Effect.void), Effect.asVoid)
           }).pipe(Effect.uninterruptible)
       }
     }
@@ -257,9 +272,11 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
           leaseMs,
           now
         }).pipe(
-          Effect.catchAll((error) => Effect.as(storeWarning(error), { granted: false, retryAt: now + 1_000 } as const))
+          Effect.catchAll((error) =>
+            Effect.as(storeWarning(error), { granted: false, retryAt: now + 1_000, releaseMayFree: true } as const))
         )
         room.marked = room.interactive.size - (result.granted && head.request.priority === "interactive" ? 1 : 0) > 0
+        room.releaseMayFree = result.granted || result.releaseMayFree
         if (result.granted) {
           if (head.status !== "waiting") {
             // Its fiber was interrupted while the store granted: give the permit back unused.
@@ -292,7 +309,14 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
         // Another first waiter may have made the room while this fiber yielded.
         const raced = rooms.get(providerModel)
         if (raced !== undefined) return raced
-        const room: Room = { interactive: new Lane(), background: new Lane(), wake, held: new Set(), marked: false }
+        const room: Room = {
+          interactive: new Lane(),
+          background: new Lane(),
+          wake,
+          held: new Set(),
+          marked: false,
+          releaseMayFree: true
+        }
         rooms.set(providerModel, room)
         // The first waiter forks the pump from its uninterruptible region: the pump must not inherit it.
         yield* Effect.forkIn(Effect.interruptible(pump(providerModel, room)), scope)

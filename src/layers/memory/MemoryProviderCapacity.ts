@@ -70,41 +70,44 @@ export const makeMemoryCapacityStore = (): CapacityStore => {
       const { limits, now } = input
       const model = modelFor(input.providerModel)
       prune(model, now)
-      const blockedUntil = ((): number | undefined => {
-        if (model.pausedUntil > now) return model.pausedUntil
+      // When the request is refused, and whether a release may free it (see `TryAcquireResult`).
+      const blocked = ((): { readonly until: number; readonly releaseMayFree: boolean } | undefined => {
+        if (model.pausedUntil > now) return { until: model.pausedUntil, releaseMayFree: false }
         if (input.priority === "background") {
           model.marks.delete(input.workerId)
-          if (model.marks.size > 0) return now + capacityPollMs
+          if (model.marks.size > 0) return { until: now + capacityPollMs, releaseMayFree: false }
         }
         const limit = limitOf(model, limits)
         if (limit !== undefined && model.held.size >= Math.floor(limit)) {
           const soonestLapse = Math.min(...model.held.values())
-          return Math.min(soonestLapse, now + capacityPollMs)
+          return { until: Math.min(soonestLapse, now + capacityPollMs), releaseMayFree: true }
         }
         if (limits.rpm !== undefined && model.log.length >= limits.rpm) {
-          return (model.log[model.log.length - limits.rpm]?.at ?? now) + capacityWindowMs
+          return { until: (model.log[model.log.length - limits.rpm]?.at ?? now) + capacityWindowMs, releaseMayFree: false }
         }
         if (limits.rpm !== undefined) {
           const pace = paceLimitOf(limits.rpm)
           const recent = model.log.filter((entry) => entry.at > now - capacityPaceMs)
-          if (recent.length >= pace) return (recent[recent.length - pace]?.at ?? now) + capacityPaceMs
+          if (recent.length >= pace) {
+            return { until: (recent[recent.length - pace]?.at ?? now) + capacityPaceMs, releaseMayFree: false }
+          }
         }
         if (limits.tpm !== undefined && model.tokens > 0 && model.tokens + input.tokens > limits.tpm) {
           // The first moment enough of the window's tokens have expired.
           let remaining = model.tokens
           for (const entry of model.log) {
             remaining -= entry.tokens
-            if (remaining === 0 || remaining + input.tokens <= limits.tpm) return entry.at + capacityWindowMs
+            if (remaining === 0 || remaining + input.tokens <= limits.tpm) return { until: entry.at + capacityWindowMs, releaseMayFree: true }
           }
-          return now + capacityWindowMs
+          return { until: now + capacityWindowMs, releaseMayFree: true }
         }
         return undefined
       })()
-      const granted = blockedUntil === undefined
+      const granted = blocked === undefined
       const interactiveLeft = input.interactiveWaiters - (granted && input.priority === "interactive" ? 1 : 0)
-      if (interactiveLeft > 0) model.marks.set(input.workerId, (blockedUntil ?? now) + interactiveMarkGraceMs)
+      if (interactiveLeft > 0) model.marks.set(input.workerId, (blocked?.until ?? now) + interactiveMarkGraceMs)
       else model.marks.delete(input.workerId)
-      if (!granted) return { granted: false, retryAt: blockedUntil }
+      if (!granted) return { granted: false, retryAt: blocked.until, releaseMayFree: blocked.releaseMayFree }
       model.log.push({ id: input.permitId, at: now, tokens: input.tokens })
       model.tokens += input.tokens
       model.held.set(input.permitId, now + input.leaseMs)

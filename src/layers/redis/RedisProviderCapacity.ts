@@ -77,29 +77,30 @@ local permit, tokens, priority, worker = ARGV[2], tonumber(ARGV[3]), ARGV[4], AR
 local interactiveWaiters = tonumber(ARGV[6])
 local rpm, tpm, ceiling, floor, lease = num(ARGV[7]), num(ARGV[8]), num(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 prune(now)
+-- Until when the request is refused, and 1 when a release may free it sooner (see TryAcquireResult).
 local function blockedUntil()
   local paused = num(redis.call('HGET', K_ST, 'pausedUntil')) or 0
-  if paused > now then return paused end
+  if paused > now then return paused, 0 end
   if priority == 'background' then
     redis.call('ZREM', K_MARKS, worker)
-    if redis.call('ZCARD', K_MARKS) > 0 then return now + ${capacityPollMs} end
+    if redis.call('ZCARD', K_MARKS) > 0 then return now + ${capacityPollMs}, 0 end
   end
   local limit = limitOf(ceiling, floor)
   if limit ~= nil and redis.call('ZCARD', K_HELD) >= math.floor(limit) then
     local soonest = redis.call('ZRANGE', K_HELD, 0, 0, 'WITHSCORES')
-    return math.min(tonumber(soonest[2]), now + ${capacityPollMs})
+    return math.min(tonumber(soonest[2]), now + ${capacityPollMs}), 1
   end
   local count = redis.call('ZCARD', K_LOG)
   if rpm ~= nil and count >= rpm then
     local nth = redis.call('ZRANGE', K_LOG, count - rpm, count - rpm, 'WITHSCORES')
-    return tonumber(nth[2]) + WINDOW
+    return tonumber(nth[2]) + WINDOW, 0
   end
   if rpm ~= nil then
     local pace = math.max(1, math.ceil(rpm * PACE / WINDOW))
     local recent = redis.call('ZCOUNT', K_LOG, '(' .. (now - PACE), '+inf')
     if recent >= pace then
       local nth = redis.call('ZRANGEBYSCORE', K_LOG, '(' .. (now - PACE), '+inf', 'WITHSCORES', 'LIMIT', recent - pace, 1)
-      return tonumber(nth[2]) + PACE
+      return tonumber(nth[2]) + PACE, 0
     end
   end
   local sum = num(redis.call('HGET', K_ST, 'tokens')) or 0
@@ -108,13 +109,13 @@ local function blockedUntil()
     local remaining = sum
     for i = 1, #entries, 2 do
       remaining = remaining - (num(redis.call('HGET', K_TOK, entries[i])) or 0)
-      if remaining == 0 or remaining + tokens <= tpm then return tonumber(entries[i + 1]) + WINDOW end
+      if remaining == 0 or remaining + tokens <= tpm then return tonumber(entries[i + 1]) + WINDOW, 1 end
     end
-    return now + WINDOW
+    return now + WINDOW, 1
   end
-  return nil
+  return nil, 0
 end
-local blocked = blockedUntil()
+local blocked, releaseMayFree = blockedUntil()
 local granted = blocked == nil
 local left = interactiveWaiters
 if granted and priority == 'interactive' then left = left - 1 end
@@ -128,7 +129,7 @@ if granted then
 end
 touch(now)
 if granted then return {1, 0} end
-return {0, tostring(blocked)}
+return {0, tostring(blocked), releaseMayFree}
 `
 
 // ARGV: now, permitId, outcome, totalTokens, ceiling, floor
@@ -274,8 +275,10 @@ export const makeRedisCapacityStore = Effect.gen(function* () {
           ...limitArgs(input.limits),
           String(input.leaseMs)
         ]),
-        ([granted, retryAt]) =>
-          granted === 1 ? { granted: true } as const : { granted: false, retryAt: numberOf(retryAt) ?? input.now + capacityPollMs } as const
+        ([granted, retryAt, releaseMayFree]) =>
+          granted === 1
+            ? { granted: true } as const
+            : { granted: false, retryAt: numberOf(retryAt) ?? input.now + capacityPollMs, releaseMayFree: releaseMayFree !== 0 } as const
       ),
     release: (input) =>
       Effect.asVoid(runRelease(input.providerModel, [

@@ -1,7 +1,8 @@
 import { Context, Effect, Layer } from "effect"
 import { ProviderLimitsConfig } from "../../../src/config/ProviderLimitsConfig.js"
-import { RedisProviderCapacity } from "../../../src/layers/redis/RedisProviderCapacity.js"
+import { makeRedisCapacityStore, RedisProviderCapacity } from "../../../src/layers/redis/RedisProviderCapacity.js"
 import { ProviderCapacity } from "../../../src/services/ProviderCapacity.js"
+import { capacityStoreRefusalsContract, StoreUnderTest } from "../../contract/CapacityStoreRefusals.contract.js"
 import { providerCapacityContract } from "../../contract/ProviderCapacity.contract.js"
 import { testRedisLayer, uniqueRedisPrefix } from "../../support/redis.js"
 
@@ -15,3 +16,8 @@ providerCapacityContract({
       Context.get(ProviderCapacity)
     )
 })
+
+capacityStoreRefusalsContract(
+  "redis",
+  Layer.scoped(StoreUnderTest, makeRedisCapacityStore).pipe(Layer.provide(testRedisLayer(uniqueRedisPrefix("capacity-refusals"))))
+)

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
+import { capacityStoreRefusalsContract, StoreUnderTest } from "../../contract/CapacityStoreRefusals.contract.js"
 import { makeMemoryCapacityStore } from "../../../src/layers/memory/MemoryProviderCapacity.js"
 import type { StoreLimits, TryAcquireInput } from "../../../src/services/ProviderCapacityRoom.js"
 
@@ -175,3 +176,5 @@ describe("makeMemoryCapacityStore", () => {
       expect(yield* background(5_000, "w-2", "b-4")).toStrictEqual({ granted: "b-4" })
     }))
 })
+
+capacityStoreRefusalsContract("memory", Layer.sync(StoreUnderTest, makeMemoryCapacityStore))

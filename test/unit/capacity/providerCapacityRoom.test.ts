@@ -59,3 +59,52 @@ describe("provider capacity waiting room", () => {
       expect((yield* capacity.state(model)).inFlight).toBe(1)
     }))
 })
+
+describe("provider capacity waiting room: wakes on a release only when it can help", () => {
+  const counted = (store: CapacityStore) => {
+    let calls = 0
+    const wrapped: CapacityStore = { ...store, tryAcquire: (input) => Effect.suspend(() => (calls++, store.tryAcquire(input))) }
+    return { wrapped, calls: () => calls }
+  }
+  const waiterOf = (capacity: Effect.Effect.Success<ReturnType<typeof makeProviderCapacity>>, userId: string) =>
+    Effect.fork(Effect.scoped(capacity.acquire({ providerModel: model, userId, priority: "background", estimatedTokens: 1 })))
+
+  it.scoped("held back by the pace, a finished call asks the store nothing; the clock lets the waiter through", () =>
+    Effect.gen(function* () {
+      const { calls, wrapped } = counted(makeMemoryCapacityStore())
+      const capacity = yield* makeProviderCapacity(wrapped, yield* limitsFor({ rpm: 60 }))
+      const first = yield* capacity.acquire({ providerModel: model, userId: "u", priority: "background", estimatedTokens: 1 })
+      const waiter = yield* waiterOf(capacity, "v")
+      yield* TestClock.adjust(10)
+      const refused = calls()
+      yield* first.release({ _tag: "Succeeded", totalTokens: 1 })
+      yield* TestClock.adjust(10)
+      expect(calls()).toBe(refused)
+      expect(Option.isNone(yield* Fiber.poll(waiter))).toBe(true)
+      yield* TestClock.adjust(1_000)
+      yield* Fiber.join(waiter)
+      expect(calls()).toBe(refused + 1)
+    }))
+
+  it.scoped("held back by the pace, a call that was never sent gives its request back and the waiter goes at once", () =>
+    Effect.gen(function* () {
+      const capacity = yield* makeProviderCapacity(makeMemoryCapacityStore(), yield* limitsFor({ rpm: 60 }))
+      const first = yield* capacity.acquire({ providerModel: model, userId: "u", priority: "background", estimatedTokens: 1 })
+      const waiter = yield* waiterOf(capacity, "v")
+      yield* TestClock.adjust(10)
+      expect(Option.isNone(yield* Fiber.poll(waiter))).toBe(true)
+      yield* first.release({ _tag: "NotSent" })
+      yield* Fiber.join(waiter)
+    }))
+
+  it.scoped("held back by the concurrency limit, a finished call wakes the waiter at once", () =>
+    Effect.gen(function* () {
+      const capacity = yield* makeProviderCapacity(makeMemoryCapacityStore(), yield* limitsFor({ concurrency: 1 }))
+      const first = yield* capacity.acquire({ providerModel: model, userId: "u", priority: "background", estimatedTokens: 1 })
+      const waiter = yield* waiterOf(capacity, "v")
+      yield* TestClock.adjust(10)
+      expect(Option.isNone(yield* Fiber.poll(waiter))).toBe(true)
+      yield* first.release({ _tag: "Succeeded", totalTokens: 1 })
+      yield* Fiber.join(waiter)
+    }))
+})
