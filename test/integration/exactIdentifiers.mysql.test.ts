@@ -9,19 +9,13 @@ import { checkLiveDatabase } from "../../migrations-check/check.js"
 import { isDrift } from "../../migrations-check/compare.js"
 import { describeDifference, renderReport } from "../../migrations-check/report.js"
 import { normalizeColumnType } from "../../migrations-check/normalizeType.js"
-import { MysqlCredentialRepository } from "../../src/layers/mysql/CredentialRepository.js"
 import { runMigrations } from "../../src/layers/mysql/migrate.js"
-import { MysqlAiJobLifecycleRepository } from "../../src/layers/mysql/MysqlAiJobLifecycleRepository.js"
 import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
-import { MysqlOutboxRepository } from "../../src/layers/mysql/MysqlOutboxRepository.js"
-import { MysqlQuotas } from "../../src/layers/mysql/MysqlQuotas.js"
-import { MysqlSnapshotRepository } from "../../src/layers/mysql/MysqlSnapshotRepository.js"
-import { MysqlUnitOfWork } from "../../src/layers/mysql/MysqlUnitOfWork.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
 import { CredentialRepository } from "../../src/services/CredentialRepository.js"
 import { QuotaLimitsConfig } from "../../src/services/Quotas.js"
-import { jobCreation } from "../support/foundationStack.js"
+import { jobCreation, mysqlCreationRepositories } from "../support/foundationStack.js"
 import { acquireScratchDatabase } from "../support/scratchDatabase.js"
 
 /**
@@ -78,14 +72,7 @@ const generousLimits = { maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }
 /** The repositories and job creation on the database of `url`. */
 const engineOn = (url: string) =>
   jobCreation(
-    Layer.mergeAll(
-      MysqlAiJobLifecycleRepository,
-      MysqlOutboxRepository,
-      MysqlSnapshotRepository,
-      MysqlUnitOfWork,
-      MysqlQuotas,
-      MysqlCredentialRepository
-    ).pipe(Layer.provideMerge(Layer.merge(clientFor(url), QuotaLimitsConfig.make(generousLimits))))
+    mysqlCreationRepositories.pipe(Layer.provideMerge(Layer.merge(clientFor(url), QuotaLimitsConfig.make(generousLimits))))
   ).pipe(Layer.orDie)
 
 describe("normalizing varbinary", () => {

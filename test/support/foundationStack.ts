@@ -47,21 +47,22 @@ export const memoryRepositoriesWith = (limits: Partial<QuotaLimits>) =>
 
 export const memoryRepositories = memoryRepositoriesWith(generousLimits)
 
+/** What job creation needs on MySQL, over whatever `SqlClient` it is given. */
+export const mysqlCreationRepositories = Layer.mergeAll(
+  MysqlAiJobLifecycleRepository,
+  MysqlOutboxRepository,
+  MysqlSnapshotRepository,
+  MysqlUnitOfWork,
+  MysqlQuotas,
+  MysqlCredentialRepository
+)
+
 export const mysqlRepositories = (
   prefix: string,
   limits: Partial<QuotaLimits> = generousLimits,
   client: ScratchClientOptions = {}
 ) =>
-  Layer.fresh(
-    Layer.mergeAll(
-      MysqlAiJobLifecycleRepository,
-      MysqlOutboxRepository,
-      MysqlSnapshotRepository,
-      MysqlUnitOfWork,
-      MysqlQuotas,
-      MysqlCredentialRepository
-    )
-  ).pipe(
+  Layer.fresh(mysqlCreationRepositories).pipe(
     Layer.provideMerge(Layer.merge(scratchMysqlLayer(prefix, { maxConnections: 20, ...client }), QuotaLimitsConfig.make(limits)))
   )
 
