@@ -17,16 +17,27 @@ export interface WireCounts extends SqlCounts {
   readonly prepares: number
   /** Statements naming `outbox_event` besides the event's INSERT (which is part of the create): claims, marks, sweeps. */
   readonly outboxStatements: number
+  /** Statements by the start of their text (whitespace collapsed), so a missed target can name them. */
+  readonly byText: Readonly<Record<string, number>>
 }
 
-export const emptyWireCounts: WireCounts = { ...emptyCounts, roundTrips: 0, prepares: 0, outboxStatements: 0 }
+export const emptyWireCounts: WireCounts = { ...emptyCounts, roundTrips: 0, prepares: 0, outboxStatements: 0, byText: {} }
 
 export const diffWireCounts = (after: WireCounts, before: WireCounts): WireCounts => ({
   ...diffCounts(after, before),
   roundTrips: after.roundTrips - before.roundTrips,
   prepares: after.prepares - before.prepares,
-  outboxStatements: after.outboxStatements - before.outboxStatements
+  outboxStatements: after.outboxStatements - before.outboxStatements,
+  byText: Object.fromEntries(
+    Object.entries(after.byText)
+      .map(([text, n]) => [text, n - (before.byText[text] ?? 0)] as const)
+      .filter(([, n]) => n > 0)
+  )
 })
+
+/** How much of a statement's text keys `byText`: enough for its verb, table and the start of its clauses. */
+const textKeyLength = 60
+const textKeyOf = (text: string) => text.replace(/\s+/g, " ").trim().slice(0, textKeyLength)
 
 export interface MysqlWireCounter {
   readonly port: number
@@ -105,6 +116,7 @@ export const startMysqlWireCounter = (upstream: { readonly host: string; readonl
   Effect.acquireRelease(
     Effect.async<{ readonly counter: MysqlWireCounter; readonly close: () => void }>((resume) => {
       const counts: Mutable<WireCounts> = { ...emptyWireCounts }
+      const byText = new Map<string, number>()
       const sockets = new Set<Socket>()
       const countOn = () => {
         let inTransaction = false
@@ -113,6 +125,8 @@ export const startMysqlWireCounter = (upstream: { readonly host: string; readonl
         const countStatement = (text: string) => {
           const verb = /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? ""
           counts.statements += 1
+          const key = textKeyOf(text)
+          byText.set(key, (byText.get(key) ?? 0) + 1)
           if (verb === "SET") {
             const autocommit = /\bautocommit\s*=\s*(\w+)/i.exec(text)?.[1]?.toUpperCase()
             if (autocommit !== undefined) autocommitOff = autocommit === "0" || autocommit === "OFF"
@@ -166,7 +180,7 @@ export const startMysqlWireCounter = (upstream: { readonly host: string; readonl
         const address = server.address()
         const port = typeof address === "object" && address !== null ? address.port : 0
         resume(Effect.succeed({
-          counter: { port, snapshot: () => ({ ...counts }) },
+          counter: { port, snapshot: () => ({ ...counts, byText: Object.fromEntries(byText) }) },
           close: () => {
             for (const socket of sockets) socket.destroy()
             server.close()

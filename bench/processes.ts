@@ -71,7 +71,14 @@ interface PhaseResult {
   readonly seconds: number
   readonly perSecond: number
   readonly cpuMsPerJob: Readonly<Record<string, number>>
-  readonly perProcess: Readonly<Record<string, { readonly statements: number; readonly commits: number; readonly roundTrips: number; readonly outbox: number }>>
+  readonly perProcess: Readonly<Record<string, {
+    readonly statements: number
+    readonly commits: number
+    readonly roundTrips: number
+    readonly outbox: number
+    /** Statements per job by the start of their text, the most frequent first (0.01 and up). */
+    readonly byText: ReadonlyArray<readonly [string, number]>
+  }>>
   readonly perJob: { readonly statements: number; readonly roundTrips: number; readonly prepares: number; readonly commits: number; readonly outboxStatements: number; readonly selects: number; readonly inserts: number; readonly updates: number }
   readonly commitToRunningMs: { readonly p50: number; readonly p99: number }
 }
@@ -164,7 +171,11 @@ const program = Effect.gen(function* () {
           statements: round((c?.statements ?? 0) / jobs, 2),
           commits: round((c === undefined ? 0 : commitsOf(c)) / jobs, 2),
           roundTrips: round((c?.roundTrips ?? 0) / jobs, 2),
-          outbox: round((c?.outboxStatements ?? 0) / jobs, 2)
+          outbox: round((c?.outboxStatements ?? 0) / jobs, 2),
+          byText: Object.entries(c?.byText ?? {})
+            .map(([text, n]) => [text, round(n / jobs, 2)] as const)
+            .filter(([, perJob]) => perJob >= 0.01)
+            .sort((a, b) => b[1] - a[1])
         }]
       }))
       const started = yield* queryAs(
@@ -285,6 +296,7 @@ const program = Effect.gen(function* () {
     ...phases.map((p) => `| ${p.load} | ${processNames.map((name) => p.cpuMsPerJob[name]).join(" | ")} |`),
     "",
     `statements per job by process (full load): ${names.map((name) => `${name} ${full.perProcess[name]?.statements}`).join(", ")}`,
+    ...names.flatMap((name) => (full.perProcess[name]?.byText ?? []).map(([text, perJob]) => `  ${name} ${perJob.toFixed(2)}  ${text}`)),
     "",
     ...targets.map((t) => `[${t.met ? "MET" : "MISSED"}] ${t.name}: ${t.value}${t.met ? "" : `\n         why: ${t.why}`}`)
   ]
