@@ -22,13 +22,13 @@ const connection = (redisUrl: string, name: string) =>
 
 const setting = adrQueueSettings["ai-interactive"]
 
-/** A queue and a no-op worker under `prefix`; `onProcess` sees each job as the worker takes it. */
-const rawQueue = (options: {
+/** A queue and a worker under `prefix`; `onProcess` is the processor (a no-op for the raw baselines). */
+export const rawQueue = (options: {
   readonly redisUrl: string
   readonly prefix: string
   readonly name: string
   readonly concurrency: number
-  readonly onProcess: (job: Job) => void
+  readonly onProcess: (job: Job) => void | Promise<void>
 }) =>
   Effect.gen(function* () {
     const producer = yield* connection(options.redisUrl, "bench-raw-producer")
@@ -40,7 +40,7 @@ const rawQueue = (options: {
     const worker = yield* Effect.acquireRelease(
       Effect.sync(() =>
         new Worker(options.name, async (job) => {
-          options.onProcess(job)
+          await options.onProcess(job)
         }, {
           connection: consumer,
           prefix: options.prefix,
@@ -55,10 +55,10 @@ const rawQueue = (options: {
     worker.on("error", () => {})
     queue.on("error", () => {})
     yield* Effect.promise(() => worker.waitUntilReady())
-    const add = Effect.gen(function* () {
-      const jobId = yield* newId
+    /** Adds the job `jobId` with the engine's payload and options (its fixed id makes a second add a no-op). */
+    const addJob = (jobId: string) => Effect.suspend(() => {
       const payload = encodeQueuePayload(payloadFor({ jobId, jobType: "synthetic_echo", createdAt: new Date() }))
-      yield* Effect.promise(() =>
+      return Effect.promise(() =>
         queue.add("synthetic_echo", payload, {
           jobId: queueJobIdFor(jobId),
           priority: queuePriorityFor(50),
@@ -69,7 +69,8 @@ const rawQueue = (options: {
         })
       )
     })
-    return { add, worker }
+    const add = Effect.flatMap(newId, addJob)
+    return { add, addJob, worker }
   })
 
 export interface BullMqBaseline {
@@ -77,6 +78,8 @@ export interface BullMqBaseline {
   readonly concurrency: number
   readonly seconds: number
   readonly throughputPerSecond: number
+  /** Node CPU (user + system) of this process per job, producer and worker together. */
+  readonly cpuMsPerJob: number
 }
 
 /** N jobs through a fresh queue: time from the first add to the last completion. */
@@ -116,15 +119,18 @@ export const runBullMqThroughput = (options: {
         processed += 1
         if (processed >= target) Deferred.unsafeDone(measured, Effect.succeed(performance.now()))
       })
+      const cpuBefore = process.cpuUsage()
       const started = yield* monoMillis
       yield* Effect.forEach(Array.from({ length: options.jobs }), () => add, { concurrency: options.concurrency, discard: true })
       const finished = yield* Deferred.await(measured).pipe(Effect.timeout("120 seconds"), Effect.orDie)
+      const cpu = process.cpuUsage(cpuBefore)
       const seconds = (finished - started) / 1000
       return {
         jobs: options.jobs,
         concurrency: options.concurrency,
         seconds: round(seconds, 3),
-        throughputPerSecond: round(options.jobs / seconds, 1)
+        throughputPerSecond: round(options.jobs / seconds, 1),
+        cpuMsPerJob: round((cpu.user + cpu.system) / 1000 / options.jobs, 3)
       } satisfies BullMqBaseline
     })
   )
@@ -166,7 +172,7 @@ export const runBullMqPaced = (options: {
         const due = start + (i * 1000) / options.ratePerSecond
         const now = yield* monoMillis
         if (due > now) yield* Effect.sleep(Duration.millis(due - now))
-        fibers.push(yield* Effect.fork(add))
+        fibers.push(yield* Effect.fork(Effect.asVoid(add)))
       }
       yield* Fiber.joinAll(fibers)
       yield* Deferred.await(all).pipe(Effect.timeout("60 seconds"), Effect.orDie)

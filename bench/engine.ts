@@ -148,6 +148,8 @@ export interface EngineFullLoad {
   readonly createPerSecond: number
   readonly endToEndSeconds: number
   readonly throughputPerSecond: number
+  /** Node CPU (user + system) of this process per job, from the first create until every job is terminal. */
+  readonly cpuMsPerJob: number
   readonly notSucceeded: number
   readonly commitToRunning: LatencySummary
   readonly commitToSucceeded: LatencySummary
@@ -244,10 +246,12 @@ export const runEngineBench = (options: {
     const countsBefore = counter.snapshot()
     const shapesBefore = counter.byStatement()
     const startedWall = yield* wallMillis
+    const cpuBefore = process.cpuUsage()
     const started = yield* monoMillis
     yield* Effect.forEach(Array.from({ length: jobs }, (_, i) => i), (i) => create("full", i), { concurrency, discard: true })
     const created = yield* monoMillis
     const fullDone = yield* awaitTerminal(pool, "bench_full", jobs, "240 seconds")
+    const cpu = process.cpuUsage(cpuBefore)
     const sqlTotals = diffCounts(counter.snapshot(), countsBefore)
     const statementShapes = Array.from(counter.byStatement())
       .map(([shape, total]) => [shape, round((total - (shapesBefore.get(shape) ?? 0)) / jobs, 2)] as const)
@@ -265,6 +269,7 @@ export const runEngineBench = (options: {
       createPerSecond: round(jobs / ((created - started) / 1000), 1),
       endToEndSeconds: round(endToEndSeconds, 3),
       throughputPerSecond: round(throughput, 1),
+      cpuMsPerJob: round((cpu.user + cpu.system) / 1000 / jobs, 3),
       notSucceeded: fullDone.failed,
       commitToRunning: full.toRunning,
       commitToSucceeded: full.toSucceeded,

@@ -78,6 +78,7 @@ export const runHttpBench = (options: {
   Effect.gen(function* () {
     const token = yield* signToken({ sub: options.userId, role: "USER", expiresInSeconds: 3600 }, Redacted.make(benchJwtSecret))
     const engine = yield* runOne({ ...options, token, mode: "engine" })
+    const platform = yield* runOne({ ...options, token, mode: "platform" })
     const bare = yield* runOne({ ...options, token, mode: "bare" })
-    return { engine, bare, connections: options.connections, seconds: options.seconds }
+    return { engine, platform, bare, connections: options.connections, seconds: options.seconds }
   })

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 
-export const HttpServerMode = Schema.Literal("engine", "bare")
+export const HttpServerMode = Schema.Literal("engine", "platform", "bare")
 export type HttpServerMode = typeof HttpServerMode.Type
 
 /** What the HTTP server child is started with (argv[2], JSON). */

@@ -3,6 +3,9 @@
  * - `engine`: the engine's real API (`apiServer`: HttpApi, bearer JWT auth, error mapping) over
  *   the production layers, so `GET /api/ai/jobs/:jobId` verifies the token, reads the job (and,
  *   for a succeeded job, its artifacts) and encodes the response Schema.
+ * - `platform`: the framework's floor: a one-endpoint `HttpApi` on the same Node server, its
+ *   handler the bare one's SELECTs (same pool, same conversion), its answer `JSON.stringify`-ed;
+ *   no auth, no middleware, no Schema beyond the path parameter. What `HttpApi` alone costs.
  * - `bare`: `node:http` with a mysql2 pool of the same size (10) running the same SELECTs
  *   (the job row; the artifacts of a succeeded job), its VARBINARY identifiers read as text the
  *   way the engine's client reads them, and `JSON.stringify`; no auth, no Schema.
@@ -14,9 +17,10 @@
  * argv[2]: JSON `{ mode, target }`.
  */
 import { createServer } from "node:http"
-import { HttpServer } from "@effect/platform"
+import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpServer, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Context, Effect, Layer, Logger, LogLevel, Queue, Schema } from "effect"
+import type mysql from "mysql2/promise"
 import { ApiSettings } from "../src/config/ApiSettings.js"
 import { ReadinessProbeLive } from "../src/main/AppLayers.js"
 import { apiServer } from "../src/http/server.js"
@@ -33,6 +37,42 @@ const engineServer = (target: BenchTarget) =>
       Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
       Layer.provide(Layer.merge(ApiSettings.make({ jwtSecret: benchJwtSecret }), ReadinessProbeLive)),
       Layer.provide(benchEngineLayer(target, { workerConcurrency: 1 }))
+    )
+    const context = yield* Layer.build(server)
+    const address = Context.get(context, HttpServer.HttpServer).address
+    return address._tag === "TcpAddress" ? address.port : yield* Effect.dieMessage("expected a TCP address")
+  })
+
+/** The job and, when it succeeded, its artifacts: the bare handler's two SELECTs, identifiers as text. */
+const readJob = async (pool: mysql.Pool, jobId: string): Promise<string | undefined> => {
+  const [jobs] = await pool.execute("SELECT * FROM ai_job WHERE id = ?", [jobId])
+  binaryStringsAsText(jobs)
+  const job: unknown = Array.isArray(jobs) ? jobs[0] : undefined
+  if (job === undefined) return undefined
+  const succeeded = typeof job === "object" && job !== null && "lifecycle_status" in job && job.lifecycle_status === "succeeded"
+  const [artifacts] = succeeded
+    ? await pool.execute("SELECT * FROM ai_job_artifact WHERE job_id = ? ORDER BY ordinal, artifact_type, artifact_id", [jobId])
+    : [[]]
+  binaryStringsAsText(artifacts)
+  return JSON.stringify({ job, artifacts })
+}
+
+class FloorApi extends HttpApi.make("floor").add(
+  HttpApiGroup.make("jobs").add(HttpApiEndpoint.get("getJob", "/api/ai/jobs/:jobId").setPath(Schema.Struct({ jobId: Schema.String })))
+) {}
+
+const platformServer = (target: BenchTarget) =>
+  Effect.gen(function* () {
+    const pool = yield* rawPool(target.databaseUrl, 10)
+    const handlers = HttpApiBuilder.group(FloorApi, "jobs", (group) =>
+      group.handleRaw("getJob", ({ path }) =>
+        Effect.map(Effect.promise(() => readJob(pool, path.jobId)), (body) =>
+          body === undefined
+            ? HttpServerResponse.text('{"code":"JOB_NOT_FOUND"}', { status: 404, contentType: "application/json" })
+            : HttpServerResponse.text(body, { contentType: "application/json" }))))
+    const server = HttpApiBuilder.serve().pipe(
+      Layer.provide(HttpApiBuilder.api(FloorApi).pipe(Layer.provide(handlers))),
+      Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
     )
     const context = yield* Layer.build(server)
     const address = Context.get(context, HttpServer.HttpServer).address
@@ -62,26 +102,10 @@ const bareServer = (target: BenchTarget) =>
         response.writeHead(404).end()
         return
       }
-      const jobId = decodeURIComponent(match[1] ?? "")
-      void (async () => {
-        const [jobs] = await pool.execute("SELECT * FROM ai_job WHERE id = ?", [jobId])
-        // VARBINARY identifiers as text, the way the engine's client reads them.
-        binaryStringsAsText(jobs)
-        const job: unknown = Array.isArray(jobs) ? jobs[0] : undefined
-        if (job === undefined) {
-          response.writeHead(404, { "content-type": "application/json" }).end('{"code":"JOB_NOT_FOUND"}')
-          return
-        }
-        const succeeded = typeof job === "object" && job !== null && "lifecycle_status" in job && job.lifecycle_status === "succeeded"
-        const [artifacts] = succeeded
-          ? await pool.execute(
-            "SELECT * FROM ai_job_artifact WHERE job_id = ? ORDER BY ordinal, artifact_type, artifact_id",
-            [jobId]
-          )
-          : [[]]
-        binaryStringsAsText(artifacts)
-        response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ job, artifacts }))
-      })().catch(() => {
+      readJob(pool, decodeURIComponent(match[1] ?? "")).then((body) => {
+        if (body === undefined) response.writeHead(404, { "content-type": "application/json" }).end('{"code":"JOB_NOT_FOUND"}')
+        else response.writeHead(200, { "content-type": "application/json" }).end(body)
+      }).catch(() => {
         response.writeHead(500).end()
       })
     })
@@ -116,7 +140,11 @@ const memoryReading = (label: string) =>
 const program = Effect.gen(function* () {
   const args = yield* Schema.decodeUnknown(Schema.parseJson(HttpServerArgs))(process.argv[2] ?? "")
   const inbox = yield* parentMessages(HttpServerCommand)
-  const port = args.mode === "engine" ? yield* engineServer(args.target) : yield* bareServer(args.target)
+  const port = args.mode === "engine"
+    ? yield* engineServer(args.target)
+    : args.mode === "platform"
+    ? yield* platformServer(args.target)
+    : yield* bareServer(args.target)
   yield* toParent({ type: "listening", port })
   while (true) {
     const command = yield* Queue.take(inbox)

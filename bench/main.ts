@@ -5,7 +5,8 @@
  * The run owns a scratch database (created, migrated, dropped at the end) and a Redis key
  * prefix (its keys deleted at the end). Parts, in order: raw BullMQ, raw MySQL, the engine end
  * to end (full load, then half of the measured maximum) with SQL counted, raw BullMQ at the
- * half-load rate, HTTP, and worker memory, which gets whatever budget is left.
+ * half-load rate, the hand-written floor (the engine's statements with mysql2 and BullMQ, at full
+ * and half load), HTTP, and worker memory, which gets whatever budget is left.
  */
 import { mkdir, writeFile } from "node:fs/promises"
 import { availableParallelism, loadavg } from "node:os"
@@ -13,6 +14,7 @@ import { fileURLToPath } from "node:url"
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Logger, LogLevel, Schema } from "effect"
 import { runBullMqPaced, runBullMqThroughput } from "./bullmqBaseline.js"
+import { runDurableFloor } from "./durableFloor.js"
 import { runEngineBench } from "./engine.js"
 import { benchEngineLayer, startDispatcherAndWorker } from "./engineStack.js"
 import { runHttpBench } from "./http.js"
@@ -79,8 +81,18 @@ const program = Effect.gen(function* () {
     concurrency: settings.concurrency
   })
 
+  yield* step(`hand-written floor (mysql2 + BullMQ, the engine's statements): ${settings.jobs} jobs, then ${engine.halfLoad.targetPerSecond}/s`)
+  const floor = yield* runDurableFloor({
+    databaseUrl: database.databaseUrl,
+    redisUrl: settings.redisUrl,
+    prefix: `${redisPrefix}:floor`,
+    jobs: settings.jobs,
+    concurrency: settings.concurrency,
+    halfLoad: { ratePerSecond: engine.halfLoad.targetPerSecond, seconds: settings.halfLoadSeconds }
+  })
+
   let http: BenchResults["http"] = null
-  if ((yield* elapsed) + 2 * (settings.httpSeconds + 8) < settings.budgetSeconds - 30) {
+  if ((yield* elapsed) + 3 * (settings.httpSeconds + 8) < settings.budgetSeconds - 30) {
     const [job] = yield* queryAs(
       pool,
       Schema.Struct({ id: Schema.String, userId: Schema.String }),
@@ -141,6 +153,7 @@ const program = Effect.gen(function* () {
     mysql,
     engine,
     bullmqHalfLoad,
+    floor,
     http,
     memory,
     skipped,

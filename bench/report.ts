@@ -1,4 +1,5 @@
 import type { BullMqBaseline, BullMqPaced } from "./bullmqBaseline.js"
+import type { DurableFloor } from "./durableFloor.js"
 import type { EngineFullLoad, EngineHalfLoad, EngineOneProducer } from "./engine.js"
 import type { HttpRun } from "./http.js"
 import type { MemoryResult } from "./memory.js"
@@ -25,7 +26,9 @@ export interface BenchResults {
     readonly createFailures: Readonly<Record<string, number>>
   }
   readonly bullmqHalfLoad: BullMqPaced
-  readonly http: { readonly engine: HttpRun; readonly bare: HttpRun; readonly connections: number; readonly seconds: number } | null
+  /** The engine's statements and commits by hand (mysql2 + BullMQ, no Effect): what the design costs on this machine. */
+  readonly floor: DurableFloor
+  readonly http: { readonly engine: HttpRun; readonly platform: HttpRun; readonly bare: HttpRun; readonly connections: number; readonly seconds: number } | null
   readonly memory: MemoryResult | null
   readonly skipped: ReadonlyArray<string>
   readonly durationSeconds: number
@@ -62,41 +65,58 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
       ? "every job was queued by its creator (no outbox hop to split out)"
       : `for the ${half.breakdown.commitToPublished.count} jobs a dispatcher published: outbox hop ${at.slice(0, 3)} ` +
         `${half.breakdown.commitToPublished[at]} ms, queue hop ${half.breakdown.publishedToRunning[at]} ms`
+  const floor = r.floor
+  const floorRatio = ratio(floor.throughputPerSecond, r.bullmq.throughputPerSecond)
+  const phases = [["1 producer", r.engine.oneProducer], ["half load", half], ["full load", full]] as const
   const targets: Array<Target> = [
     {
       name: "engine throughput ≥ 0.35 × raw BullMQ",
       target: "≥ 0.35",
       value: `${throughputRatio} (${fmt(full.throughputPerSecond)} / ${fmt(r.bullmq.throughputPerSecond)} jobs/s)`,
       met: throughputRatio >= 0.35,
-      note: `a job costs ${full.sqlPerJob.statements} SQL statements and ${full.sqlPerJob.commits} commits (raw BullMQ: none); ` +
-        `at this machine's raw commit rate (${fmt(r.mysql.transactionsPerSecond)} 2-insert transactions/s) that alone caps the engine at ` +
-        `~${fmt(mysqlCeiling)} jobs/s = ${ratio(mysqlCeiling, r.bullmq.throughputPerSecond)} × BullMQ; even 2 commits/job would cap it at ` +
-        `${ratio(r.mysql.transactionsPerSecond / 2, r.bullmq.throughputPerSecond)} × BullMQ`
+      note: `the same ${floor.statementsPerJob} statements and ${floor.commitsPerJob} commits a job written by hand (mysql2 + BullMQ, no Effect) ` +
+        `reach ${fmt(floor.throughputPerSecond)} jobs/s = ${floorRatio} × BullMQ in this run` +
+        (floorRatio < 0.35 ? ": below the target before any engine code runs, so it is out of reach for this design on this machine" : "") +
+        `; the engine reaches ${ratio(full.throughputPerSecond, floor.throughputPerSecond)} × that floor. ` +
+        `A job costs ${full.sqlPerJob.statements} SQL statements and ${full.sqlPerJob.commits} commits (raw BullMQ: none); ` +
+        `at this machine's raw commit rate (${fmt(r.mysql.transactionsPerSecond)} 2-insert transactions/s) MySQL alone caps it at ` +
+        `~${fmt(mysqlCeiling)} jobs/s = ${ratio(mysqlCeiling, r.bullmq.throughputPerSecond)} × BullMQ`
     },
     {
-      name: "commit → running p50 ≤ 10 ms at half load",
-      target: "≤ 10 ms",
+      name: "CPU per job end to end, one process ≤ 2 ms in Node",
+      target: "≤ 2 ms",
+      value: `${full.cpuMsPerJob} ms (hand-written floor ${floor.cpuMsPerJob} ms, raw BullMQ ${r.bullmq.cpuMsPerJob} ms)`,
+      met: full.cpuMsPerJob <= 2,
+      note: `the engine spends ${ratio(full.cpuMsPerJob, floor.cpuMsPerJob, 1)} × the hand-written floor of the same statements ` +
+        `(${floor.cpuMsPerJob} ms a job, of which BullMQ alone ${r.bullmq.cpuMsPerJob} ms)` +
+        (floor.cpuMsPerJob > 1.5 ? "; with the floor this close to the target, no Effect program of this design gets under it on this machine" : "") +
+        "; the engine's figure includes this bench's SQL-counting tracer"
+    },
+    {
+      name: "commit → running p50 ≤ 5 ms at half load",
+      target: "≤ 5 ms",
       value: `${half.commitToRunning.p50Ms} ms`,
-      met: half.commitToRunning.p50Ms <= 10,
-      note: `${hops("p50Ms")}; raw BullMQ add → active p50 ${r.bullmqHalfLoad.addToActive.p50Ms} ms at the same rate`
+      met: half.commitToRunning.p50Ms <= 5,
+      note: `${hops("p50Ms")}; at ${fmt(floor.halfLoad.ratePerSecond)} jobs/s the hand-written floor's p50 is ` +
+        `${floor.halfLoad.commitToRunning.p50Ms} ms; raw BullMQ add → active p50 ${r.bullmqHalfLoad.addToActive.p50Ms} ms`
     },
     {
-      name: "commit → running p99 ≤ 50 ms at half load",
-      target: "≤ 50 ms",
+      name: "commit → running p99 ≤ 25 ms at half load",
+      target: "≤ 25 ms",
       value: `${half.commitToRunning.p99Ms} ms`,
-      met: half.commitToRunning.p99Ms <= 50,
-      note: hops("p99Ms")
+      met: half.commitToRunning.p99Ms <= 25,
+      note: `${hops("p99Ms")}; the hand-written floor's p99 is ${floor.halfLoad.commitToRunning.p99Ms} ms`
     },
-    {
-      name: "≤ 4 commits per job",
-      target: "≤ 4",
-      value: `${full.sqlPerJob.commits} (${full.sqlPerJob.transactionCommits} transactions + ${full.sqlPerJob.autocommitWrites} autocommitted writes)`,
-      met: full.sqlPerJob.commits <= 4,
-      note: "each autocommitted write is its own commit: " +
+    ...phases.map(([load, run]): Target => ({
+      name: `≤ 12 statements and ≤ 3 commits per job at ${load}`,
+      target: "≤ 12 / ≤ 3",
+      value: `${run.sqlPerJob.statements} / ${run.sqlPerJob.commits}`,
+      met: run.sqlPerJob.statements <= 12 && run.sqlPerJob.commits <= 3,
+      note: `of them the outbox's own bookkeeping beyond the event's INSERT (marking events published in batches, the ` +
+        `dispatcher's sweep): ${run.outboxStatementsPerJob} statements a job; each autocommitted write is its own commit: ` +
         Object.entries(full.statementsPerJobByShape).filter(([shape]) => shape.endsWith("[autocommit]"))
-          .map(([shape, n]) => `${n} × ${shape.replace(" [autocommit]", "").trim()}`).join(", ") +
-        `; plus ${full.sqlPerJob.transactionCommits} transactions (create, project, a share of the outbox claim)`
-    }
+          .map(([shape, n]) => `${n} × ${shape.replace(" [autocommit]", "").trim()}`).join(", ")
+    }))
   ]
   if (r.http !== null) {
     const httpRatio = ratio(r.http.engine.requestsPerSecond, r.http.bare.requestsPerSecond)
@@ -105,8 +125,11 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
       target: "≥ 0.5",
       value: `${httpRatio} (${fmt(r.http.engine.requestsPerSecond, 0)} / ${fmt(r.http.bare.requestsPerSecond, 0)} req/s)`,
       met: httpRatio >= 0.5,
-      note: "per request the API also verifies an HS256 JWT (node:crypto), routes through HttpApi and decodes/encodes Schemas; " +
-        "the bare handler does only the SELECTs and JSON.stringify"
+      note: `HttpApi alone (one endpoint, the bare handler's SELECTs, no auth or middleware) answers ` +
+        `${fmt(r.http.platform.requestsPerSecond, 0)} req/s = ${ratio(r.http.platform.requestsPerSecond, r.http.bare.requestsPerSecond)} × bare; ` +
+        `the engine's API is ${ratio(r.http.engine.requestsPerSecond, r.http.platform.requestsPerSecond)} × that: per request it also ` +
+        "verifies an HS256 JWT (node:crypto), runs its middleware (metrics, security headers, body guard, error mapping), " +
+        "reads through @effect/sql and decodes and encodes Schemas"
     })
   }
   if (r.memory !== null) {
@@ -125,15 +148,20 @@ export const rowsOf = (r: BenchResults): ReadonlyArray<Row> => {
   const full = r.engine.fullLoad
   const half = r.engine.halfLoad
   const bq = r.bullmqHalfLoad.addToActive
+  const floor = r.floor
   const rows: Array<Row> = [
     { figure: `raw BullMQ: ${fmt(r.bullmq.jobs, 0)} jobs, first add → last completion`, value: `${fmt(r.bullmq.throughputPerSecond)} jobs/s`, baseline: "(baseline)", ratio: "1" },
     { figure: "raw MySQL: BEGIN + 2 INSERT + COMMIT (mysql2)", value: `${fmt(r.mysql.transactionsPerSecond)} tx/s`, baseline: "(baseline)", ratio: "1" },
+    { figure: "hand-written floor: the engine's statements with mysql2 + BullMQ", value: `${fmt(floor.throughputPerSecond)} jobs/s`, baseline: `${fmt(r.bullmq.throughputPerSecond)} BullMQ`, ratio: String(ratio(floor.throughputPerSecond, r.bullmq.throughputPerSecond)) },
     { figure: "engine end to end (createJob → succeeded)", value: `${fmt(full.throughputPerSecond)} jobs/s`, baseline: `${fmt(r.bullmq.throughputPerSecond)} BullMQ`, ratio: String(ratio(full.throughputPerSecond, r.bullmq.throughputPerSecond)) },
+    { figure: "engine end to end vs the hand-written floor", value: `${fmt(full.throughputPerSecond)} jobs/s`, baseline: `${fmt(floor.throughputPerSecond)} floor`, ratio: String(ratio(full.throughputPerSecond, floor.throughputPerSecond)) },
+    { figure: "Node CPU per job, one process: engine / floor", value: `${full.cpuMsPerJob} ms`, baseline: `${floor.cpuMsPerJob} ms floor (BullMQ alone ${r.bullmq.cpuMsPerJob} ms)`, ratio: String(ratio(full.cpuMsPerJob, floor.cpuMsPerJob, 2)) },
     { figure: "engine createJob rate (during full load)", value: `${fmt(full.createPerSecond)} jobs/s`, baseline: `${fmt(r.mysql.transactionsPerSecond)} MySQL`, ratio: String(ratio(full.createPerSecond, r.mysql.transactionsPerSecond)) },
     { figure: "engine end to end vs raw MySQL create shape", value: `${fmt(full.throughputPerSecond)} jobs/s`, baseline: `${fmt(r.mysql.transactionsPerSecond)} MySQL`, ratio: String(ratio(full.throughputPerSecond, r.mysql.transactionsPerSecond)) },
     { figure: "full load: commit → running p50 / p99", value: `${full.commitToRunning.p50Ms} / ${full.commitToRunning.p99Ms} ms`, baseline: "", ratio: "" },
     { figure: "full load: commit → succeeded p50 / p99", value: `${full.commitToSucceeded.p50Ms} / ${full.commitToSucceeded.p99Ms} ms`, baseline: "", ratio: "" },
     { figure: `half load (${fmt(half.achievedPerSecond)}/s): commit → running p50 / p99`, value: `${half.commitToRunning.p50Ms} / ${half.commitToRunning.p99Ms} ms`, baseline: `${bq.p50Ms} / ${bq.p99Ms} ms BullMQ add→active`, ratio: `${ratio(half.commitToRunning.p50Ms, Math.max(bq.p50Ms, 0.1), 1)} / ${ratio(half.commitToRunning.p99Ms, Math.max(bq.p99Ms, 0.1), 1)}` },
+    { figure: `hand-written floor at ${fmt(floor.halfLoad.ratePerSecond)}/s: commit → running p50 / p99`, value: `${floor.halfLoad.commitToRunning.p50Ms} / ${floor.halfLoad.commitToRunning.p99Ms} ms`, baseline: "", ratio: "" },
     { figure: "half load, dispatcher-published jobs: commit → published (outbox hop) p50 / p99", value: `${half.breakdown.commitToPublished.p50Ms} / ${half.breakdown.commitToPublished.p99Ms} ms`, baseline: "", ratio: "" },
     { figure: "half load, dispatcher-published jobs: published → running (queue hop) p50 / p99", value: `${half.breakdown.publishedToRunning.p50Ms} / ${half.breakdown.publishedToRunning.p99Ms} ms`, baseline: "", ratio: "" },
     { figure: "half load: commit → succeeded p50 / p99", value: `${half.commitToSucceeded.p50Ms} / ${half.commitToSucceeded.p99Ms} ms`, baseline: "", ratio: "" },
@@ -158,6 +186,11 @@ export const rowsOf = (r: BenchResults): ReadonlyArray<Row> => {
       value: `${fmt(r.http.engine.requestsPerSecond, 0)} req/s (p99 ${r.http.engine.latencyP99Ms} ms)`,
       baseline: `${fmt(r.http.bare.requestsPerSecond, 0)} bare (p99 ${r.http.bare.latencyP99Ms} ms)`,
       ratio: String(ratio(r.http.engine.requestsPerSecond, r.http.bare.requestsPerSecond))
+    }, {
+      figure: "  HttpApi alone, the bare handler's SELECTs (the framework's floor)",
+      value: `${fmt(r.http.platform.requestsPerSecond, 0)} req/s (p99 ${r.http.platform.latencyP99Ms} ms)`,
+      baseline: `${fmt(r.http.bare.requestsPerSecond, 0)} bare`,
+      ratio: String(ratio(r.http.platform.requestsPerSecond, r.http.bare.requestsPerSecond))
     })
   }
   if (r.memory !== null) {
