@@ -5,6 +5,7 @@ import { benchChild } from "./childProcess.js"
 import { benchJwtSecret } from "./engineStack.js"
 import { type HttpServerMode, HttpServerReady } from "./httpProtocol.js"
 import type { BenchTarget } from "./infra.js"
+import { processUsage } from "./procStat.js"
 import { round } from "./stats.js"
 
 /**
@@ -19,6 +20,8 @@ export interface HttpRun {
   readonly latencyP50Ms: number
   readonly latencyP99Ms: number
   readonly requests: number
+  /** The server process's CPU (user + system, from /proc) per answered request: its own cost, apart from the load generator's. */
+  readonly cpuMsPerRequest: number
   readonly non2xx: number
   readonly errors: number
 }
@@ -55,13 +58,16 @@ const runOne = (options: {
       }
       const warmup = yield* cannon({ ...request, duration: 2 })
       if (warmup["2xx"] === 0) return yield* Effect.dieMessage(`${options.mode}: no 2xx answer during warm-up (non-2xx: ${warmup.non2xx})`)
+      const cpuBefore = processUsage(child.pid).cpuSeconds
       const result = yield* cannon({ ...request, duration: options.seconds })
+      const cpuSeconds = processUsage(child.pid).cpuSeconds - cpuBefore
       return {
         mode: options.mode,
         requestsPerSecond: round(result.requests.average, 0),
         latencyP50Ms: result.latency.p50,
         latencyP99Ms: result.latency.p99,
         requests: result.requests.total,
+        cpuMsPerRequest: round((cpuSeconds * 1000) / Math.max(1, result.requests.total), 3),
         non2xx: result.non2xx,
         errors: result.errors
       } satisfies HttpRun

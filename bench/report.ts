@@ -183,12 +183,12 @@ export const rowsOf = (r: BenchResults): ReadonlyArray<Row> => {
   if (r.http !== null) {
     rows.push({
       figure: `HTTP GET /api/ai/jobs/:jobId (${r.http.connections} conns, ${r.http.seconds} s)`,
-      value: `${fmt(r.http.engine.requestsPerSecond, 0)} req/s (p99 ${r.http.engine.latencyP99Ms} ms)`,
-      baseline: `${fmt(r.http.bare.requestsPerSecond, 0)} bare (p99 ${r.http.bare.latencyP99Ms} ms)`,
+      value: `${fmt(r.http.engine.requestsPerSecond, 0)} req/s (p99 ${r.http.engine.latencyP99Ms} ms, CPU ${r.http.engine.cpuMsPerRequest} ms/req)`,
+      baseline: `${fmt(r.http.bare.requestsPerSecond, 0)} bare (p99 ${r.http.bare.latencyP99Ms} ms, CPU ${r.http.bare.cpuMsPerRequest} ms/req)`,
       ratio: String(ratio(r.http.engine.requestsPerSecond, r.http.bare.requestsPerSecond))
     }, {
       figure: "  HttpApi alone, the bare handler's SELECTs (the framework's floor)",
-      value: `${fmt(r.http.platform.requestsPerSecond, 0)} req/s (p99 ${r.http.platform.latencyP99Ms} ms)`,
+      value: `${fmt(r.http.platform.requestsPerSecond, 0)} req/s (p99 ${r.http.platform.latencyP99Ms} ms, CPU ${r.http.platform.cpuMsPerRequest} ms/req)`,
       baseline: `${fmt(r.http.bare.requestsPerSecond, 0)} bare`,
       ratio: String(ratio(r.http.platform.requestsPerSecond, r.http.bare.requestsPerSecond))
     })
