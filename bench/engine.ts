@@ -135,6 +135,15 @@ const outboxPerJob = (counter: SqlCounter, before: ReadonlyMap<string, number>, 
   return round(total / jobs, 3)
 }
 
+/** Statements per job since `before`, by shape (most frequent first; below 0.01 a job left out). */
+const shapesPerJob = (counter: SqlCounter, before: ReadonlyMap<string, number>, jobs: number): Readonly<Record<string, number>> =>
+  Object.fromEntries(
+    Array.from(counter.byStatement())
+      .map(([shape, total]) => [shape, round((total - (before.get(shape) ?? 0)) / jobs, 2)] as const)
+      .filter(([, perJobCount]) => perJobCount >= 0.01)
+      .sort((a, b) => b[1] - a[1])
+  )
+
 /** Where commit → running goes: the outbox hop (commit → published) and the queue hop (published → locked). */
 export interface LatencyBreakdown {
   readonly commitToPublished: LatencySummary
@@ -172,6 +181,7 @@ export interface EngineHalfLoad {
   readonly breakdown: LatencyBreakdown
   readonly sqlPerJob: ReturnType<typeof perJob>
   readonly outboxStatementsPerJob: number
+  readonly statementsPerJobByShape: Readonly<Record<string, number>>
 }
 
 /** One producer: each create waits for the previous one (a single client), the engine running meanwhile. */
@@ -182,6 +192,7 @@ export interface EngineOneProducer {
   readonly breakdown: LatencyBreakdown
   readonly sqlPerJob: ReturnType<typeof perJob>
   readonly outboxStatementsPerJob: number
+  readonly statementsPerJobByShape: Readonly<Record<string, number>>
 }
 
 /**
@@ -238,7 +249,8 @@ export const runEngineBench = (options: {
       commitToRunning: oneTimes.toRunning,
       breakdown: oneTimes.breakdown,
       sqlPerJob: perJob(diffCounts(counter.snapshot(), oneCountsBefore), oneJobs),
-      outboxStatementsPerJob: outboxPerJob(counter, oneShapesBefore, oneJobs)
+      outboxStatementsPerJob: outboxPerJob(counter, oneShapesBefore, oneJobs),
+      statementsPerJobByShape: shapesPerJob(counter, oneShapesBefore, oneJobs)
     }
 
     // Full load: every job created as fast as `concurrency` creators go, while the engine runs them.
@@ -253,10 +265,7 @@ export const runEngineBench = (options: {
     const fullDone = yield* awaitTerminal(pool, "bench_full", jobs, "240 seconds")
     const cpu = process.cpuUsage(cpuBefore)
     const sqlTotals = diffCounts(counter.snapshot(), countsBefore)
-    const statementShapes = Array.from(counter.byStatement())
-      .map(([shape, total]) => [shape, round((total - (shapesBefore.get(shape) ?? 0)) / jobs, 2)] as const)
-      .filter(([, perJobCount]) => perJobCount >= 0.01)
-      .sort((a, b) => b[1] - a[1])
+    const statementShapes = shapesPerJob(counter, shapesBefore, jobs)
     const statusAfter = yield* serverStatus(pool)
     const full = latencies(yield* jobTimes(pool, "bench_full"))
     const endToEndSeconds = Math.max(0.001, (full.lastFinished - startedWall) / 1000)
@@ -277,7 +286,7 @@ export const runEngineBench = (options: {
       sqlTotals,
       sqlPerJob: perJob(sqlTotals, jobs),
       outboxStatementsPerJob: outboxPerJob(counter, shapesBefore, jobs),
-      statementsPerJobByShape: Object.fromEntries(statementShapes),
+      statementsPerJobByShape: statementShapes,
       serverStatusPerJob: Object.fromEntries(
         Object.entries(statusAfter).map(([name, value]) => [name, round((value - (statusBefore[name as keyof ServerStatus] ?? 0)) / jobs, 2)])
       )
@@ -310,7 +319,8 @@ export const runEngineBench = (options: {
       commitToSucceeded: half.toSucceeded,
       breakdown: half.breakdown,
       sqlPerJob: perJob(halfCounts, halfJobs),
-      outboxStatementsPerJob: outboxPerJob(counter, halfShapesBefore, halfJobs)
+      outboxStatementsPerJob: outboxPerJob(counter, halfShapesBefore, halfJobs),
+      statementsPerJobByShape: shapesPerJob(counter, halfShapesBefore, halfJobs)
     }
     return { oneProducer, fullLoad, halfLoad, createFailures: Object.fromEntries(createFailures) }
   })

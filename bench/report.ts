@@ -89,7 +89,7 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
       met: full.cpuMsPerJob <= 2,
       note: `the engine spends ${ratio(full.cpuMsPerJob, floor.cpuMsPerJob, 1)} × the hand-written floor of the same statements ` +
         `(${floor.cpuMsPerJob} ms a job, of which BullMQ alone ${r.bullmq.cpuMsPerJob} ms)` +
-        (floor.cpuMsPerJob > 1.5 ? "; with the floor this close to the target, no Effect program of this design gets under it on this machine" : "") +
+        `; to meet the target the engine could add only ${round(Math.max(0, 2 - floor.cpuMsPerJob), 2)} ms a job to the drivers' own work` +
         "; the engine's figure includes this bench's SQL-counting tracer"
     },
     {
@@ -107,16 +107,20 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
       met: half.commitToRunning.p99Ms <= 25,
       note: `${hops("p99Ms")}; the hand-written floor's p99 is ${floor.halfLoad.commitToRunning.p99Ms} ms`
     },
-    ...phases.map(([load, run]): Target => ({
-      name: `≤ 12 statements and ≤ 3 commits per job at ${load}`,
-      target: "≤ 12 / ≤ 3",
-      value: `${run.sqlPerJob.statements} / ${run.sqlPerJob.commits}`,
-      met: run.sqlPerJob.statements <= 12 && run.sqlPerJob.commits <= 3,
-      note: `of them the outbox's own bookkeeping beyond the event's INSERT (marking events published in batches, the ` +
-        `dispatcher's sweep): ${run.outboxStatementsPerJob} statements a job; each autocommitted write is its own commit: ` +
-        Object.entries(full.statementsPerJobByShape).filter(([shape]) => shape.endsWith("[autocommit]"))
-          .map(([shape, n]) => `${n} × ${shape.replace(" [autocommit]", "").trim()}`).join(", ")
-    }))
+    ...phases.map(([load, run]): Target => {
+      // The job's own statements run once each; what is not once a job is where the excess is.
+      const uneven = Object.entries(run.statementsPerJobByShape).filter(([, n]) => n !== 1)
+      return {
+        name: `≤ 12 statements and ≤ 3 commits per job at ${load}`,
+        target: "≤ 12 / ≤ 3",
+        value: `${run.sqlPerJob.statements} / ${run.sqlPerJob.commits}`,
+        met: run.sqlPerJob.statements <= 12 && run.sqlPerJob.commits <= 3,
+        note: `statements not run once a job: ${uneven.map(([shape, n]) => `${n} × ${shape.trim()}`).join(", ")}. ` +
+          `A user's first create in this process takes the gate's insert path (INSERT ai_user_job_gate and a counting SELECT ` +
+          `where a known user's create takes one locking SELECT); the outbox's own bookkeeping (events marked published in ` +
+          `batches, the dispatcher's sweep) is ${run.outboxStatementsPerJob} statements a job, each an autocommitted write`
+      }
+    })
   ]
   if (r.http !== null) {
     const httpRatio = ratio(r.http.engine.requestsPerSecond, r.http.bare.requestsPerSecond)
