@@ -115,9 +115,9 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
         target: "≤ 12 / ≤ 3",
         value: `${run.sqlPerJob.statements} / ${run.sqlPerJob.commits}`,
         met: run.sqlPerJob.statements <= 12 && run.sqlPerJob.commits <= 3,
-        note: `statements not run once a job: ${uneven.map(([shape, n]) => `${n} × ${shape.trim()}`).join(", ")}. ` +
+        note: `statements not run once a job: ${uneven.map(([shape, n]) => `${n} × ${shape.trim()}`).join(", ")}; ` +
           (uneven.some(([shape]) => shape.includes("ai_user_job_gate"))
-            ? "A user's first create in this process takes the gate's insert path (INSERT ai_user_job_gate and a counting " +
+            ? "a user's first create in this process takes the gate's insert path (INSERT ai_user_job_gate and a counting " +
               "SELECT where a known user's create takes one locking SELECT); "
             : "") +
           `the outbox's own bookkeeping (events marked published in batches, the dispatcher's sweep) is ` +
