@@ -7,8 +7,8 @@ import { monoMillis, query, queryAs, rawPool } from "./infra.js"
 import { type LatencySummary, round, summarize } from "./stats.js"
 
 /**
- * The durable floor: the engine's job shape written by hand with mysql2 and BullMQ, no Effect on
- * the path. A create is the engine's transaction (the gate row's locking read with the user's two
+ * The durable floor: the engine's job shape written by hand with mysql2 and BullMQ, plain async
+ * code (only the load loop that drives it is Effect's). A create is the engine's transaction (the gate row's locking read with the user's two
  * counts, INSERT job, INSERT snapshot, INSERT outbox event, COMMIT, no BEGIN: autocommit is off on
  * the transaction pool as it is in the engine) followed by the creator's own `queue.add`; a run is
  * the lock CAS, the job-with-snapshot read, then INSERT business row, INSERT IGNORE artifact,
