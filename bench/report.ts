@@ -26,7 +26,7 @@ export interface BenchResults {
     readonly createFailures: Readonly<Record<string, number>>
   }
   readonly bullmqHalfLoad: BullMqPaced
-  /** The engine's statements and commits by hand (mysql2 + BullMQ, no Effect): what the design costs on this machine. */
+  /** The engine's statements and commits by hand (mysql2 + BullMQ, no Effect on the job's path): what the design costs on this machine. */
   readonly floor: DurableFloor
   readonly http: { readonly engine: HttpRun; readonly platform: HttpRun; readonly bare: HttpRun; readonly connections: number; readonly seconds: number } | null
   readonly memory: MemoryResult | null
@@ -74,7 +74,7 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
       target: "≥ 0.35",
       value: `${throughputRatio} (${fmt(full.throughputPerSecond)} / ${fmt(r.bullmq.throughputPerSecond)} jobs/s)`,
       met: throughputRatio >= 0.35,
-      note: `the same ${floor.statementsPerJob} statements and ${floor.commitsPerJob} commits a job written by hand (mysql2 + BullMQ, no Effect) ` +
+      note: `the same ${floor.statementsPerJob} statements and ${floor.commitsPerJob} commits a job written by hand (mysql2 + BullMQ, no Effect on the job's path) ` +
         `reach ${fmt(floor.throughputPerSecond)} jobs/s = ${floorRatio} × BullMQ in this run` +
         (floorRatio < 0.35 ? ": below the target before any engine code runs, so it is out of reach for this design on this machine" : "") +
         `; the engine reaches ${ratio(full.throughputPerSecond, floor.throughputPerSecond)} × that floor. ` +
