@@ -268,7 +268,7 @@ const program = Effect.gen(function* () {
       runningMean: Math.round(runningMean),
       cpuPercent: round(cpuPercent),
       cpuMsPerJob: round((cpuPercent * 10) / Math.max(answeredPerSecond, 1e-9), 2),
-      maxRssMb: Math.round(maxRssMb)
+      maxRssMb: round(maxRssMb, 1)
     },
     interactiveProbes: probes.length,
     interactiveMs: {
@@ -295,7 +295,7 @@ const program = Effect.gen(function* () {
   line(per1000 <= 5, `429s per 1,000 jobs ${round(per1000)} (target ≤ 5)`, `${seen.rateLimited} 429s over ${totalJobs} jobs`)
   line(
     atLoad && maxRssMb <= 300,
-    `worker RSS ${Math.round(maxRssMb)} MB at ${Math.round(runningMean)} jobs in flight (target ≤ 300 MB at ${inFlight})`,
+    `worker RSS ${round(maxRssMb, 1)} MB at ${Math.round(runningMean)} jobs in flight (target ≤ 300 MB at ${inFlight})`,
     atLoad ? "RSS over 300 MB" : `the worker held ${Math.round(runningMean)} jobs, not ${inFlight}`
   )
   line(
