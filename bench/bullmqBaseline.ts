@@ -1,10 +1,11 @@
 import { type Job, Queue, Worker } from "bullmq"
-import { Deferred, Duration, Effect, Fiber } from "effect"
+import { Deferred, Effect } from "effect"
 import { Redis } from "ioredis"
 import { newId } from "../src/domain/Ids.js"
 import { adrQueueSettings } from "../src/config/QueueSettings.js"
 import { encodeQueuePayload, payloadFor, queueJobIdFor, queuePriorityFor } from "../src/services/JobQueue.js"
-import { monoMillis } from "./infra.js"
+import { monoMillis, runPaced } from "./infra.js"
+import { cpuMsPerJobSince } from "./procStat.js"
 import { type LatencySummary, round, summarize } from "./stats.js"
 
 /**
@@ -123,14 +124,14 @@ export const runBullMqThroughput = (options: {
       const started = yield* monoMillis
       yield* Effect.forEach(Array.from({ length: options.jobs }), () => add, { concurrency: options.concurrency, discard: true })
       const finished = yield* Deferred.await(measured).pipe(Effect.timeout("120 seconds"), Effect.orDie)
-      const cpu = process.cpuUsage(cpuBefore)
+      const cpuMsPerJob = cpuMsPerJobSince(cpuBefore, options.jobs)
       const seconds = (finished - started) / 1000
       return {
         jobs: options.jobs,
         concurrency: options.concurrency,
         seconds: round(seconds, 3),
         throughputPerSecond: round(options.jobs / seconds, 1),
-        cpuMsPerJob: round((cpu.user + cpu.system) / 1000 / options.jobs, 3)
+        cpuMsPerJob
       } satisfies BullMqBaseline
     })
   )
@@ -166,15 +167,7 @@ export const runBullMqPaced = (options: {
           if (latencies.length >= jobs) Deferred.unsafeDone(all, Effect.void)
         }
       })
-      const start = yield* monoMillis
-      const fibers: Array<Fiber.RuntimeFiber<void>> = []
-      for (let i = 0; i < jobs; i++) {
-        const due = start + (i * 1000) / options.ratePerSecond
-        const now = yield* monoMillis
-        if (due > now) yield* Effect.sleep(Duration.millis(due - now))
-        fibers.push(yield* Effect.fork(Effect.asVoid(add)))
-      }
-      yield* Fiber.joinAll(fibers)
+      yield* runPaced(jobs, options.ratePerSecond, () => add)
       yield* Deferred.await(all).pipe(Effect.timeout("60 seconds"), Effect.orDie)
       return { ratePerSecond: round(options.ratePerSecond, 1), jobs, addToActive: summarize(latencies) } satisfies BullMqPaced
     })

@@ -1,9 +1,10 @@
 import { createHash, randomUUID } from "node:crypto"
-import { Deferred, Duration, Effect, Either, Fiber, Schema } from "effect"
+import { Deferred, Effect, Either, Schema } from "effect"
 import type mysql from "mysql2/promise"
 import { decodeQueuePayloadEither } from "../src/services/JobQueue.js"
 import { rawQueue } from "./bullmqBaseline.js"
-import { monoMillis, query, queryAs, rawPool } from "./infra.js"
+import { monoMillis, query, queryAs, rawPool, runPaced } from "./infra.js"
+import { cpuMsPerJobSince } from "./procStat.js"
 import { type LatencySummary, round, summarize } from "./stats.js"
 
 /**
@@ -207,22 +208,14 @@ export const runDurableFloor = (options: {
       const cpuBefore = process.cpuUsage()
       const started = yield* monoMillis
       const end = yield* run("bench_floor_full", options.jobs)
-      const cpu = process.cpuUsage(cpuBefore)
+      const cpuMsPerJob = cpuMsPerJobSince(cpuBefore, options.jobs)
       const seconds = (end - started) / 1000
 
       // Half load: one create at a time on schedule, at the rate the engine's half load ran.
       const rate = Math.max(1, options.halfLoad.ratePerSecond)
       const halfJobs = Math.max(20, Math.round(rate * options.halfLoad.seconds))
       const halfDone = yield* expect(halfJobs)
-      const paceStart = yield* monoMillis
-      const fibers: Array<Fiber.RuntimeFiber<void>> = []
-      for (let i = 0; i < halfJobs; i++) {
-        const due = paceStart + (i * 1000) / rate
-        const now = yield* monoMillis
-        if (due > now) yield* Effect.sleep(Duration.millis(due - now))
-        fibers.push(yield* Effect.fork(create("bench_floor_half")(i)))
-      }
-      yield* Fiber.joinAll(fibers)
+      yield* runPaced(halfJobs, rate, create("bench_floor_half"))
       yield* halfDone
       const delays = yield* queryAs(
         pool,
@@ -234,7 +227,7 @@ export const runDurableFloor = (options: {
         concurrency: options.concurrency,
         seconds: round(seconds, 3),
         throughputPerSecond: round(options.jobs / seconds, 1),
-        cpuMsPerJob: round((cpu.user + cpu.system) / 1000 / options.jobs, 3),
+        cpuMsPerJob,
         statementsPerJob: 12,
         commitsPerJob: 3,
         halfLoad: { ratePerSecond: round(rate, 1), jobs: halfJobs, commitToRunning: summarize(delays.map((row) => row.delayMs)) }

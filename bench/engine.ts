@@ -1,8 +1,9 @@
-import { Duration, Effect, Fiber, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import type mysql from "mysql2/promise"
 import { AiJobService } from "../src/services/AiJobService.js"
-import { monoMillis, queryAs, wallMillis } from "./infra.js"
-import { round, type LatencySummary, summarize } from "./stats.js"
+import { monoMillis, queryAs, runPaced, wallMillis } from "./infra.js"
+import { cpuMsPerJobSince } from "./procStat.js"
+import { perJobCounts, round, type LatencySummary, summarize } from "./stats.js"
 import { commitsOf, diffCounts, type SqlCounter, type SqlCounts } from "./sqlCounter.js"
 
 /** Distinct users, so per-user admission (a gate row lock and two counts) is realistic, not one hot row. */
@@ -137,12 +138,7 @@ const outboxPerJob = (counter: SqlCounter, before: ReadonlyMap<string, number>, 
 
 /** Statements per job since `before`, by shape (most frequent first; below 0.01 a job left out). */
 const shapesPerJob = (counter: SqlCounter, before: ReadonlyMap<string, number>, jobs: number): Readonly<Record<string, number>> =>
-  Object.fromEntries(
-    Array.from(counter.byStatement())
-      .map(([shape, total]) => [shape, round((total - (before.get(shape) ?? 0)) / jobs, 2)] as const)
-      .filter(([, perJobCount]) => perJobCount >= 0.01)
-      .sort((a, b) => b[1] - a[1])
-  )
+  Object.fromEntries(perJobCounts(Array.from(counter.byStatement(), ([shape, total]) => [shape, total - (before.get(shape) ?? 0)] as const), jobs))
 
 /** Where commit → running goes: the outbox hop (commit → published) and the queue hop (published → locked). */
 export interface LatencyBreakdown {
@@ -263,7 +259,7 @@ export const runEngineBench = (options: {
     yield* Effect.forEach(Array.from({ length: jobs }, (_, i) => i), (i) => create("full", i), { concurrency, discard: true })
     const created = yield* monoMillis
     const fullDone = yield* awaitTerminal(pool, "bench_full", jobs, "240 seconds")
-    const cpu = process.cpuUsage(cpuBefore)
+    const cpuMsPerJob = cpuMsPerJobSince(cpuBefore, jobs)
     const sqlTotals = diffCounts(counter.snapshot(), countsBefore)
     const statementShapes = shapesPerJob(counter, shapesBefore, jobs)
     const statusAfter = yield* serverStatus(pool)
@@ -278,7 +274,7 @@ export const runEngineBench = (options: {
       createPerSecond: round(jobs / ((created - started) / 1000), 1),
       endToEndSeconds: round(endToEndSeconds, 3),
       throughputPerSecond: round(throughput, 1),
-      cpuMsPerJob: round((cpu.user + cpu.system) / 1000 / jobs, 3),
+      cpuMsPerJob,
       notSucceeded: fullDone.failed,
       commitToRunning: full.toRunning,
       commitToSucceeded: full.toSucceeded,
@@ -298,14 +294,7 @@ export const runEngineBench = (options: {
     const halfCountsBefore = counter.snapshot()
     const halfShapesBefore = counter.byStatement()
     const paceStart = yield* monoMillis
-    const fibers: Array<Fiber.RuntimeFiber<unknown>> = []
-    for (let i = 0; i < halfJobs; i++) {
-      const due = paceStart + (i * 1000) / targetPerSecond
-      const now = yield* monoMillis
-      if (due > now) yield* Effect.sleep(Duration.millis(due - now))
-      fibers.push(yield* Effect.fork(create("half", i)))
-    }
-    yield* Fiber.joinAll(fibers)
+    yield* runPaced(halfJobs, targetPerSecond, (i) => create("half", i))
     const paceEnd = yield* monoMillis
     const halfDone = yield* awaitTerminal(pool, "bench_half", halfJobs, "120 seconds")
     const halfCounts = diffCounts(counter.snapshot(), halfCountsBefore)

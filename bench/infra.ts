@@ -1,4 +1,4 @@
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Duration, Effect, Fiber, Layer, Redacted, Schema } from "effect"
 import { NodeContext } from "@effect/platform-node"
 import { Redis } from "ioredis"
 import mysql from "mysql2/promise"
@@ -113,3 +113,20 @@ export const wallMillis = Effect.sync(() => Date.now())
 
 /** A monotonic high-resolution clock, for durations measured inside this process. */
 export const monoMillis = Effect.sync(() => performance.now())
+
+/**
+ * Starts `start(i)` for each i below `count` on a fixed schedule, `ratePerSecond` from now, each in
+ * a fiber of its own so a slow one never delays the next; waits until every one has ended.
+ */
+export const runPaced = <E, R>(count: number, ratePerSecond: number, start: (index: number) => Effect.Effect<unknown, E, R>) =>
+  Effect.gen(function* () {
+    const paceStart = yield* monoMillis
+    const fibers: Array<Fiber.RuntimeFiber<unknown, E>> = []
+    for (let i = 0; i < count; i++) {
+      const due = paceStart + (i * 1000) / ratePerSecond
+      const now = yield* monoMillis
+      if (due > now) yield* Effect.sleep(Duration.millis(due - now))
+      fibers.push(yield* Effect.fork(start(i)))
+    }
+    yield* Fiber.joinAll(fibers)
+  })

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs"
+import { round } from "./stats.js"
 
 /** Clock ticks per second in /proc/{pid}/stat (USER_HZ, 100 on Linux). */
 const clockTicks = 100
@@ -9,4 +10,10 @@ export const processUsage = (pid: number) => {
   const cpuSeconds = (Number(fields[11]) + Number(fields[12])) / clockTicks
   const rss = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
   return { cpuSeconds, rssMb: Number(rss ?? 0) / 1024 }
+}
+
+/** This process's CPU (user + system) in ms per job since `before` (a `process.cpuUsage()` reading). */
+export const cpuMsPerJobSince = (before: NodeJS.CpuUsage, jobs: number): number => {
+  const used = process.cpuUsage(before)
+  return round((used.user + used.system) / 1000 / Math.max(1, jobs), 3)
 }

@@ -29,7 +29,7 @@ import { queryAs, rawPool } from "./infra.js"
 import { diffWireCounts, startMysqlWireCounter, type WireCounts } from "./mysqlWireCounter.js"
 import { processUsage } from "./procStat.js"
 import { commitsOf } from "./sqlCounter.js"
-import { percentile, round } from "./stats.js"
+import { percentile, perJobCounts, round } from "./stats.js"
 
 const resultsFile = fileURLToPath(new URL("./results/processes.json", import.meta.url))
 const step = (label: string) => Effect.sync(() => process.stderr.write(`bench:processes: ${label}\n`))
@@ -172,10 +172,7 @@ const program = Effect.gen(function* () {
           commits: round((c === undefined ? 0 : commitsOf(c)) / jobs, 2),
           roundTrips: round((c?.roundTrips ?? 0) / jobs, 2),
           outbox: round((c?.outboxStatements ?? 0) / jobs, 2),
-          byText: Object.entries(c?.byText ?? {})
-            .map(([text, n]) => [text, round(n / jobs, 2)] as const)
-            .filter(([, perJob]) => perJob >= 0.01)
-            .sort((a, b) => b[1] - a[1])
+          byText: perJobCounts(Object.entries(c?.byText ?? {}), jobs)
         }]
       }))
       const started = yield* queryAs(

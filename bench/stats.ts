@@ -25,6 +25,12 @@ export const round = (value: number, digits = 2): number => {
   return Math.round(value * factor) / factor
 }
 
+/** Counts by key divided by `jobs` (2 decimals), most frequent first; under 0.01 a job left out. */
+export const perJobCounts = (counts: Iterable<readonly [string, number]>, jobs: number): Array<readonly [string, number]> =>
+  Array.from(counts, ([key, n]) => [key, round(n / jobs, 2)] as const)
+    .filter(([, perJob]) => perJob >= 0.01)
+    .sort((a, b) => b[1] - a[1])
+
 /** `a / b`, rounded; 0 when `b` is 0. */
 export const ratio = (a: number, b: number, digits = 3): number => (b === 0 ? 0 : round(a / b, digits))
 
