@@ -7,9 +7,15 @@
  * successful provider calls a second as a share of the limit, 429s per 1,000 jobs, the worker's
  * RSS and CPU, and the wait of interactive probes created meanwhile, from their creation until the
  * provider sees their call. Prints [MET] / [MISSED] per target, with the reason when missed.
- * Figures, not a test. `GOODPUT_SECONDS=120` is the shortest run with a full measured minute.
+ * Then the same run again with the worker floor (`bench/workerFloor.ts`, the worker's job written by
+ * hand with no Effect) in the engine worker's place, so the worker's CPU and RSS targets are read
+ * against what the job's own I/O costs in Node, measured in the same run. `GOODPUT_WORKERS=engine`
+ * (or `floor`) runs one of the two. Figures, not a test. `GOODPUT_SECONDS=120` is the shortest run
+ * with a full measured minute.
  */
-import { loadavg } from "node:os"
+import { mkdtemp } from "node:fs/promises"
+import { loadavg, tmpdir } from "node:os"
+import { join } from "node:path"
 import { NodeRuntime } from "@effect/platform-node"
 import { Duration, Effect, Schema } from "effect"
 import { startLimitedFakeProvider } from "../test/support/limitedFakeProvider.js"
@@ -27,6 +33,12 @@ import {
 } from "../test/process/support/engine.js"
 import { freePort, spawnProgram } from "../test/process/support/childProcess.js"
 import { processUsage } from "./procStat.js"
+
+type WorkerKind = "engine" | "floor"
+const workerKinds = (process.env["GOODPUT_WORKERS"] ?? "engine,floor")
+  .split(",")
+  .map((kind) => kind.trim())
+  .filter((kind): kind is WorkerKind => kind === "engine" || kind === "floor")
 
 const seconds = Number(process.env["GOODPUT_SECONDS"] ?? "180")
 const inFlight = Number(process.env["GOODPUT_IN_FLIGHT"] ?? "500")
@@ -51,17 +63,32 @@ const workerNodeOptions = process.env["GOODPUT_WORKER_NODE_OPTIONS"]
 /** `WORKER_HEAP_GROWTH_PERCENT` for the worker, when set here. */
 const workerHeapGrowth = process.env["WORKER_HEAP_GROWTH_PERCENT"]
 
-/** The worker as `startProgram` starts it, with `--cpu-prof` (which NODE_OPTIONS does not take). */
-const profiledWorker = (env: NodeJS.ProcessEnv, directory: string) =>
+/** A worker program (a bundle) started on node, with `--cpu-prof` when a profile is asked for (NODE_OPTIONS does not take it). */
+const startWorker = (name: string, script: string, env: NodeJS.ProcessEnv) =>
   Effect.gen(function* () {
     const port = yield* freePort
-    const program = yield* spawnProgram("worker", "node", ["--cpu-prof", `--cpu-prof-dir=${directory}`, "dist/worker.js"], {
-      ...env,
-      PORT: String(port)
-    })
+    const profile = workerProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${workerProfileDir}`]
+    const program = yield* spawnProgram(name, "node", [...profile, script], { ...env, PORT: String(port) })
     yield* program.waitForOutput(workerStarted, Duration.seconds(30))
-    return { ...program, baseUrl: `http://127.0.0.1:${port}` }
+    return program
   })
+
+/** The worker floor bundled as the engine's programs are (`scripts/build.mjs`), so both load one file. */
+const bundleWorkerFloor = Effect.promise(async () => {
+  const esbuild = await import("esbuild")
+  const outfile = join(await mkdtemp(join(tmpdir(), "goodput-floor-")), "worker-floor.mjs")
+  await esbuild.build({
+    entryPoints: ["bench/workerFloor.ts"],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+    logLevel: "warning"
+  })
+  return outfile
+})
 
 const probeConcept = (i: number) => `goodput probe ${i}`
 const probeOf = /goodput probe (\d+)/
@@ -76,7 +103,8 @@ const percentile = (values: ReadonlyArray<number>, p: number) => {
 }
 const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits
 
-const program = Effect.gen(function* () {
+/** One run: the engine's API and dispatcher, and the engine's worker or the floor, on fresh storage. */
+const measure = (kind: WorkerKind, floorScript: string) => Effect.gen(function* () {
   const loadAtStart = loadavg()[0] ?? NaN
   // When the provider first sees each probe's call (the content callback runs as a request arrives).
   const probeArrivals = new Map<number, number>()
@@ -91,7 +119,7 @@ const program = Effect.gen(function* () {
         : JSON.stringify({ flashcards: [{ front: "What does chlorophyll absorb?", back: "Light." }] })
     }
   })
-  const storage = yield* engineStorage("goodput")
+  const storage = yield* engineStorage(`goodput-${kind}`)
   const env = engineEnv(storage, {
     AI_GATEWAY: "openai",
     AI_BASE_URL: provider.baseUrl,
@@ -118,9 +146,7 @@ const program = Effect.gen(function* () {
   const [api, worker] = yield* Effect.all(
     [
       startProgram("api", "api", env),
-      workerProfileDir === undefined
-        ? startProgram("worker", "worker", workerEnv, { ready: workerStarted })
-        : profiledWorker(workerEnv, workerProfileDir),
+      kind === "engine" ? startWorker("worker", "dist/worker.js", workerEnv) : startWorker("worker-floor", floorScript, workerEnv),
       startProgram("dispatcher", "dispatcher", env, { ready: dispatcherStarted })
     ],
     { concurrency: "unbounded" }
@@ -134,7 +160,7 @@ const program = Effect.gen(function* () {
   const interactiveToken = yield* tokenFor(storage, "goodput-interactive")
   const started = Date.now()
   const elapsed = () => (Date.now() - started) / 1000
-  process.stderr.write(`goodput: ${seconds} s (${warmupSeconds} s warm-up), worker holds up to ${inFlight} background jobs\n`)
+  process.stderr.write(`goodput (${kind === "engine" ? "the engine's worker" : "the worker floor"}): ${seconds} s (${warmupSeconds} s warm-up), worker holds up to ${inFlight} background jobs\n`)
 
   // Closed loop: keep the jobs not yet answered at what the worker holds plus a margin.
   let created = 0
@@ -280,43 +306,89 @@ const program = Effect.gen(function* () {
     },
     loadAverage: { start: round(loadAtStart, 2), end: round(loadAtEnd, 2) }
   }
-  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
+  process.stdout.write(`${kind === "engine" ? "the engine's worker" : "the worker floor"}: ${JSON.stringify(report, null, 2)}\n`)
+  return {
+    kind,
+    share,
+    per1000,
+    totalJobs,
+    rateLimited: seen.rateLimited,
+    maxInFlight: seen.maxInFlight,
+    backlogShort: backlogShortSamples > measuredSamples / 4,
+    backlogShortSamples: `${backlogShortSamples}/${measuredSamples}`,
+    runningMean,
+    answeredPerSecond,
+    cpuPercent,
+    maxRssMb,
+    loadAtEnd,
+    probes: probes.length,
+    untilProvider,
+    untilPublished,
+    untilStarted
+  }
+}).pipe(Effect.scoped)
 
+type Measured = Effect.Effect.Success<ReturnType<typeof measure>>
+
+const msPerJob = (run: Measured) => round((run.cpuPercent * 10) / Math.max(run.answeredPerSecond, 1e-9), 2)
+
+/** Issue 17's targets for `run`; the floor's figures, when measured, say what the worker's own I/O costs. */
+const printTargets = (run: Measured, floor: Measured | undefined) => {
+  const who = run.kind === "engine" ? "" : " (the worker floor)"
   const line = (met: boolean, text: string, reason: string) =>
-    process.stdout.write(`[${met ? "MET" : "MISSED"}] ${text}${met ? "" : ` — ${reason}`}\n`)
-  const atLoad = runningMean >= 0.9 * inFlight
+    process.stdout.write(`[${met ? "MET" : "MISSED"}] ${text}${who}${met ? "" : ` — ${reason}`}\n`)
+  const atLoad = run.runningMean >= 0.9 * inFlight
+  const held = `the worker held ${Math.round(run.runningMean)} jobs, not ${inFlight}`
+  const floorSays = (figure: string) => floor === undefined || floor === run ? "" : `; the worker floor: ${figure}`
   line(
-    share >= 0.9,
-    `goodput ${round(share * 100)} % of ${rpm} RPM (target ≥ 90 %)`,
-    backlogShortSamples > measuredSamples / 4
-      ? `the producer did not keep the worker's ${inFlight} jobs queued (${backlogShortSamples}/${measuredSamples} samples short)`
-      : `the worker held ${Math.round(runningMean)} jobs; provider in flight peaked at ${seen.maxInFlight}; worker CPU ${round(cpuPercent)} % (load average ${round(loadAtEnd, 2)})`
+    run.share >= 0.9,
+    `goodput ${round(run.share * 100)} % of ${rpm} RPM (target ≥ 90 %)`,
+    run.backlogShort
+      ? `the producer did not keep the worker's ${inFlight} jobs queued (${run.backlogShortSamples} samples short)`
+      : `the worker held ${Math.round(run.runningMean)} jobs; provider in flight peaked at ${run.maxInFlight}; worker CPU ${round(run.cpuPercent)} % (load average ${round(run.loadAtEnd, 2)})`
   )
-  line(per1000 <= 5, `429s per 1,000 jobs ${round(per1000)} (target ≤ 5)`, `${seen.rateLimited} 429s over ${totalJobs} jobs`)
+  line(run.per1000 <= 5, `429s per 1,000 jobs ${round(run.per1000)} (target ≤ 5)`, `${run.rateLimited} 429s over ${run.totalJobs} jobs`)
   line(
-    atLoad && maxRssMb <= 300,
-    `worker RSS ${round(maxRssMb, 1)} MB at ${Math.round(runningMean)} jobs in flight (target ≤ 300 MB at ${inFlight})`,
-    atLoad ? "RSS over 300 MB" : `the worker held ${Math.round(runningMean)} jobs, not ${inFlight}`
+    atLoad && run.maxRssMb <= 300,
+    `worker RSS ${round(run.maxRssMb, 1)} MB at ${Math.round(run.runningMean)} jobs in flight (target ≤ 300 MB at ${inFlight})`,
+    (atLoad ? "RSS over 300 MB" : held) + floorSays(`${round(floor?.maxRssMb ?? NaN, 1)} MB at ${Math.round(floor?.runningMean ?? NaN)} jobs`)
   )
   line(
-    atLoad && cpuPercent <= 25,
-    `worker CPU ${round(cpuPercent)} % of one core at ${Math.round(runningMean)} jobs in flight (target ≤ 25 %)`,
-    atLoad
-      ? `${round(cpuPercent / Math.max(answeredPerSecond, 1e-9) * 10, 2)} ms of CPU per job at ${round(answeredPerSecond)} jobs/s`
-      : `the worker held ${Math.round(runningMean)} jobs, not ${inFlight}`
+    atLoad && run.cpuPercent <= 25,
+    `worker CPU ${round(run.cpuPercent)} % of one core at ${Math.round(run.runningMean)} jobs in flight (target ≤ 25 %)`,
+    (atLoad ? `${msPerJob(run)} ms of CPU per job at ${round(run.answeredPerSecond)} jobs/s` : held) +
+      floorSays(`${round(floor?.cpuPercent ?? NaN)} %, ${floor === undefined ? NaN : msPerJob(floor)} ms per job at ${round(floor?.answeredPerSecond ?? NaN)} jobs/s`)
   )
-  const p95 = percentile(untilProvider, 95)
-  const lockedP95 = percentile(untilStarted, 95)
+  const p95 = percentile(run.untilProvider, 95)
+  const lockedP95 = percentile(run.untilStarted, 95)
   line(
-    untilProvider.length === probes.length && p95 <= 2_000,
+    run.untilProvider.length === run.probes && p95 <= 2_000,
     `interactive p95 wait from creation to the provider call ${Math.round(p95)} ms while the background queue is saturated (target ≤ one round trip, 2 s median)`,
-    untilProvider.length < probes.length
-      ? `${probes.length - untilProvider.length} probes never reached the provider`
-      : `p95 until published to the queue ${Math.round(percentile(untilPublished, 95))} ms, until locked by the worker ${Math.round(lockedP95)} ms: ` +
+    run.untilProvider.length < run.probes
+      ? `${run.probes - run.untilProvider.length} probes never reached the provider`
+      : `p95 until published to the queue ${Math.round(percentile(run.untilPublished, 95))} ms, until locked by the worker ${Math.round(lockedP95)} ms: ` +
         (lockedP95 > p95 / 2
           ? "the worker takes the job late (its event loop and database pool are busy with background jobs)"
           : "the wait for provider capacity dominates")
   )
-}).pipe(Effect.scoped)
+}
+
+const program = Effect.gen(function* () {
+  const floorScript = workerKinds.includes("floor") ? yield* bundleWorkerFloor : ""
+  const runs: Array<Measured> = []
+  for (const kind of workerKinds) runs.push(yield* measure(kind, floorScript))
+  const engine = runs.find((run) => run.kind === "engine")
+  const floor = runs.find((run) => run.kind === "floor")
+  if (floor !== undefined) {
+    process.stdout.write(
+      `worker floor: goodput ${round(floor.share * 100)} %, CPU ${round(floor.cpuPercent)} % of one core (${msPerJob(floor)} ms per job), ` +
+        `RSS ${round(floor.maxRssMb, 1)} MB at ${Math.round(floor.runningMean)} jobs in flight\n`
+    )
+  }
+  const shown = engine ?? floor
+  if (shown === undefined) return yield* Effect.dieMessage("GOODPUT_WORKERS names neither engine nor floor")
+  printTargets(shown, floor)
+})
+
 
 NodeRuntime.runMain(program)
