@@ -3,6 +3,7 @@ import { Deferred, Effect, Either, Schema } from "effect"
 import type mysql from "mysql2/promise"
 import { decodeQueuePayloadEither } from "../src/services/JobQueue.js"
 import { rawQueue } from "./bullmqBaseline.js"
+import { committed } from "./floorTransaction.js"
 import { monoMillis, query, queryAs, rawPool, runPaced } from "./infra.js"
 import { cpuMsPerJobSince } from "./procStat.js"
 import { type LatencySummary, round, summarize } from "./stats.js"
@@ -48,7 +49,7 @@ const createJob = async (connection: mysql.PoolConnection, phase: string, index:
   const jobId = randomUUID()
   const userId = userOf(index)
   const input = JSON.stringify({ message: `floor ${index}` })
-  try {
+  return committed(connection, async () => {
     await connection.execute(
       `SELECT
          (SELECT COUNT(*) FROM bench_floor_job j WHERE j.user_id = g.user_id AND j.lifecycle_status IN ('queued', 'running')) AS active,
@@ -78,12 +79,8 @@ const createJob = async (connection: mysql.PoolConnection, phase: string, index:
       VALUES (?, 'ai.job.enqueue', 'AiJob', ?, ?, ?, 'pending', 0, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`,
       [randomUUID(), jobId, `ai.job.enqueue:${jobId}`, JSON.stringify({ jobId, jobType: "synthetic_echo", queueName: "ai-interactive" })]
     )
-    await connection.query("COMMIT")
     return jobId
-  } catch (error) {
-    await connection.query("ROLLBACK")
-    throw error
-  }
+  })
 }
 
 /** One run of a job: the lock CAS and the read (autocommit), then the projection transaction. */
@@ -105,31 +102,29 @@ const runJob = async (pool: mysql.Pool, transactions: mysql.Pool, jobId: string,
   const output = JSON.stringify({ echo: JSON.parse(String(row["snapshot_content"])) })
   const connection = await transactions.getConnection()
   try {
-    await connection.execute(
-      `INSERT INTO bench_floor_card (id, job_id, user_id, ordinal, front, back) VALUES (?, ?, ?, 0, ?, ?)`,
-      [randomUUID(), jobId, String(row["user_id"]), output, output]
-    )
-    await connection.execute(
-      `INSERT IGNORE INTO bench_floor_artifact (id, job_id, artifact_type, artifact_id, ordinal, created_at)
-       VALUES (?, ?, 'flashcard', ?, 0, UTC_TIMESTAMP(3))`,
-      [randomUUID(), jobId, jobId]
-    )
-    await connection.execute(
-      `INSERT INTO bench_floor_usage (id, job_id, lease_no, attempt_no, credential_mode, provider, model, prompt_tokens,
-         completion_tokens, total_tokens, cost_micros, latency_ms, created_at)
-       VALUES (?, ?, 1, 1, 'platform_key', 'synthetic', 'echo', 10, 10, 20, 0, 1, UTC_TIMESTAMP(3))`,
-      [randomUUID(), jobId]
-    )
-    await connection.execute(
-      `UPDATE bench_floor_job SET lifecycle_status = 'succeeded', status = 'completed', progress = 100, output_hash = ?,
-         finished_at = UTC_TIMESTAMP(3), lock_until = NULL, updated_at = UTC_TIMESTAMP(3)
-       WHERE id = ? AND lifecycle_status = 'running' AND locked_by = ?`,
-      [createHash("sha256").update(output).digest("hex"), jobId, workerId]
-    )
-    await connection.query("COMMIT")
-  } catch (error) {
-    await connection.query("ROLLBACK")
-    throw error
+    await committed(connection, async () => {
+      await connection.execute(
+        `INSERT INTO bench_floor_card (id, job_id, user_id, ordinal, front, back) VALUES (?, ?, ?, 0, ?, ?)`,
+        [randomUUID(), jobId, String(row["user_id"]), output, output]
+      )
+      await connection.execute(
+        `INSERT IGNORE INTO bench_floor_artifact (id, job_id, artifact_type, artifact_id, ordinal, created_at)
+         VALUES (?, ?, 'flashcard', ?, 0, UTC_TIMESTAMP(3))`,
+        [randomUUID(), jobId, jobId]
+      )
+      await connection.execute(
+        `INSERT INTO bench_floor_usage (id, job_id, lease_no, attempt_no, credential_mode, provider, model, prompt_tokens,
+           completion_tokens, total_tokens, cost_micros, latency_ms, created_at)
+         VALUES (?, ?, 1, 1, 'platform_key', 'synthetic', 'echo', 10, 10, 20, 0, 1, UTC_TIMESTAMP(3))`,
+        [randomUUID(), jobId]
+      )
+      await connection.execute(
+        `UPDATE bench_floor_job SET lifecycle_status = 'succeeded', status = 'completed', progress = 100, output_hash = ?,
+           finished_at = UTC_TIMESTAMP(3), lock_until = NULL, updated_at = UTC_TIMESTAMP(3)
+         WHERE id = ? AND lifecycle_status = 'running' AND locked_by = ?`,
+        [createHash("sha256").update(output).digest("hex"), jobId, workerId]
+      )
+    })
   } finally {
     connection.release()
   }

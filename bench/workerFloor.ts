@@ -20,6 +20,7 @@ import { Worker } from "bullmq"
 import { Redis } from "ioredis"
 import mysql from "mysql2/promise"
 import { releaseScript, tryAcquireScript } from "../src/layers/redis/capacityScripts.js"
+import { committed } from "./floorTransaction.js"
 
 const setting = (name: string, fallback?: string): string => {
   const value = process.env[name] ?? fallback
@@ -277,32 +278,30 @@ const runJob = async (jobId: string, queueName: string): Promise<void> => {
 
     const connection = await transactions.getConnection()
     try {
-      await connection.execute(
-        `INSERT INTO ${rows.table} (${rows.columns.join(", ")}, created_at) VALUES ${rows.values.map((row) => `(${row.map(() => "?").join(", ")}, UTC_TIMESTAMP(3))`).join(", ")}`,
-        rows.values.flat()
-      )
-      await connection.execute(
-        `INSERT IGNORE INTO ai_job_artifact (id, job_id, artifact_type, artifact_id, ordinal, created_at)
-         VALUES ${rows.values.map(() => "(?, ?, ?, ?, ?, UTC_TIMESTAMP(3))").join(", ")}`,
-        rows.values.flatMap((row, ordinal) => [randomUUID(), jobId, jobType.artifactType, String(row[0]), ordinal])
-      )
-      await connection.execute(
-        `INSERT INTO ai_usage_log (id, job_id, lease_no, attempt_no, credential_mode, provider, model, prompt_tokens,
-           completion_tokens, total_tokens, cost_micros, latency_ms, created_at)
-         VALUES (?, ?, ?, 1, 'platform_key', 'deepseek', ?, ?, ?, ?, 0, ?, UTC_TIMESTAMP(3))`,
-        [randomUUID(), jobId, leaseNo, model, usage.prompt_tokens ?? 0, usage.completion_tokens ?? 0, usage.total_tokens ?? 0, latencyMs]
-      )
-      const [succeeded] = await connection.execute<mysql.ResultSetHeader>(
-        `UPDATE ai_job SET lifecycle_status = 'succeeded', status = 'completed', progress = 100, output_hash = ?,
-           finished_at = UTC_TIMESTAMP(3), lock_until = NULL, updated_at = UTC_TIMESTAMP(3)
-         WHERE id = ? AND lifecycle_status = 'running' AND locked_by = ? AND lease_no = ?`,
-        [outputHash, jobId, workerId, leaseNo]
-      )
-      if (succeeded.affectedRows !== 1) throw new Error(`job ${jobId}: lease lost`)
-      await connection.query("COMMIT")
-    } catch (error) {
-      await connection.query("ROLLBACK")
-      throw error
+      await committed(connection, async () => {
+        await connection.execute(
+          `INSERT INTO ${rows.table} (${rows.columns.join(", ")}, created_at) VALUES ${rows.values.map((row) => `(${row.map(() => "?").join(", ")}, UTC_TIMESTAMP(3))`).join(", ")}`,
+          rows.values.flat()
+        )
+        await connection.execute(
+          `INSERT IGNORE INTO ai_job_artifact (id, job_id, artifact_type, artifact_id, ordinal, created_at)
+           VALUES ${rows.values.map(() => "(?, ?, ?, ?, ?, UTC_TIMESTAMP(3))").join(", ")}`,
+          rows.values.flatMap((row, ordinal) => [randomUUID(), jobId, jobType.artifactType, String(row[0]), ordinal])
+        )
+        await connection.execute(
+          `INSERT INTO ai_usage_log (id, job_id, lease_no, attempt_no, credential_mode, provider, model, prompt_tokens,
+             completion_tokens, total_tokens, cost_micros, latency_ms, created_at)
+           VALUES (?, ?, ?, 1, 'platform_key', 'deepseek', ?, ?, ?, ?, 0, ?, UTC_TIMESTAMP(3))`,
+          [randomUUID(), jobId, leaseNo, model, usage.prompt_tokens ?? 0, usage.completion_tokens ?? 0, usage.total_tokens ?? 0, latencyMs]
+        )
+        const [succeeded] = await connection.execute<mysql.ResultSetHeader>(
+          `UPDATE ai_job SET lifecycle_status = 'succeeded', status = 'completed', progress = 100, output_hash = ?,
+             finished_at = UTC_TIMESTAMP(3), lock_until = NULL, updated_at = UTC_TIMESTAMP(3)
+           WHERE id = ? AND lifecycle_status = 'running' AND locked_by = ? AND lease_no = ?`,
+          [outputHash, jobId, workerId, leaseNo]
+        )
+        if (succeeded.affectedRows !== 1) throw new Error(`job ${jobId}: lease lost`)
+      })
     } finally {
       connection.release()
     }
