@@ -17,6 +17,8 @@ import type { JobDelivery } from "../services/JobQueue.js"
 import { ModelRouter } from "../services/ModelRouter.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
 import { ProviderCapacity } from "../services/ProviderCapacity.js"
+import { ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
+import { ProviderSettings } from "../config/ProviderSettings.js"
 import { ResultProjectors } from "../services/ResultProjectors.js"
 import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
@@ -43,6 +45,8 @@ const engineServiceTags = [
   ContentSafety,
   AiGateway,
   ProviderCapacity,
+  ProviderCircuitBreaker,
+  ProviderSettings,
   AiCostCalculator,
   UsageLog,
   ResultProjectors,
@@ -116,8 +120,9 @@ export const makeExecutionEngine = (workerId: string) =>
           const attempt = Effect.gen(function* () {
             // A call is numbered by its lease and its place in the lease: no read of the usage
             // log, and a zombie (an older lease) can never take its successor's number.
-            const attemptNo = 1 + (yield* Ref.getAndUpdate(calls, (n) => n + 1))
-            return yield* execute(resolved, attemptNo, yield* Ref.get(problems)).pipe(
+            const nextCallNo = Effect.map(Ref.getAndUpdate(calls, (n) => n + 1), (n) => n + 1)
+            const attemptNo = yield* nextCallNo
+            return yield* execute(resolved, attemptNo, yield* Ref.get(problems), nextCallNo).pipe(
               Effect.provideService(JobProgress, progress),
               defectsAsInternal,
               // VALIDATION is retried with what was wrong added to the prompt.

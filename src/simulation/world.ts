@@ -30,6 +30,9 @@ import { MemoryWorkerDirectory } from "../layers/memory/MemoryWorkerDirectory.js
 import { QueueSettings } from "../config/QueueSettings.js"
 import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
 import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/MemoryProviderCapacity.js"
+import { MemoryBreakerStore, MemoryCircuitBreaker } from "../layers/memory/MemoryCircuitBreaker.js"
+import { CircuitBreakerSettings } from "../config/CircuitBreakerSettings.js"
+import { ProviderSettings } from "../config/ProviderSettings.js"
 import { makeDispatcher } from "../pipeline/dispatcher.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
 import { runReaper } from "../pipeline/reaper.js"
@@ -151,7 +154,8 @@ const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes) => {
     InProcessCancelSignal,
     MemoryWorkerDirectory,
     InProcessJobEvents,
-    MemoryCapacityStore.layer
+    MemoryCapacityStore.layer,
+    MemoryBreakerStore.layer
   )
   return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
     Layer.provideMerge(
@@ -159,6 +163,7 @@ const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes) => {
         jobCatalogLayer(jobCatalog),
         SnapshotBuilder.Default,
         ModelRouter.Default,
+        ProviderSettings.layer,
         CredentialVault.Default,
         ContentSafety.Default,
         AiCostCalculator.withTable(),
@@ -174,6 +179,7 @@ const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes) => {
         QuotaLimitsConfig.make({ maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }),
         QueueSettings.make({ shutdownGraceMs: 5_000 }),
         ProviderLimitsConfig.make(simulationProviderLimits),
+        CircuitBreakerSettings.make(),
         Layer.succeed(ProviderConfig, {
           baseUrl: "http://127.0.0.1:1",
           apiKey: Option.some(Redacted.make(simulationPlatformKey)),
@@ -214,6 +220,8 @@ const workerLayer = (
     Layer.merge(Layer.succeed(AiGateway, gateway)),
     // Each worker waits in its own room; a crashed worker's permits lapse with its lock's lifetime.
     Layer.merge(MemoryProviderCapacity({ leaseMs: settings.timing.jobLockTtlMs, workerId: process.id })),
+    // Each worker keeps its own view of the breakers every worker shares through one store.
+    Layer.merge(MemoryCircuitBreaker),
     Layer.merge(Layer.succeed(JobQueue, processQueue(Context.get(shared, JobQueue), process))),
     Layer.merge(Layer.succeed(CancelSignal, processCancelSignal(Context.get(shared, CancelSignal), process)))
   )
