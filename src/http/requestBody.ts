@@ -279,3 +279,22 @@ export const closeWhenBodyUnread = HttpMiddleware.make((app) =>
     app
   )
 )
+
+const isEmptyObject = (value: unknown): boolean =>
+  typeof value === "object" && value !== null && !Array.isArray(value) && Object.keys(value).length === 0
+
+/** No body, or `{}`: anything else names no field the route takes (an unreadable body is mapped like any other). */
+const bodyWithoutFields = Effect.gen(function* () {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const body = yield* Effect.orDie(request.json)
+  if (body !== null && !isEmptyObject(body)) {
+    return yield* Effect.fail(new InvalidRequest({ message: "body: this route takes no fields; send no body, or {}" }))
+  }
+})
+
+/**
+ * For a handler whose route takes nothing in its body (described so in OpenAPI): no body or an
+ * empty JSON object (what many clients send with a POST) passes, anything else is 400. Run in
+ * the handler, after authentication, so nobody unauthenticated gets a body read.
+ */
+export const withoutRequestBody = <A, E, R>(handler: Effect.Effect<A, E, R>) => Effect.zipRight(bodyWithoutFields, handler)

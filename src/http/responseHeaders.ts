@@ -78,6 +78,10 @@ export const securityHeaders = HttpMiddleware.make((app) =>
   )
 )
 
+/** Sets a header on this request's answer, whatever status it ends with (errors included). */
+export const setAnswerHeader = (name: string, value: string) =>
+  HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeader(response, name, value)))
+
 /** CORS (API middleware) for exactly `origins`; with none listed the API sends no CORS headers at all. */
 export const corsLayer = (origins: ReadonlyArray<string>): Layer.Layer<never> => {
   if (origins.length === 0) return Layer.empty

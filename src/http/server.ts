@@ -1,5 +1,5 @@
 import { createServer } from "node:http"
-import { HttpApiBuilder, HttpApiSwagger, HttpApp, HttpMiddleware, HttpServer, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpApiSwagger, HttpApp, HttpMiddleware, HttpRouter, HttpServer, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AiJobApi } from "./Api.js"
@@ -18,6 +18,7 @@ import { httpMetrics } from "./httpMetrics.js"
 import { MetricsRoute } from "./metricsEndpoint.js"
 import { closeWhenBodyUnread, requestBodyGuard } from "./requestBody.js"
 import { corsLayer, securityHeaders } from "./responseHeaders.js"
+import { routerConfig, UnroutedAnswersLive } from "./unroutedRequests.js"
 
 /**
  * The HTTP API as layers. `ApiLive` needs the engine's services (AiJobService,
@@ -49,7 +50,7 @@ const bearerChallenge = HttpMiddleware.make((app) =>
 /**
  * Around every answer, outermost first: protective headers, the connection closed when a body
  * was left unread, the request log, the 401 challenge. Inside, before routing: CORS when origins
- * are configured, the body guard, the error mapping.
+ * are configured, the body guard, the error mapping, the 404/405 of a request no route takes.
  */
 export const apiServer = <E = never, R = never>(
   options: {
@@ -69,9 +70,11 @@ export const apiServer = <E = never, R = never>(
         Layer.provide(consoleLayer),
         Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
         Layer.provide(ErrorMiddlewareLive),
+        Layer.provide(UnroutedAnswersLive),
         Layer.provide(HttpApiBuilder.middleware(AiJobApi, requestBodyGuard(transport.maxBodyBytes))),
         Layer.provide(corsLayer(transport.corsAllowedOrigins)),
-        Layer.provide(ApiLive)
+        Layer.provide(ApiLive),
+        Layer.provide(HttpRouter.setRouterConfig(routerConfig))
       )
     })
   )
