@@ -286,10 +286,12 @@ export const ReadinessProbeLive = Layer.scoped(
 
 // ---- The parts a program runs over a stack
 
-/** The HTTP API on `PORT`; needs `ApiSettings` and a `ReadinessProbe` beside the stack. */
+/** The HTTP API on `PORT` (and `HOST`, when set); needs `ApiSettings` and a `ReadinessProbe` beside the stack. */
 export const ApiPart = <E = never, R = never>(
   options: { readonly logRequests?: boolean; readonly sampleMetrics?: Effect.Effect<void, E, R> } = {}
-) => Layer.unwrapEffect(Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, ...options })))
+) => Layer.unwrapEffect(
+  Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, host: Option.getOrUndefined(http.host), ...options }))
+)
 
 /** The API's settings (`AUTH_JWT_SECRET`, transport limits) and readiness on MySQL + Redis. */
 export const LiveApiSupport = Layer.merge(ApiSettings.layer, ReadinessProbeLive)
