@@ -16,7 +16,7 @@ import { nodeServerOptions } from "../config/HttpTransportSettings.js"
 import { PlatformGateLive } from "./PlatformGate.js"
 import { httpMetrics } from "./httpMetrics.js"
 import { MetricsRoute } from "./metricsEndpoint.js"
-import { closeWhenBodyUnread, requestBodyGuard } from "./requestBody.js"
+import { lingerWhenBodyUnread, requestBodyGuard } from "./requestBody.js"
 import { corsLayer, securityHeaders } from "./responseHeaders.js"
 import { routerConfig, UnroutedAnswersLive } from "./unroutedRequests.js"
 
@@ -48,8 +48,8 @@ const bearerChallenge = HttpMiddleware.make((app) =>
 )
 
 /**
- * Around every answer, outermost first: protective headers, the connection closed when a body
- * was left unread, the request log, the 401 challenge. Inside, before routing: CORS when origins
+ * Around every answer, outermost first: protective headers, the rest of a body left unread
+ * discarded (within bounds) or the connection closed, the request log, the 401 challenge. Inside, before routing: CORS when origins
  * are configured, the body guard, the error mapping, the 404/405 of a request no route takes.
  */
 export const apiServer = <E = never, R = never>(
@@ -62,7 +62,7 @@ export const apiServer = <E = never, R = never>(
   Layer.unwrapEffect(
     Effect.map(ApiSettings, ({ transport }) => {
       const logged = <E, R>(app: HttpApp.Default<E, R>) => (options.logRequests === true ? HttpMiddleware.logger(app) : app)
-      return HttpApiBuilder.serve((app) => httpMetrics(securityHeaders(closeWhenBodyUnread(logged(bearerChallenge(app)))))).pipe(
+      return HttpApiBuilder.serve((app) => httpMetrics(securityHeaders(lingerWhenBodyUnread(logged(bearerChallenge(app)))))).pipe(
         // Scrapes and probes make no traces: they would drown the jobs' ones.
         HttpMiddleware.withTracerDisabledForUrls(["/metrics", "/healthz", "/readyz"]),
         Layer.provide(MetricsRoute(options.sampleMetrics)),
