@@ -344,4 +344,22 @@ layer(
       })
       expect(strangerPreflight.headers.get("access-control-allow-origin")).toBeNull()
     }))
+
+  it.effect("with CORS on, every answer varies on Origin: preflights (beside their own Vary) and other origins' answers too", () =>
+    Effect.gen(function* () {
+      const api = yield* TestApi
+      const token = yield* tokenFor("vary-user")
+      const varyOf = (answer: { readonly headers: Headers }) =>
+        (answer.headers.get("vary") ?? "").split(",").map((field) => field.trim().toLowerCase())
+      for (const origin of ["https://app.example", "https://evil.example"]) {
+        const preflight = yield* api.request("OPTIONS", createPath, {
+          headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type" }
+        })
+        expect(varyOf(preflight), origin).toEqual(expect.arrayContaining(["origin", "access-control-request-headers"]))
+        const bare = yield* api.request("OPTIONS", createPath, { headers: { origin, "access-control-request-method": "POST" } })
+        expect(varyOf(bare), origin).toContain("origin")
+        expect(varyOf(yield* api.request("GET", "/api/ai/jobs", { token, headers: { origin } })), origin).toContain("origin")
+      }
+      expect(varyOf(yield* api.request("GET", "/healthz"))).toContain("origin")
+    }))
 })
