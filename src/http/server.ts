@@ -18,6 +18,7 @@ import { httpMetrics } from "./httpMetrics.js"
 import { MetricsRoute } from "./metricsEndpoint.js"
 import { lingerWhenBodyUnread, requestBodyGuard } from "./requestBody.js"
 import { corsLayer, securityHeaders } from "./responseHeaders.js"
+import { requestSpan } from "./requestSpan.js"
 import { routerConfig, UnroutedAnswersLive } from "./unroutedRequests.js"
 
 /**
@@ -48,9 +49,10 @@ const bearerChallenge = HttpMiddleware.make((app) =>
 )
 
 /**
- * Around every answer, outermost first: protective headers, the rest of a body left unread
- * discarded (within bounds) or the connection closed, the request log, the 401 challenge. Inside, before routing: CORS when origins
- * are configured, the body guard, the error mapping, the 404/405 of a request no route takes.
+ * Around every answer, outermost first: the request's span, the request metrics, protective
+ * headers, the rest of a body left unread discarded (within bounds) or the connection closed,
+ * the request log, the 401 challenge. Inside, before routing: CORS when origins are configured,
+ * the body guard, the error mapping, the 404/405 of a request no route takes.
  */
 export const apiServer = <E = never, R = never>(
   options: {
@@ -62,9 +64,11 @@ export const apiServer = <E = never, R = never>(
   Layer.unwrapEffect(
     Effect.map(ApiSettings, ({ transport }) => {
       const logged = <E, R>(app: HttpApp.Default<E, R>) => (options.logRequests === true ? HttpMiddleware.logger(app) : app)
-      return HttpApiBuilder.serve((app) => httpMetrics(securityHeaders(lingerWhenBodyUnread(logged(bearerChallenge(app)))))).pipe(
-        // Scrapes and probes make no traces: they would drown the jobs' ones.
-        HttpMiddleware.withTracerDisabledForUrls(["/metrics", "/healthz", "/readyz"]),
+      return HttpApiBuilder.serve((app) =>
+        requestSpan(httpMetrics(securityHeaders(lingerWhenBodyUnread(logged(bearerChallenge(app))))))
+      ).pipe(
+        // `requestSpan` makes each request's span (it decides whose trace context to continue).
+        HttpMiddleware.withTracerDisabledWhen(() => true),
         Layer.provide(MetricsRoute(options.sampleMetrics)),
         Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
         Layer.provide(consoleLayer),
