@@ -124,9 +124,7 @@ const wholeNumberParam = (options: {
   readonly message: string
 }) =>
   Schema.NumberFromString.pipe(
-    Schema.int(),
-    Schema.greaterThanOrEqualTo(options.minimum),
-    Schema.lessThanOrEqualTo(options.maximum ?? Number.MAX_SAFE_INTEGER),
+    Schema.filter((n) => Number.isInteger(n) && n >= options.minimum && (options.maximum === undefined || n <= options.maximum)),
     Schema.annotations({
       description: options.description,
       message: () => ({ message: options.message, override: true }),
@@ -172,7 +170,7 @@ const dateTimeText =
 
 const daysIn = (year: number, month: number) => new Date(Date.UTC(year, month, 0)).getUTCDate()
 
-/** The instant a `date-time` (or a `date`, at its midnight UTC) names; none when a field is out of range. */
+/** The instant a `date-time` (or a `date`, at its midnight UTC) names; none when a field is out of range or the year before 1000. */
 const parseDateTime = (text: string): Option.Option<Date> => {
   const fields = dateTimeText.exec(text)?.groups
   if (fields === undefined) return Option.none()
@@ -181,8 +179,8 @@ const parseDateTime = (text: string): Option.Option<Date> => {
   const [zoneHours, zoneMinutes] = [number("zoneHours"), number("zoneMinutes")]
   if (
     year === undefined || month === undefined || day === undefined || hour === undefined || minute === undefined ||
-    second === undefined || month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 ||
-    minute > 59 || second > 60 || zoneHours > 23 || zoneMinutes > 59
+    second === undefined || year < 1000 || month < 1 || month > 12 || day < 1 || day > daysIn(year, month) ||
+    hour > 23 || minute > 59 || second > 60 || zoneHours > 23 || zoneMinutes > 59
   ) return Option.none()
   const millis = Number((fields["fraction"] ?? "").padEnd(3, "0").slice(0, 3))
   const offsetMinutes = (fields["sign"] === "-" ? -1 : 1) * (zoneHours * 60 + zoneMinutes)
@@ -201,7 +199,7 @@ const FilterTime = (description: string) =>
   Schema.transformOrFail(Schema.String, Schema.DateFromSelf, {
     strict: true,
     decode: (text, _, ast) =>
-      Option.match(Option.filter(parseDateTime(text), () => /^[1-9]/.test(text)), {
+      Option.match(parseDateTime(text), {
         onNone: () => ParseResult.fail(new ParseResult.Type(ast, text)),
         onSome: (date) =>
           ParseResult.succeed(new Date(Math.min(Math.max(date.getTime(), firstStorable.getTime()), lastStorable.getTime())))

@@ -75,7 +75,7 @@ layer(apiLayer(memoryEngine()))("the engine against its description (memory stac
       const cases: ReadonlyArray<readonly [path: string, url: string, name: string, values: ReadonlyArray<string>]> = [
         ["/api/ai/jobs", "/api/ai/jobs", "limit", ["0", "1", "100", "101", "abc", "5.5", "-1", "1e1", ""]],
         ["/admin-api/ai/jobs", "/admin-api/ai/jobs", "limit", ["0", "20", "1000"]],
-        ["/api/ai/jobs/{jobId}", "/api/ai/jobs/some-job", "timeoutMs", ["0", "250", "abc", "-1", "2.5", "999999"]],
+        ["/api/ai/jobs/{jobId}", "/api/ai/jobs/some-job", "timeoutMs", ["0", "250", "abc", "-1", "2.5", "999999", "1e300"]],
         ["/admin-api/ai/jobs", "/admin-api/ai/jobs", "createdFrom", [
           "2024-05-01T12:00:00Z",
           "2024-05-01t12:00:00.123456789-05:30",
