@@ -86,11 +86,7 @@ const servedPages = {
       security: [{ bearer: [] }],
       responses: {
         "200": { description: "Prometheus text format 0.0.4", content: { "text/plain": { schema: text } } },
-        "401": {
-          description: "No valid metrics or SUPER_ADMIN token",
-          headers: { "WWW-Authenticate": wwwAuthenticate },
-          content: { "text/plain": { schema: text } }
-        }
+        "401": { description: "No valid metrics or SUPER_ADMIN token", content: { "text/plain": { schema: text } } }
       }
     }
   }
@@ -106,28 +102,22 @@ const unroutedResponses = {
   }
 }
 
-const withStatusHeaders = (paths: Json): Json => {
-  const out: Json = {}
-  for (const [path, item] of Object.entries(paths)) {
-    if (!isRecord(item)) {
-      out[path] = item
-      continue
-    }
-    const operations: Json = {}
-    for (const [method, operation] of Object.entries(item)) {
-      let current: unknown = operation
-      if (isRecord(operation) && isRecord(operation["responses"])) {
-        for (const status of Object.keys(operation["responses"])) {
-          const headers = headersByStatus[status]
-          if (headers !== undefined && isRecord(current)) current = withResponseHeaders(Number(status), headers)(current)
-        }
-      }
-      operations[method] = current
-    }
-    out[path] = operations
-  }
-  return out
+/** `headersByStatus` on each of an operation's answers. */
+const withStatusHeaders = (operation: unknown): unknown => {
+  if (!isRecord(operation) || !isRecord(operation["responses"])) return operation
+  return Object.keys(operation["responses"]).reduce<Json>((current, status) => {
+    const headers = headersByStatus[status]
+    return headers === undefined ? current : withResponseHeaders(Number(status), headers)(current)
+  }, operation)
 }
+
+const eachOperation = (paths: Json, f: (operation: unknown) => unknown): Json =>
+  Object.fromEntries(
+    Object.entries(paths).map(([path, item]) => [
+      path,
+      isRecord(item) ? Object.fromEntries(Object.entries(item).map(([method, operation]) => [method, f(operation)])) : item
+    ])
+  )
 
 /** The API-wide additions, applied last to the whole document. */
 export const withServerAdditions = (spec: Record<string, unknown>): Record<string, unknown> => {
@@ -137,7 +127,7 @@ export const withServerAdditions = (spec: Record<string, unknown>): Record<strin
   return {
     ...spec,
     tags: [...tags, { name: "docs" }, { name: "console" }, { name: "metrics" }],
-    paths: withStatusHeaders({ ...paths, ...servedPages }),
+    paths: eachOperation({ ...paths, ...servedPages }, withStatusHeaders),
     components: { ...components, responses: { ...(isRecord(components["responses"]) ? components["responses"] : {}), ...unroutedResponses } }
   }
 }
