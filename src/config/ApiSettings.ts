@@ -31,18 +31,23 @@ export class ApiSettings extends Context.Tag("ai-job-engine/http/ApiSettings")<A
     transport: httpTransportConfig
   })
 
+  /**
+   * From the environment, with the JWT secret given: the embedded program generates one per run
+   * when `AUTH_JWT_SECRET` is unset, and reads everything else exactly as the API program does.
+   */
+  static readonly layerWithSecret = (jwtSecret: Redacted.Redacted<string>) =>
+    Layer.effect(ApiSettings, Effect.map(ApiSettings.config, (rest) => ApiSettings.of({ jwtSecret, ...rest })))
+
   /** From the environment; `AUTH_JWT_SECRET` must be set (it is optional in `HttpConfig`). */
-  static readonly layer = Layer.effect(
-    ApiSettings,
+  static readonly layer = Layer.unwrapEffect(
     Effect.gen(function* () {
       const http = yield* HttpConfig
-      const rest = yield* ApiSettings.config
       const jwtSecret = yield* Option.match(http.authJwtSecret, {
         onNone: () =>
           Effect.fail(ConfigError.MissingData(["AUTH_JWT_SECRET"], "AUTH_JWT_SECRET must be set: the API verifies bearer tokens with it")),
         onSome: Effect.succeed
       })
-      return ApiSettings.of({ jwtSecret, ...rest })
+      return ApiSettings.layerWithSecret(jwtSecret)
     })
   ).pipe(Layer.provide(HttpConfig.layer))
 

@@ -3,6 +3,7 @@
  * the pipeline and the HTTP API. Each program in src/main picks a stack (live: MySQL + Redis;
  * embedded: in memory) and the parts it runs (API, dispatcher, worker with its reaper).
  */
+import { HttpClient } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { Config, type ConfigError, ConfigProvider, Effect, Layer, Option, Schema } from "effect"
 import { ApiSettings } from "../config/ApiSettings.js"
@@ -17,7 +18,7 @@ import { runMigrations } from "../layers/mysql/migrate.js"
 import { OutboxDispatcherLive } from "../pipeline/dispatcher.js"
 import { WorkerServiceLive } from "../pipeline/worker.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
-import type { AiGateway } from "../services/AiGateway.js"
+import { AiGateway } from "../services/AiGateway.js"
 import { AiGatewayTelemetryLive } from "../services/AiGatewayTelemetry.js"
 import { AiJobService } from "../services/AiJobService.js"
 import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
@@ -233,9 +234,23 @@ export const engineServices = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway
     Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, instrumented(gateway), DirectDispatchLive))
   )
 
+/**
+ * Provider calls carry no trace context (`traceparent`, `b3`): the provider takes no part in the
+ * engine's traces, and the engine's span ids are none of its business.
+ */
+const withoutTraceHeaders = Layer.effect(
+  AiGateway,
+  Effect.map(AiGateway, (gateway) =>
+    AiGateway.of({ generate: (request) => Effect.locally(gateway.generate(request), HttpClient.currentTracerPropagation, false) }))
+)
+
 /** The gateway with every call traced (`provider.chat`) and measured, whichever provider it is. */
 const instrumented = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
-  AiGatewayTelemetryLive.pipe(Layer.provideMerge(gateway), Layer.provide(AiCostCalculator.Default))
+  AiGatewayTelemetryLive.pipe(
+    Layer.provideMerge(withoutTraceHeaders),
+    Layer.provideMerge(gateway),
+    Layer.provide(AiCostCalculator.Default)
+  )
 
 /**
  * The creator queues its own jobs after commit (docs/architecture.md §6.7); the dispatcher sweeps
@@ -286,10 +301,12 @@ export const ReadinessProbeLive = Layer.scoped(
 
 // ---- The parts a program runs over a stack
 
-/** The HTTP API on `PORT`; needs `ApiSettings` and a `ReadinessProbe` beside the stack. */
+/** The HTTP API on `PORT` (and `HOST`, when set); needs `ApiSettings` and a `ReadinessProbe` beside the stack. */
 export const ApiPart = <E = never, R = never>(
   options: { readonly logRequests?: boolean; readonly sampleMetrics?: Effect.Effect<void, E, R> } = {}
-) => Layer.unwrapEffect(Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, ...options })))
+) => Layer.unwrapEffect(
+  Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, host: Option.getOrUndefined(http.host), ...options }))
+)
 
 /** The API's settings (`AUTH_JWT_SECRET`, transport limits) and readiness on MySQL + Redis. */
 export const LiveApiSupport = Layer.merge(ApiSettings.layer, ReadinessProbeLive)

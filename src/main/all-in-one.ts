@@ -12,7 +12,6 @@ import { Console, Effect, Layer, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { signToken } from "../http/AuthTokens.js"
-import { httpTransportConfig } from "../config/HttpTransportSettings.js"
 import { HttpConfig, ProviderConfig } from "../config/EngineConfig.js"
 import {
   ApiPart,
@@ -67,12 +66,18 @@ const tokenLines = (secret: BannerSecret) =>
     }
   })
 
+/** Where a newcomer reaches the API: `localhost` unless `HOST` names one address. */
+const bannerOrigin = (http: { readonly port: number; readonly host: Option.Option<string> }) => {
+  const host = Option.getOrElse(Option.filter(http.host, (h) => h !== "0.0.0.0" && h !== "::"), () => "localhost")
+  return `http://${host.includes(":") ? `[${host}]` : host}:${http.port}`
+}
+
 /** What a newcomer needs to try the embedded engine, printed once it is up. */
-const embeddedBanner = (options: { readonly port: number; readonly secret: BannerSecret; readonly provider: string }) =>
+const embeddedBanner = (options: { readonly origin: string; readonly secret: BannerSecret; readonly provider: string }) =>
   Layer.effectDiscard(
     Effect.gen(function* () {
       const tokens = yield* tokenLines(options.secret)
-      const base = `http://localhost:${options.port}`
+      const base = options.origin
       yield* Console.log(
         [
           "",
@@ -83,10 +88,10 @@ const embeddedBanner = (options: { readonly port: number; readonly secret: Banne
           ...tokens.lines,
           "",
           "Create a flashcard job:",
-          `  curl -s -X POST ${base}/api/ai/flashcard-generations -H 'Authorization: Bearer ${tokens.bearer}' -H 'Content-Type: application/json' -d '${sampleFlashcardRequest}'`,
+          `  curl -s -X POST ${base}/api/ai/flashcard-generations -H "Authorization: Bearer ${tokens.bearer}" -H 'Content-Type: application/json' -d '${sampleFlashcardRequest}'`,
           "Then follow it (use the jobId from the answer):",
-          `  curl -s ${base}/api/ai/jobs/JOB_ID -H 'Authorization: Bearer ${tokens.bearer}'`,
-          `  curl -s ${base}/api/ai/jobs/JOB_ID/artifacts -H 'Authorization: Bearer ${tokens.bearer}'`,
+          `  curl -s ${base}/api/ai/jobs/JOB_ID -H "Authorization: Bearer ${tokens.bearer}"`,
+          `  curl -s ${base}/api/ai/jobs/JOB_ID/artifacts -H "Authorization: Bearer ${tokens.bearer}"`,
           ""
         ].join("\n")
       )
@@ -96,7 +101,6 @@ const embeddedBanner = (options: { readonly port: number; readonly secret: Banne
 const embedded = Effect.gen(function* () {
   const http = yield* HttpConfig.config
   const provider = yield* ProviderConfig.config
-  const transport = yield* httpTransportConfig
   const generated = Redacted.make(randomBytes(32).toString("base64url"))
   const secret = Option.getOrElse(http.authJwtSecret, () => generated)
   const bannerSecret: BannerSecret = Option.isSome(http.authJwtSecret)
@@ -105,9 +109,14 @@ const embedded = Effect.gen(function* () {
   const realProvider = Option.isSome(provider.apiKey)
   return Layer.merge(
     engineParts,
-    embeddedBanner({ port: http.port, secret: bannerSecret, provider: realProvider ? provider.baseUrl : "synthetic (set AI_API_KEY for a real one)" })
+    embeddedBanner({
+      origin: bannerOrigin(http),
+      secret: bannerSecret,
+      provider: realProvider ? provider.baseUrl : "synthetic (set AI_API_KEY for a real one)"
+    })
   ).pipe(
-    Layer.provide(Layer.merge(ApiSettings.make({ jwtSecret: Redacted.value(secret), transport }), ReadinessProbeMemory)),
+    // The API program's settings (RUNTIME_SERVICE_TOKEN, AI_PLATFORM_ENABLED, transport), with this run's secret.
+    Layer.provide(Layer.merge(ApiSettings.layerWithSecret(secret), ReadinessProbeMemory)),
     Layer.provide(EmbeddedStack)
   )
 })

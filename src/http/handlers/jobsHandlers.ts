@@ -26,6 +26,8 @@ import {
 import { PlatformGate } from "../PlatformGate.js"
 import { acceptedJobStatusResponse, jobStatusResponse } from "../presenters.js"
 import { makeJobViews } from "./jobViews.js"
+import { withoutRequestBody } from "../requestBody.js"
+import { setAnswerHeader } from "../responseHeaders.js"
 import { recordFinished } from "../../services/EngineMetrics.js"
 
 /** The user's own DeepSeek key pays for the job when one is stored and the job type allows it. */
@@ -73,7 +75,10 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
         yield* Effect.logInfo(created ? "job accepted" : "job returned for its idempotency key").pipe(
           Effect.annotateLogs({ jobId: job.id, jobType: job.jobType, userId: user.userId })
         )
-        if (created) return acceptedJobStatusResponse(job)
+        if (created) {
+          yield* setAnswerHeader("location", `/api/ai/jobs/${encodeURIComponent(job.id)}`)
+          return acceptedJobStatusResponse(job)
+        }
         // Both answers have the same fields, so the encoder cannot tell them apart by value:
         // the 200 of an idempotent repeat is written out here.
         return yield* statusOf(job).pipe(
@@ -207,7 +212,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
       .handle(
         "cancelJob",
         ({ path }) =>
-          Effect.gen(function* () {
+          withoutRequestBody(Effect.gen(function* () {
             const user = yield* CurrentUser
             const job = yield* views.findVisible(path.jobId, user, { admins: false })
             const after = yield* lifecycle.requestCancel(job.id).pipe(
@@ -227,7 +232,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
               Effect.annotateLogs({ jobId: after.id, userId: user.userId, lifecycleStatus: after.lifecycleStatus })
             )
             return yield* statusOf(after)
-          }),
+          })),
         { uninterruptible: true }
       )
   }))
