@@ -144,7 +144,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "13_business_created_at_default",
         "14_learning_analysis",
         "15_job_trace_parent",
-        "16_job_retried_from"
+        "16_job_retried_from",
+        "17_outbox_event_lane"
       ])
       expect(second).toEqual([])
     }))
