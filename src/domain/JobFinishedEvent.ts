@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import type { AiJob } from "./AiJob.js"
+import { derivedId } from "./DerivedId.js"
 import { aiJobAggregateType, type NewOutboxEvent } from "./OutboxEvent.js"
 import type { LifecycleStatus } from "./LifecycleStatus.js"
 
@@ -45,6 +46,12 @@ export type JobFinishedEvent = typeof JobFinishedEvent.Type
 /** One terminal event per job: the unique dedupe key keeps a second one out whatever writes it. */
 export const finishedDedupeKey = (jobId: string) => `ai.job.finished:${jobId}`
 
+/**
+ * The terminal event's id, derived from the job's: there is one per job, so its id (a receiver's
+ * `webhook-id`, the domain-events queue job id) needs no randomness, and a job's id names it.
+ */
+export const finishedEventId = (jobId: string) => derivedId("ai.job.finished", jobId)
+
 const isFinished = (status: LifecycleStatus): status is "succeeded" | "failed" | "cancelled" =>
   status === "succeeded" || status === "failed" || status === "cancelled"
 
@@ -52,11 +59,7 @@ const isFinished = (status: LifecycleStatus): status is "succeeded" | "failed" |
  * The outbox row announcing `job`'s end, built from the row its terminal write left (a job that
  * is not terminal has none). `artifacts` in ordinal order, empty unless it succeeded.
  */
-export const finishedEventFor = (
-  job: AiJob,
-  artifacts: ReadonlyArray<FinishedArtifact>,
-  eventId: string
-): NewOutboxEvent | undefined => {
+export const finishedEventFor = (job: AiJob, artifacts: ReadonlyArray<FinishedArtifact>): NewOutboxEvent | undefined => {
   const status = job.lifecycleStatus
   if (!isFinished(status)) return undefined
   const finishedAt = (job.finishedAt ?? job.updatedAt).toISOString()
@@ -73,7 +76,7 @@ export const finishedEventFor = (
     }
   }
   return {
-    id: eventId,
+    id: finishedEventId(job.id),
     eventType: body.type,
     aggregateType: aiJobAggregateType,
     aggregateId: job.id,

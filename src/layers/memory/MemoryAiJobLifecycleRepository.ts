@@ -9,7 +9,6 @@ import {
   type JobListCursor,
   type NewAiJob
 } from "../../domain/AiJob.js"
-import { newId } from "../../domain/Ids.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
 import { type FinishedArtifact, finishedEventFor } from "../../domain/JobFinishedEvent.js"
 import { JobNotFound, LockLost } from "../../domain/LifecycleErrors.js"
@@ -112,15 +111,13 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
     next: (job: AiJob, now: Date) => AiJob,
     artifacts?: ReadonlyArray<FinishedArtifact>
   ) =>
-    Effect.flatMap(newId, (eventId) =>
-      db.write(operation, (tables, now) =>
-        Either.map(guard(HashMap.get(tables.aiJob, jobId), now), (job) => {
-          const updated = next(job, now)
-          const written = withJob(tables, updated)
-          const event = finishedEventFor(updated, artifacts ?? artifactsOf(written, jobId), eventId)
-          return [updated, event === undefined ? written : insertOutboxEvent(written, event, now)[1]] as const
-        })
-      ))
+    db.write(operation, (tables, now) =>
+      Either.map(guard(HashMap.get(tables.aiJob, jobId), now), (job) => {
+        const updated = next(job, now)
+        const written = withJob(tables, updated)
+        const event = finishedEventFor(updated, artifacts ?? artifactsOf(written, jobId))
+        return [updated, event === undefined ? written : insertOutboxEvent(written, event, now)[1]] as const
+      }))
 
   const createJob = (job: NewAiJob) =>
     db.write("ai_job.create", (tables, now) => {

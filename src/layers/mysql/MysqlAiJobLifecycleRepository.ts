@@ -6,7 +6,6 @@ import { Clock, Effect, Either, Layer, Option, Schema } from "effect"
 import { AiJob } from "../../domain/AiJob.js"
 import type { JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
 import { fencedJobId } from "../../domain/AiJob.js"
-import { newId } from "../../domain/Ids.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
 import { FinishedArtifact, finishedEventFor } from "../../domain/JobFinishedEvent.js"
 import { JobSnapshot } from "../../domain/JobSnapshot.js"
@@ -201,7 +200,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       const listed = artifacts ?? (job.lifecycleStatus === "succeeded"
         ? yield* readArtifacts(job.id).pipe(persistence("ai_job_artifact.listForEvent"))
         : [])
-      const event = finishedEventFor(job, listed, yield* newId)
+      const event = finishedEventFor(job, listed)
       if (event !== undefined) yield* outbox.createInTransaction(event)
       return job
     })
