@@ -62,6 +62,9 @@ export const makeEventDispatcher = Effect.gen(function* () {
 
   const deliverTo = (target: EventTarget, event: OutboxEvent, body: JobFinishedEvent) =>
     target.deliver({ eventId: event.id, body }).pipe(
+      // The round is uninterruptible (a shutdown lets it settle); the timeout must still be able
+      // to abandon the delivery, which aborts its request.
+      Effect.interruptible,
       Effect.timeoutFail({
         duration: Duration.millis(settings.deliveryTimeoutMs),
         onTimeout: () => new EventDeliveryFailed({ reason: `no answer within ${settings.deliveryTimeoutMs} ms` })
