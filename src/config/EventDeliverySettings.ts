@@ -32,7 +32,11 @@ export class EventDeliverySettings extends Context.Tag("ai-job-engine/EventDeliv
 >() {
   static readonly config = Config.all({
     concurrency: positiveWhole("EVENT_DELIVERY_CONCURRENCY", defaults.concurrency),
-    deliveryTimeoutMs: positiveMillis("WEBHOOK_TIMEOUT_MS", defaults.deliveryTimeoutMs),
+    deliveryTimeoutMs: Config.option(
+      Config.integer("WEBHOOK_TIMEOUT_MS").pipe(
+        Config.validate({ message: "WEBHOOK_TIMEOUT_MS must be a positive whole number of milliseconds", validation: (n) => n > 0 })
+      )
+    ),
     retryBaseDelayMs: positiveMillis("EVENT_RETRY_BASE_MS", defaults.retryBaseDelayMs),
     retryMaxDelayMs: positiveMillis("EVENT_RETRY_MAX_MS", defaults.retryMaxDelayMs),
     retryForMs: positiveMillis("EVENT_RETRY_FOR_MS", defaults.retryForMs)
@@ -40,20 +44,25 @@ export class EventDeliverySettings extends Context.Tag("ai-job-engine/EventDeliv
 
   /**
    * From the environment. A delivery must end within the dispatcher's claim (`OUTBOX_LOCK_TTL_MS`),
-   * or another dispatcher would take the event over while it is still in flight.
+   * or another dispatcher would take the event over while it is still in flight: unset,
+   * `WEBHOOK_TIMEOUT_MS` is 10 s or half the claim, whichever is shorter; set, it must be shorter
+   * than the claim.
    */
   static readonly layer = Layer.effect(
     EventDeliverySettings,
     Effect.gen(function* () {
-      const settings = yield* EventDeliverySettings.config
-      const timing = yield* TimingConfig
-      if (settings.deliveryTimeoutMs >= timing.outboxLockTtlMs) {
+      const { deliveryTimeoutMs, ...settings } = yield* EventDeliverySettings.config
+      const claimMs = (yield* TimingConfig).outboxLockTtlMs
+      if (Option.isNone(deliveryTimeoutMs)) {
+        return { ...settings, deliveryTimeoutMs: Math.max(1, Math.min(defaults.deliveryTimeoutMs, Math.floor(claimMs / 2))) }
+      }
+      if (deliveryTimeoutMs.value >= claimMs) {
         return yield* Effect.fail(ConfigError.InvalidData(
           ["WEBHOOK_TIMEOUT_MS"],
-          `WEBHOOK_TIMEOUT_MS (${settings.deliveryTimeoutMs}) must be shorter than OUTBOX_LOCK_TTL_MS (${timing.outboxLockTtlMs}), the dispatcher's claim on an event`
+          `WEBHOOK_TIMEOUT_MS (${deliveryTimeoutMs.value}) must be shorter than OUTBOX_LOCK_TTL_MS (${claimMs}), the dispatcher's claim on an event`
         ))
       }
-      return settings
+      return { ...settings, deliveryTimeoutMs: deliveryTimeoutMs.value }
     })
   )
 

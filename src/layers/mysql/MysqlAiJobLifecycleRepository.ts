@@ -20,7 +20,7 @@ import {
 } from "../../domain/LifecycleGuards.js"
 import { JobLockConflict, LockLost } from "../../domain/LifecycleErrors.js"
 import { reaperWorkerId } from "../../domain/LifecycleGuards.js"
-import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
+import { isTerminal, legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import {
   AiJobLifecycleRepository,
@@ -196,7 +196,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   /** The terminal event of `job` when the write ended it (none for a job still running). */
   const withFinishedEvent = (job: AiJob, artifacts?: ReadonlyArray<FinishedArtifact>) =>
     Effect.gen(function* () {
-      if (job.lifecycleStatus !== "succeeded" && job.lifecycleStatus !== "failed" && job.lifecycleStatus !== "cancelled") return job
+      if (!isTerminal(job.lifecycleStatus)) return job
       const listed = artifacts ?? (job.lifecycleStatus === "succeeded"
         ? yield* readArtifacts(job.id).pipe(persistence("ai_job_artifact.listForEvent"))
         : [])
