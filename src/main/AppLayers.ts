@@ -16,6 +16,10 @@ import { OpenAiCompatibleGatewayLive } from "../layers/gateway/OpenAiCompatibleG
 import { SyntheticGatewayLive } from "../layers/gateway/SyntheticGateway.js"
 import { runMigrations } from "../layers/mysql/migrate.js"
 import { OutboxDispatcherLive } from "../pipeline/dispatcher.js"
+import { domainEventsQueueConfig, EventDeliverySettings } from "../config/EventDeliverySettings.js"
+import { EventTargets } from "../services/EventTargets.js"
+import { makeDomainEventTarget } from "../layers/bullmq/BullMqDomainEventTarget.js"
+import { WebhookHttpClient, webhookTargetsFromConfig } from "../layers/webhook/StandardWebhookTarget.js"
 import { WorkerServiceLive } from "../pipeline/worker.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import { AiGateway } from "../services/AiGateway.js"
@@ -186,7 +190,8 @@ export const LiveInfrastructure = Layer.mergeAll(
  */
 export const DispatcherInfrastructure = Layer.mergeAll(
   MysqlOutboxRepository.pipe(Layer.provide(MysqlFromConfig)),
-  Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal).pipe(Layer.provide(RedisConnection.fromConfig)),
+  // The connection itself too: the domain-events queue, when configured, is on it.
+  Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal).pipe(Layer.provideMerge(RedisConnection.fromConfig)),
   TimingConfig.layer,
   DispatcherSettings.layer
 ).pipe(Layer.provide(Layer.merge(StorageConfig.layer, QueueSettings.layer)))
@@ -311,8 +316,31 @@ export const ApiPart = <E = never, R = never>(
 /** The API's settings (`AUTH_JWT_SECRET`, transport limits) and readiness on MySQL + Redis. */
 export const LiveApiSupport = Layer.merge(ApiSettings.layer, ReadinessProbeLive)
 
-/** The outbox dispatcher: claims events, adds them to the queues. */
-export const DispatcherPart = OutboxDispatcherLive
+/**
+ * Where jobs' ends are announced (docs/architecture.md §6.8): `WEBHOOK_URL`'s endpoints and, with
+ * `DOMAIN_EVENTS_QUEUE`, that queue on the engine's Redis (refused at start without one: the
+ * embedded engine has none).
+ */
+export const EventTargetsLive = Layer.scoped(
+  EventTargets,
+  Effect.gen(function* () {
+    const webhooks = yield* webhookTargetsFromConfig
+    const domainQueue = yield* domainEventsQueueConfig
+    if (Option.isNone(domainQueue)) return webhooks
+    const redis = yield* Effect.serviceOption(RedisConnection)
+    if (Option.isNone(redis)) {
+      return yield* new InfrastructureUnavailable({ message: "DOMAIN_EVENTS_QUEUE needs REDIS_URL: the domain-events queue lives on Redis" })
+    }
+    const queue = yield* makeDomainEventTarget(domainQueue.value).pipe(Effect.provideService(RedisConnection, redis.value))
+    return [...webhooks, queue]
+  })
+).pipe(Layer.provide(WebhookHttpClient))
+
+/**
+ * The outbox dispatcher: its enqueue lane adds jobs to their queues, its notify lane delivers
+ * jobs' terminal events to their targets (needs `TimingConfig`; Redis when it has a queue target).
+ */
+export const DispatcherPart = OutboxDispatcherLive.pipe(Layer.provide(Layer.merge(EventTargetsLive, EventDeliverySettings.layer)))
 
 /**
  * Workers on `WORKER_QUEUES`, with the lock reaper and snapshot cleanup beside them, in a process

@@ -31,6 +31,9 @@ import { QueueSettings } from "../config/QueueSettings.js"
 import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
 import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/MemoryProviderCapacity.js"
 import { makeDispatcher } from "../pipeline/dispatcher.js"
+import { makeEventDispatcher } from "../pipeline/eventDispatcher.js"
+import { EventDeliverySettings } from "../config/EventDeliverySettings.js"
+import { EventTargets } from "../services/EventTargets.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
 import { runReaper } from "../pipeline/reaper.js"
 import { runWorker } from "../pipeline/worker.js"
@@ -347,9 +350,15 @@ export const makeWorld = (options: {
             ...DispatcherSettings.defaults,
             dispatcherId: id,
             releaseIntervalMs: settings.dispatcherReleaseIntervalMs
-          })
+          }),
+          // Terminal events have no target here: the notify lane settles them.
+          Context.add(EventTargets, []),
+          Context.add(EventDeliverySettings, EventDeliverySettings.defaults)
         )
-        yield* Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run).pipe(
+        yield* Effect.zipRight(
+          Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run),
+          Effect.flatMap(makeEventDispatcher, (events) => events.run)
+        ).pipe(
           Effect.provide(Context.merge(shared, own)),
           Scope.extend(process.scope)
         )
