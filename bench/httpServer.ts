@@ -22,6 +22,7 @@ import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Context, Effect, Layer, Logger, LogLevel, Queue, Schema } from "effect"
 import type mysql from "mysql2/promise"
 import { ApiSettings } from "../src/config/ApiSettings.js"
+import { AuthSettings } from "../src/config/AuthSettings.js"
 import { ReadinessProbeLive } from "../src/main/AppLayers.js"
 import { apiServer } from "../src/http/server.js"
 import { parentMessages, toParent } from "./childProcess.js"
@@ -35,7 +36,7 @@ const engineServer = (target: BenchTarget) =>
   Effect.gen(function* () {
     const server = apiServer().pipe(
       Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-      Layer.provide(Layer.merge(ApiSettings.make({ jwtSecret: benchJwtSecret }), ReadinessProbeLive)),
+      Layer.provide(Layer.mergeAll(ApiSettings.make(), AuthSettings.make({ jwtSecret: benchJwtSecret }), ReadinessProbeLive)),
       Layer.provide(benchEngineLayer(target, { workerConcurrency: 1 }))
     )
     const context = yield* Layer.build(server)

@@ -1,5 +1,6 @@
 import { Config, Context, Layer, Option, Redacted } from "effect"
 import { positiveMillis } from "./configValues.js"
+import { jwtSecretConfig } from "./AuthSettings.js"
 
 /**
  * The engine's configuration, read with Effect `Config` from the environment. Variable names
@@ -182,14 +183,7 @@ export class HttpConfig extends Context.Tag("ai-job-engine/HttpConfig")<
 >() {
   static readonly config = Config.all({
     port: Config.port("PORT").pipe(Config.withDefault(3000)),
-    authJwtSecret: Config.option(
-      Config.redacted("AUTH_JWT_SECRET").pipe(
-        Config.validate({
-          message: "AUTH_JWT_SECRET must be at least 32 characters",
-          validation: (value) => Redacted.value(value).length >= 32
-        })
-      )
-    )
+    authJwtSecret: Config.option(jwtSecretConfig)
   })
   static readonly layer = Layer.effect(HttpConfig, HttpConfig.config)
 }

@@ -6,6 +6,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { Config, type ConfigError, ConfigProvider, Effect, Layer, Option, Schema } from "effect"
 import { ApiSettings } from "../config/ApiSettings.js"
+import { AuthSettings } from "../config/AuthSettings.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../config/EngineConfig.js"
 import { nodeApiServer } from "../http/server.js"
@@ -291,8 +292,8 @@ export const ApiPart = <E = never, R = never>(
   options: { readonly logRequests?: boolean; readonly sampleMetrics?: Effect.Effect<void, E, R> } = {}
 ) => Layer.unwrapEffect(Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, ...options })))
 
-/** The API's settings (`AUTH_JWT_SECRET`, transport limits) and readiness on MySQL + Redis. */
-export const LiveApiSupport = Layer.merge(ApiSettings.layer, ReadinessProbeLive)
+/** The API's settings (bearer tokens, transport limits, live streams) and readiness on MySQL + Redis. */
+export const LiveApiSupport = Layer.mergeAll(ApiSettings.layer, AuthSettings.layer, ReadinessProbeLive)
 
 /** The outbox dispatcher: claims events, adds them to the queues. */
 export const DispatcherPart = OutboxDispatcherLive

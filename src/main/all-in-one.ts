@@ -11,6 +11,8 @@
 import { Console, Effect, Layer, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { ApiSettings } from "../config/ApiSettings.js"
+import { AuthSettings } from "../config/AuthSettings.js"
+import { liveStreamConfig } from "../config/LiveStreamSettings.js"
 import { signToken } from "../http/AuthTokens.js"
 import { httpTransportConfig } from "../config/HttpTransportSettings.js"
 import { HttpConfig, ProviderConfig } from "../config/EngineConfig.js"
@@ -38,14 +40,21 @@ const sampleFlashcardRequest = JSON.stringify({
   count: 3
 })
 
-/** Where the tokens of the banner come from: a secret made for this run, or the operator's. */
+/** Where the tokens of the banner come from: a secret made for this run, the operator's, or the identity provider. */
 type BannerSecret =
   | { readonly _tag: "GeneratedForThisRun"; readonly secret: Redacted.Redacted<string> }
   | { readonly _tag: "Configured" }
+  | { readonly _tag: "IdentityProvider"; readonly issuer: string }
 
 /** The lines that give a newcomer tokens: only a secret generated here may sign them in public. */
 const tokenLines = (secret: BannerSecret) =>
   Effect.gen(function* () {
+    if (secret._tag === "IdentityProvider") {
+      return {
+        bearer: "$TOKEN",
+        lines: [`  Tokens come from the identity provider at ${secret.issuer} (AUTH_ISSUER): export TOKEN=<an access token it issued>`]
+      }
+    }
     if (secret._tag === "Configured") {
       return {
         bearer: "$TOKEN",
@@ -97,17 +106,27 @@ const embedded = Effect.gen(function* () {
   const http = yield* HttpConfig.config
   const provider = yield* ProviderConfig.config
   const transport = yield* httpTransportConfig
-  const generated = Redacted.make(randomBytes(32).toString("base64url"))
-  const secret = Option.getOrElse(http.authJwtSecret, () => generated)
-  const bannerSecret: BannerSecret = Option.isSome(http.authJwtSecret)
-    ? { _tag: "Configured" }
-    : { _tag: "GeneratedForThisRun", secret: generated }
+  const liveStreams = yield* liveStreamConfig
+  const auth = yield* AuthSettings.config
+  // Neither a secret nor an identity provider: a secret for this run, and tokens signed with it.
+  const generated = Option.isNone(auth.jwtSecret) && Option.isNone(auth.identityProvider)
+    ? Option.some(Redacted.make(randomBytes(32).toString("base64url")))
+    : Option.none()
+  const bannerSecret = ((): BannerSecret => {
+    if (Option.isSome(generated)) return { _tag: "GeneratedForThisRun", secret: generated.value }
+    if (Option.isSome(auth.jwtSecret) || Option.isNone(auth.identityProvider)) return { _tag: "Configured" }
+    return { _tag: "IdentityProvider", issuer: auth.identityProvider.value.issuer }
+  })()
   const realProvider = Option.isSome(provider.apiKey)
   return Layer.merge(
     engineParts,
     embeddedBanner({ port: http.port, secret: bannerSecret, provider: realProvider ? provider.baseUrl : "synthetic (set AI_API_KEY for a real one)" })
   ).pipe(
-    Layer.provide(Layer.merge(ApiSettings.make({ jwtSecret: Redacted.value(secret), transport }), ReadinessProbeMemory)),
+    Layer.provide(Layer.mergeAll(
+      ApiSettings.make({ transport, liveStreams }),
+      Layer.succeed(AuthSettings, { ...auth, jwtSecret: Option.orElse(auth.jwtSecret, () => generated) }),
+      ReadinessProbeMemory
+    )),
     Layer.provide(EmbeddedStack)
   )
 })

@@ -2,6 +2,8 @@ import { HttpServer } from "@effect/platform"
 import { Context, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 import { byLease, leaseOf, type AiJob } from "../../../src/domain/AiJob.js"
 import { ApiSettings } from "../../../src/config/ApiSettings.js"
+import { AuthSettings } from "../../../src/config/AuthSettings.js"
+import type { LiveStreamSettings } from "../../../src/config/LiveStreamSettings.js"
 import { type Role, signToken } from "../../../src/http/AuthTokens.js"
 import type { ReadinessProbe } from "../../../src/services/ReadinessProbe.js"
 import { ReadinessProbeMemory } from "../../../src/layers/memory/MemoryReadinessProbe.js"
@@ -135,6 +137,10 @@ export const JobBody = Schema.Struct({
 export const PageBody = Schema.Struct({ items: Schema.Array(JobBody), nextCursor: Schema.NullOr(Schema.String) })
 
 export interface ApiHarnessOptions<ROut = never> {
+  /** Who signs tokens; the test secret (`jwtSecret`) only, unless given. */
+  readonly auth?: Parameters<typeof AuthSettings.make>[0]
+  /** Caps and life of streams and long polls; the defaults otherwise. */
+  readonly liveStreams?: Partial<LiveStreamSettings>
   readonly platformEnabled?: boolean
   readonly runtimeServiceToken?: string | undefined
   readonly probe?: Layer.Layer<ReadinessProbe, never, NoInfer<ROut>>
@@ -151,12 +157,15 @@ export const startApi = <ROut, E>(
   options: ApiHarnessOptions<ROut> = {}
 ) =>
   Effect.gen(function* () {
-    const settings = ApiSettings.make({
-      jwtSecret,
-      runtimeServiceToken: "runtimeServiceToken" in options ? options.runtimeServiceToken : runtimeToken,
-      platformEnabled: options.platformEnabled ?? true,
-      transport: options.transport
-    })
+    const settings = Layer.merge(
+      ApiSettings.make({
+        runtimeServiceToken: "runtimeServiceToken" in options ? options.runtimeServiceToken : runtimeToken,
+        platformEnabled: options.platformEnabled ?? true,
+        transport: options.transport,
+        liveStreams: options.liveStreams
+      }),
+      AuthSettings.make(options.auth ?? { jwtSecret })
+    )
     const server = apiServer().pipe(
       Layer.provideMerge(nodeHttpServer({ port: 0, host: "127.0.0.1" })),
       Layer.provideMerge(Layer.merge(settings, options.probe ?? ReadinessProbeMemory)),
