@@ -15,6 +15,7 @@ import {
   PlatformUnavailable,
   QuotaExceededError,
   TooManyJobsError,
+  TooManyStreamsError,
   UnsupportedMediaType
 } from "./ApiErrors.js"
 import {
@@ -92,6 +93,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .setUrlParams(JobWaitParams)
       .addSuccess(JobStatusResponse)
       .addError(JobNotFoundError)
+      .addError(TooManyStreamsError)
       .annotate(OpenApi.Summary, "A job's status (the owner's, or any for SUPER_ADMIN); with waitFor=terminal, a long poll")
   )
   .add(
@@ -101,6 +103,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .addSuccess(JobEventStream)
       .addSuccess(HttpApiSchema.NoContent)
       .addError(JobNotFoundError)
+      .addError(TooManyStreamsError)
       .annotate(OpenApi.Summary, "Follow a job live: Server-Sent Events of its JobStatusResponse until it ends")
   )
   .add(

@@ -31,7 +31,7 @@ import { bodyRejectionOf } from "./requestBody.js"
 export const storageRetryAfterSeconds = 1
 
 /** Sets `Retry-After` on this request's response (whatever status it ends with). */
-const retryAfter = (seconds: number) =>
+export const retryAfter = (seconds: number) =>
   HttpApp.appendPreResponseHandler((_request, response) =>
     Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(seconds)))
   )
