@@ -48,6 +48,12 @@ export class TokenVerifier extends Effect.Service<TokenVerifier>()("ai-job-engin
     const provider = yield* Effect.transposeMapOption(settings.identityProvider, (identityProvider) =>
       Effect.map(makeIdentityProviderKeys(identityProvider), (keys) => ({ keys, policy: identityTokenPolicy(identityProvider) })))
     const providerKeys: Option.Option<IdentityProviderKeys> = Option.map(provider, ({ keys }) => keys)
+    yield* Effect.logInfo("bearer tokens accepted").pipe(
+      Effect.annotateLogs({
+        hs256Secret: Option.isSome(settings.jwtSecret),
+        identityProvider: Option.getOrElse(Option.map(settings.identityProvider, (idp) => idp.issuer), () => "none")
+      })
+    )
 
     const verify = (token: string): Effect.Effect<SignedInUser, InvalidToken> =>
       Effect.flatMap(Clock.currentTimeMillis, (nowMillis) => {
