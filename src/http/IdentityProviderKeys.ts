@@ -1,5 +1,5 @@
 import { HttpClient, type HttpClientResponse } from "@effect/platform"
-import { Clock, Deferred, Duration, Effect, Option, Ref, Schema, type Scope, Stream } from "effect"
+import { Clock, Deferred, Duration, Effect, FiberRef, HashMap, List, Option, Ref, Schema, type Scope, Stream } from "effect"
 import type { IdentityProviderSettings } from "../config/AuthSettings.js"
 import { emptyKeySet, JwkSetDocument, type KeySet, keySetOf } from "./jwks.js"
 
@@ -164,6 +164,10 @@ export const makeIdentityProviderKeys = (
             Effect.ensuring(
               Ref.update(state, (current) => ({ ...current, inFlight: undefined })).pipe(Effect.zipRight(Deferred.succeed(mine, undefined)))
             ),
+            // The fetch serves every request after this one: its own trace, not the request's spans and log annotations.
+            Effect.withSpan("identity_provider.fetch_keys", { root: true, attributes: { issuer: settings.issuer } }),
+            Effect.locally(FiberRef.currentLogSpan, List.empty()),
+            Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty()),
             Effect.forkIn(scope)
           )
         }
