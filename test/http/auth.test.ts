@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, HashMap, Redacted } from "effect"
 import { SignJWT } from "jose"
@@ -30,6 +31,12 @@ const badAuthorizations = Effect.gen(function* () {
     new SignJWT({ role: "ROOT" }).setProtectedHeader({ alg: "HS256" }).setSubject("user-a").setExpirationTime(nowSeconds() + 3600).sign(secretBytes)
   )
   const tampered = `${valid.split(".")[0]}.${b64url({ sub: "user-b", role: "SUPER_ADMIN", exp: nowSeconds() + 3600 })}.${valid.split(".")[2]}`
+  // exp=1e309 parses as Infinity: a token that never expires.
+  const endless = yield* Effect.sync(() => {
+    const signingInput = `${b64url({ alg: "HS256", typ: "JWT" })}.${Buffer.from('{"sub":"user-a","role":"USER","exp":1e309}').toString("base64url")}`
+    return `${signingInput}.${createHmac("sha256", jwtSecret).update(signingInput).digest("base64url")}`
+  })
+  const distant = yield* tokenFor("user-a", "USER", 2 * 366 * 24 * 3600)
   const cases: ReadonlyArray<readonly [string, string | undefined]> = [
     ["missing header", undefined],
     ["empty header", ""],
@@ -43,6 +50,8 @@ const badAuthorizations = Effect.gen(function* () {
     ["HS512 instead of HS256", `Bearer ${hs512}`],
     ["expired", `Bearer ${expired}`],
     ["no exp claim", `Bearer ${noExp}`],
+    ["exp 1e309 (never expires)", `Bearer ${endless}`],
+    ["exp two years ahead", `Bearer ${distant}`],
     ["no sub claim", `Bearer ${noSub}`],
     ["unknown role", `Bearer ${badRole}`],
     ["Basic scheme", "Basic dXNlcjpwYXNz"],
