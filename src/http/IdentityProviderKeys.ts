@@ -71,7 +71,8 @@ export const makeIdentityProviderKeys = (
   settings: IdentityProviderSettings
 ): Effect.Effect<IdentityProviderKeys, never, HttpClient.HttpClient | Scope.Scope> =>
   Effect.gen(function* () {
-    const client = yield* HttpClient.HttpClient
+    // A provider behind a CDN may answer with a redirect: a few are followed.
+    const client = HttpClient.followRedirects(yield* HttpClient.HttpClient, 3)
     const scope = yield* Effect.scope
     const cooldownMillis = settings.jwks.cooldownSeconds * 1000
     const state = yield* Ref.make<CacheState>({

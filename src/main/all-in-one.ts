@@ -5,7 +5,8 @@
  * With `DATABASE_URL` and `REDIS_URL` unset it runs embedded: in-memory storage and queues, the
  * synthetic AI provider (the real one when `AI_API_KEY` is set), a JWT secret generated for the
  * run, and it prints ready-made tokens and a `curl` to try. With `AUTH_JWT_SECRET` set it uses
- * that secret and prints no token, only how to mint one (`npm run token`). With both set it applies pending
+ * that secret and prints no token, only how to mint one (`npm run token`); with `AUTH_ISSUER`
+ * alone, tokens come from that identity provider. With both storage URLs set it applies pending
  * migrations (`MIGRATE_ON_START`, default true) and runs on MySQL and Redis.
  */
 import { Console, Effect, Layer, Option, Redacted } from "effect"
