@@ -19,7 +19,7 @@ import { emptyKeySet, JwkSetDocument, type KeySet, keySetOf } from "./jwks.js"
 /** A discovery document or key set larger than this is refused (real ones are a few KiB). */
 const maxDocumentBytes = 256 * 1024
 
-export class IdentityProviderUnavailable extends Schema.TaggedError<IdentityProviderUnavailable>()(
+class IdentityProviderUnavailable extends Schema.TaggedError<IdentityProviderUnavailable>()(
   "IdentityProviderUnavailable",
   { reason: Schema.String }
 ) {}
@@ -47,7 +47,7 @@ export interface IdentityProviderKeys {
 }
 
 /** `Cache-Control` as a cache lifetime in seconds: `max-age`, 0 for `no-store` / `no-cache`, undefined when it says neither. */
-export const cacheLifetimeOf = (header: string | undefined): number | undefined => {
+const cacheLifetimeOf = (header: string | undefined): number | undefined => {
   if (header === undefined) return undefined
   const directives = header.toLowerCase().split(",").map((directive) => directive.trim())
   if (directives.some((directive) => directive === "no-store" || directive === "no-cache")) return 0

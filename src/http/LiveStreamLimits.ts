@@ -16,7 +16,7 @@ export class TooManyLiveStreams extends Schema.TaggedError<TooManyLiveStreams>()
 }) {}
 
 /** Seconds a refused client waits before trying again. */
-export const liveStreamRetryAfterSeconds = 5
+const liveStreamRetryAfterSeconds = 5
 
 /** A cap reached is logged at most this often per cap; the next line counts the refusals in between. */
 const refusalLogIntervalMillis = 10_000
