@@ -1,6 +1,7 @@
 import { Config, Context, Layer, Option, Redacted } from "effect"
 import { isIP } from "node:net"
 import { positiveMillis } from "./configValues.js"
+import { jwtSecretConfig } from "./AuthSettings.js"
 
 /**
  * The engine's configuration, read with Effect `Config` from the environment. Variable names
@@ -196,14 +197,7 @@ export class HttpConfig extends Context.Tag("ai-job-engine/HttpConfig")<
         })
       )
     ),
-    authJwtSecret: Config.option(
-      Config.redacted("AUTH_JWT_SECRET").pipe(
-        Config.validate({
-          message: "AUTH_JWT_SECRET must be at least 32 characters",
-          validation: (value) => Redacted.value(value).length >= 32
-        })
-      )
-    )
+    authJwtSecret: Config.option(jwtSecretConfig)
   })
   static readonly layer = Layer.effect(HttpConfig, HttpConfig.config)
 }

@@ -17,6 +17,7 @@ import {
   QuotaExceededError,
   RouteNotFound,
   TooManyJobsError,
+  TooManyStreamsError,
   UnsupportedMediaType
 } from "./ApiErrors.js"
 import {
@@ -96,6 +97,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .setUrlParams(JobWaitParams)
       .addSuccess(JobStatusResponse)
       .addError(JobNotFoundError)
+      .addError(TooManyStreamsError)
       .annotate(OpenApi.Summary, "A job's status (the owner's, or any for SUPER_ADMIN); with waitFor=terminal, a long poll")
   )
   .add(
@@ -105,6 +107,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .addSuccess(JobEventStream)
       .addSuccess(HttpApiSchema.NoContent)
       .addError(JobNotFoundError)
+      .addError(TooManyStreamsError)
       .annotate(OpenApi.Summary, "Follow a job live: Server-Sent Events of its JobStatusResponse until it ends")
   )
   .add(

@@ -87,6 +87,14 @@ export class MethodNotAllowed extends Schema.Class<MethodNotAllowed>("MethodNotA
   HttpApiSchema.annotations({ status: 405, description: "The path exists but does not take this method; `Allow` lists the ones it takes." })
 ) {}
 
+export class TooManyStreamsError extends Schema.Class<TooManyStreamsError>("TooManyStreamsError")(
+  { code: Schema.tag("TOO_MANY_STREAMS"), message: Schema.String },
+  HttpApiSchema.annotations({
+    status: 429,
+    description: "The caller (SSE_MAX_PER_USER) or the server (SSE_MAX_PER_PROCESS) holds the most live streams and long polls allowed; see Retry-After."
+  })
+) {}
+
 export class PayloadTooLarge extends Schema.Class<PayloadTooLarge>("PayloadTooLarge")(
   { code: Schema.tag("PAYLOAD_TOO_LARGE"), message: Schema.String },
   HttpApiSchema.annotations({ status: 413, description: "The request body is larger than HTTP_MAX_BODY_BYTES; it is not read further." })

@@ -31,8 +31,8 @@ import { setAnswerHeader } from "./responseHeaders.js"
 /** Seconds a client waits before retrying a 503 the storage or Redis caused. */
 export const storageRetryAfterSeconds = 1
 
-/** Sets `Retry-After` on this request's answer. */
-const retryAfter = (seconds: number) => setAnswerHeader("retry-after", String(seconds))
+/** Sets `Retry-After` on this request's answer (whatever status it ends with). */
+export const retryAfter = (seconds: number) => setAnswerHeader("retry-after", String(seconds))
 
 /** A backing store does not answer: 503 `PLATFORM_UNAVAILABLE` with `Retry-After`. */
 export const backingStoreUnavailable = Effect.zipRight(retryAfter(storageRetryAfterSeconds), Effect.fail(platformUnavailable()))

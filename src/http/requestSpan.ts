@@ -2,7 +2,7 @@ import { Headers, HttpMiddleware, HttpServerRequest, HttpTraceContext } from "@e
 import { Effect, FiberRef, Option, type Tracer } from "effect"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { constantTimeEquals } from "./Auth.js"
-import { verifyToken } from "./AuthTokens.js"
+import { TokenVerifier } from "./TokenVerifier.js"
 
 /**
  * Each request's span, `http.server <METHOD>`, in place of the platform's own (which continues
@@ -21,7 +21,7 @@ const bearerOf = (header: string | undefined): Option.Option<string> => {
   return match === null ? Option.none() : Option.some(match[1] ?? "")
 }
 
-/** Whether the request's bearer token is a valid user token or the runtime service token. */
+/** Whether the request's bearer token is a valid user token (HS256 or the identity provider's) or the runtime service token. */
 const carriesValidToken = (request: HttpServerRequest.HttpServerRequest) =>
   Option.match(bearerOf(request.headers["authorization"]), {
     onNone: () => Effect.succeed(false),
@@ -29,7 +29,7 @@ const carriesValidToken = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
         const settings = yield* ApiSettings
         if (Option.exists(settings.runtimeServiceToken, (expected) => constantTimeEquals(expected, token))) return true
-        return Option.isSome(yield* Effect.option(verifyToken(token, settings.jwtSecret)))
+        return Option.isSome(yield* Effect.option(Effect.flatMap(TokenVerifier, (verifier) => verifier.verify(token))))
       })
   })
 

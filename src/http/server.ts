@@ -19,6 +19,7 @@ import { MetricsRoute } from "./metricsEndpoint.js"
 import { lingerWhenBodyUnread, requestBodyGuard } from "./requestBody.js"
 import { corsLayer, securityHeaders } from "./responseHeaders.js"
 import { requestSpan } from "./requestSpan.js"
+import { TokenVerifier } from "./TokenVerifier.js"
 import { routerConfig, UnroutedAnswersLive } from "./unroutedRequests.js"
 
 /**
@@ -78,7 +79,9 @@ export const apiServer = <E = never, R = never>(
         Layer.provide(HttpApiBuilder.middleware(AiJobApi, requestBodyGuard(transport.maxBodyBytes))),
         Layer.provide(corsLayer(transport.corsAllowedOrigins)),
         Layer.provide(ApiLive),
-        Layer.provide(HttpRouter.setRouterConfig(routerConfig))
+        Layer.provide(HttpRouter.setRouterConfig(routerConfig)),
+        // The one verifier of the process (the auth middlewares and `/metrics` share it too).
+        Layer.provide(TokenVerifier.Default)
       )
     })
   )

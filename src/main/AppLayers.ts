@@ -7,6 +7,7 @@ import { HttpClient } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { Config, type ConfigError, ConfigProvider, Effect, Layer, Option, Schema } from "effect"
 import { ApiSettings } from "../config/ApiSettings.js"
+import { AuthSettings } from "../config/AuthSettings.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../config/EngineConfig.js"
 import { nodeApiServer } from "../http/server.js"
@@ -313,8 +314,8 @@ export const ApiPart = <E = never, R = never>(
   Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, host: Option.getOrUndefined(http.host), ...options }))
 )
 
-/** The API's settings (`AUTH_JWT_SECRET`, transport limits) and readiness on MySQL + Redis. */
-export const LiveApiSupport = Layer.merge(ApiSettings.layer, ReadinessProbeLive)
+/** The API's settings (bearer tokens, transport limits, live streams) and readiness on MySQL + Redis. */
+export const LiveApiSupport = Layer.mergeAll(ApiSettings.layer, AuthSettings.layer, ReadinessProbeLive)
 
 /**
  * Where jobs' ends are announced (docs/architecture.md §6.8): `WEBHOOK_URL`'s endpoints and, with

@@ -5,12 +5,14 @@
  * With `DATABASE_URL` and `REDIS_URL` unset it runs embedded: in-memory storage and queues, the
  * synthetic AI provider (the real one when `AI_API_KEY` is set), a JWT secret generated for the
  * run, and it prints ready-made tokens and a `curl` to try. With `AUTH_JWT_SECRET` set it uses
- * that secret and prints no token, only how to mint one (`npm run token`). With both set it applies pending
+ * that secret and prints no token, only how to mint one (`npm run token`); with `AUTH_ISSUER`
+ * alone, tokens come from that identity provider. With both storage URLs set it applies pending
  * migrations (`MIGRATE_ON_START`, default true) and runs on MySQL and Redis.
  */
 import { Console, Effect, Layer, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { ApiSettings } from "../config/ApiSettings.js"
+import { AuthSettings } from "../config/AuthSettings.js"
 import { signToken } from "../http/AuthTokens.js"
 import { HttpConfig, ProviderConfig } from "../config/EngineConfig.js"
 import {
@@ -37,14 +39,21 @@ const sampleFlashcardRequest = JSON.stringify({
   count: 3
 })
 
-/** Where the tokens of the banner come from: a secret made for this run, or the operator's. */
+/** Where the tokens of the banner come from: a secret made for this run, the operator's, or the identity provider. */
 type BannerSecret =
   | { readonly _tag: "GeneratedForThisRun"; readonly secret: Redacted.Redacted<string> }
   | { readonly _tag: "Configured" }
+  | { readonly _tag: "IdentityProvider"; readonly issuer: string }
 
 /** The lines that give a newcomer tokens: only a secret generated here may sign them in public. */
 const tokenLines = (secret: BannerSecret) =>
   Effect.gen(function* () {
+    if (secret._tag === "IdentityProvider") {
+      return {
+        bearer: "$TOKEN",
+        lines: [`  Tokens come from the identity provider at ${secret.issuer} (AUTH_ISSUER): export TOKEN=<an access token it issued>`]
+      }
+    }
     if (secret._tag === "Configured") {
       return {
         bearer: "$TOKEN",
@@ -101,11 +110,16 @@ const embeddedBanner = (options: { readonly origin: string; readonly secret: Ban
 const embedded = Effect.gen(function* () {
   const http = yield* HttpConfig.config
   const provider = yield* ProviderConfig.config
-  const generated = Redacted.make(randomBytes(32).toString("base64url"))
-  const secret = Option.getOrElse(http.authJwtSecret, () => generated)
-  const bannerSecret: BannerSecret = Option.isSome(http.authJwtSecret)
-    ? { _tag: "Configured" }
-    : { _tag: "GeneratedForThisRun", secret: generated }
+  const auth = yield* AuthSettings.config
+  // Neither a secret nor an identity provider: a secret for this run, and tokens signed with it.
+  const generated = Option.isNone(auth.jwtSecret) && Option.isNone(auth.identityProvider)
+    ? Option.some(Redacted.make(randomBytes(32).toString("base64url")))
+    : Option.none()
+  const bannerSecret = ((): BannerSecret => {
+    if (Option.isSome(generated)) return { _tag: "GeneratedForThisRun", secret: generated.value }
+    if (Option.isSome(auth.jwtSecret) || Option.isNone(auth.identityProvider)) return { _tag: "Configured" }
+    return { _tag: "IdentityProvider", issuer: auth.identityProvider.value.issuer }
+  })()
   const realProvider = Option.isSome(provider.apiKey)
   return Layer.merge(
     engineParts,
@@ -115,8 +129,13 @@ const embedded = Effect.gen(function* () {
       provider: realProvider ? provider.baseUrl : "synthetic (set AI_API_KEY for a real one)"
     })
   ).pipe(
-    // The API program's settings (RUNTIME_SERVICE_TOKEN, AI_PLATFORM_ENABLED, transport), with this run's secret.
-    Layer.provide(Layer.merge(ApiSettings.layerWithSecret(secret), ReadinessProbeMemory)),
+    // The API program's settings (RUNTIME_SERVICE_TOKEN, AI_PLATFORM_ENABLED, transport, live
+    // streams), and its token settings with this run's secret when none is configured.
+    Layer.provide(Layer.mergeAll(
+      ApiSettings.layer,
+      Layer.succeed(AuthSettings, { ...auth, jwtSecret: Option.orElse(auth.jwtSecret, () => generated) }),
+      ReadinessProbeMemory
+    )),
     Layer.provide(EmbeddedStack)
   )
 })

@@ -4,6 +4,8 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 import { byLease, leaseOf, type AiJob } from "../../../src/domain/AiJob.js"
 import { ApiSettings } from "../../../src/config/ApiSettings.js"
+import { AuthSettings } from "../../../src/config/AuthSettings.js"
+import type { LiveStreamSettings } from "../../../src/config/LiveStreamSettings.js"
 import { type Role, signToken } from "../../../src/http/AuthTokens.js"
 import type { ReadinessProbe } from "../../../src/services/ReadinessProbe.js"
 import { ReadinessProbeMemory } from "../../../src/layers/memory/MemoryReadinessProbe.js"
@@ -138,6 +140,10 @@ export const JobBody = Schema.Struct({
 export const PageBody = Schema.Struct({ items: Schema.Array(JobBody), nextCursor: Schema.NullOr(Schema.String) })
 
 export interface ApiHarnessOptions<ROut = never> {
+  /** Who signs tokens; the test secret (`jwtSecret`) only, unless given. */
+  readonly auth?: Parameters<typeof AuthSettings.make>[0]
+  /** Caps and life of streams and long polls; the defaults otherwise. */
+  readonly liveStreams?: Partial<LiveStreamSettings>
   readonly platformEnabled?: boolean
   readonly runtimeServiceToken?: string | undefined
   readonly probe?: Layer.Layer<ReadinessProbe, never, NoInfer<ROut>>
@@ -191,12 +197,15 @@ export const startApi = <ROut, E>(
 ) =>
   Effect.gen(function* () {
     const transport = { ...defaultHttpTransport, ...options.transport }
-    const settings = ApiSettings.make({
-      jwtSecret,
-      runtimeServiceToken: "runtimeServiceToken" in options ? options.runtimeServiceToken : runtimeToken,
-      platformEnabled: options.platformEnabled ?? true,
-      transport
-    })
+    const settings = Layer.merge(
+      ApiSettings.make({
+        runtimeServiceToken: "runtimeServiceToken" in options ? options.runtimeServiceToken : runtimeToken,
+        platformEnabled: options.platformEnabled ?? true,
+        transport,
+        liveStreams: options.liveStreams
+      }),
+      AuthSettings.make(options.auth ?? { jwtSecret })
+    )
     const validation = yield* validatedAgainstOwnDocument
     const nodeServer = NodeHttpServer.layer(
       () => tapResponses(createServer(nodeServerOptions(transport)), validation.onExchange),
