@@ -11,8 +11,13 @@ export const HttpServerArgs = Schema.Struct({
     databaseUrl: Schema.String,
     redisUrl: Schema.String,
     redisPrefix: Schema.String
-  })
+  }),
+  /** `engine` only: also accept tokens of this identity provider (bench:auth). */
+  identityProvider: Schema.optional(Schema.Struct({ issuer: Schema.String, audience: Schema.String })),
+  /** `engine` only: the caps on live streams (bench:sse); the defaults otherwise. */
+  liveStreams: Schema.optional(Schema.Struct({ maxPerUser: Schema.Number, maxPerProcess: Schema.Number }))
 })
+export type HttpServerArgs = typeof HttpServerArgs.Type
 
 /** Child → parent. */
 export const HttpServerReady = Schema.Struct({ type: Schema.Literal("listening"), port: Schema.Number })

@@ -22,6 +22,7 @@ import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Context, Effect, Layer, Logger, LogLevel, Queue, Schema } from "effect"
 import type mysql from "mysql2/promise"
 import { ApiSettings } from "../src/config/ApiSettings.js"
+import { AuthSettings } from "../src/config/AuthSettings.js"
 import { ReadinessProbeLive } from "../src/main/AppLayers.js"
 import { apiServer } from "../src/http/server.js"
 import { parentMessages, toParent } from "./childProcess.js"
@@ -31,11 +32,16 @@ import type { MemoryReading } from "./memoryProtocol.js"
 import { type BenchTarget, rawPool } from "./infra.js"
 import { binaryStringsAsText } from "../src/layers/mysql/mysqlClient.js"
 
-const engineServer = (target: BenchTarget) =>
+const engineServer = (target: BenchTarget, options: Pick<HttpServerArgs, "identityProvider" | "liveStreams">) =>
   Effect.gen(function* () {
+    const { identityProvider } = options
+    const auth = AuthSettings.make({
+      jwtSecret: benchJwtSecret,
+      identityProvider: identityProvider === undefined ? undefined : { issuer: identityProvider.issuer, audiences: [identityProvider.audience] }
+    })
     const server = apiServer().pipe(
       Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-      Layer.provide(Layer.merge(ApiSettings.make({ jwtSecret: benchJwtSecret }), ReadinessProbeLive)),
+      Layer.provide(Layer.mergeAll(ApiSettings.make({ liveStreams: options.liveStreams }), auth, ReadinessProbeLive)),
       Layer.provide(benchEngineLayer(target, { workerConcurrency: 1 }))
     )
     const context = yield* Layer.build(server)
@@ -141,7 +147,7 @@ const program = Effect.gen(function* () {
   const args = yield* Schema.decodeUnknown(Schema.parseJson(HttpServerArgs))(process.argv[2] ?? "")
   const inbox = yield* parentMessages(HttpServerCommand)
   const port = args.mode === "engine"
-    ? yield* engineServer(args.target)
+    ? yield* engineServer(args.target, args)
     : args.mode === "platform"
     ? yield* platformServer(args.target)
     : yield* bareServer(args.target)

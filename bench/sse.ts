@@ -10,7 +10,11 @@
  *   less the same before any was opened, divided by the streams;
  * - delivery latency: from the publish of a job's event (after its commit) to the status frame
  *   arriving on a stream (both clocks in this process);
- * - that every stream received the terminal status and then closed.
+ * - that every stream received the terminal status and then closed;
+ * - the caps (docs/architecture.md §15.5): the streams belong to as many users as the per-user cap
+ *   (`SSE_MAX_PER_USER`, the default unless set) needs, the per-process cap is the stream count
+ *   plus a few; with every stream open, one user opens streams until refused, then other users
+ *   until the process refuses: each refusal must be a 429 with Retry-After at exactly its cap.
  * Beside it, the baseline: a bare `node:http` server (no Effect, no auth) holding as many streams,
  * each after one status frame, measured the same way.
  * Prints the figures and writes bench/results/sse.json.
@@ -32,6 +36,7 @@ import { AiJobLifecycleRepository } from "../src/services/AiJobLifecycleReposito
 import { AiJobService } from "../src/services/AiJobService.js"
 import { jobEventOf, JobEvents } from "../src/services/JobEvents.js"
 import { benchChild } from "./childProcess.js"
+import { defaultLiveStreams } from "../src/config/LiveStreamSettings.js"
 import { benchEngineLayer, benchJwtSecret } from "./engineStack.js"
 import { HttpServerReady } from "./httpProtocol.js"
 import { monoMillis, redisNamespace, scratchDatabase } from "./infra.js"
@@ -51,8 +56,39 @@ const settings = Config.all({
   /** Writes (each followed by its event) in flight at once while driving the jobs. */
   concurrency: Config.integer("BENCH_CONCURRENCY").pipe(Config.withDefault(16)),
   /** Streams connecting at once while they are opened. */
-  openBatch: Config.integer("BENCH_SSE_OPEN_BATCH").pipe(Config.withDefault(100))
+  openBatch: Config.integer("BENCH_SSE_OPEN_BATCH").pipe(Config.withDefault(100)),
+  /** The per-user cap the API runs with (the engine's default unless set). */
+  maxPerUser: Config.integer("SSE_MAX_PER_USER").pipe(Config.withDefault(defaultLiveStreams.maxPerUser))
 })
+
+/** The per-process cap is the streams measured plus this many, which the cap probe fills. */
+const processCapHeadroom = 10
+
+/** One stream opened with node:http: its status and Retry-After, held open until `close`. */
+const openRaw = (baseUrl: string, token: string, jobId: string) =>
+  Effect.async<{ readonly status: number; readonly retryAfter: string | undefined; readonly close: () => void }, Error>((resume) => {
+    const request = get(`${baseUrl}/api/ai/jobs/${encodeURIComponent(jobId)}/events`, { headers: { authorization: `Bearer ${token}` } }, (response) => {
+      const retryAfter = response.headers["retry-after"]
+      resume(Effect.succeed({ status: response.statusCode ?? 0, retryAfter, close: () => request.destroy() }))
+    })
+    request.once("error", (error) => resume(Effect.fail(error)))
+  })
+
+/** Opens streams with `tokenFor(k)` until one is refused (at most `limit` tries); returns how many opened and the refusal. */
+const openUntilRefused = (baseUrl: string, jobId: string, tokenFor: (k: number) => Effect.Effect<string>, limit: number) =>
+  Effect.gen(function* () {
+    const opened: Array<() => void> = []
+    yield* Effect.addFinalizer(() => Effect.sync(() => opened.forEach((close) => close())))
+    for (let k = 0; k < limit; k++) {
+      const answer = yield* openRaw(baseUrl, yield* tokenFor(k), jobId)
+      if (answer.status !== 200) {
+        answer.close()
+        return { opened: opened.length, refusal: { status: answer.status, retryAfter: answer.retryAfter ?? null } }
+      }
+      opened.push(answer.close)
+    }
+    return { opened: opened.length, refusal: null }
+  })
 
 const ServerMessage = Schema.Union(HttpServerReady, MemoryReading)
 type ServerMessage = typeof ServerMessage.Type
@@ -67,6 +103,7 @@ const openFilesLimit = Effect.promise(() => readFile("/proc/self/limits", "utf8"
 /** What one stream saw: each status's state id and when it arrived, and how it ended. */
 interface StreamRecord {
   readonly jobId: string
+  readonly userId: string
   readonly received: Array<{ readonly id: string; readonly atMs: number }>
   ended: "terminal" | "closed early" | "failed" | "open"
 }
@@ -92,7 +129,7 @@ const program = Effect.gen(function* () {
     Effect.gen(function* () {
       const server = yield* benchChild({
         entry: "./httpServer.ts",
-        args: [JSON.stringify({ mode, target })],
+        args: [JSON.stringify({ mode, target, liveStreams: caps })],
         message: ServerMessage,
         exposeGc: true
       })
@@ -100,8 +137,23 @@ const program = Effect.gen(function* () {
       const measure = (label: string) => Effect.zipRight(server.send({ type: "measure", label }), server.next(isReading, 60))
       return { baseUrl: `http://127.0.0.1:${port}`, measure }
     })
-  const userId = "bench-sse-user"
-  const token = yield* signToken({ sub: userId, role: "USER", expiresInSeconds: 3600 }, Redacted.make(benchJwtSecret))
+  // The streams' users: each holds at most the per-user cap (a job's streams all belong to its owner).
+  const streamsPerJob = Math.ceil(s.streams / Math.max(1, s.jobs))
+  if (streamsPerJob > s.maxPerUser) {
+    return yield* Effect.dieMessage(`${streamsPerJob} streams per job exceed SSE_MAX_PER_USER ${s.maxPerUser}: raise it or BENCH_SSE_JOBS`)
+  }
+  const jobsPerUser = Math.max(1, Math.floor(s.maxPerUser / streamsPerJob))
+  const userOf = (jobIndex: number) => `bench-sse-user-${Math.floor(jobIndex / jobsPerUser)}`
+  const caps = { maxPerUser: s.maxPerUser, maxPerProcess: s.streams + processCapHeadroom }
+  const tokens = new Map<string, string>()
+  const tokenOf = (sub: string, role: "USER" | "SUPER_ADMIN" = "USER") =>
+    Effect.gen(function* () {
+      const known = tokens.get(sub)
+      if (known !== undefined) return known
+      const minted = yield* signToken({ sub, role, expiresInSeconds: 3600 }, Redacted.make(benchJwtSecret))
+      tokens.set(sub, minted)
+      return minted
+    })
 
   const measured = yield* Effect.gen(function* () {
     const { baseUrl, measure } = yield* startServer("engine")
@@ -114,12 +166,12 @@ const program = Effect.gen(function* () {
       Array.from({ length: s.jobs }, (_, i) => i),
       (i) =>
         service
-          .createJob({ userId, jobType: "synthetic_echo", targetType: "bench_sse", targetId: String(i), input: { message: `sse ${i}` } })
+          .createJob({ userId: userOf(i), jobType: "synthetic_echo", targetType: "bench_sse", targetId: String(i), input: { message: `sse ${i}` } })
           .pipe(Effect.map(({ job }) => job), Effect.retry({ times: 5 }), Effect.orDie),
       { concurrency: s.concurrency }
     )
 
-    const open = (jobId: string, record: StreamRecord, opened: Deferred.Deferred<void>) =>
+    const open = (jobId: string, token: string, record: StreamRecord, opened: Deferred.Deferred<void>) =>
       jobStatusStream({ baseUrl, token, jobId }).pipe(
         Stream.runForEach((event) =>
           Effect.flatMap(monoMillis, (atMs) =>
@@ -135,9 +187,9 @@ const program = Effect.gen(function* () {
       )
 
     // One stream opened and closed first, so the route's code is loaded before the baseline.
-    const warm: StreamRecord = { jobId: jobs[0]?.id ?? "", received: [], ended: "open" }
+    const warm: StreamRecord = { jobId: jobs[0]?.id ?? "", userId: userOf(0), received: [], ended: "open" }
     const warmOpened = yield* Deferred.make<void>()
-    const warmFiber = yield* Effect.fork(open(warm.jobId, warm, warmOpened))
+    const warmFiber = yield* Effect.fork(open(warm.jobId, yield* tokenOf(userOf(0)), warm, warmOpened))
     yield* Deferred.await(warmOpened)
     yield* Fiber.interrupt(warmFiber)
     const before = yield* measure("before streams")
@@ -153,10 +205,10 @@ const program = Effect.gen(function* () {
           Effect.gen(function* () {
             const job = jobs[i % jobs.length]
             if (job === undefined) return yield* Effect.dieMessage("no job to stream")
-            const record: StreamRecord = { jobId: job.id, received: [], ended: "open" }
+            const record: StreamRecord = { jobId: job.id, userId: userOf(i % jobs.length), received: [], ended: "open" }
             const opened = yield* Deferred.make<void>()
             records.push(record)
-            fibers.push(yield* Effect.fork(open(job.id, record, opened)))
+            fibers.push(yield* Effect.fork(open(job.id, yield* tokenOf(record.userId), record, opened)))
             return opened
           })
       )
@@ -165,6 +217,20 @@ const program = Effect.gen(function* () {
     const openSeconds = ((yield* monoMillis) - openStarted) / 1000
     const failedToOpen = records.filter((record) => record.received.length === 0).length
     const withStreams = yield* measure("streams open")
+
+    // The caps, with every stream open: the first job's owner until refused, then other users until the process refuses.
+    yield* step(`caps: SSE_MAX_PER_USER ${caps.maxPerUser}, SSE_MAX_PER_PROCESS ${caps.maxPerProcess}`)
+    const probeJob = jobs[0]?.id ?? ""
+    const capProbe = yield* Effect.scoped(Effect.gen(function* () {
+      const owner = userOf(0)
+      const ownerHeld = records.filter((record) => record.userId === owner).length
+      const perUser = yield* openUntilRefused(baseUrl, probeJob, () => tokenOf(owner), caps.maxPerUser + 1)
+      const perProcess = yield* openUntilRefused(baseUrl, probeJob, (k) => tokenOf(`bench-sse-admin-${k}`, "SUPER_ADMIN"), processCapHeadroom + 1)
+      return {
+        perUser: { cap: caps.maxPerUser, refusedAtStream: ownerHeld + perUser.opened + 1, refusal: perUser.refusal },
+        perProcess: { cap: caps.maxPerProcess, refusedAtStream: records.length + perUser.opened + perProcess.opened + 1, refusal: perProcess.refusal }
+      }
+    }))
 
     // Drive every job as a worker would: a fenced write, then its event, stage by stage.
     const published = new Map<string, number>()
@@ -217,6 +283,7 @@ const program = Effect.gen(function* () {
     const expectedPerStream = 2 + s.progressSteps
     return {
       jobIds: jobs.map((job) => job.id),
+      capProbe,
       openSeconds: round(openSeconds, 2),
       failedToOpen,
       before,
@@ -305,6 +372,11 @@ const program = Effect.gen(function* () {
     `driven: ${s.jobs * (2 + s.progressSteps)} status changes in ${measured.driveSeconds} s (${measured.changesPerSecond}/s)`,
     `delivery publish → client: p50 ${measured.delivery.p50Ms} ms, p99 ${measured.delivery.p99Ms} ms, max ${measured.delivery.maxMs} ms ` +
     `(${measured.delivery.count} statuses; ${measured.statusesSeen} of ${measured.statusesExpected} changes seen, the rest coalesced into a later status; ${measured.unmatched} unmatched)`,
+    `caps: SSE_MAX_PER_USER ${measured.capProbe.perUser.cap}: a user's stream ${measured.capProbe.perUser.refusedAtStream} answered ` +
+    `${measured.capProbe.perUser.refusal?.status ?? "200 (not refused)"} (Retry-After ${measured.capProbe.perUser.refusal?.retryAfter ?? "-"}); ` +
+    `SSE_MAX_PER_PROCESS ${measured.capProbe.perProcess.cap}: stream ${measured.capProbe.perProcess.refusedAtStream} answered ` +
+    `${measured.capProbe.perProcess.refusal?.status ?? "200 (not refused)"} (Retry-After ${measured.capProbe.perProcess.refusal?.retryAfter ?? "-"}); ` +
+    `SSE_MAX_DURATION_MS ${defaultLiveStreams.maxDurationMs}`,
     `terminal status then close: ${measured.ended.terminal} of ${s.streams} streams` +
     (measured.ended.terminal === s.streams
       ? ""
@@ -312,6 +384,11 @@ const program = Effect.gen(function* () {
   ]
   yield* Effect.sync(() => process.stdout.write(lines.join("\n") + "\n\nwritten: bench/results/sse.json\n"))
   if (measured.ended.terminal !== s.streams) return yield* Effect.dieMessage("not every stream received its terminal status")
+  const capHeld = (probe: { readonly cap: number; readonly refusedAtStream: number; readonly refusal: { readonly status: number; readonly retryAfter: string | null } | null }) =>
+    probe.refusal?.status === 429 && probe.refusal.retryAfter !== null && probe.refusedAtStream === probe.cap + 1
+  if (!capHeld(measured.capProbe.perUser) || !capHeld(measured.capProbe.perProcess)) {
+    return yield* Effect.dieMessage("a cap on live streams did not refuse the stream past it with 429 and Retry-After")
+  }
 }).pipe(
   Effect.scoped,
   Effect.provide(FetchHttpClient.layer),

@@ -292,7 +292,8 @@ export const checkDatabase = (
     }
 
     const outboxByStatus = tally((yield* rowsOf(StatusCount, "SELECT status, COUNT(*) AS n FROM outbox_event GROUP BY status")).map((r) => [r.status, r.n] as const))
-    const outboxTotal = Object.values(outboxByStatus).reduce((a, b) => a + b, 0)
+    // Jobs' terminal events (the notify lane) are one per ended job, not extra enqueues.
+    const [enqueueEvents] = yield* rowsOf(ColumnCount, "SELECT COUNT(*) AS n FROM outbox_event WHERE lane = 'enqueue'")
     const [usage] = yield* rowsOf(ColumnCount, "SELECT COUNT(*) AS n FROM ai_usage_log")
 
     return {
@@ -301,7 +302,7 @@ export const checkDatabase = (
       jobsByStatus: tally(jobs.map((job) => [job.lifecycleStatus, 1] as const)),
       failuresByCode: tally(jobs.filter((job) => job.lifecycleStatus === "failed").map((job) => [job.errorCode ?? "(none)", 1] as const)),
       outboxByStatus,
-      extraOutboxEvents: Math.max(0, outboxTotal - jobs.length),
+      extraOutboxEvents: Math.max(0, (enqueueEvents?.n ?? 0) - jobs.length),
       attempts: jobs.reduce((total, job) => total + job.attemptCount, 0),
       retakenWithoutCrash: context.crashedJobs === undefined ? undefined : (() => {
         const retaken = jobs.filter((job) => job.attemptCount > 1 && context.crashedJobs?.has(job.id) !== true)

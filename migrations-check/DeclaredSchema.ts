@@ -194,6 +194,7 @@ export const outboxEventTable = table(
   [
     required("id", uuid),
     required("event_type", varchar(64)),
+    required("lane", varchar(16)),
     required("aggregate_type", varchar(64)),
     required("aggregate_id", varbinary(256)),
     required("dedupe_key", varbinary(1020)),
@@ -205,6 +206,7 @@ export const outboxEventTable = table(
     nullable("locked_at", datetime3),
     nullable("published_at", datetime3),
     nullable("last_error", text),
+    nullable("delivered_to", json),
     required("created_at", datetime3),
     required("updated_at", datetime3)
   ],
@@ -213,6 +215,7 @@ export const outboxEventTable = table(
     uniqueKeys: [["dedupe_key"]],
     indexes: [
       ["status", "available_at"],
+      ["lane", "status", "available_at"],
       ["status", "locked_at"],
       ["aggregate_type", "aggregate_id"]
     ]

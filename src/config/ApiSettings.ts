@@ -1,20 +1,21 @@
-import { Config, ConfigError, Context, Effect, Layer, Option, Redacted } from "effect"
-import { HttpConfig } from "./EngineConfig.js"
+import { Config, Context, Layer, Option, Redacted } from "effect"
 import { defaultHttpTransport, httpTransportConfig, type HttpTransportSettings } from "./HttpTransportSettings.js"
+import { defaultLiveStreams, liveStreamConfig, type LiveStreamSettings } from "./LiveStreamSettings.js"
 
 /**
- * What the HTTP API needs beyond the shared configuration: the JWT secret (required here),
- * the runtime service token of the internal route, and the platform switch.
+ * What the HTTP API needs beyond the shared configuration and its bearer tokens' settings
+ * (`AuthSettings`): the runtime service token of the internal route, the platform switch, the
+ * transport limits and the bounds on live streams.
  */
 export interface ApiSettingsShape {
-  /** `AUTH_JWT_SECRET`: HS256 key of the bearer tokens (at least 32 characters). */
-  readonly jwtSecret: Redacted.Redacted<string>
   /** `RUNTIME_SERVICE_TOKEN`: the internal credential-resolve route answers 401 to everyone when unset. */
   readonly runtimeServiceToken: Option.Option<Redacted.Redacted<string>>
   /** `AI_PLATFORM_ENABLED` (default true): false makes every route that creates AI work answer 503. */
   readonly platformEnabled: boolean
   /** Body limit, timeouts and CORS origins (`HTTP_MAX_BODY_BYTES`, `HTTP_*_TIMEOUT_MS`, `CORS_ALLOWED_ORIGINS`). */
   readonly transport: HttpTransportSettings
+  /** Open streams and long polls per user and per process, and a stream's longest life (`SSE_MAX_*`). */
+  readonly liveStreams: LiveStreamSettings
 }
 
 export class ApiSettings extends Context.Tag("ai-job-engine/http/ApiSettings")<ApiSettings, ApiSettingsShape>() {
@@ -28,35 +29,24 @@ export class ApiSettings extends Context.Tag("ai-job-engine/http/ApiSettings")<A
       )
     ),
     platformEnabled: Config.boolean("AI_PLATFORM_ENABLED").pipe(Config.withDefault(true)),
-    transport: httpTransportConfig
+    transport: httpTransportConfig,
+    liveStreams: liveStreamConfig
   })
 
-  /** From the environment; `AUTH_JWT_SECRET` must be set (it is optional in `HttpConfig`). */
-  static readonly layer = Layer.effect(
-    ApiSettings,
-    Effect.gen(function* () {
-      const http = yield* HttpConfig
-      const rest = yield* ApiSettings.config
-      const jwtSecret = yield* Option.match(http.authJwtSecret, {
-        onNone: () =>
-          Effect.fail(ConfigError.MissingData(["AUTH_JWT_SECRET"], "AUTH_JWT_SECRET must be set: the API verifies bearer tokens with it")),
-        onSome: Effect.succeed
-      })
-      return ApiSettings.of({ jwtSecret, ...rest })
-    })
-  ).pipe(Layer.provide(HttpConfig.layer))
+  /** From the environment. */
+  static readonly layer = Layer.effect(ApiSettings, ApiSettings.config)
 
   /** Explicit settings, for tests and the embedded program. */
   static readonly make = (settings: {
-    readonly jwtSecret: string
     readonly runtimeServiceToken?: string | undefined
     readonly platformEnabled?: boolean | undefined
     readonly transport?: Partial<HttpTransportSettings> | undefined
-  }) =>
+    readonly liveStreams?: Partial<LiveStreamSettings> | undefined
+  } = {}) =>
     Layer.succeed(ApiSettings, {
-      jwtSecret: Redacted.make(settings.jwtSecret),
       runtimeServiceToken: Option.map(Option.fromNullable(settings.runtimeServiceToken), Redacted.make),
       platformEnabled: settings.platformEnabled ?? true,
-      transport: { ...defaultHttpTransport, ...settings.transport }
+      transport: { ...defaultHttpTransport, ...settings.transport },
+      liveStreams: { ...defaultLiveStreams, ...settings.liveStreams }
     })
 }

@@ -1,5 +1,7 @@
 import { Config, Context, Layer, Option, Redacted } from "effect"
+import { isIP } from "node:net"
 import { positiveMillis } from "./configValues.js"
+import { jwtSecretConfig } from "./AuthSettings.js"
 
 /**
  * The engine's configuration, read with Effect `Config` from the environment. Variable names
@@ -38,6 +40,9 @@ const redisUrl = (name: string) =>
     }),
     Config.map(Redacted.make)
   )
+
+/** An RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens. */
+const hostName = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
 
 const base64Key32 = (name: string) =>
   Config.redacted(name).pipe(
@@ -177,19 +182,22 @@ export class HttpConfig extends Context.Tag("ai-job-engine/HttpConfig")<
   HttpConfig,
   {
     readonly port: number
+    /** `HOST`: the address to listen on; unset, every interface (Node's default: `::`, or `0.0.0.0` without IPv6). */
+    readonly host: Option.Option<string>
     readonly authJwtSecret: Option.Option<Redacted.Redacted<string>>
   }
 >() {
   static readonly config = Config.all({
     port: Config.port("PORT").pipe(Config.withDefault(3000)),
-    authJwtSecret: Config.option(
-      Config.redacted("AUTH_JWT_SECRET").pipe(
+    host: Config.option(
+      Config.string("HOST").pipe(
         Config.validate({
-          message: "AUTH_JWT_SECRET must be at least 32 characters",
-          validation: (value) => Redacted.value(value).length >= 32
+          message: "HOST must be an IP address or a host name (0.0.0.0, 127.0.0.1, ::1, api.internal)",
+          validation: (value) => isIP(value) !== 0 || hostName.test(value)
         })
       )
-    )
+    ),
+    authJwtSecret: Config.option(jwtSecretConfig)
   })
   static readonly layer = Layer.effect(HttpConfig, HttpConfig.config)
 }

@@ -7,7 +7,15 @@ export type OutboxStatus = typeof OutboxStatus.Type
 
 export const allOutboxStatuses: ReadonlyArray<OutboxStatus> = OutboxStatus.literals
 
-/** The one event type the engine writes, and its aggregate (docs/architecture.md §6.1). */
+/**
+ * Which dispatch lane claims an event (docs/architecture.md §6.8): `enqueue` events put jobs on
+ * their queues; `notify` events announce a job's end to webhooks and the domain-events queue.
+ * Each lane claims only its own, so a slow endpoint never holds up a job's enqueue.
+ */
+export const OutboxLane = Schema.Literal("enqueue", "notify")
+export type OutboxLane = typeof OutboxLane.Type
+
+/** The event type that queues a job, and the aggregate of every event (docs/architecture.md §6.1). */
 export const enqueueEventType = "ai.job.enqueue"
 export const aiJobAggregateType = "AiJob"
 
@@ -42,6 +50,12 @@ export class OutboxEvent extends Schema.Class<OutboxEvent>("OutboxEvent")({
   lastError: Schema.NullOr(Schema.String),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf,
+  lane: Schema.optionalWith(OutboxLane, { default: () => "enqueue" as const }),
+  /**
+   * The delivery targets (`EventTarget.key`) that acknowledged a `notify` event so far: a retry or
+   * a replay goes to the others only. Empty for `enqueue` events.
+   */
+  deliveredTo: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   /**
    * Not a column of `outbox_event`: a claim reads it from the event's job (`ai_job.trace_parent`)
    * so the dispatcher's publish span joins the job's trace (docs/architecture.md §20.2); null elsewhere.
@@ -58,6 +72,8 @@ export interface NewOutboxEvent {
   readonly payload: unknown
   /** Delay before the event may be dispatched; 0 for at once. */
   readonly delayMs: number
+  /** `enqueue` when not given. */
+  readonly lane?: OutboxLane
 }
 
 export type OutboxCounts = Readonly<Record<OutboxStatus, number>>

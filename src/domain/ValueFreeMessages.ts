@@ -35,11 +35,14 @@ const annotatedMessage = (
 
 const isNumber = (value: unknown): value is number => typeof value === "number"
 
-/** The rule of a built-in filter, read from the JSON Schema it declares (`maxLength: 512`). */
+/** The rule of a built-in filter, read from the JSON Schema it declares (`maxLength: 512`, `maxItems: 20`). */
 const filterRule = (ast: SchemaAST.AST): Option.Option<string> =>
   Option.flatMap(SchemaAST.getJSONSchemaAnnotation(ast), (jsonSchema): Option.Option<string> => {
     const rule: Record<string, unknown> = { ...jsonSchema }
-    const { maxLength, maximum, minLength, minimum } = rule
+    const { maxItems, maxLength, maximum, minItems, minLength, minimum } = rule
+    if (isNumber(minItems) && isNumber(maxItems)) return Option.some(`must have from ${minItems} to ${maxItems} items`)
+    if (isNumber(maxItems)) return Option.some(`must have at most ${maxItems} items`)
+    if (isNumber(minItems)) return Option.some(minItems === 1 ? "must not be empty" : `must have at least ${minItems} items`)
     if (isNumber(minLength) && isNumber(maxLength)) return Option.some(`from ${minLength} to ${maxLength} characters`)
     if (minLength === 1) return Option.some("must not be empty")
     if (isNumber(minLength)) return Option.some(`at least ${minLength} characters`)

@@ -9,12 +9,15 @@ import {
   JobNotCancellableError,
   JobNotFoundError,
   JobNotRetryableError,
+  MethodNotAllowed,
   OutboxEventNotDeadError,
   OutboxEventNotFoundError,
   PayloadTooLarge,
   PlatformUnavailable,
   QuotaExceededError,
+  RouteNotFound,
   TooManyJobsError,
+  TooManyStreamsError,
   UnsupportedMediaType
 } from "./ApiErrors.js"
 import {
@@ -51,6 +54,7 @@ import {
 import { JobTimelineResponse, OutboxEventListParams, OutboxEventPage, ReplayAllDeadResponse, StatsResponse } from "./OperatorSchemas.js"
 import { AdminAuthentication, Authentication, RuntimeServiceAuthentication } from "./Auth.js"
 import { withoutDefaultDecodeError } from "./openApiCleanup.js"
+import { locationHeader, withOptionalEmptyBody, withResponseHeaders, withServerAdditions } from "./openApiAdditions.js"
 
 /**
  * A creation endpoint: 202 with the new job, or 200 with the job an `Idempotency-Key` already
@@ -71,6 +75,7 @@ const creation = <const Name extends string, A, I>(
     .addError(TooManyJobsError)
     .addError(QuotaExceededError)
     .annotate(OpenApi.Summary, summary)
+    .annotate(OpenApi.Transform, withResponseHeaders(202, locationHeader("The new job: `/api/ai/jobs/{jobId}`.")))
 
 /** The end user's jobs (docs/architecture.md §15.1): create, read, list, cancel. */
 export class JobsGroup extends HttpApiGroup.make("jobs")
@@ -92,6 +97,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .setUrlParams(JobWaitParams)
       .addSuccess(JobStatusResponse)
       .addError(JobNotFoundError)
+      .addError(TooManyStreamsError)
       .annotate(OpenApi.Summary, "A job's status (the owner's, or any for SUPER_ADMIN); with waitFor=terminal, a long poll")
   )
   .add(
@@ -101,6 +107,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .addSuccess(JobEventStream)
       .addSuccess(HttpApiSchema.NoContent)
       .addError(JobNotFoundError)
+      .addError(TooManyStreamsError)
       .annotate(OpenApi.Summary, "Follow a job live: Server-Sent Events of its JobStatusResponse until it ends")
   )
   .add(
@@ -118,6 +125,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .addError(JobNotCancellableError)
       .addError(JobAlreadyCancelledError)
       .annotate(OpenApi.Summary, "Cancel a job: queued ends at once, running stops within seconds")
+      .annotate(OpenApi.Transform, withOptionalEmptyBody)
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "jobs")
@@ -136,6 +144,7 @@ export class CredentialsGroup extends HttpApiGroup.make("credentials")
       .addSuccess(HttpApiSchema.NoContent)
       .addError(CredentialNotFoundError)
       .annotate(OpenApi.Summary, "Revoke the caller's DeepSeek key")
+      .annotate(OpenApi.Transform, withOptionalEmptyBody)
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "credentials")
@@ -163,6 +172,8 @@ export class AdminGroup extends HttpApiGroup.make("admin")
       .addError(JobNotFoundError)
       .addError(JobNotRetryableError)
       .annotate(OpenApi.Summary, "Create a new job with the input of a failed or cancelled one")
+      .annotate(OpenApi.Transform, (operation) =>
+        withResponseHeaders(201, locationHeader("The new job: `/admin-api/ai/jobs/{jobId}`."))(withOptionalEmptyBody(operation)))
   )
   .add(
     HttpApiEndpoint.get("outboxCounts", "/admin-api/ai/outbox")
@@ -176,6 +187,7 @@ export class AdminGroup extends HttpApiGroup.make("admin")
       .addError(OutboxEventNotFoundError)
       .addError(OutboxEventNotDeadError)
       .annotate(OpenApi.Summary, "Send a dead outbox event back to pending")
+      .annotate(OpenApi.Transform, withOptionalEmptyBody)
   )
   .add(
     HttpApiEndpoint.get("listOutboxEvents", "/admin-api/ai/outbox/events")
@@ -187,6 +199,7 @@ export class AdminGroup extends HttpApiGroup.make("admin")
     HttpApiEndpoint.post("replayAllDeadOutboxEvents", "/admin-api/ai/outbox/replay-dead")
       .addSuccess(ReplayAllDeadResponse)
       .annotate(OpenApi.Summary, "Send every dead outbox event back to pending; answers how many")
+      .annotate(OpenApi.Transform, withOptionalEmptyBody)
   )
   .add(
     HttpApiEndpoint.get("jobTimeline", "/admin-api/ai/jobs/:jobId/timeline")
@@ -255,7 +268,9 @@ export class AiJobApi extends HttpApi.make("ai-job-engine")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(
     OpenApi.Description,
-    "Durable AI jobs: create, follow, cancel, and operate. Errors are JSON { code, message }."
+    "Durable AI jobs: create, follow, cancel, and operate. Errors are JSON { code, message }, a request no route " +
+      "takes included (components.responses RouteNotFound and MethodNotAllowed)."
   )
-  .annotate(OpenApi.Transform, withoutDefaultDecodeError)
+  .annotate(HttpApi.AdditionalSchemas, [RouteNotFound, MethodNotAllowed])
+  .annotate(OpenApi.Transform, (spec) => withServerAdditions(withoutDefaultDecodeError(spec)))
 {}

@@ -77,6 +77,24 @@ export class QuotaExceededError extends Schema.Class<QuotaExceededError>("QuotaE
   HttpApiSchema.annotations({ status: 429, description: "The caller's daily job quota is used up." })
 ) {}
 
+export class RouteNotFound extends Schema.Class<RouteNotFound>("RouteNotFound")(
+  { code: Schema.tag("ROUTE_NOT_FOUND"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 404, description: "No route has this path." })
+) {}
+
+export class MethodNotAllowed extends Schema.Class<MethodNotAllowed>("MethodNotAllowed")(
+  { code: Schema.tag("METHOD_NOT_ALLOWED"), message: Schema.String },
+  HttpApiSchema.annotations({ status: 405, description: "The path exists but does not take this method; `Allow` lists the ones it takes." })
+) {}
+
+export class TooManyStreamsError extends Schema.Class<TooManyStreamsError>("TooManyStreamsError")(
+  { code: Schema.tag("TOO_MANY_STREAMS"), message: Schema.String },
+  HttpApiSchema.annotations({
+    status: 429,
+    description: "The caller (SSE_MAX_PER_USER) or the server (SSE_MAX_PER_PROCESS) holds the most live streams and long polls allowed; see Retry-After."
+  })
+) {}
+
 export class PayloadTooLarge extends Schema.Class<PayloadTooLarge>("PayloadTooLarge")(
   { code: Schema.tag("PAYLOAD_TOO_LARGE"), message: Schema.String },
   HttpApiSchema.annotations({ status: 413, description: "The request body is larger than HTTP_MAX_BODY_BYTES; it is not read further." })
@@ -107,6 +125,8 @@ export const publicMessages = {
   jobNotFound: "The job does not exist.",
   platformUnavailable: "The AI platform is unavailable right now. Please try again later.",
   platformDisabled: "The AI platform is switched off.",
+  routeNotFound: "No route has this path. /openapi.json lists the routes.",
+  methodNotAllowed: "This path does not take this method. The Allow header lists the ones it takes.",
   internal: "An internal error occurred."
 } as const
 

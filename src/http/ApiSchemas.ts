@@ -1,5 +1,5 @@
 import { HttpApiSchema } from "@effect/platform"
-import { Schema } from "effect"
+import { Option, ParseResult, Schema } from "effect"
 import { CredentialMode } from "../domain/CredentialMode.js"
 import { LifecycleStatus } from "../domain/LifecycleStatus.js"
 import { OutboxStatus } from "../domain/OutboxEvent.js"
@@ -9,6 +9,7 @@ import { FlashcardGenerationInput } from "../jobs/flashcard_generation/definitio
 import { LearningAnalysisInput } from "../jobs/learning_analysis/definition.js"
 import { WorkerHeartbeat } from "../services/WorkerDirectory.js"
 import { withValueFreeErrors } from "../domain/ValueFreeMessages.js"
+import { maxChars, minChars } from "../domain/TextLength.js"
 
 /**
  * The Schemas of every HTTP boundary: path params, queries, headers, bodies and answers.
@@ -104,7 +105,7 @@ const StoredTime = Schema.Date.pipe(
  */
 export const JobCursor = Schema.compose(
   Schema.StringFromBase64Url,
-  Schema.parseJson(Schema.Struct({ createdAt: StoredTime, id: Schema.String.pipe(Schema.minLength(1)) }))
+  Schema.parseJson(Schema.Struct({ createdAt: StoredTime, id: Schema.String.pipe(minChars(1)) }))
 ).annotations({
   identifier: "JobCursor",
   description: "Opaque: the nextCursor of the previous page.",
@@ -115,14 +116,33 @@ export type JobCursor = typeof JobCursor.Type
 export const defaultPageSize = 20
 export const maxPageSize = 100
 
-const Limit = Schema.NumberFromString.pipe(
-  Schema.int(),
-  Schema.between(1, maxPageSize),
-  Schema.annotations({
-    description: `Page size, 1 to ${maxPageSize} (default ${defaultPageSize}).`,
-    message: () => ({ message: `must be a whole number from 1 to ${maxPageSize}`, override: true })
-  })
-)
+/** A query parameter that is a whole number, described as one (`type: integer`) though it arrives as text. */
+const wholeNumberParam = (options: {
+  readonly minimum: number
+  readonly maximum?: number | undefined
+  readonly description: string
+  readonly message: string
+}) =>
+  Schema.NumberFromString.pipe(
+    Schema.filter((n) => Number.isInteger(n) && n >= options.minimum && (options.maximum === undefined || n <= options.maximum)),
+    Schema.annotations({
+      description: options.description,
+      message: () => ({ message: options.message, override: true }),
+      jsonSchema: {
+        type: "integer",
+        minimum: options.minimum,
+        ...(options.maximum === undefined ? {} : { maximum: options.maximum }),
+        description: options.description
+      }
+    })
+  )
+
+const Limit = wholeNumberParam({
+  minimum: 1,
+  maximum: maxPageSize,
+  description: `Page size, 1 to ${maxPageSize} (default ${defaultPageSize}).`,
+  message: `must be a whole number from 1 to ${maxPageSize}`
+})
 
 /** The paging fields every list endpoint takes. */
 export const pageParams = {
@@ -144,12 +164,64 @@ export const UserJobListParams = withValueFreeErrors(Schema.Struct({
 
 const isoTimeMessage = () => ({ message: "must be an ISO-8601 time between the years 1000 and 9999", override: true })
 
+/** RFC 3339 `date-time` as JSON Schema validators read it (`t`, `T` or a space; `Z`, `±hh`, `±hhmm` or `±hh:mm`), or a `date` alone. */
+const dateTimeText =
+  /^(?<year>\d{4})-(?<month>\d{2})-(?<day>\d{2})(?:[Tt ](?<hour>\d{2}):(?<minute>\d{2}):(?<second>\d{2})(?:\.(?<fraction>\d+))?(?:[Zz]|(?<sign>[+-])(?<zoneHours>\d{2})(?::?(?<zoneMinutes>\d{2}))?))?$/
+
+const daysIn = (year: number, month: number) => new Date(Date.UTC(year, month, 0)).getUTCDate()
+
+/** The instant a `date-time` (or a `date`, at its midnight UTC) names; none when a field is out of range or the year before 1000. */
+const parseDateTime = (text: string): Option.Option<Date> => {
+  const fields = dateTimeText.exec(text)?.groups
+  if (fields === undefined) return Option.none()
+  const number = (name: string) => Number(fields[name] ?? 0)
+  const [year, month, day, hour, minute, second] = ["year", "month", "day", "hour", "minute", "second"].map(number)
+  const [zoneHours, zoneMinutes] = [number("zoneHours"), number("zoneMinutes")]
+  if (
+    year === undefined || month === undefined || day === undefined || hour === undefined || minute === undefined ||
+    second === undefined || year < 1000 || month < 1 || month > 12 || day < 1 || day > daysIn(year, month) ||
+    hour > 23 || minute > 59 || second > 60 || zoneHours > 23 || zoneMinutes > 59
+  ) return Option.none()
+  const millis = Number((fields["fraction"] ?? "").padEnd(3, "0").slice(0, 3))
+  const offsetMinutes = (fields["sign"] === "-" ? -1 : 1) * (zoneHours * 60 + zoneMinutes)
+  return Option.some(new Date(Date.UTC(year, month - 1, day, hour, minute, second, millis) - offsetMinutes * 60_000))
+}
+
+const firstStorable = new Date("1000-01-01T00:00:00.000Z")
+const lastStorable = new Date("9999-12-31T23:59:59.999Z")
+
+/**
+ * A time filter: an RFC 3339 date-time (or date) in the years 1000 to 9999, as the description
+ * says. An offset that moves it past the storable range is clamped to the range's edge, which
+ * selects the same rows (no row is stored outside it).
+ */
+const FilterTime = (description: string) =>
+  Schema.transformOrFail(Schema.String, Schema.DateFromSelf, {
+    strict: true,
+    decode: (text, _, ast) =>
+      Option.match(parseDateTime(text), {
+        onNone: () => ParseResult.fail(new ParseResult.Type(ast, text)),
+        onSome: (date) =>
+          ParseResult.succeed(new Date(Math.min(Math.max(date.getTime(), firstStorable.getTime()), lastStorable.getTime())))
+      }),
+    encode: (date) => ParseResult.succeed(date.toISOString())
+  }).annotations({
+    description,
+    message: isoTimeMessage,
+    jsonSchema: {
+      type: "string",
+      anyOf: [{ format: "date-time" }, { format: "date" }],
+      pattern: "^[1-9]",
+      description: `${description} RFC 3339 date-time (a date alone is its midnight UTC), years 1000 to 9999.`
+    }
+  })
+
 export const AdminJobListParams = withValueFreeErrors(Schema.Struct({
-  jobType: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64))),
+  jobType: Schema.optional(Schema.String.pipe(minChars(1), maxChars(64))),
   status: Schema.optional(LifecycleStatus),
   queueName: Schema.optional(QueueName),
-  createdFrom: Schema.optional(StoredTime.annotations({ description: "ISO-8601 time, inclusive.", message: isoTimeMessage })),
-  createdTo: Schema.optional(StoredTime.annotations({ description: "ISO-8601 time, exclusive.", message: isoTimeMessage })),
+  createdFrom: Schema.optional(FilterTime("Created at or after this time.")),
+  createdTo: Schema.optional(FilterTime("Created before this time.")),
   ...pageParams
 }))
 
@@ -161,21 +233,21 @@ export const AdminJobStatusPage = pageOf(AdminJobStatusResponse, "AdminJobStatus
 // Path params and headers
 
 export const JobIdParam = withValueFreeErrors(
-  Schema.Struct({ jobId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) })
+  Schema.Struct({ jobId: Schema.String.pipe(minChars(1), maxChars(64)) })
 )
 export const EventIdParam = withValueFreeErrors(
-  Schema.Struct({ eventId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) })
+  Schema.Struct({ eventId: Schema.String.pipe(minChars(1), maxChars(64)) })
 )
 export const CredentialIdParam = withValueFreeErrors(Schema.Struct({
-  credentialId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64))
+  credentialId: Schema.String.pipe(minChars(1), maxChars(64))
 }))
 
 /** Node lower-cases header names; the header is `Idempotency-Key`. */
 export const CreationHeaders = withValueFreeErrors(Schema.Struct({
   "idempotency-key": Schema.optional(
     Schema.String.pipe(
-      Schema.minLength(1),
-      Schema.maxLength(191),
+      minChars(1),
+      maxChars(191),
       Schema.annotations({
         description: "The same key from the same user for the same job type returns the same job (200 instead of 202)."
       })
@@ -228,8 +300,8 @@ export const JobArtifactsResponse = Schema.Struct({
 
 const ApiKey = Schema.Redacted(
   Schema.String.pipe(
-    Schema.minLength(1),
-    Schema.maxLength(512),
+    minChars(1),
+    maxChars(512),
     Schema.pattern(/^\S+$/, { message: () => "must not contain whitespace" })
   )
 ).annotations({ description: "The DeepSeek API key. Stored encrypted; never returned." })
@@ -248,8 +320,8 @@ export const StoredCredentialResponse = Schema.Struct({
 
 export const ResolveCredentialRequest = withValueFreeErrors(Schema.Struct({
   jobId: Schema.String.pipe(
-    Schema.minLength(1),
-    Schema.maxLength(64),
+    minChars(1),
+    maxChars(64),
     Schema.annotations({ description: "The running (or queued) job the key is for; it must name this credential." })
   )
 }).annotations({ identifier: "ResolveCredentialRequest", ...strict }))
@@ -318,8 +390,10 @@ export const JobWaitParams = withValueFreeErrors(Schema.Struct({
   waitFor: Schema.optional(Schema.Literal("terminal").annotations({
     description: "Hold the request until the job is succeeded, failed or cancelled (or timeoutMs passes)."
   })),
-  timeoutMs: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative()).annotations({
-    description: `How long to wait with waitFor=terminal, in ms; capped at ${maxWaitMs} (the default). The answer is the status at that moment.`
+  timeoutMs: Schema.optional(wholeNumberParam({
+    minimum: 0,
+    description: `How long to wait with waitFor=terminal, in ms; capped at ${maxWaitMs} (the default). The answer is the status at that moment.`,
+    message: "must be a whole number of milliseconds, 0 or more"
   }))
 }))
 

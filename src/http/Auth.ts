@@ -3,13 +3,19 @@ import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest, OpenApi } from "
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { Forbidden, forbidden, Unauthorized, unauthorized } from "./ApiErrors.js"
 import { ApiSettings } from "../config/ApiSettings.js"
-import { type AuthenticatedUser, verifyToken } from "./AuthTokens.js"
+import type { SignedInUser } from "./AuthTokens.js"
+import { TokenVerifier } from "./TokenVerifier.js"
 
-/** The caller of a user or admin route, as its verified token says. */
-export class CurrentUser extends Context.Tag("ai-job-engine/http/CurrentUser")<CurrentUser, AuthenticatedUser>() {}
+/** The caller of a user or admin route, as its verified token says (with the token's expiry). */
+export class CurrentUser extends Context.Tag("ai-job-engine/http/CurrentUser")<CurrentUser, SignedInUser>() {}
 
 const userBearer = HttpApiSecurity.bearer.pipe(
-  HttpApiSecurity.annotate(OpenApi.Description, "HS256 JWT signed with AUTH_JWT_SECRET; claims sub (the user id: 1 to 64 of A-Z a-z 0-9 . _ : @ -), role (USER | SUPER_ADMIN), exp.")
+  HttpApiSecurity.annotate(
+    OpenApi.Description,
+    "A JWT: HS256 signed with AUTH_JWT_SECRET (claims sub, role USER | SUPER_ADMIN, exp), or an access token of the " +
+      "identity provider at AUTH_ISSUER (RS256 / ES256 / EdDSA by default; iss, aud, exp checked; the role from " +
+      "AUTH_ROLE_CLAIM). The user id (sub) is 1 to 64 of A-Z a-z 0-9 . _ : @ -."
+  )
 )
 
 const runtimeBearer = HttpApiSecurity.bearer.pipe(
@@ -57,24 +63,24 @@ const bearerToken = Effect.map(HttpServerRequest.HttpServerRequest, (request): O
 const refuse = (reason: string) =>
   Effect.logDebug("bearer token refused").pipe(Effect.annotateLogs({ reason }), Effect.zipRight(Effect.fail(unauthorized())))
 
-const authenticate = (secret: Redacted.Redacted<string>) =>
+const authenticate = (verifier: TokenVerifier) =>
   Effect.gen(function* () {
     const token = yield* bearerToken
     if (Option.isNone(token)) return yield* refuse("no bearer token")
-    return yield* verifyToken(token.value, secret).pipe(Effect.catchTag("InvalidToken", (error) => refuse(error.reason)))
+    return yield* verifier.verify(token.value).pipe(Effect.catchTag("InvalidToken", (error) => refuse(error.reason)))
   })
 
-export const AuthenticationLive = Layer.effect(
+const AuthenticationLive = Layer.effect(
   Authentication,
-  Effect.map(ApiSettings, (settings) => Authentication.of({ bearer: () => authenticate(settings.jwtSecret) }))
+  Effect.map(TokenVerifier, (verifier) => Authentication.of({ bearer: () => authenticate(verifier) }))
 )
 
-export const AdminAuthenticationLive = Layer.effect(
+const AdminAuthenticationLive = Layer.effect(
   AdminAuthentication,
-  Effect.map(ApiSettings, (settings) =>
+  Effect.map(TokenVerifier, (verifier) =>
     AdminAuthentication.of({
       bearer: () =>
-        Effect.flatMap(authenticate(settings.jwtSecret), (user) =>
+        Effect.flatMap(authenticate(verifier), (user) =>
           user.role === "SUPER_ADMIN"
             ? Effect.succeed(user)
             : Effect.logDebug("admin route refused").pipe(
@@ -90,7 +96,7 @@ const digest = (value: string) => createHash("sha256").update(value, "utf8").dig
 export const constantTimeEquals = (a: Redacted.Redacted<string>, b: string): boolean =>
   timingSafeEqual(digest(Redacted.value(a)), digest(b))
 
-export const RuntimeServiceAuthenticationLive = Layer.effect(
+const RuntimeServiceAuthenticationLive = Layer.effect(
   RuntimeServiceAuthentication,
   Effect.map(ApiSettings, (settings) =>
     RuntimeServiceAuthentication.of({
@@ -105,4 +111,7 @@ export const RuntimeServiceAuthenticationLive = Layer.effect(
     }))
 )
 
-export const AuthLive = Layer.mergeAll(AuthenticationLive, AdminAuthenticationLive, RuntimeServiceAuthenticationLive)
+/** The three middlewares; user tokens are checked by the process's one `TokenVerifier` (shared with `/metrics`). */
+export const AuthLive = Layer.mergeAll(AuthenticationLive, AdminAuthenticationLive, RuntimeServiceAuthenticationLive).pipe(
+  Layer.provide(TokenVerifier.Default)
+)

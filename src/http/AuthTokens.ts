@@ -1,6 +1,7 @@
 import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from "node:crypto"
 import { Clock, Effect, Either, Redacted, Schema } from "effect"
 import { SignJWT } from "jose"
+import { checkTimeClaims, type CompactJws, jsonObjectOf, readCompactJws, signatureOf } from "./jwtCompact.js"
 
 /**
  * Bearer tokens of the HTTP API: HS256 JWTs signed with `AUTH_JWT_SECRET`, carrying `sub` (the
@@ -37,6 +38,11 @@ export interface AuthenticatedUser {
   readonly role: Role
 }
 
+/** A caller as a verified token shows it, with the token's `exp`: a live stream ends there. */
+export interface SignedInUser extends AuthenticatedUser {
+  readonly expiresAtMillis: number
+}
+
 /** Why a token was refused: for debug logs only (never the token itself); the caller sees one 401. */
 export class InvalidToken extends Schema.TaggedError<InvalidToken>()("InvalidToken", {
   reason: Schema.String
@@ -46,7 +52,7 @@ const algorithm = "HS256"
 
 /** The HMAC key of a secret, imported once per secret rather than on every request. */
 const importedKeys = new WeakMap<Redacted.Redacted<string>, KeyObject>()
-const keyOf = (secret: Redacted.Redacted<string>): KeyObject => {
+export const hs256KeyOf = (secret: Redacted.Redacted<string>): KeyObject => {
   const cached = importedKeys.get(secret)
   if (cached !== undefined) return cached
   const key = createSecretKey(Buffer.from(Redacted.value(secret), "utf8"))
@@ -54,88 +60,45 @@ const keyOf = (secret: Redacted.Redacted<string>): KeyObject => {
   return key
 }
 
-const base64urlSegment = /^[A-Za-z0-9_-]*={0,2}$/
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
-
-/** A base64url segment's bytes, refused where jose's decoder (`atob` on Node 20) refuses it. */
-const bytesOf = (segment: string): Buffer | undefined => {
-  if (!base64urlSegment.test(segment)) return undefined
-  const unpadded = segment.replace(/=+$/, "")
-  if (unpadded.length % 4 === 1 || (unpadded.length !== segment.length && segment.length % 4 !== 0)) return undefined
-  return Buffer.from(unpadded, "base64url")
-}
-
-/** A base64url segment decoded to a JSON object, or undefined (bad encoding, bad UTF-8, not JSON, not an object). */
-const jsonObjectOf = (segment: string): Record<string, unknown> | undefined => {
-  const bytes = bytesOf(segment)
-  if (bytes === undefined) return undefined
-  try {
-    const parsed: unknown = JSON.parse(strictUtf8.decode(bytes))
-    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)
-      ? parsed as Record<string, unknown>
-      : undefined
-  } catch {
-    return undefined
-  }
-}
-
-/**
- * `crit` as jose accepts it with no extensions configured: absent, or `["b64"]` with `b64: true`
- * (a JWT never carries an unencoded payload).
- */
-const critAccepted = (header: Record<string, unknown>): boolean =>
-  header.crit === undefined ||
-  (Array.isArray(header.crit) && header.crit.length === 1 && header.crit[0] === "b64" && header.b64 === true)
-
-const numericClaim = (claims: Record<string, unknown>, name: string): "absent" | "invalid" | number => {
-  if (!Object.hasOwn(claims, name)) return "absent"
-  const value = claims[name]
-  return typeof value === "number" ? value : "invalid"
+const verifyHs256Jws = (jws: CompactJws, key: KeyObject, nowMillis: number): Either.Either<Record<string, unknown>, string> => {
+  if (jws.alg !== algorithm) return Either.left("algorithm not allowed")
+  const signature = signatureOf(jws)
+  if (signature === undefined) return Either.left("malformed")
+  const expected = createHmac("sha256", key).update(jws.signingInput).digest()
+  if (signature.length !== expected.length || !timingSafeEqual(signature, expected)) return Either.left("bad signature")
+  const claims = jsonObjectOf(jws.encodedClaims)
+  if (claims === undefined) return Either.left("malformed")
+  return Either.map(checkTimeClaims(claims, nowMillis, 0), () => claims)
 }
 
 /**
  * The checks jose's `jwtVerify` makes with `algorithms: ["HS256"]` and `requiredClaims: ["sub",
  * "exp"]`: three segments, a JSON-object header with `alg` exactly HS256, the HMAC-SHA256
  * signature compared in constant time, a JSON-object claims set, `sub` and `exp` present, `iat`,
- * `nbf` and `exp` numbers when present, `nbf` not after now and `exp` after now (whole seconds).
+ * `nbf` and `exp` numbers when present, `nbf` not after now and `exp` after now (whole seconds);
+ * and, stricter than jose, `exp` at most a year ahead.
  */
 export const verifyHs256 = (
   token: string,
   key: KeyObject,
   nowMillis: number
-): Either.Either<Record<string, unknown>, string> => {
-  const segments = token.split(".")
-  if (segments.length !== 3) return Either.left("malformed")
-  const [encodedHeader, encodedClaims, encodedSignature] = segments as [string, string, string]
-  const header = jsonObjectOf(encodedHeader)
-  if (header === undefined || !critAccepted(header)) return Either.left("malformed")
-  if (typeof header.alg !== "string" || header.alg.length === 0) return Either.left("malformed")
-  if (header.alg !== algorithm) return Either.left("algorithm not allowed")
-  const signature = bytesOf(encodedSignature)
-  if (signature === undefined) return Either.left("malformed")
-  const expected = createHmac("sha256", key).update(`${encodedHeader}.${encodedClaims}`).digest()
-  if (signature.length !== expected.length || !timingSafeEqual(signature, expected)) return Either.left("bad signature")
-  const claims = jsonObjectOf(encodedClaims)
-  if (claims === undefined) return Either.left("malformed")
-  for (const required of ["sub", "exp"]) {
-    if (!Object.hasOwn(claims, required)) return Either.left(`claim ${required} invalid`)
-  }
-  const now = Math.floor(nowMillis / 1000)
-  const iat = numericClaim(claims, "iat")
-  if (iat === "invalid") return Either.left("claim iat invalid")
-  const nbf = numericClaim(claims, "nbf")
-  if (nbf === "invalid" || (typeof nbf === "number" && nbf > now)) return Either.left("claim nbf invalid")
-  const exp = numericClaim(claims, "exp")
-  if (exp === "invalid") return Either.left("claim exp invalid")
-  if (typeof exp === "number" && exp <= now) return Either.left("expired")
-  return Either.right(claims)
-}
+): Either.Either<Record<string, unknown>, string> =>
+  Either.flatMap(readCompactJws(token), (jws) => verifyHs256Jws(jws, key, nowMillis))
 
 const decodeClaims = Schema.decodeUnknownEither(TokenClaims)
 
+/** An HS256 token's caller: its verified claims through the schema (`sub`, `role`, `exp`). */
+export const signedInUserOfHs256 = (jws: CompactJws, key: KeyObject, nowMillis: number): Either.Either<SignedInUser, string> =>
+  Either.flatMap(verifyHs256Jws(jws, key, nowMillis), (verified) => {
+    const claims = decodeClaims(verified)
+    return Either.isLeft(claims)
+      ? Either.left("claims do not match (sub, role, exp)")
+      : Either.right({ userId: claims.right.sub, role: claims.right.role, expiresAtMillis: claims.right.exp * 1000 })
+  })
+
 /**
- * Verifies signature (HS256 only: `alg: none` and every other algorithm are refused), `exp`
- * (required, against the Clock) and the claims' shape.
+ * Verifies an HS256 token: signature (HS256 only: `alg: none` and every other algorithm are
+ * refused), `exp` (required, against the Clock) and the claims' shape.
  */
 export const verifyToken = (
   token: string,
@@ -143,12 +106,10 @@ export const verifyToken = (
 ): Effect.Effect<AuthenticatedUser, InvalidToken> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => {
     if (token.length === 0) return new InvalidToken({ reason: "empty" })
-    const verified = verifyHs256(token, keyOf(secret), now)
-    if (Either.isLeft(verified)) return new InvalidToken({ reason: verified.left })
-    const claims = decodeClaims(verified.right)
-    return Either.isLeft(claims)
-      ? new InvalidToken({ reason: "claims do not match (sub, role, exp)" })
-      : Effect.succeed<AuthenticatedUser>({ userId: claims.right.sub, role: claims.right.role })
+    const verified = Either.flatMap(readCompactJws(token), (jws) => signedInUserOfHs256(jws, hs256KeyOf(secret), now))
+    return Either.isLeft(verified)
+      ? new InvalidToken({ reason: verified.left })
+      : Effect.succeed<AuthenticatedUser>({ userId: verified.right.userId, role: verified.right.role })
   })
 
 /** Mints a token, e.g. for development or tests. `expiresInSeconds` defaults to one hour. */
@@ -164,6 +125,6 @@ export const signToken = (
         .setSubject(claims.sub)
         .setIssuedAt(nowSeconds)
         .setExpirationTime(nowSeconds + (claims.expiresInSeconds ?? 3600))
-        .sign(keyOf(secret))
+        .sign(hs256KeyOf(secret))
     )
   })

@@ -1,11 +1,12 @@
 import { Context, Duration, Effect, Layer } from "effect"
 import { PlatformUnavailable, publicMessages } from "./ApiErrors.js"
+import { backingStoreUnavailable } from "./errorMapping.js"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { ReadinessProbe } from "../services/ReadinessProbe.js"
 
 /**
  * Whether a request may create AI work: not when `AI_PLATFORM_ENABLED=false`, and not while
- * Redis does not answer (a job created then would sit undispatched). The database is not
+ * Redis does not answer (a job created then would sit undispatched; 503 with `Retry-After`). The database is not
  * asked here: the create's own write answers 503 when it really fails, while a ping on a busy
  * pool would refuse work that could be done. The answer is reused for a second, so a burst of
  * creates costs one round trip.
@@ -31,7 +32,7 @@ export const PlatformGateLive = Layer.effect(
         yield* Effect.logWarning("refusing new work: a backing store does not answer").pipe(
           Effect.annotateLogs({ down: down.join(",") })
         )
-        return yield* Effect.fail(new PlatformUnavailable({ message: publicMessages.platformUnavailable }))
+        return yield* backingStoreUnavailable
       }
     })
     return PlatformGate.of({ ensureOpen })

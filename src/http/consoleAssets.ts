@@ -74,6 +74,33 @@ function s(tag, attrs, ...children) {
 
 const token = () => sessionStorage.getItem(tokenKey)
 
+// The pasted token's exp, read only to sign out when it passes (the server checks every request).
+function tokenExpiry(value) {
+  try {
+    const payload = JSON.parse(atob(value.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")))
+    return typeof payload.exp === "number" ? payload.exp * 1000 : null
+  } catch (error) {
+    return null
+  }
+}
+
+let expiryTimer = null
+function signOut(reason) {
+  clearTimeout(expiryTimer)
+  sessionStorage.removeItem(tokenKey)
+  cleanup()
+  cleanup = () => {}
+  signIn(reason)
+}
+
+// Back to the sign-in form when the token expires (a live stream ends then too).
+function watchExpiry() {
+  clearTimeout(expiryTimer)
+  const expiresAt = tokenExpiry(token() || "")
+  if (expiresAt === null || expiresAt - Date.now() > 2147483647) return
+  expiryTimer = setTimeout(() => signOut(new ApiError(401, "TOKEN_EXPIRED", "The token expired: paste a new one.")), Math.max(0, expiresAt - Date.now()))
+}
+
 async function api(method, path) {
   const response = await fetch(path, { method, headers: { authorization: "Bearer " + token(), accept: "application/json" } })
   const body = await response.json().catch(() => null)
@@ -103,7 +130,8 @@ const ms = (value) => (value === null || value === undefined ? "-" : value < 100
 
 function signIn(message) {
   nav.hidden = true
-  const input = h("textarea", { id: "token", rows: 4, cols: 70, placeholder: "Paste a SUPER_ADMIN bearer token", autocomplete: "off" })
+  const input = h("textarea", { id: "token", rows: 4, cols: 70, autocomplete: "off",
+    placeholder: "Paste a SUPER_ADMIN bearer token: HS256 (npm run token) or an access token from the identity provider" })
   const problem = h("div", { id: "sign-in-problem" }, message ? errorBox(message) : null)
   const submit = async (event) => {
     event.preventDefault()
@@ -317,7 +345,12 @@ async function jobPage(jobId) {
   if (!streamed) mode("polling every second (no event stream)")
   const poll = async () => {
     if (controller.signal.aborted) return
-    try { await refresh() } catch (error) { mode("polling: " + error.message) }
+    try {
+      await refresh()
+    } catch (error) {
+      if (error instanceof ApiError && (error.status === 401 || error.status === 403)) return signOut(error)
+      mode("polling: " + error.message)
+    }
     if (terminal(last)) { live.textContent = "finished"; return }
     timer = setTimeout(poll, 1000)
   }
@@ -386,6 +419,7 @@ async function route() {
   cleanup()
   cleanup = () => {}
   if (!token()) return signIn()
+  watchExpiry()
   nav.hidden = false
   const [path, query] = (location.hash.slice(1) || "/stats").split("?")
   const parts = path.split("/").filter(Boolean)
@@ -396,18 +430,14 @@ async function route() {
     else if (parts[0] === "workers") await workersPage()
     else await statsPage()
   } catch (error) {
-    if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
-      sessionStorage.removeItem(tokenKey)
-      return signIn(error)
-    }
+    if (error instanceof ApiError && (error.status === 401 || error.status === 403)) return signOut(error)
     show(errorBox(error))
   }
 }
 
 document.getElementById("sign-out").addEventListener("click", () => {
-  sessionStorage.removeItem(tokenKey)
   location.hash = ""
-  route()
+  signOut()
 })
 window.addEventListener("hashchange", route)
 route()

@@ -1,5 +1,5 @@
-import { HttpApiBuilder, HttpApiError, HttpApp, HttpServerError, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Option, Schema } from "effect"
+import { HttpApiBuilder, HttpApiError, HttpServerError } from "@effect/platform"
+import { Cause, Clock, Effect, Option, Schema } from "effect"
 import type { CredentialError } from "../domain/ExecutionError.js"
 import type { IdempotencyKeyReused, InvalidJobInput } from "../domain/JobCreationErrors.js"
 import type { JobAlreadyCancelled, JobNotCancellable } from "../domain/LifecycleErrors.js"
@@ -21,20 +21,21 @@ import {
 } from "./ApiErrors.js"
 import { AiJobApi } from "./Api.js"
 import { bodyRejectionOf } from "./requestBody.js"
+import { setAnswerHeader } from "./responseHeaders.js"
 
 /**
  * Domain errors → public errors. Each mapping logs what an operator needs (ids, operation,
  * codes), never input, keys or tokens, and answers with fixed or composed public text.
  */
 
-/** Seconds a client waits before retrying a 503 the storage caused. */
+/** Seconds a client waits before retrying a 503 the storage or Redis caused. */
 export const storageRetryAfterSeconds = 1
 
-/** Sets `Retry-After` on this request's response (whatever status it ends with). */
-const retryAfter = (seconds: number) =>
-  HttpApp.appendPreResponseHandler((_request, response) =>
-    Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(seconds)))
-  )
+/** Sets `Retry-After` on this request's answer (whatever status it ends with). */
+export const retryAfter = (seconds: number) => setAnswerHeader("retry-after", String(seconds))
+
+/** A backing store does not answer: 503 `PLATFORM_UNAVAILABLE` with `Retry-After`. */
+export const backingStoreUnavailable = Effect.zipRight(retryAfter(storageRetryAfterSeconds), Effect.fail(platformUnavailable()))
 
 /**
  * Storage did not answer: 503 with `Retry-After`. A commit whose outcome is unknown answers the
@@ -47,8 +48,7 @@ export const fromPersistence = (error: PersistenceError) =>
       : "storage unavailable; answering 503"
   ).pipe(
     Effect.annotateLogs({ operation: error.operation }),
-    Effect.zipRight(retryAfter(storageRetryAfterSeconds)),
-    Effect.zipRight(Effect.fail(platformUnavailable()))
+    Effect.zipRight(backingStoreUnavailable)
   )
 
 export const fromTooManyJobs = (error: TooManyJobs) =>
@@ -58,10 +58,17 @@ export const fromTooManyJobs = (error: TooManyJobs) =>
     })
   )
 
+const secondsPerDay = 86_400
+
+/** 429 with `Retry-After`: the seconds until the quota's UTC day ends. */
 export const fromQuotaExceeded = (error: QuotaExceeded) =>
-  Effect.fail(
-    new QuotaExceededError({ message: `You created ${error.limit} jobs today (UTC), your daily quota. Try again tomorrow.` })
-  )
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    Effect.zipRight(
+      retryAfter(secondsPerDay - Math.floor(now / 1000) % secondsPerDay),
+      Effect.fail(
+        new QuotaExceededError({ message: `You created ${error.limit} jobs today (UTC), your daily quota. Try again tomorrow.` })
+      )
+    ))
 
 export const fromInvalidJobInput = (error: InvalidJobInput) =>
   Effect.fail(new InvalidRequest({ message: error.problems.join("; ") }))

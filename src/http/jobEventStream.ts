@@ -1,7 +1,8 @@
-import { Chunk, Duration, Effect, Option, Queue, Schedule, Schema, type Scope, Stream } from "effect"
+import { Chunk, Clock, Duration, Effect, Option, Queue, Schedule, Schema, type Scope, Stream } from "effect"
 import { isTerminal } from "../domain/LifecycleStatus.js"
 import type { JobEvent } from "../domain/JobEvent.js"
 import { JobStatusResponse } from "./ApiSchemas.js"
+import type { StreamEnd } from "./LiveStreamLimits.js"
 
 /** A comment line this often keeps proxies from closing an idle stream. */
 export const sseHeartbeat = Duration.seconds(15)
@@ -22,6 +23,9 @@ export const statusFrame = (status: JobStatusResponse): string =>
 
 export const heartbeatFrame = ": heartbeat\n\n"
 
+/** The last frame of a stream cut short (a comment: clients ignore it; a human reading the stream sees why). */
+export const endFrame = (end: StreamEnd): string => `: stream closed (${end.reason}); reconnect with Last-Event-ID\n\n`
+
 interface Step {
   /** The event id last sent (or the client's `Last-Event-ID`). */
   readonly sent: string | undefined
@@ -34,31 +38,43 @@ interface Step {
  * The SSE body of one job (docs/architecture.md §15.5): the job's status read again at the start,
  * on its events (those that arrived together are read once) and on each heartbeat (which also
  * covers a pub/sub message that was lost), sent whenever it differs from the last one sent; it
- * ends after the terminal status. `changes` must be subscribed before this stream starts, so no
- * change falls between it and the first read. One loop over the subscription, not merged streams:
- * a stream held open costs a fraction of the memory (bench:sse).
+ * ends after the terminal status, or at `end` (its token's expiry, its longest life) with a
+ * closing comment. `changes` must be subscribed before this stream starts, so no change falls
+ * between it and the first read. One loop over the subscription, not merged streams: a stream
+ * held open costs a fraction of the memory (bench:sse).
  */
 export const jobStatusFrames = <E>(options: {
   readonly changes: Queue.Dequeue<JobEvent>
   readonly read: Effect.Effect<JobStatusResponse, E>
   readonly lastEventId: string | undefined
   readonly heartbeat?: Duration.DurationInput
+  readonly end?: StreamEnd
 }): Stream.Stream<string> => {
-  // An event, then whatever else arrived with it: one read covers them all.
-  const nextTrigger = Queue.take(options.changes).pipe(
-    Effect.zipRight(Queue.takeAll(options.changes)),
-    Effect.timeoutTo({
-      duration: options.heartbeat ?? sseHeartbeat,
-      onSuccess: () => "change" as const,
-      onTimeout: () => "beat" as const
-    })
-  )
+  const heartbeatMillis = Duration.toMillis(options.heartbeat ?? sseHeartbeat)
+  const end = options.end
+  // An event, then whatever else arrived with it: one read covers them all; or the heartbeat, or the end.
+  const nextTrigger = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const untilEnd = end === undefined ? Number.POSITIVE_INFINITY : end.atMillis - now
+    if (untilEnd <= 0) return Effect.succeed("end" as const)
+    const wait = Math.min(heartbeatMillis, untilEnd)
+    return Queue.take(options.changes).pipe(
+      Effect.zipRight(Queue.takeAll(options.changes)),
+      Effect.timeoutTo({
+        duration: Duration.millis(wait),
+        onSuccess: () => "change" as const,
+        onTimeout: () => (wait < heartbeatMillis ? "end" as const : "beat" as const)
+      })
+    )
+  })
   const start: Step = { sent: options.lastEventId, started: false, ended: false }
   return Stream.unfoldChunkEffect(start, (previous) =>
     previous.ended
       ? Effect.succeed(Option.none())
       : Effect.gen(function* () {
         const trigger = previous.started ? yield* nextTrigger : "start"
+        if (trigger === "end" && end !== undefined) {
+          return Option.some([Chunk.of(endFrame(end)), { ...previous, ended: true }] as const)
+        }
         const beat = trigger === "beat" ? [heartbeatFrame] : []
         const step = Option.match(yield* Effect.option(options.read), {
           // The store did not answer: try again on the next event or heartbeat.

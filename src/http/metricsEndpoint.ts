@@ -2,11 +2,11 @@ import { createServer } from "node:http"
 import { HttpApiBuilder, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option, Redacted } from "effect"
-import { ApiSettings } from "../config/ApiSettings.js"
 import { TelemetrySettings } from "../config/TelemetrySettings.js"
 import { constantTimeEquals } from "./Auth.js"
-import { verifyToken } from "./AuthTokens.js"
+import type { InvalidToken, SignedInUser } from "./AuthTokens.js"
 import { prometheusContentType, prometheusText } from "./prometheusText.js"
+import { TokenVerifier } from "./TokenVerifier.js"
 
 /**
  * `GET /metrics`: the process's Effect metrics as Prometheus text. On the API's port it answers
@@ -20,25 +20,25 @@ const bearerOf = (request: HttpServerRequest.HttpServerRequest): Option.Option<s
   return match === null ? Option.none() : Option.some(match[1] ?? "")
 }
 
+interface MetricsAccess {
+  readonly metricsToken: Option.Option<Redacted.Redacted<string>>
+  /** On the API: the process's token check, for SUPER_ADMIN tokens (HS256 or the identity provider's). */
+  readonly verifyUserToken: Option.Option<(token: string) => Effect.Effect<SignedInUser, InvalidToken>>
+}
+
 /** Who may read: the metrics token, or (on the API) a SUPER_ADMIN token; nobody needs to when neither exists. */
-const allowed = (
-  request: HttpServerRequest.HttpServerRequest,
-  access: { readonly metricsToken: Option.Option<Redacted.Redacted<string>>; readonly jwtSecret: Option.Option<Redacted.Redacted<string>> }
-) =>
+const allowed = (request: HttpServerRequest.HttpServerRequest, access: MetricsAccess) =>
   Effect.gen(function* () {
-    if (Option.isNone(access.metricsToken) && Option.isNone(access.jwtSecret)) return true
+    if (Option.isNone(access.metricsToken) && Option.isNone(access.verifyUserToken)) return true
     const token = bearerOf(request)
     if (Option.isNone(token)) return false
     if (Option.isSome(access.metricsToken) && constantTimeEquals(access.metricsToken.value, token.value)) return true
-    if (Option.isNone(access.jwtSecret)) return false
-    const user = yield* Effect.option(verifyToken(token.value, access.jwtSecret.value))
+    if (Option.isNone(access.verifyUserToken)) return false
+    const user = yield* Effect.option(access.verifyUserToken.value(token.value))
     return Option.isSome(user) && user.value.role === "SUPER_ADMIN"
   })
 
-const metricsHandler = (
-  refresh: Effect.Effect<void>,
-  access: { readonly metricsToken: Option.Option<Redacted.Redacted<string>>; readonly jwtSecret: Option.Option<Redacted.Redacted<string>> }
-) =>
+const metricsHandler = (refresh: Effect.Effect<void>, access: MetricsAccess) =>
   Effect.gen(function* () {
     const request = yield* HttpServerRequest.HttpServerRequest
     if (!(yield* allowed(request, access))) {
@@ -61,16 +61,16 @@ export const MetricsRoute = <E = never, R = never>(refresh?: Effect.Effect<void,
     Effect.gen(function* () {
       const context = yield* Effect.context<R>()
       const telemetry = yield* TelemetrySettings
-      const api = yield* ApiSettings
+      const verifier = yield* TokenVerifier
       yield* router.get(
         "/metrics",
         metricsHandler(Effect.provide(guarded(refresh), context), {
           metricsToken: telemetry.metricsToken,
-          jwtSecret: Option.some(api.jwtSecret)
+          verifyUserToken: Option.some(verifier.verify)
         })
       )
     })
-  )
+  ).pipe(Layer.provide(TokenVerifier.Default))
 
 /**
  * Workers and dispatchers: a listener on `METRICS_PORT` with `/metrics` and `/healthz` (no
@@ -85,7 +85,7 @@ export const MetricsListener = <E = never, R = never>(refresh?: Effect.Effect<vo
       const router = HttpRouter.empty.pipe(
         HttpRouter.get(
           "/metrics",
-          metricsHandler(Effect.provide(guarded(refresh), context), { metricsToken: telemetry.metricsToken, jwtSecret: Option.none() })
+          metricsHandler(Effect.provide(guarded(refresh), context), { metricsToken: telemetry.metricsToken, verifyUserToken: Option.none() })
         ),
         HttpRouter.get("/healthz", HttpServerResponse.unsafeJson({ status: "ok" }))
       )

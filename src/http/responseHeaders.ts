@@ -78,9 +78,32 @@ export const securityHeaders = HttpMiddleware.make((app) =>
   )
 )
 
-/** CORS (API middleware) for exactly `origins`; with none listed the API sends no CORS headers at all. */
+/** Sets a header on this request's answer, whatever status it ends with (errors included). */
+export const setAnswerHeader = (name: string, value: string) =>
+  HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeader(response, name, value)))
+
+/** `Vary` with `name` added to whatever the answer varies on already. */
+const varyingOn = (name: string) => (response: HttpServerResponse.HttpServerResponse) => {
+  const current = (response.headers["vary"] ?? "").split(",").map((field) => field.trim()).filter((field) => field !== "")
+  return current.some((field) => field.toLowerCase() === name.toLowerCase())
+    ? response
+    : HttpServerResponse.setHeader(response, "vary", [...current, name].join(", "))
+}
+
+/**
+ * CORS (API middleware) for exactly `origins`; with none listed the API sends no CORS headers at
+ * all. Every answer, a preflight's included and one to an origin not listed, says `Vary: Origin`:
+ * it differs by origin, so a shared cache must not hand one origin's answer to another (the
+ * platform's CORS sets it only beside an allowed origin, and a preflight's own `Vary` replaced it).
+ */
 export const corsLayer = (origins: ReadonlyArray<string>): Layer.Layer<never> => {
   if (origins.length === 0) return Layer.empty
   const allowed = new Set(origins)
-  return HttpApiBuilder.middlewareCors({ allowedOrigins: (origin) => allowed.has(origin) })
+  const cors = HttpMiddleware.cors({ allowedOrigins: (origin) => allowed.has(origin) })
+  return HttpApiBuilder.middleware((app) =>
+    Effect.zipRight(
+      HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(varyingOn("Origin")(response))),
+      cors(app)
+    )
+  )
 }

@@ -1,5 +1,5 @@
 import { createServer } from "node:http"
-import { HttpApiBuilder, HttpApiSwagger, HttpApp, HttpMiddleware, HttpServer, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpApiSwagger, HttpApp, HttpMiddleware, HttpRouter, HttpServer, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AiJobApi } from "./Api.js"
@@ -16,8 +16,11 @@ import { nodeServerOptions } from "../config/HttpTransportSettings.js"
 import { PlatformGateLive } from "./PlatformGate.js"
 import { httpMetrics } from "./httpMetrics.js"
 import { MetricsRoute } from "./metricsEndpoint.js"
-import { closeWhenBodyUnread, requestBodyGuard } from "./requestBody.js"
+import { lingerWhenBodyUnread, requestBodyGuard } from "./requestBody.js"
 import { corsLayer, securityHeaders } from "./responseHeaders.js"
+import { requestSpan } from "./requestSpan.js"
+import { TokenVerifier } from "./TokenVerifier.js"
+import { routerConfig, UnroutedAnswersLive } from "./unroutedRequests.js"
 
 /**
  * The HTTP API as layers. `ApiLive` needs the engine's services (AiJobService,
@@ -47,9 +50,10 @@ const bearerChallenge = HttpMiddleware.make((app) =>
 )
 
 /**
- * Around every answer, outermost first: protective headers, the connection closed when a body
- * was left unread, the request log, the 401 challenge. Inside, before routing: CORS when origins
- * are configured, the body guard, the error mapping.
+ * Around every answer, outermost first: the request's span, the request metrics, protective
+ * headers, the rest of a body left unread discarded (within bounds) or the connection closed,
+ * the request log, the 401 challenge. Inside, before routing: CORS when origins are configured,
+ * the body guard, the error mapping, the 404/405 of a request no route takes.
  */
 export const apiServer = <E = never, R = never>(
   options: {
@@ -61,17 +65,23 @@ export const apiServer = <E = never, R = never>(
   Layer.unwrapEffect(
     Effect.map(ApiSettings, ({ transport }) => {
       const logged = <E, R>(app: HttpApp.Default<E, R>) => (options.logRequests === true ? HttpMiddleware.logger(app) : app)
-      return HttpApiBuilder.serve((app) => httpMetrics(securityHeaders(closeWhenBodyUnread(logged(bearerChallenge(app)))))).pipe(
-        // Scrapes and probes make no traces: they would drown the jobs' ones.
-        HttpMiddleware.withTracerDisabledForUrls(["/metrics", "/healthz", "/readyz"]),
+      return HttpApiBuilder.serve((app) =>
+        requestSpan(httpMetrics(securityHeaders(lingerWhenBodyUnread(logged(bearerChallenge(app))))))
+      ).pipe(
+        // `requestSpan` makes each request's span (it decides whose trace context to continue).
+        HttpMiddleware.withTracerDisabledWhen(() => true),
         Layer.provide(MetricsRoute(options.sampleMetrics)),
         Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
         Layer.provide(consoleLayer),
         Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
         Layer.provide(ErrorMiddlewareLive),
+        Layer.provide(UnroutedAnswersLive),
         Layer.provide(HttpApiBuilder.middleware(AiJobApi, requestBodyGuard(transport.maxBodyBytes))),
         Layer.provide(corsLayer(transport.corsAllowedOrigins)),
-        Layer.provide(ApiLive)
+        Layer.provide(ApiLive),
+        Layer.provide(HttpRouter.setRouterConfig(routerConfig)),
+        // The one verifier of the process (the auth middlewares and `/metrics` share it too).
+        Layer.provide(TokenVerifier.Default)
       )
     })
   )

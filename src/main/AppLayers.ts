@@ -3,9 +3,11 @@
  * the pipeline and the HTTP API. Each program in src/main picks a stack (live: MySQL + Redis;
  * embedded: in memory) and the parts it runs (API, dispatcher, worker with its reaper).
  */
+import { HttpClient } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { Config, type ConfigError, ConfigProvider, Effect, Layer, Option, Schema } from "effect"
 import { ApiSettings } from "../config/ApiSettings.js"
+import { AuthSettings } from "../config/AuthSettings.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../config/EngineConfig.js"
 import { nodeApiServer } from "../http/server.js"
@@ -15,9 +17,13 @@ import { OpenAiCompatibleGatewayLive } from "../layers/gateway/OpenAiCompatibleG
 import { SyntheticGatewayLive } from "../layers/gateway/SyntheticGateway.js"
 import { runMigrations } from "../layers/mysql/migrate.js"
 import { OutboxDispatcherLive } from "../pipeline/dispatcher.js"
+import { domainEventsQueueConfig, EventDeliverySettings } from "../config/EventDeliverySettings.js"
+import { EventTargets } from "../services/EventTargets.js"
+import { makeDomainEventTarget } from "../layers/bullmq/BullMqDomainEventTarget.js"
+import { WebhookHttpClient, webhookTargetsFromConfig } from "../layers/webhook/StandardWebhookTarget.js"
 import { WorkerServiceLive } from "../pipeline/worker.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
-import type { AiGateway } from "../services/AiGateway.js"
+import { AiGateway } from "../services/AiGateway.js"
 import { AiGatewayTelemetryLive } from "../services/AiGatewayTelemetry.js"
 import { AiJobService } from "../services/AiJobService.js"
 import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
@@ -201,7 +207,8 @@ export const LiveInfrastructure = Layer.mergeAll(
  */
 export const DispatcherInfrastructure = Layer.mergeAll(
   MysqlOutboxRepository.pipe(Layer.provide(MysqlFromConfig)),
-  Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal).pipe(Layer.provide(RedisConnection.fromConfig)),
+  // The connection itself too: the domain-events queue, when configured, is on it.
+  Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal).pipe(Layer.provideMerge(RedisConnection.fromConfig)),
   TimingConfig.layer,
   DispatcherSettings.layer
 ).pipe(Layer.provide(Layer.merge(StorageConfig.layer, QueueSettings.layer)))
@@ -250,9 +257,26 @@ export const engineServices = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway
     Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, instrumented(gateway), DirectDispatchLive))
   )
 
+/**
+ * Provider calls carry no trace context (`traceparent`, `b3`): the provider takes no part in the
+ * engine's traces, and the engine's span ids are none of its business.
+ */
+const withoutTraceHeaders = Layer.effect(
+  AiGateway,
+  Effect.map(AiGateway, (gateway) =>
+    AiGateway.of({
+      ...(gateway.settle === undefined ? {} : { settle: gateway.settle }),
+      generate: (request) => Effect.locally(gateway.generate(request), HttpClient.currentTracerPropagation, false)
+    }))
+)
+
 /** The gateway with every call traced (`provider.chat`) and measured, whichever provider it is. */
 const instrumented = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
-  AiGatewayTelemetryLive.pipe(Layer.provideMerge(gateway), Layer.provide(AiCostCalculator.Default))
+  AiGatewayTelemetryLive.pipe(
+    Layer.provideMerge(withoutTraceHeaders),
+    Layer.provideMerge(gateway),
+    Layer.provide(AiCostCalculator.Default)
+  )
 
 /**
  * The creator queues its own jobs after commit (docs/architecture.md §6.7); the dispatcher sweeps
@@ -303,16 +327,41 @@ export const ReadinessProbeLive = Layer.scoped(
 
 // ---- The parts a program runs over a stack
 
-/** The HTTP API on `PORT`; needs `ApiSettings` and a `ReadinessProbe` beside the stack. */
+/** The HTTP API on `PORT` (and `HOST`, when set); needs `ApiSettings` and a `ReadinessProbe` beside the stack. */
 export const ApiPart = <E = never, R = never>(
   options: { readonly logRequests?: boolean; readonly sampleMetrics?: Effect.Effect<void, E, R> } = {}
-) => Layer.unwrapEffect(Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, ...options })))
+) => Layer.unwrapEffect(
+  Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, host: Option.getOrUndefined(http.host), ...options }))
+)
 
-/** The API's settings (`AUTH_JWT_SECRET`, transport limits) and readiness on MySQL + Redis. */
-export const LiveApiSupport = Layer.merge(ApiSettings.layer, ReadinessProbeLive)
+/** The API's settings (bearer tokens, transport limits, live streams) and readiness on MySQL + Redis. */
+export const LiveApiSupport = Layer.mergeAll(ApiSettings.layer, AuthSettings.layer, ReadinessProbeLive)
 
-/** The outbox dispatcher: claims events, adds them to the queues. */
-export const DispatcherPart = OutboxDispatcherLive
+/**
+ * Where jobs' ends are announced (docs/architecture.md §6.8): `WEBHOOK_URL`'s endpoints and, with
+ * `DOMAIN_EVENTS_QUEUE`, that queue on the engine's Redis (refused at start without one: the
+ * embedded engine has none).
+ */
+export const EventTargetsLive = Layer.scoped(
+  EventTargets,
+  Effect.gen(function* () {
+    const webhooks = yield* webhookTargetsFromConfig
+    const domainQueue = yield* domainEventsQueueConfig
+    if (Option.isNone(domainQueue)) return webhooks
+    const redis = yield* Effect.serviceOption(RedisConnection)
+    if (Option.isNone(redis)) {
+      return yield* new InfrastructureUnavailable({ message: "DOMAIN_EVENTS_QUEUE needs REDIS_URL: the domain-events queue lives on Redis" })
+    }
+    const queue = yield* makeDomainEventTarget(domainQueue.value).pipe(Effect.provideService(RedisConnection, redis.value))
+    return [...webhooks, queue]
+  })
+).pipe(Layer.provide(WebhookHttpClient))
+
+/**
+ * The outbox dispatcher: its enqueue lane adds jobs to their queues, its notify lane delivers
+ * jobs' terminal events to their targets (needs `TimingConfig`; Redis when it has a queue target).
+ */
+export const DispatcherPart = OutboxDispatcherLive.pipe(Layer.provide(Layer.merge(EventTargetsLive, EventDeliverySettings.layer)))
 
 /**
  * Workers on `WORKER_QUEUES`, with the lock reaper and snapshot cleanup beside them, in a process

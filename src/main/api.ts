@@ -1,7 +1,8 @@
 /**
  * `npm run start:api`: the HTTP API (docs/architecture.md §15) as its own process, on `PORT`
  * (default 3000), against MySQL (`DATABASE_URL`) and Redis (`REDIS_URL`). Bearer tokens are
- * verified with `AUTH_JWT_SECRET` (required); `RUNTIME_SERVICE_TOKEN` opens the internal
+ * verified with `AUTH_JWT_SECRET` (HS256) or the keys of the identity provider at `AUTH_ISSUER`
+ * (one of them required, both allowed); `RUNTIME_SERVICE_TOKEN` opens the internal
  * credential route; `AI_PLATFORM_ENABLED=false` refuses new AI work with 503. `/openapi.json`
  * and `/docs` describe the API; `/healthz` and `/readyz` are for the orchestrator.
  *

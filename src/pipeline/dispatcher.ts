@@ -8,6 +8,7 @@ import { OutboxRepository } from "../services/OutboxRepository.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
 import { storedParent } from "../domain/TraceContext.js"
 import { dispatchedEvents, dispatchLatency, increment, observe } from "../services/EngineMetrics.js"
+import { makeEventDispatcher } from "./eventDispatcher.js"
 
 /**
  * The delay before the `failure`-th retry (1-based), read off the retry Schedule: exponential
@@ -250,5 +251,14 @@ export const makeDispatcher = Effect.gen(function* () {
 
 export type Dispatcher = Effect.Effect.Success<typeof makeDispatcher>
 
-/** The dispatcher running in the background for the layer's lifetime. */
-export const OutboxDispatcherLive = Layer.scopedDiscard(Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run))
+/**
+ * The dispatcher running in the background for the layer's lifetime: its enqueue lane and its
+ * notify lane (docs/architecture.md §6.8), each claiming its own events. Closing stops the notify
+ * lane first (its deliveries in flight finish), then the enqueue lane, then gives back any claim.
+ */
+export const OutboxDispatcherLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    yield* Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run)
+    yield* Effect.flatMap(makeEventDispatcher, (events) => events.run)
+  })
+)

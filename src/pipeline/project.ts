@@ -41,9 +41,11 @@ export const project = Effect.fn("pipeline.project", { captureStackTrace: false 
         // COMPLETE's usage row, written in this transaction so it commits with the result (§11.5).
         yield* recordUsageWithResult(executed.usage)
         // A cancel committed before this write wins: it refuses, and everything above rolls back (§10).
+        // The success writes its `ai.job.succeeded` event here too, listing these artifacts (§6.8).
         return yield* jobs.markSucceeded(executed.lease, executed.outputHash, {
           honourCancel: executed.registered.definition.execution.cancellable,
-          locked: job
+          locked: job,
+          artifacts: [...projection.artifacts].sort((a, b) => a.ordinal - b.ordinal)
         })
       })
     ).pipe(

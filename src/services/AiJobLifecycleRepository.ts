@@ -9,6 +9,7 @@ import type {
   NewAiJob
 } from "../domain/AiJob.js"
 import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
+import type { FinishedArtifact } from "../domain/JobFinishedEvent.js"
 import type { JobSnapshot } from "../domain/JobSnapshot.js"
 import type {
   AttemptsExhausted,
@@ -96,6 +97,11 @@ export const clampProgress = (progress: number): number =>
  * The only code that writes `lifecycle_status` (and its legacy `status` shadow; docs/architecture.md §3.3).
  * Lock times are measured by the store's own clock: the database's `UTC_TIMESTAMP(3)` for
  * MySQL, Effect's Clock for the memory store; never a worker's wall clock.
+ *
+ * Every write that ends a job (`markSucceeded`, `markFailed`, `markCancelled`, `requestCancel` of
+ * a queued job) writes the job's terminal outbox event (`ai.job.succeeded` / `failed` /
+ * `cancelled`, §6.8) in the same transaction: the caller's when one is open, else one of its
+ * own. A terminal state never exists without its event, nor an event without its state.
  */
 export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLifecycleRepository")<
   AiJobLifecycleRepository,
@@ -163,12 +169,17 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
      * Fenced on the lease. With `honourCancel` (a cancellable job type) it also requires that no
      * cancel was requested, refusing with `CancelRequestedBeforeSuccess` (docs/architecture.md §10).
      * `locked`, the job as this lease locked it, spares the store a read-back: the answer is
-     * `locked` with the columns this write sets.
+     * `locked` with the columns this write sets. `artifacts`, what the projection in the same
+     * transaction recorded (in ordinal order), spares it reading them for the terminal event.
      */
     readonly markSucceeded: (
       lease: JobLease,
       outputHash: string,
-      options?: { readonly honourCancel?: boolean; readonly locked?: AiJob }
+      options?: {
+        readonly honourCancel?: boolean
+        readonly locked?: AiJob
+        readonly artifacts?: ReadonlyArray<FinishedArtifact>
+      }
     ) => Effect.Effect<AiJob, TerminalWriteError | CancelRequestedBeforeSuccess>
     readonly markFailed: (fence: JobFence, failure: JobFailure) => Effect.Effect<AiJob, TerminalWriteError>
     /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */

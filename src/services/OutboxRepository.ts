@@ -1,5 +1,5 @@
 import { Context, type Effect, type Option, Schema } from "effect"
-import type { NewOutboxEvent, OutboxCounts, OutboxEvent } from "../domain/OutboxEvent.js"
+import type { NewOutboxEvent, OutboxCounts, OutboxEvent, OutboxLane } from "../domain/OutboxEvent.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { allOutboxStatuses, OutboxStatus } from "../domain/OutboxEvent.js"
 
@@ -18,6 +18,8 @@ export class OutboxEventNotDead extends Schema.TaggedError<OutboxEventNotDead>()
  * now; `createdAt`, `updatedAt`): `pending`, unclaimed, never tried. Both stores insert exactly this.
  */
 export const pendingEventFields = (event: NewOutboxEvent): Omit<OutboxEvent, "availableAt" | "createdAt" | "updatedAt" | "traceParent"> => ({
+  lane: event.lane ?? "enqueue",
+  deliveredTo: [],
   id: event.id,
   eventType: event.eventType,
   aggregateType: event.aggregateType,
@@ -56,6 +58,21 @@ export const isBeforeCursor = (event: { readonly createdAt: Date; readonly id: s
 /** What happened to a failed dispatch: back to pending after a delay, or dead. */
 export type DispatchFailureOutcome = "retry_scheduled" | "dead"
 
+/**
+ * How one delivery round of a `notify` event ended (docs/architecture.md §6.8). `deliveredTo` is
+ * every target that has acknowledged it so far, this round's included.
+ */
+export type DeliverySettlement =
+  /** Every target acknowledged: `published`. */
+  | { readonly _tag: "Delivered"; readonly deliveredTo: ReadonlyArray<string> }
+  /** Some did not: back to `pending`, available again after `retryDelayMs`. */
+  | { readonly _tag: "RetryLater"; readonly deliveredTo: ReadonlyArray<string>; readonly error: string; readonly retryDelayMs: number }
+  /** The retry time is spent: `dead`, for an operator to replay. */
+  | { readonly _tag: "GiveUp"; readonly deliveredTo: ReadonlyArray<string>; readonly error: string }
+
+/** `DeliverySettlement`'s outcome as the event's new status. */
+export type DeliveryOutcome = "published" | DispatchFailureOutcome
+
 /** The transactional outbox (docs/architecture.md §6). Time is the store's clock, as for job locks. */
 export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepository")<
   OutboxRepository,
@@ -68,11 +85,18 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
       event: NewOutboxEvent
     ) => Effect.Effect<{ readonly eventId: string; readonly duplicate: boolean }, PersistenceError>
     readonly findById: (eventId: string) => Effect.Effect<Option.Option<OutboxEvent>, PersistenceError>
+    /** A job's events, oldest first (the enqueue, any requeues, its terminal event). */
+    readonly findByAggregate: (aggregateId: string) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
     /**
-     * Claims (§6.3) up to `limit` dispatchable events (`pending`, `available_at` reached) for
-     * `dispatcherId` in one compare-and-set; events another dispatcher holds are skipped.
+     * Claims (§6.3) up to `limit` dispatchable events (`pending`, `available_at` reached) of one
+     * lane (`enqueue` unless named) for `dispatcherId` in one compare-and-set; events another
+     * dispatcher holds are skipped.
      */
-    readonly claimBatch: (dispatcherId: string, limit: number) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
+    readonly claimBatch: (
+      dispatcherId: string,
+      limit: number,
+      lane?: OutboxLane
+    ) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
     /**
      * The creating process added these events' jobs to the queue itself (docs/architecture.md
      * §6.7): still-`pending` ones become `published` in one write, so no dispatcher adds them
@@ -97,6 +121,16 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
       error: string,
       options: { readonly retryDelayMs: number; readonly maxAttempts: number }
     ) => Effect.Effect<Option.Option<DispatchFailureOutcome>, PersistenceError>
+    /**
+     * Records one delivery round of a `notify` event this dispatcher holds (§6.8): the targets
+     * that acknowledged, and the event published, back to pending after a delay (a failure
+     * counted) or dead. None when the claim was lost meanwhile (nothing written).
+     */
+    readonly settleDelivery: (
+      eventId: string,
+      dispatcherId: string,
+      settlement: DeliverySettlement
+    ) => Effect.Effect<Option.Option<DeliveryOutcome>, PersistenceError>
     /** A stopping dispatcher's own claims go back to `pending` at once; returns how many. */
     readonly releaseClaimsOf: (dispatcherId: string) => Effect.Effect<number, PersistenceError>
     /** `processing` events claimed longer ago than `lockTtlMs` go back to `pending` (§6.4). */

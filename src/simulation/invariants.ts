@@ -2,6 +2,7 @@ import { Effect, FiberRef, HashMap, Option, Schema } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { isAllowedTransition, isTerminal } from "../domain/LifecycleStatus.js"
 import { EnqueuePayload, enqueueEventType, type OutboxEvent } from "../domain/OutboxEvent.js"
+import { finishedEventTypeOf } from "../domain/JobFinishedEvent.js"
 import type { QueueName } from "../domain/QueueName.js"
 import type { MemoryTables } from "../layers/memory/MemoryDatabase.js"
 import { payloadFor } from "../services/JobQueue.js"
@@ -50,6 +51,7 @@ export const invariantNames = {
   outboxPublishedFinal: "a published outbox event stays published",
   outboxSettled: "every outbox event ends published or dead",
   jobHasEnqueueEvent: "every job has its enqueue event",
+  oneTerminalEvent: "a terminal job has exactly one terminal event, of its status; any other job has none",
   leaseHolderEnds: "an outcome is written only by the current lease holder (or the reaper, once the lock expired)",
   newOwnerCounts: "a new owner of a running job costs an attempt (a hand-off costs none)",
   workerLostExhausted: "INTERNAL_WORKER_LOST only when attempts are exhausted",
@@ -345,7 +347,7 @@ export const makeMonitor = (options: MonitorOptions) => {
         if (event.status !== next.value.status && (next.value.status === "published" || next.value.status === "dead")) {
           trace.record("outbox", {
             job: trace.alias(event.aggregateId),
-            event: event.dedupeKey.startsWith(enqueueEventType) ? "enqueue" : "redispatch",
+            event: event.lane === "notify" ? "terminal" : event.dedupeKey.startsWith(enqueueEventType) ? "enqueue" : "redispatch",
             to: next.value.status,
             by: writer
           })
@@ -385,7 +387,19 @@ export const makeMonitor = (options: MonitorOptions) => {
     }
     const keys = new Map<string, string>()
     const events = new Set<string>()
-    for (const event of HashMap.values(tables.outboxEvent)) events.add(event.dedupeKey)
+    /** Each job's terminal events: its status's commit wrote them, or the write rolled back with them. */
+    const terminalEvents = new Map<string, Array<string>>()
+    for (const event of HashMap.values(tables.outboxEvent)) {
+      events.add(event.dedupeKey)
+      if (event.lane === "notify") terminalEvents.set(event.aggregateId, [...(terminalEvents.get(event.aggregateId) ?? []), event.eventType])
+    }
+    for (const [jobId, types] of terminalEvents) {
+      const status = statusOf(jobId)
+      const expected = status === "succeeded" || status === "failed" || status === "cancelled" ? finishedEventTypeOf[status] : undefined
+      if (types.length !== 1 || types[0] !== expected) {
+        fail(invariantNames.oneTerminalEvent, `${trace.alias(jobId)} is ${status} with terminal events [${types.join(", ")}]`)
+      }
+    }
     for (const job of HashMap.values(tables.aiJob)) {
       if (job.idempotencyKey !== null) {
         const key = `${job.userId}\u0000${job.jobType}\u0000${job.idempotencyKey}`
@@ -403,6 +417,9 @@ export const makeMonitor = (options: MonitorOptions) => {
       }
       if (!events.has(`${enqueueEventType}:${job.id}`)) {
         fail(invariantNames.jobHasEnqueueEvent, `${trace.alias(job.id)} has no enqueue event`)
+      }
+      if (isTerminal(job.lifecycleStatus) && !terminalEvents.has(job.id)) {
+        fail(invariantNames.oneTerminalEvent, `${trace.alias(job.id)} is ${job.lifecycleStatus} without a terminal event`)
       }
     }
   }

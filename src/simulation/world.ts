@@ -34,6 +34,9 @@ import { MemoryBreakerStore, MemoryCircuitBreaker } from "../layers/memory/Memor
 import { CircuitBreakerSettings } from "../config/CircuitBreakerSettings.js"
 import { ProviderSettings } from "../config/ProviderSettings.js"
 import { makeDispatcher } from "../pipeline/dispatcher.js"
+import { makeEventDispatcher } from "../pipeline/eventDispatcher.js"
+import { EventDeliverySettings } from "../config/EventDeliverySettings.js"
+import { EventTargets } from "../services/EventTargets.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
 import { runReaper } from "../pipeline/reaper.js"
 import { runWorker } from "../pipeline/worker.js"
@@ -355,9 +358,15 @@ export const makeWorld = (options: {
             ...DispatcherSettings.defaults,
             dispatcherId: id,
             releaseIntervalMs: settings.dispatcherReleaseIntervalMs
-          })
+          }),
+          // Terminal events have no target here: the notify lane settles them.
+          Context.add(EventTargets, []),
+          Context.add(EventDeliverySettings, EventDeliverySettings.defaults)
         )
-        yield* Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run).pipe(
+        yield* Effect.zipRight(
+          Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run),
+          Effect.flatMap(makeEventDispatcher, (events) => events.run)
+        ).pipe(
           Effect.provide(Context.merge(shared, own)),
           Scope.extend(process.scope)
         )

@@ -18,6 +18,25 @@ const newEvent = (eventType = "ai.job.enqueue") =>
     delayMs: 0
   }))
 
+/** A job's terminal event, as the lifecycle repository writes it (docs/architecture.md §6.8). */
+const newNotifyEvent = Effect.map(newId, (id) => ({
+  id,
+  eventType: "ai.job.succeeded",
+  aggregateType: "AiJob",
+  aggregateId: id,
+  dedupeKey: `contract-notify:${id}`,
+  payload: { type: "ai.job.succeeded", timestamp: "2026-01-01T00:00:00.000Z", data: { jobId: id } },
+  delayMs: 0,
+  lane: "notify" as const
+}))
+
+/** As `drain`, for the notify lane. */
+const drainNotify = (dispatcherId: string) =>
+  Effect.flatMap(OutboxRepository, (outbox) =>
+    outbox.claimBatch(dispatcherId, 10_000, "notify").pipe(
+      Effect.flatMap((events) => outbox.markPublishedMany(events.map((event) => event.id), dispatcherId))
+    ))
+
 /**
  * Outbox events are global (a claim takes any dispatchable event), so each test first drains
  * what earlier tests left pending, then works on its own events.
@@ -180,6 +199,66 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           const [reclaimed] = yield* outbox.claimBatch("d-fail", 10)
           expect(reclaimed?.id).toBe(event.id)
           expect(yield* outbox.markPublishedMany([event.id], "d-fail")).toBe(1)
+        }))
+
+      it.effect("each lane claims only its own events", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drain("d-lanes")
+          yield* drainNotify("d-lanes")
+          const enqueue = yield* newEvent()
+          const notify = yield* newNotifyEvent
+          yield* outbox.createInTransaction(enqueue)
+          yield* outbox.createInTransaction(notify)
+          expect(Option.getOrThrow(yield* outbox.findById(notify.id)).lane).toBe("notify")
+          const enqueued = yield* outbox.claimBatch("d-lanes", 100)
+          expect(enqueued.map((event) => [event.id, event.lane])).toEqual([[enqueue.id, "enqueue"]])
+          const notified = yield* outbox.claimBatch("d-lanes", 100, "notify")
+          expect(notified.map((event) => [event.id, event.lane])).toEqual([[notify.id, "notify"]])
+          expect(yield* outbox.markPublishedMany([enqueue.id, notify.id], "d-lanes")).toBe(2)
+          expect((yield* outbox.findByAggregate(notify.aggregateId)).map((event) => event.id)).toEqual([notify.id])
+        }))
+
+      it.effect("a delivery round records its acknowledged targets: retried after its delay, dead when given up, replayed to the rest", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          yield* drainNotify("d-settle")
+          const event = yield* newNotifyEvent
+          yield* outbox.createInTransaction(event)
+          const retryDelayMs = harness.lockTtlMs
+          expect((yield* outbox.claimBatch("d-settle", 10, "notify")).map((claimed) => claimed.id)).toEqual([event.id])
+          // Only the claim's holder settles it.
+          expect(
+            yield* outbox.settleDelivery(event.id, "someone-else", { _tag: "Delivered", deliveredTo: ["a", "b"] })
+          ).toStrictEqual(Option.none())
+          const retry = yield* outbox.settleDelivery(event.id, "d-settle", {
+            _tag: "RetryLater",
+            deliveredTo: ["a"],
+            error: "webhook b answered 500",
+            retryDelayMs
+          })
+          expect(Option.getOrThrow(retry)).toBe("retry_scheduled")
+          const pending = Option.getOrThrow(yield* outbox.findById(event.id))
+          expect(pending).toMatchObject({ status: "pending", attemptCount: 1, deliveredTo: ["a"], lastError: "webhook b answered 500", lockedBy: null })
+          expect(yield* outbox.claimBatch("d-settle", 10, "notify")).toHaveLength(0)
+          yield* harness.advance(retryDelayMs * 2)
+          expect((yield* outbox.claimBatch("d-settle", 10, "notify")).map((claimed) => claimed.deliveredTo)).toEqual([["a"]])
+          const dead = yield* outbox.settleDelivery(event.id, "d-settle", { _tag: "GiveUp", deliveredTo: ["a"], error: "webhook b: timed out" })
+          expect(Option.getOrThrow(dead)).toBe("dead")
+          expect(Option.getOrThrow(yield* outbox.findById(event.id))).toMatchObject({ status: "dead", attemptCount: 2, deliveredTo: ["a"] })
+          expect(yield* outbox.claimBatch("d-settle", 10, "notify")).toHaveLength(0)
+          // A replay keeps what was acknowledged: the next round goes to the others only.
+          yield* outbox.replayDead(event.id)
+          const [replayed] = yield* outbox.claimBatch("d-settle", 10, "notify")
+          expect(replayed).toMatchObject({ id: event.id, attemptCount: 0, deliveredTo: ["a"] })
+          const delivered = yield* outbox.settleDelivery(event.id, "d-settle", { _tag: "Delivered", deliveredTo: ["a", "b"] })
+          expect(Option.getOrThrow(delivered)).toBe("published")
+          const published = Option.getOrThrow(yield* outbox.findById(event.id))
+          expect(published).toMatchObject({ status: "published", deliveredTo: ["a", "b"] })
+          expect(published.publishedAt).not.toBeNull()
+          expect(yield* outbox.settleDelivery(event.id, "d-settle", { _tag: "GiveUp", deliveredTo: [], error: "late" })).toStrictEqual(
+            Option.none()
+          )
         }))
 
       it.effect("a claim older than the lock TTL goes back to pending", () =>

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { finishedEventId } from "../../src/domain/JobFinishedEvent.js"
 import { OutboxRepository } from "../../src/services/OutboxRepository.js"
 import { UsageLog } from "../../src/services/UsageLog.js"
 import { WorkerDirectory } from "../../src/services/WorkerDirectory.js"
@@ -270,6 +271,38 @@ describe("admin outbox and workers", () => {
         expect(replayed.body).toMatchObject({ eventId: dead.deadId, aggregateId: job.jobId, status: "pending", attemptCount: 0 })
         const final = yield* api.request("GET", "/admin-api/ai/outbox", { token: admin })
         expect(final.body).toMatchObject({ pending: 1, dead: 0 })
+      })
+    ))
+
+  it.live("a terminal event whose delivery gave up is listed dead with what its endpoint answered, and replayed to the endpoints still owed it", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { admin, api, create, userA } = yield* setup
+        const job = yield* create(userA)
+        yield* api.run(markFailed(job.jobId, failure))
+        const eventId = finishedEventId(job.jobId)
+        yield* api.run(
+          Effect.gen(function* () {
+            const outbox = yield* OutboxRepository
+            const claimed = yield* outbox.claimBatch("dispatcher-test", 10, "notify")
+            expect(claimed.map((event) => event.id)).toEqual([eventId])
+            yield* outbox.settleDelivery(eventId, "dispatcher-test", {
+              _tag: "GiveUp",
+              deliveredTo: ["webhook:aaaa"],
+              error: "webhook https://b.example/hooks: answered 503"
+            })
+          }).pipe(Effect.orDie)
+        )
+        const dead = yield* api.request("GET", "/admin-api/ai/outbox/events?status=dead", { token: admin })
+        expect(dead.status).toBe(200)
+        expect(dead.body).toMatchObject({
+          items: [{ eventId, eventType: "ai.job.failed", aggregateId: job.jobId, status: "dead", attemptCount: 1, lastError: "webhook https://b.example/hooks: answered 503" }]
+        })
+        const replayed = yield* api.request("POST", `/admin-api/ai/outbox/${eventId}/replay`, { token: admin })
+        expect(replayed.status).toBe(200)
+        expect(replayed.body).toMatchObject({ eventId, eventType: "ai.job.failed", status: "pending", attemptCount: 0 })
+        const pending = yield* api.run(Effect.flatMap(OutboxRepository, (outbox) => outbox.findById(eventId)).pipe(Effect.orDie))
+        expect(Option.getOrThrow(pending)).toMatchObject({ status: "pending", lane: "notify", deliveredTo: ["webhook:aaaa"] })
       })
     ))
 

@@ -85,6 +85,15 @@ const table: ReadonlyArray<{
   { method: "get", path: "/readyz", security: "none", success: "200", errors: { "503": ["PLATFORM_UNAVAILABLE"] } }
 ]
 
+/** The pages served beside the API, described too: method, path, security, success status. */
+const pages: ReadonlyArray<{ readonly method: string; readonly path: string; readonly security: "bearer" | "none" }> = [
+  { method: "get", path: "/openapi.json", security: "none" },
+  { method: "get", path: "/docs", security: "none" },
+  { method: "get", path: "/admin", security: "none" },
+  { method: "get", path: "/admin/console.js", security: "none" },
+  { method: "get", path: "/metrics", security: "bearer" }
+]
+
 const resolveRef = (spec: Spec, schema: JsonSchema): JsonSchema => {
   if (schema.$ref === undefined) return schema
   const name = schema.$ref.replace("#/components/schemas/", "")
@@ -147,7 +156,12 @@ describe("OpenAPI", () => {
         expect(Object.keys(spec.components.securitySchemes).sort()).toEqual(["bearer", "runtimeServiceToken"])
 
         const documented = Object.entries(spec.paths).flatMap(([path, item]) => Object.keys(item).map((m) => `${m} ${path}`))
-        expect(documented.sort()).toEqual(table.map((r) => `${r.method} ${r.path}`).sort())
+        expect(documented.sort()).toEqual([...table, ...pages].map((r) => `${r.method} ${r.path}`).sort())
+        for (const route of pages) {
+          const operation = spec.paths[route.path]?.[route.method]
+          expect(operation?.responses["200"], route.path).toBeDefined()
+          expect(operation?.security.flatMap((s) => Object.keys(s)), route.path).toEqual(route.security === "none" ? [] : [route.security])
+        }
 
         for (const route of table) {
           const operation: Operation | undefined = spec.paths[route.path]?.[route.method]

@@ -144,7 +144,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "13_business_created_at_default",
         "14_learning_analysis",
         "15_job_trace_parent",
-        "16_job_retried_from"
+        "16_job_retried_from",
+        "17_outbox_event_lane"
       ])
       expect(second).toEqual([])
     }))
@@ -203,7 +204,7 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
   it.scoped("the default check builds, compares and drops its own scratch database", () =>
     Effect.gen(function*() {
       const outcome = yield* checkMigrationsBuildDeclaredSchema(Redacted.make(testServerUrl))
-      expect(outcome.subject.appliedMigrations).toHaveLength(16)
+      expect(outcome.subject.appliedMigrations).toHaveLength(18)
       expect(outcome.differences).toEqual([])
       const scratchName = outcome.subject.target.split("/").at(-1) ?? ""
       expect(scratchName).toMatch(/^migrations_check_[0-9a-f]+$/)

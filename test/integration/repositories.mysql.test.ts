@@ -7,6 +7,8 @@ import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.
 import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
 import { MysqlProjectionStore } from "../../src/layers/mysql/MysqlProjectionStore.js"
 import { quotasContract } from "../contract/Quotas.contract.js"
+import { terminalEventsContract } from "../contract/TerminalEvents.contract.js"
+import { MysqlArtifactRepository } from "../../src/layers/mysql/MysqlArtifactRepository.js"
 import { jobCreation, mysqlRepositories } from "../support/foundationStack.js"
 
 /** Against MariaDB the database's clock rules leases, so time has to pass for real. */
@@ -23,6 +25,14 @@ lifecycleRepositoryContract({
 outboxRepositoryContract({
   name: "mysql",
   layer: jobCreation(mysqlRepositories("outbox")).pipe(Layer.orDie),
+  advance: realSleep,
+  liveClock: true,
+  lockTtlMs: 300
+})
+
+terminalEventsContract({
+  name: "mysql",
+  layer: jobCreation(Layer.fresh(MysqlArtifactRepository).pipe(Layer.provideMerge(mysqlRepositories("terminal_events")))).pipe(Layer.orDie),
   advance: realSleep,
   liveClock: true,
   lockTtlMs: 300

@@ -85,7 +85,8 @@ describe("issue 14: a crash between the create's commit and the creator's own qu
         storage,
         Effect.all([
           queryRows(JobRow, "SELECT id, created_at, started_at FROM ai_job WHERE user_id = ?", [userId]),
-          queryRows(OutboxRow, "SELECT status, published_at, created_at FROM outbox_event WHERE aggregate_id = ?", [jobId])
+          // The job's enqueue event (its terminal event is the notify lane's).
+          queryRows(OutboxRow, "SELECT status, published_at, created_at FROM outbox_event WHERE aggregate_id = ? AND lane = 'enqueue'", [jobId])
         ])
       )
       expect(rows[0]).toHaveLength(1)

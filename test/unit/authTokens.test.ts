@@ -87,6 +87,17 @@ describe("HS256 verification with node:crypto", () => {
     expect(outcomes.filter(Boolean).length).toBe(5)
   })
 
+  it("is stricter than jose on exp: not finite (1e309) or more than a year ahead is refused", async () => {
+    const infinite = token(hs256, JSON.stringify(good).replace(/"exp":\d+/, '"exp":1e309'))
+    const distant = token(hs256, { ...good, exp: nowSeconds + 366 * 24 * 3600 })
+    const withinAYear = token(hs256, { ...good, exp: nowSeconds + 364 * 24 * 3600 })
+    for (const refused of [infinite, distant]) {
+      expect(await joseAccepts(refused)).toBe(true)
+      expect(verifyHs256(refused, key, now)).toEqual(Either.left("claim exp too far ahead"))
+    }
+    expect(Either.isRight(verifyHs256(withinAYear, key, now))).toBe(true)
+  })
+
   it.effect("verifyToken reads time from the Clock and the claims through the schema", () =>
     Effect.gen(function* () {
       const minted = yield* signToken({ sub: "learner-1", role: "USER", expiresInSeconds: 60 }, Redacted.make(secret))

@@ -7,6 +7,8 @@ import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.
 import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
 import { MemoryProjectionStore } from "../../src/layers/memory/MemoryProjectionStore.js"
 import { quotasContract } from "../contract/Quotas.contract.js"
+import { terminalEventsContract } from "../contract/TerminalEvents.contract.js"
+import { MemoryArtifactRepository } from "../../src/layers/memory/MemoryArtifactRepository.js"
 import { jobCreation, memoryRepositories, memoryRepositoriesWith } from "../support/foundationStack.js"
 
 const harness = {
@@ -19,6 +21,10 @@ const harness = {
 
 lifecycleRepositoryContract(harness)
 outboxRepositoryContract(harness)
+terminalEventsContract({
+  ...harness,
+  layer: jobCreation(Layer.fresh(MemoryArtifactRepository).pipe(Layer.provideMerge(memoryRepositories))).pipe(Layer.orDie)
+})
 
 quotasContract("memory", jobCreation(memoryRepositoriesWith({ maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie), {
   liveClock: false

@@ -10,6 +10,8 @@ import { JobNotRetryableError, OutboxEventNotDeadError, OutboxEventNotFoundError
 import { CurrentUser } from "../Auth.js"
 import { fromInvalidJobInput, fromPersistence, fromUnknownJobType } from "../errorMapping.js"
 import { PlatformGate } from "../PlatformGate.js"
+import { withoutRequestBody } from "../requestBody.js"
+import { setAnswerHeader } from "../responseHeaders.js"
 import { adminJobStatusResponse, retriedJobResponse } from "../presenters.js"
 import { makeJobViews } from "./jobViews.js"
 import { makeOperatorViews } from "./operatorViews.js"
@@ -63,7 +65,7 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
       .handle(
         "retryJob",
         ({ path }) =>
-          Effect.gen(function* () {
+          withoutRequestBody(Effect.gen(function* () {
             const admin = yield* CurrentUser
             const original = yield* views.find(path.jobId)
             if (!retryable.includes(original.lifecycleStatus)) {
@@ -89,8 +91,9 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
             yield* Effect.logInfo("job retried by an operator").pipe(
               Effect.annotateLogs({ jobId: job.id, retryOf: original.id, adminId: admin.userId })
             )
+            yield* setAnswerHeader("location", `/admin-api/ai/jobs/${encodeURIComponent(job.id)}`)
             return retriedJobResponse(job)
-          }).pipe(
+          })).pipe(
             Effect.catchTags({
               UnknownJobType: fromUnknownJobType,
               InvalidJobInput: fromInvalidJobInput,
@@ -108,7 +111,7 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
       .handle(
         "replayOutboxEvent",
         ({ path }) =>
-          Effect.gen(function* () {
+          withoutRequestBody(Effect.gen(function* () {
             const admin = yield* CurrentUser
             const event = yield* outbox.replayDead(path.eventId)
             yield* Effect.logInfo("outbox event replayed by an operator").pipe(
@@ -124,7 +127,7 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
               availableAt: event.availableAt.toISOString(),
               lastError: event.lastError ?? undefined
             }
-          }).pipe(
+          })).pipe(
             Effect.catchTags({
               OutboxEventNotFound: () =>
                 Effect.fail(new OutboxEventNotFoundError({ message: "No outbox event has this id." })),
@@ -141,14 +144,14 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
       .handle(
         "replayAllDeadOutboxEvents",
         () =>
-          Effect.gen(function* () {
+          withoutRequestBody(Effect.gen(function* () {
             const admin = yield* CurrentUser
             const replayed = yield* outbox.replayAllDead.pipe(Effect.catchTag("PersistenceError", fromPersistence))
             yield* Effect.logInfo("dead outbox events replayed by an operator").pipe(
               Effect.annotateLogs({ replayed, adminId: admin.userId })
             )
             return { replayed }
-          }),
+          })),
         { uninterruptible: true }
       )
       .handle("jobTimeline", ({ path }) =>

@@ -5,6 +5,7 @@ import { AiJobApi } from "../Api.js"
 import { CredentialNotFoundError } from "../ApiErrors.js"
 import { CurrentUser } from "../Auth.js"
 import { fromCredentialError, fromPersistence, fromStoreCredentialError } from "../errorMapping.js"
+import { withoutRequestBody } from "../requestBody.js"
 
 const provider = "deepseek"
 
@@ -31,14 +32,14 @@ export const CredentialsHandlersLive = HttpApiBuilder.group(AiJobApi, "credentia
       .handle(
         "revokeDeepseekKey",
         () =>
-          Effect.gen(function* () {
+          withoutRequestBody(Effect.gen(function* () {
             const user = yield* CurrentUser
             const active = yield* vault.activeCredentialId(user.userId, provider)
             if (Option.isNone(active)) {
               return yield* Effect.fail(new CredentialNotFoundError({ message: "No active DeepSeek key is stored." }))
             }
             yield* vault.revoke({ userId: user.userId, credentialId: active.value })
-          }).pipe(Effect.catchTags({ CredentialError: fromCredentialError, PersistenceError: fromPersistence })),
+          })).pipe(Effect.catchTags({ CredentialError: fromCredentialError, PersistenceError: fromPersistence })),
         { uninterruptible: true }
       )
   }))

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto"
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Stream } from "effect"
+import { Clock, Duration, Effect, Layer, Stream } from "effect"
 import { isTerminal } from "../../domain/LifecycleStatus.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../services/AiJobService.js"
@@ -24,8 +24,11 @@ import {
   fromUnknownJobType
 } from "../errorMapping.js"
 import { PlatformGate } from "../PlatformGate.js"
+import { fromTooManyLiveStreams, LiveStreamLimits } from "../LiveStreamLimits.js"
 import { acceptedJobStatusResponse, jobStatusResponse } from "../presenters.js"
 import { makeJobViews } from "./jobViews.js"
+import { withoutRequestBody } from "../requestBody.js"
+import { setAnswerHeader } from "../responseHeaders.js"
 import { recordFinished } from "../../services/EngineMetrics.js"
 
 /** The user's own DeepSeek key pays for the job when one is stored and the job type allows it. */
@@ -45,6 +48,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
     const jobEvents = yield* JobEvents
     const gate = yield* PlatformGate
     const views = yield* makeJobViews
+    const liveStreams = yield* LiveStreamLimits
 
     const statusOf = (job: Parameters<typeof jobStatusResponse>[0]) =>
       Effect.map(views.artifactsOf(job), (artifacts) => jobStatusResponse(job, artifacts))
@@ -73,7 +77,10 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
         yield* Effect.logInfo(created ? "job accepted" : "job returned for its idempotency key").pipe(
           Effect.annotateLogs({ jobId: job.id, jobType: job.jobType, userId: user.userId })
         )
-        if (created) return acceptedJobStatusResponse(job)
+        if (created) {
+          yield* setAnswerHeader("location", `/api/ai/jobs/${encodeURIComponent(job.id)}`)
+          return acceptedJobStatusResponse(job)
+        }
         // Both answers have the same fields, so the encoder cannot tell them apart by value:
         // the 200 of an idempotent repeat is written out here.
         return yield* statusOf(job).pipe(
@@ -148,12 +155,15 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           }
           const job = yield* views.findVisible(path.jobId, user, { admins: true })
           if (isTerminal(job.lifecycleStatus)) return yield* statusOf(job)
+          yield* liveStreams.reserve(user.userId)
+          // The wait ends at the timeout asked for, or when the token expires if that is sooner.
+          const untilExpiry = user.expiresAtMillis - (yield* Clock.currentTimeMillis)
           return yield* awaitTerminal({
             subscribe: jobEvents.subscribe(job.id),
             read: currentStatus(job.id),
-            timeout: Duration.millis(Math.min(urlParams.timeoutMs ?? maxWaitMs, maxWaitMs))
+            timeout: Duration.millis(Math.max(0, Math.min(urlParams.timeoutMs ?? maxWaitMs, maxWaitMs, untilExpiry)))
           })
-        }))
+        }).pipe(Effect.catchTag("TooManyLiveStreams", fromTooManyLiveStreams)))
       .handle("jobEvents", ({ headers, path }) =>
         Effect.gen(function* () {
           const user = yield* CurrentUser
@@ -163,15 +173,18 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           if (isTerminal(job.lifecycleStatus) && lastEventId !== undefined) {
             if (stateIdOf(yield* statusOf(job)) === lastEventId) return HttpServerResponse.empty({ status: 204 })
           }
+          // The slot is the request's: it is given back when the response ends, however it ends.
+          yield* liveStreams.reserve(user.userId)
+          const end = yield* liveStreams.streamEnd(user.expiresAtMillis)
           const frames = Stream.unwrapScoped(
             Effect.map(jobEvents.subscribe(job.id), (changes) =>
-              jobStatusFrames({ changes, read: currentStatus(job.id), lastEventId }))
+              jobStatusFrames({ changes, read: currentStatus(job.id), lastEventId, end }))
           )
           return HttpServerResponse.stream(Stream.encodeText(frames), {
             contentType: "text/event-stream",
             headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
           })
-        }))
+        }).pipe(Effect.catchTag("TooManyLiveStreams", fromTooManyLiveStreams)))
       .handle("getJobArtifacts", ({ path }) =>
         Effect.gen(function* () {
           const user = yield* CurrentUser
@@ -207,7 +220,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
       .handle(
         "cancelJob",
         ({ path }) =>
-          Effect.gen(function* () {
+          withoutRequestBody(Effect.gen(function* () {
             const user = yield* CurrentUser
             const job = yield* views.findVisible(path.jobId, user, { admins: false })
             const after = yield* lifecycle.requestCancel(job.id).pipe(
@@ -227,7 +240,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
               Effect.annotateLogs({ jobId: after.id, userId: user.userId, lifecycleStatus: after.lifecycleStatus })
             )
             return yield* statusOf(after)
-          }),
+          })),
         { uninterruptible: true }
       )
-  }))
+  })).pipe(Layer.provide(LiveStreamLimits.Default))

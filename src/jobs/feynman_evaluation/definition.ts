@@ -1,10 +1,11 @@
 import { Schema } from "effect"
 import { defineJobType } from "../../domain/JobType.js"
 import { FeynmanEvaluationOutput } from "./output.js"
+import { maxChars, minChars } from "../../domain/TextLength.js"
 
 export const FeynmanEvaluationInput = Schema.Struct({
-  concept: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(255)),
-  explanation: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(20_000))
+  concept: Schema.String.pipe(minChars(1), maxChars(255)),
+  explanation: Schema.String.pipe(minChars(1), maxChars(20_000))
 })
 export type FeynmanEvaluationInput = typeof FeynmanEvaluationInput.Type
 

@@ -1,11 +1,12 @@
 import { Schema } from "effect"
 import { defineJobType } from "../../domain/JobType.js"
 import { FlashcardGenerationOutput } from "./output.js"
+import { maxChars, minChars } from "../../domain/TextLength.js"
 
 export const FlashcardGenerationInput = Schema.Struct({
-  sourceText: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(20_000)),
+  sourceText: Schema.String.pipe(minChars(1), maxChars(20_000)),
   count: Schema.Int.pipe(Schema.between(1, 50)),
-  deckId: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)))
+  deckId: Schema.optional(Schema.String.pipe(minChars(1), maxChars(64)))
 })
 export type FlashcardGenerationInput = typeof FlashcardGenerationInput.Type
 

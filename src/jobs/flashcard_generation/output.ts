@@ -1,6 +1,7 @@
 import { Schema } from "effect"
+import { maxChars, minChars } from "../../domain/TextLength.js"
 
-const CardText = (max: number) => Schema.String.pipe(Schema.minLength(1), Schema.maxLength(max))
+const CardText = (max: number) => Schema.String.pipe(minChars(1), maxChars(max))
 
 /** `{ flashcards: [{ front, back }] }`, 1..50 cards (the job's `count` caps it further). */
 export const FlashcardGenerationOutput = Schema.Struct({

@@ -1,13 +1,14 @@
 import { Schema } from "effect"
 import { defineJobType } from "../../domain/JobType.js"
 import { LearningAnalysisOutput } from "./output.js"
+import { maxChars, minChars } from "../../domain/TextLength.js"
 
 /** One evaluation result as a `feynman_evaluation` job's artifacts show it (a `learning_evaluation` row). */
 export const EvaluationResult = Schema.Struct({
-  evaluationId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(36)),
-  concept: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(255)),
+  evaluationId: Schema.String.pipe(minChars(1), maxChars(36)),
+  concept: Schema.String.pipe(minChars(1), maxChars(255)),
   score: Schema.Int.pipe(Schema.between(0, 100)),
-  gaps: Schema.Array(Schema.String.pipe(Schema.maxLength(1_000))).pipe(Schema.maxItems(50))
+  gaps: Schema.Array(Schema.String.pipe(maxChars(1_000))).pipe(Schema.maxItems(50))
 })
 export type EvaluationResult = typeof EvaluationResult.Type
 

@@ -1,10 +1,11 @@
 import { Schema } from "effect"
 import { defineJobType } from "../../domain/JobType.js"
 import { SyntheticEchoOutput } from "./output.js"
+import { maxChars, minChars } from "../../domain/TextLength.js"
 
 /** The engine's own test job: its output echoes its input. */
 export const SyntheticEchoInput = Schema.Struct({
-  message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000))
+  message: Schema.String.pipe(minChars(1), maxChars(10_000))
 })
 export type SyntheticEchoInput = typeof SyntheticEchoInput.Type
 

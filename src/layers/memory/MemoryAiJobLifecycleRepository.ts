@@ -10,6 +10,7 @@ import {
   type NewAiJob
 } from "../../domain/AiJob.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
+import { type FinishedArtifact, finishedEventFor } from "../../domain/JobFinishedEvent.js"
 import { JobNotFound, LockLost } from "../../domain/LifecycleErrors.js"
 import {
   cancelGuard,
@@ -31,6 +32,7 @@ import {
   queuedJobFields
 } from "../../services/AiJobLifecycleRepository.js"
 import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
+import { insertOutboxEvent } from "./MemoryOutboxRepository.js"
 
 const idempotencyIndexKey = (userId: string, jobType: string, key: string) => `${userId}\u0000${jobType}\u0000${key}`
 
@@ -91,6 +93,31 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
         return [updated, withJob(tables, updated)] as const
       })
     )
+
+  /** A job's artifacts in ordinal order, as its terminal event lists them. */
+  const artifactsOf = (tables: MemoryTables, jobId: string): ReadonlyArray<FinishedArtifact> =>
+    Array.from(HashMap.values(tables.aiJobArtifact))
+      .filter((row) => row.jobId === jobId)
+      .sort((a, b) => a.ordinal - b.ordinal)
+
+  /**
+   * `guarded`, and when the write ended the job, its terminal event (§6.8) inserted in the same
+   * serialized write: both commit or neither (inside a transaction, both roll back with it).
+   */
+  const guardedWithEvent = <E>(
+    operation: string,
+    jobId: string,
+    guard: (current: Option.Option<AiJob>, now: Date) => Either.Either<AiJob, E>,
+    next: (job: AiJob, now: Date) => AiJob,
+    artifacts?: ReadonlyArray<FinishedArtifact>
+  ) =>
+    db.write(operation, (tables, now) =>
+      Either.map(guard(HashMap.get(tables.aiJob, jobId), now), (job) => {
+        const updated = next(job, now)
+        const written = withJob(tables, updated)
+        const event = finishedEventFor(updated, artifacts ?? artifactsOf(written, jobId))
+        return [updated, event === undefined ? written : insertOutboxEvent(written, event, now)[1]] as const
+      }))
 
   const createJob = (job: NewAiJob) =>
     db.write("ai_job.create", (tables, now) => {
@@ -193,17 +220,22 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       Effect.asVoid
     )
 
-  const markSucceeded = (lease: JobLease, outputHash: string, options?: { readonly honourCancel?: boolean }) =>
-    guarded(
+  const markSucceeded = (
+    lease: JobLease,
+    outputHash: string,
+    options?: { readonly honourCancel?: boolean; readonly artifacts?: ReadonlyArray<FinishedArtifact> }
+  ) =>
+    guardedWithEvent(
       "ai_job.markSucceeded",
       lease.jobId,
       // Unfenced (the deliberate bug) drops the whole `WHERE`, the cancel condition with it.
       (current) => Either.flatMap(leaseCheck(lease, current, "succeeded"), noCancelRequested(!unfenced && options?.honourCancel === true)),
-      (job, now) => changed(job, now, { lifecycleStatus: "succeeded", progress: 100, outputHash, finishedAt: now, lockUntil: null })
+      (job, now) => changed(job, now, { lifecycleStatus: "succeeded", progress: 100, outputHash, finishedAt: now, lockUntil: null }),
+      options?.artifacts
     )
 
   const markFailed = (fence: JobFence, failure: JobFailure) =>
-    guarded("ai_job.markFailed", fencedJobId(fence), (current, now) => fenceCheck(fence, current, now, "failed"), (job, now) =>
+    guardedWithEvent("ai_job.markFailed", fencedJobId(fence), (current, now) => fenceCheck(fence, current, now, "failed"), (job, now) =>
       changed(job, now, {
         lifecycleStatus: "failed",
         errorCode: failure.errorCode,
@@ -214,7 +246,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       }))
 
   const markCancelled = (fence: JobFence) =>
-    guarded("ai_job.markCancelled", fencedJobId(fence), (current, now) => cancelCheck(fence, current, now), (job, now) =>
+    guardedWithEvent("ai_job.markCancelled", fencedJobId(fence), (current, now) => cancelCheck(fence, current, now), (job, now) =>
       changed(job, now, {
         lifecycleStatus: "cancelled",
         errorCode: cancelledFailure.errorCode,
@@ -224,7 +256,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       }))
 
   const requestCancel = (jobId: string) =>
-    guarded("ai_job.requestCancel", jobId, (current) => requestCancelGuard(jobId, current), (job, now) =>
+    guardedWithEvent("ai_job.requestCancel", jobId, (current) => requestCancelGuard(jobId, current), (job, now) =>
       job.lifecycleStatus === "queued"
         ? changed(job, now, {
           lifecycleStatus: "cancelled",

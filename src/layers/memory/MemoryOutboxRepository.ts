@@ -1,7 +1,8 @@
 import { Clock, Effect, Either, HashMap, Layer, Option } from "effect"
 import { OutboxEvent, type NewOutboxEvent } from "../../domain/OutboxEvent.js"
-import type { OutboxStatus } from "../../domain/OutboxEvent.js"
+import type { OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
 import {
+  type DeliveryOutcome,
   isBeforeCursor,
   type OutboxListCursor,
   OutboxEventNotDead,
@@ -25,31 +26,50 @@ const withEvent = (tables: MemoryTables, event: OutboxEvent): MemoryTables => ({
 const dispatchOrder = (a: OutboxEvent, b: OutboxEvent) =>
   a.availableAt.getTime() - b.availableAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 
+/**
+ * `event` inserted into `tables` as a new pending row, or the existing event's id when its dedupe
+ * key is taken (the unique key's idempotency, §6.2). Pure, so a lifecycle write can add its event
+ * in the same serialized write.
+ */
+export const insertOutboxEvent = (
+  tables: MemoryTables,
+  event: NewOutboxEvent,
+  now: Date
+): readonly [{ readonly eventId: string; readonly duplicate: boolean }, MemoryTables] => {
+  const existing = HashMap.get(tables.outboxEventByDedupeKey, event.dedupeKey)
+  if (Option.isSome(existing)) return [{ eventId: existing.value, duplicate: true }, tables]
+  const row = new OutboxEvent(
+    { ...pendingEventFields(event), availableAt: plus(now, event.delayMs), createdAt: now, updatedAt: now },
+    { disableValidation: true }
+  )
+  const next = withEvent(tables, row)
+  return [
+    { eventId: row.id, duplicate: false },
+    { ...next, outboxEventByDedupeKey: HashMap.set(next.outboxEventByDedupeKey, row.dedupeKey, row.id) }
+  ]
+}
+
 /** `outbox_event` in memory; a claim is one serialized write, so two dispatchers never share an event. */
 export const makeMemoryOutboxRepository = Effect.gen(function* () {
   const db = yield* MemoryDatabase
 
   const findById = (eventId: string) => db.read((tables) => HashMap.get(tables.outboxEvent, eventId))
 
-  const createInTransaction = (event: NewOutboxEvent) =>
-    db.write<{ readonly eventId: string; readonly duplicate: boolean }, never>("outbox_event.create", (tables, now) => {
-      const existing = HashMap.get(tables.outboxEventByDedupeKey, event.dedupeKey)
-      if (Option.isSome(existing)) return Either.right([{ eventId: existing.value, duplicate: true }, tables] as const)
-      const row = new OutboxEvent(
-        { ...pendingEventFields(event), availableAt: plus(now, event.delayMs), createdAt: now, updatedAt: now },
-        { disableValidation: true }
-      )
-      const next = withEvent(tables, row)
-      return Either.right([
-        { eventId: row.id, duplicate: false },
-        { ...next, outboxEventByDedupeKey: HashMap.set(next.outboxEventByDedupeKey, row.dedupeKey, row.id) }
-      ] as const)
-    })
+  const findByAggregate = (aggregateId: string) =>
+    db.read((tables) =>
+      Array.from(HashMap.values(tables.outboxEvent))
+        .filter((event) => event.aggregateId === aggregateId)
+        .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    )
 
-  const claimBatch = (dispatcherId: string, limit: number) =>
+  const createInTransaction = (event: NewOutboxEvent) =>
+    db.write<{ readonly eventId: string; readonly duplicate: boolean }, never>("outbox_event.create", (tables, now) =>
+      Either.right(insertOutboxEvent(tables, event, now)))
+
+  const claimBatch = (dispatcherId: string, limit: number, lane: OutboxLane = "enqueue") =>
     db.write("outbox_event.claimBatch", (tables, now) => {
       const claimed = Array.from(HashMap.values(tables.outboxEvent))
-        .filter((event) => event.status === "pending" && event.availableAt.getTime() <= now.getTime())
+        .filter((event) => event.lane === lane && event.status === "pending" && event.availableAt.getTime() <= now.getTime())
         .sort(dispatchOrder)
         .slice(0, limit)
         .map((event) => changed(event, now, { status: "processing", lockedBy: dispatcherId, lockedAt: now }))
@@ -114,6 +134,34 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
           lockedAt: null
         })
       ] as const
+    })
+
+  const settleDelivery: OutboxRepository["Type"]["settleDelivery"] = (eventId, dispatcherId, settlement) =>
+    whileClaimed("outbox_event.settleDelivery", eventId, dispatcherId, (event, now): readonly [DeliveryOutcome, OutboxEvent] => {
+      const deliveredTo = settlement.deliveredTo
+      switch (settlement._tag) {
+        case "Delivered":
+          return ["published", changed(event, now, { status: "published", publishedAt: now, deliveredTo })]
+        case "RetryLater":
+          return ["retry_scheduled", changed(event, now, {
+            status: "pending",
+            deliveredTo,
+            attemptCount: event.attemptCount + 1,
+            availableAt: plus(now, settlement.retryDelayMs),
+            lastError: settlement.error.slice(0, 2000),
+            lockedBy: null,
+            lockedAt: null
+          })]
+        case "GiveUp":
+          return ["dead", changed(event, now, {
+            status: "dead",
+            deliveredTo,
+            attemptCount: event.attemptCount + 1,
+            lastError: settlement.error.slice(0, 2000),
+            lockedBy: null,
+            lockedAt: null
+          })]
+      }
     })
 
   const releaseClaimsOf = (dispatcherId: string) =>
@@ -196,10 +244,12 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
   return OutboxRepository.of({
     createInTransaction,
     findById,
+    findByAggregate,
     claimBatch,
     markPublishedMany,
     markPublishedDirect,
     markDispatchFailed,
+    settleDelivery,
     releaseClaimsOf,
     releaseExpiredLocks,
     countByStatus,

@@ -7,6 +7,7 @@ import { AiJob } from "../../domain/AiJob.js"
 import type { JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
 import { fencedJobId } from "../../domain/AiJob.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
+import { FinishedArtifact, finishedEventFor } from "../../domain/JobFinishedEvent.js"
 import { JobSnapshot } from "../../domain/JobSnapshot.js"
 import {
   cancelGuard,
@@ -19,7 +20,7 @@ import {
 } from "../../domain/LifecycleGuards.js"
 import { JobLockConflict, LockLost } from "../../domain/LifecycleErrors.js"
 import { reaperWorkerId } from "../../domain/LifecycleGuards.js"
-import { legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
+import { isTerminal, legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import {
   AiJobLifecycleRepository,
@@ -29,6 +30,9 @@ import {
   type LockedWithSnapshot,
   queuedJobFields
 } from "../../services/AiJobLifecycleRepository.js"
+import { UnitOfWork } from "../../services/UnitOfWork.js"
+import { makeMysqlOutboxRepository } from "./MysqlOutboxRepository.js"
+import { MysqlUnitOfWork } from "./MysqlUnitOfWork.js"
 import { sqlClock } from "./sqlClock.js"
 import { paddedForIn } from "./statementShapes.js"
 import { AiJobColumns, AiJobRow, changedRows, JsonColumn, NewAiJobRow, Total } from "./rows.js"
@@ -64,6 +68,8 @@ const LeaseState = Schema.Struct({
  */
 export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const unitOfWork = yield* UnitOfWork
+  const outbox = yield* makeMysqlOutboxRepository
 
   const { minusMillis, now, plusMillis } = sqlClock(sql)
   /**
@@ -130,6 +136,11 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     Result: LeaseState,
     execute: (ids) => sql`SELECT id, lifecycle_status, locked_by, lease_no, cancel_requested_at FROM ai_job WHERE id IN ${sql.in(paddedForIn(ids))}`
   })
+  const readArtifacts = SqlSchema.findAll({
+    Request: Schema.String,
+    Result: FinishedArtifact,
+    execute: (jobId) => sql`SELECT artifact_type, artifact_id FROM ai_job_artifact WHERE job_id = ${jobId} ORDER BY ordinal`
+  })
   const countWhere = SqlSchema.findOne({
     Request: SqlTail,
     Result: Total,
@@ -173,6 +184,26 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       ? leaseWhere(fence.lease)
       : sql`id = ${fence.jobId} AND lifecycle_status = 'running' AND lease_no = ${fence.leaseNo} AND locked_by <=> ${fence.lockedBy}
           AND (lock_until IS NULL OR lock_until < ${minusMillis(fence.graceMs)})`
+
+  /**
+   * Runs a write that may end a job in one transaction with its terminal event (§6.8): the
+   * caller's when one is open (PROJECT's), else one of its own, so the two commit together.
+   */
+  const atomically = <A, E, R>(write: Effect.Effect<A, E, R>) =>
+    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (open) =>
+      Option.isSome(open) ? write : unitOfWork.transaction(write))
+
+  /** The terminal event of `job` when the write ended it (none for a job still running). */
+  const withFinishedEvent = (job: AiJob, artifacts?: ReadonlyArray<FinishedArtifact>) =>
+    Effect.gen(function* () {
+      if (!isTerminal(job.lifecycleStatus)) return job
+      const listed = artifacts ?? (job.lifecycleStatus === "succeeded"
+        ? yield* readArtifacts(job.id).pipe(persistence("ai_job_artifact.listForEvent"))
+        : [])
+      const event = finishedEventFor(job, listed)
+      if (event !== undefined) yield* outbox.createInTransaction(event)
+      return job
+    })
 
   /** Effect's Clock at DATETIME(3) precision: what the column stores is what the caller gets. */
   const clockDate = Effect.map(Clock.currentTimeMillis, (millis) => new Date(Math.floor(millis)))
@@ -320,6 +351,12 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const markSucceeded = (
     lease: JobLease,
     outputHash: string,
+    options?: { readonly honourCancel?: boolean; readonly locked?: AiJob; readonly artifacts?: ReadonlyArray<FinishedArtifact> }
+  ) => atomically(Effect.flatMap(succeed(lease, outputHash, options), (job) => withFinishedEvent(job, options?.artifacts)))
+
+  const succeed = (
+    lease: JobLease,
+    outputHash: string,
     options?: { readonly honourCancel?: boolean; readonly locked?: AiJob }
   ) => {
     const honourCancel = options?.honourCancel === true
@@ -382,23 +419,29 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     )
 
   const markFailed = (fence: JobFence, failure: JobFailure) =>
-    terminalByFence(
-      "ai_job.markFailed",
-      fence,
-      sql`${status("failed")}, error_code = ${failure.errorCode}, public_error_message = ${failure.publicErrorMessage},
-          internal_error_message = ${failure.internalErrorMessage}`,
-      (current) => fenceGuard(fence, current, endOfTime, "failed")
-    )
+    atomically(Effect.flatMap(
+      terminalByFence(
+        "ai_job.markFailed",
+        fence,
+        sql`${status("failed")}, error_code = ${failure.errorCode}, public_error_message = ${failure.publicErrorMessage},
+            internal_error_message = ${failure.internalErrorMessage}`,
+        (current) => fenceGuard(fence, current, endOfTime, "failed")
+      ),
+      (job) => withFinishedEvent(job)
+    ))
 
   const markCancelled = (fence: JobFence) =>
-    terminalByFence(
-      "ai_job.markCancelled",
-      fence,
-      sql`${status("cancelled")}, error_code = ${cancelledFailure.errorCode},
-          public_error_message = ${cancelledFailure.publicErrorMessage}`,
-      (current) => cancelGuard(fence, current, endOfTime),
-      sql`cancel_requested_at IS NOT NULL`
-    )
+    atomically(Effect.flatMap(
+      terminalByFence(
+        "ai_job.markCancelled",
+        fence,
+        sql`${status("cancelled")}, error_code = ${cancelledFailure.errorCode},
+            public_error_message = ${cancelledFailure.publicErrorMessage}`,
+        (current) => cancelGuard(fence, current, endOfTime),
+        sql`cancel_requested_at IS NOT NULL`
+      ),
+      (job) => withFinishedEvent(job)
+    ))
 
   /**
    * One statement decides and writes: a queued job is cancelled, a running one gets its request
@@ -407,7 +450,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
    * judged on the status before `lifecycle_status` itself changes, last.
    */
   const requestCancel = (jobId: string) =>
-    Effect.gen(function* () {
+    atomically(Effect.gen(function* () {
       const wasQueued = sql`lifecycle_status = 'queued'`
       const requested = yield* changedRows(
         sql`UPDATE ai_job SET
@@ -420,8 +463,9 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
               lifecycle_status = IF(${wasQueued}, 'cancelled', lifecycle_status)
             WHERE id = ${jobId} AND lifecycle_status IN ('queued', 'running')`.raw
       ).pipe(persistence("ai_job.requestCancel"))
-      // Written: the request stands, whatever the job did since (a worker may end it now).
-      if (requested > 0) return yield* mustFind("ai_job.requestCancel", jobId)
+      // Written: the request stands, whatever the job did since (a worker may end it now); a
+      // queued job ended here, with its event.
+      if (requested > 0) return yield* Effect.flatMap(mustFind("ai_job.requestCancel", jobId), (job) => withFinishedEvent(job))
       const current = yield* findById(jobId)
       return yield* Either.match(requestCancelGuard(jobId, current), {
         onLeft: Effect.fail,
@@ -434,7 +478,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
             })
           )
       })
-    })
+    }))
 
   const findByLifecycleStatus = (
     statuses: ReadonlyArray<LifecycleStatus>,
@@ -520,4 +564,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   })
 })
 
-export const MysqlAiJobLifecycleRepository = Layer.effect(AiJobLifecycleRepository, makeMysqlAiJobLifecycleRepository)
+/** Over the `SqlClient` in context; its terminal writes open their transactions through `MysqlUnitOfWork`. */
+export const MysqlAiJobLifecycleRepository = Layer.effect(AiJobLifecycleRepository, makeMysqlAiJobLifecycleRepository).pipe(
+  Layer.provide(MysqlUnitOfWork)
+)

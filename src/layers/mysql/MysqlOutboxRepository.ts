@@ -1,7 +1,9 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
+import type { Fragment } from "@effect/sql/Statement"
 import { Effect, Layer, Option, Schema } from "effect"
-import type { NewOutboxEvent, OutboxStatus } from "../../domain/OutboxEvent.js"
+import type { NewOutboxEvent, OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
 import {
+  type DeliveryOutcome,
   type OutboxListCursor,
   OutboxEventNotDead,
   OutboxEventNotFound,
@@ -43,13 +45,19 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     execute: (dedupeKey) => sql`SELECT id FROM outbox_event WHERE dedupe_key = ${dedupeKey} LOCK IN SHARE MODE`
   })
   const findDispatchable = SqlSchema.findAll({
-    Request: Schema.Number,
+    Request: Schema.Struct({ lane: Schema.String, limit: Schema.Number }),
     Result: EventId,
-    execute: (limit) =>
+    // The index on (lane, status, available_at) keeps each lane's claim to its own rows.
+    execute: ({ lane, limit }) =>
       sql`SELECT id FROM outbox_event
-          WHERE status = 'pending' AND available_at <= ${now}
+          WHERE lane = ${lane} AND status = 'pending' AND available_at <= ${now}
           ORDER BY available_at, id
           LIMIT ${limit}`
+  })
+  const findEventsOf = SqlSchema.findAll({
+    Request: Schema.String,
+    Result: OutboxEventRow,
+    execute: (aggregateId) => sql`SELECT * FROM outbox_event WHERE aggregate_id = ${aggregateId} ORDER BY created_at, id`
   })
   const findClaimed = SqlSchema.findAll({
     Request: Schema.Struct({ ids: Schema.Array(Schema.String), dispatcherId: Schema.String }),
@@ -84,6 +92,8 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
 
   const findById = (eventId: string) => findEvent(eventId).pipe(persistence("outbox_event.findById"))
 
+  const findByAggregate = (aggregateId: string) => findEventsOf(aggregateId).pipe(persistence("outbox_event.findByAggregate"))
+
   const createInTransaction = (event: NewOutboxEvent) =>
     insertEvent({ row: pendingEventFields(event), delayMs: event.delayMs }).pipe(
       Effect.as({ eventId: event.id, duplicate: false }),
@@ -102,9 +112,9 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
    * inserts of concurrent job creations (a `FOR UPDATE SKIP LOCKED` range claim under REPEATABLE
    * READ does); a row another dispatcher took in between simply is not won.
    */
-  const claimBatch = (dispatcherId: string, limit: number) =>
+  const claimBatch = (dispatcherId: string, limit: number, lane: OutboxLane = "enqueue") =>
     Effect.gen(function* () {
-      const candidates = yield* findDispatchable(limit)
+      const candidates = yield* findDispatchable({ lane, limit })
       if (candidates.length === 0) return []
       const ids = candidates.map((row) => row.id)
       yield* sql`UPDATE outbox_event SET status = 'processing', locked_by = ${dispatcherId}, locked_at = ${now},
@@ -148,6 +158,24 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       const event = yield* findById(eventId)
       return Option.map(event, (row) => (row.status === "dead" ? "dead" as const : "retry_scheduled" as const))
     })
+
+  const settleDelivery: OutboxRepository["Type"]["settleDelivery"] = (eventId, dispatcherId, settlement) => {
+    const deliveredTo = JSON.stringify(settlement.deliveredTo)
+    const [outcome, set]: readonly [DeliveryOutcome, Fragment] = settlement._tag === "Delivered"
+      ? ["published", sql`status = 'published', published_at = ${now}`]
+      : settlement._tag === "RetryLater"
+      ? ["retry_scheduled", sql`status = 'pending', available_at = ${plusMillis(settlement.retryDelayMs)},
+          last_error = ${settlement.error.slice(0, 2000)}, attempt_count = attempt_count + 1, locked_by = NULL, locked_at = NULL`]
+      : ["dead", sql`status = 'dead', last_error = ${settlement.error.slice(0, 2000)}, attempt_count = attempt_count + 1,
+          locked_by = NULL, locked_at = NULL`]
+    return changedRows(
+      sql`UPDATE outbox_event SET delivered_to = ${deliveredTo}, updated_at = ${now}, ${set}
+          WHERE id = ${eventId} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
+    ).pipe(
+      persistence("outbox_event.settleDelivery"),
+      Effect.map((changed) => (changed === 0 ? Option.none() : Option.some(outcome)))
+    )
+  }
 
   const releaseClaimsOf = (dispatcherId: string) =>
     changedRows(
@@ -208,10 +236,12 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
   return OutboxRepository.of({
     createInTransaction,
     findById,
+    findByAggregate,
     claimBatch,
     markPublishedMany,
     markPublishedDirect,
     markDispatchFailed,
+    settleDelivery,
     releaseClaimsOf,
     releaseExpiredLocks,
     countByStatus,

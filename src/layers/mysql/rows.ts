@@ -49,7 +49,20 @@ export const AiJobRow = Schema.compose(AiJobColumns, AiJob)
 /** What `createJob` writes: every column but the two the database clock fills. */
 export const NewAiJobRow = AiJobColumns.pipe(Schema.omit("createdAt", "updatedAt"))
 
-const OutboxEventColumns = Schema.Struct({ ...OutboxEvent.fields, payload: JsonColumn })
+/** `outbox_event.delivered_to`: a JSON array of delivery target keys; NULL (older rows) is none. */
+const DeliveredToColumn = Schema.transformOrFail(Schema.Unknown, Schema.Array(Schema.String), {
+  strict: true,
+  decode: (value, _, ast) =>
+    value === null || value === undefined
+      ? ParseResult.succeed([])
+      : ParseResult.decodeUnknown(JsonColumn)(value).pipe(
+        ParseResult.flatMap((parsed) => ParseResult.decodeUnknown(Schema.Array(Schema.String))(parsed)),
+        ParseResult.mapError(() => new ParseResult.Type(ast, value, "delivered_to is not a JSON array of strings"))
+      ),
+  encode: (keys) => ParseResult.succeed(JSON.stringify(keys))
+})
+
+const OutboxEventColumns = Schema.Struct({ ...OutboxEvent.fields, payload: JsonColumn, deliveredTo: DeliveredToColumn })
 /** An `outbox_event` row, as the domain's `OutboxEvent`. */
 export const OutboxEventRow = Schema.compose(OutboxEventColumns, OutboxEvent)
 /** What `createInTransaction` writes: every column but the three the database clock fills. */

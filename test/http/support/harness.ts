@@ -1,12 +1,16 @@
+import { createServer } from "node:http"
 import { HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 import { byLease, leaseOf, type AiJob } from "../../../src/domain/AiJob.js"
 import { ApiSettings } from "../../../src/config/ApiSettings.js"
+import { AuthSettings } from "../../../src/config/AuthSettings.js"
+import type { LiveStreamSettings } from "../../../src/config/LiveStreamSettings.js"
 import { type Role, signToken } from "../../../src/http/AuthTokens.js"
 import type { ReadinessProbe } from "../../../src/services/ReadinessProbe.js"
 import { ReadinessProbeMemory } from "../../../src/layers/memory/MemoryReadinessProbe.js"
-import type { HttpTransportSettings } from "../../../src/config/HttpTransportSettings.js"
-import { apiServer, nodeHttpServer } from "../../../src/http/server.js"
+import { defaultHttpTransport, type HttpTransportSettings, nodeServerOptions } from "../../../src/config/HttpTransportSettings.js"
+import { apiServer } from "../../../src/http/server.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { JobCatalogLive } from "../../../src/jobs/JobCatalogLive.js"
 import { OutboxAdmin } from "../../../src/services/OutboxAdmin.js"
@@ -30,6 +34,7 @@ import type { QuotaLimits } from "../../../src/services/Quotas.js"
 import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
 import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
 import { memoryRepositoriesWith } from "../../support/foundationStack.js"
+import { type Exchange, type ResponseValidator, responseValidatorFor, tapResponses } from "./openApiValidation.js"
 
 export const jwtSecret = "http-test-secret-0123456789abcdefghijklmnop"
 export const runtimeToken = "runtime-service-token-0123456789abcdefghij"
@@ -135,6 +140,10 @@ export const JobBody = Schema.Struct({
 export const PageBody = Schema.Struct({ items: Schema.Array(JobBody), nextCursor: Schema.NullOr(Schema.String) })
 
 export interface ApiHarnessOptions<ROut = never> {
+  /** Who signs tokens; the test secret (`jwtSecret`) only, unless given. */
+  readonly auth?: Parameters<typeof AuthSettings.make>[0]
+  /** Caps and life of streams and long polls; the defaults otherwise. */
+  readonly liveStreams?: Partial<LiveStreamSettings>
   readonly platformEnabled?: boolean
   readonly runtimeServiceToken?: string | undefined
   readonly probe?: Layer.Layer<ReadinessProbe, never, NoInfer<ROut>>
@@ -143,22 +152,67 @@ export interface ApiHarnessOptions<ROut = never> {
 }
 
 /**
- * The API on a real Node server on 127.0.0.1 (a free port) over `engine`. Returns the base URL,
- * helpers, and the built context so a test can reach the engine's services directly.
+ * Checks every answer the server sends against the `/openapi.json` it serves
+ * (`./openApiValidation.ts`): answers are held until the document has been read, then checked
+ * as they finish. When the scope closes (after the server has stopped), any mismatch fails it,
+ * listing each answer and what is wrong with it.
+ */
+export const validatedAgainstOwnDocument = Effect.gen(function* () {
+  const mismatches: Array<string> = []
+  const waiting: Array<Exchange> = []
+  let validator: ResponseValidator | undefined
+  const check = (current: ResponseValidator, exchange: Exchange) => {
+    const problems = current.check(exchange)
+    if (problems.length > 0) mismatches.push(`${exchange.method} ${exchange.url} → ${exchange.status}: ${problems.join("; ")}`)
+  }
+  yield* Effect.addFinalizer(() =>
+    mismatches.length === 0
+      ? Effect.void
+      : Effect.die(new Error(`answers that do not match /openapi.json:\n  ${mismatches.join("\n  ")}`))
+  )
+  return {
+    onExchange: (exchange: Exchange) => {
+      if (validator === undefined) waiting.push(exchange)
+      else check(validator, exchange)
+    },
+    /** Reads the served document and checks what was held back. */
+    start: (baseUrl: string) =>
+      Effect.promise(async () => {
+        const response = await fetch(`${baseUrl}/openapi.json`)
+        const current = responseValidatorFor(await response.text())
+        validator = current
+        for (const exchange of waiting.splice(0)) check(current, exchange)
+      })
+  }
+})
+
+/**
+ * The API on a real Node server on 127.0.0.1 (a free port) over `engine`, every answer checked
+ * against the served `/openapi.json`. Returns the base URL, helpers, and the built context so a
+ * test can reach the engine's services directly.
  */
 export const startApi = <ROut, E>(
   engine: Layer.Layer<ROut, E>,
   options: ApiHarnessOptions<ROut> = {}
 ) =>
   Effect.gen(function* () {
-    const settings = ApiSettings.make({
-      jwtSecret,
-      runtimeServiceToken: "runtimeServiceToken" in options ? options.runtimeServiceToken : runtimeToken,
-      platformEnabled: options.platformEnabled ?? true,
-      transport: options.transport
-    })
+    const transport = { ...defaultHttpTransport, ...options.transport }
+    const settings = Layer.merge(
+      ApiSettings.make({
+        runtimeServiceToken: "runtimeServiceToken" in options ? options.runtimeServiceToken : runtimeToken,
+        platformEnabled: options.platformEnabled ?? true,
+        transport,
+        liveStreams: options.liveStreams
+      }),
+      AuthSettings.make(options.auth ?? { jwtSecret })
+    )
+    const validation = yield* validatedAgainstOwnDocument
+    const nodeServer = NodeHttpServer.layer(
+      () => tapResponses(createServer(nodeServerOptions(transport)), validation.onExchange),
+      { port: 0, host: "127.0.0.1" }
+    )
     const server = apiServer().pipe(
-      Layer.provideMerge(nodeHttpServer({ port: 0, host: "127.0.0.1" })),
+      Layer.provideMerge(nodeServer),
       Layer.provideMerge(Layer.merge(settings, options.probe ?? ReadinessProbeMemory)),
       Layer.provideMerge(engine)
     )
@@ -166,6 +220,7 @@ export const startApi = <ROut, E>(
     const address = Context.get(context, HttpServer.HttpServer).address
     if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
     const baseUrl = `http://127.0.0.1:${address.port}`
+    yield* validation.start(baseUrl)
     return {
       baseUrl,
       context,

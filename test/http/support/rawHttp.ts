@@ -103,3 +103,61 @@ export const stallAndWaitForClose = (baseUrl: string, head: string) =>
     socket.on("close", () => resume(Effect.succeed(received)))
     return Effect.sync(() => socket.destroy())
   })
+
+/** What a client that keeps sending after the answer saw. */
+export interface BlastedExchange {
+  /** Everything the server sent before the connection ended. */
+  readonly received: string
+  /** The socket error that ended it (`ECONNRESET` when the server reset the connection), if any. */
+  readonly error: string | undefined
+}
+
+/**
+ * POSTs a body of `totalBytes` with its Content-Length over a raw socket, writing as fast as the
+ * socket takes it and not stopping for an early answer (what a load tool or a naive client does),
+ * until the whole body is sent (then it ends its side) or the connection ends. Returns what the
+ * server sent.
+ */
+export const blastBody = (
+  baseUrl: string,
+  path: string,
+  options: { readonly totalBytes: number; readonly token?: string | undefined }
+) =>
+  Effect.async<BlastedExchange>((resume) => {
+    const url = new URL(baseUrl)
+    const chunk = Buffer.alloc(256 * 1024, " ")
+    const head = [
+      `POST ${path} HTTP/1.1`,
+      `Host: ${url.host}`,
+      "Content-Type: application/json",
+      `Content-Length: ${options.totalBytes}`,
+      ...(options.token === undefined ? [] : [`Authorization: Bearer ${options.token}`]),
+      "",
+      ""
+    ].join("\r\n")
+    const chunks: Array<Buffer> = []
+    let error: string | undefined
+    let sent = 0
+    const socket = connect({ host: url.hostname, port: Number(url.port) }, () => {
+      socket.write(head)
+      pump()
+    })
+    const pump = () => {
+      while (sent < options.totalBytes && !socket.destroyed) {
+        const size = Math.min(chunk.length, options.totalBytes - sent)
+        sent += size
+        if (!socket.write(chunk.subarray(0, size))) {
+          socket.once("drain", pump)
+          return
+        }
+      }
+      // All sent: this client is done with the connection.
+      if (!socket.destroyed) socket.end()
+    }
+    socket.on("data", (part: Buffer) => chunks.push(part))
+    socket.on("error", (cause: NodeJS.ErrnoException) => {
+      error = cause.code ?? cause.message
+    })
+    socket.on("close", () => resume(Effect.succeed({ received: Buffer.concat(chunks).toString("utf8"), error })))
+    return Effect.sync(() => socket.destroy())
+  })

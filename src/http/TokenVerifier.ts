@@ -1,0 +1,83 @@
+import type { KeyObject } from "node:crypto"
+import { NodeHttpClient } from "@effect/platform-node"
+import { Clock, Effect, Either, Option } from "effect"
+import { AuthSettings } from "../config/AuthSettings.js"
+import { hs256KeyOf, InvalidToken, type SignedInUser, signedInUserOfHs256 } from "./AuthTokens.js"
+import { type IdentityTokenPolicy, identityTokenPolicy, type IdentityTokenRefusal, verifyIdentityToken } from "./identityTokens.js"
+import { type IdentityProviderKeys, makeIdentityProviderKeys } from "./IdentityProviderKeys.js"
+import type { KeySet } from "./jwks.js"
+import { type CompactJws, readCompactJws } from "./jwtCompact.js"
+
+/**
+ * Every bearer token the API takes (routes, admin routes, live streams, `/metrics`) is checked
+ * here: `alg: HS256` against `AUTH_JWT_SECRET` when it is set, an allowed asymmetric `alg`
+ * against the identity provider's keys when `AUTH_ISSUER` is set, anything else refused.
+ */
+
+/** What a token is checked against at one instant. */
+export interface VerificationContext {
+  readonly hs256Key: KeyObject | undefined
+  readonly identityProvider: { readonly policy: IdentityTokenPolicy; readonly keys: KeySet } | undefined
+  readonly nowMillis: number
+}
+
+export type BearerRefusal = IdentityTokenRefusal
+
+const refused = (reason: string): Either.Either<never, BearerRefusal> => Either.left({ _tag: "Refused", reason })
+
+const verifyJws = (jws: CompactJws, context: VerificationContext): Either.Either<SignedInUser, BearerRefusal> => {
+  if (jws.alg === "HS256") {
+    if (context.hs256Key === undefined) return refused("HS256 tokens are not accepted: AUTH_JWT_SECRET is not set")
+    return Either.mapLeft(signedInUserOfHs256(jws, context.hs256Key, context.nowMillis), (reason) => ({ _tag: "Refused", reason }))
+  }
+  if (context.identityProvider === undefined) return refused("algorithm not allowed")
+  return verifyIdentityToken(jws, context.identityProvider.keys, context.identityProvider.policy, context.nowMillis)
+}
+
+/** Verifies a token synchronously (no fetch): the decision the service makes with the keys it holds. */
+export const verifyBearer = (token: string, context: VerificationContext): Either.Either<SignedInUser, BearerRefusal> =>
+  Either.flatMap(Either.mapLeft(readCompactJws(token), (reason) => ({ _tag: "Refused", reason } as const)), (jws) => verifyJws(jws, context))
+
+const invalid = (refusal: BearerRefusal) =>
+  new InvalidToken({ reason: refusal._tag === "UnknownKid" ? "no key of the identity provider has the token's kid" : refusal.reason })
+
+export class TokenVerifier extends Effect.Service<TokenVerifier>()("ai-job-engine/http/TokenVerifier", {
+  scoped: Effect.gen(function* () {
+    const settings = yield* AuthSettings
+    const hs256Key = Option.getOrUndefined(Option.map(settings.jwtSecret, hs256KeyOf))
+    const provider = yield* Effect.transposeMapOption(settings.identityProvider, (identityProvider) =>
+      Effect.map(makeIdentityProviderKeys(identityProvider), (keys) => ({ keys, policy: identityTokenPolicy(identityProvider) })))
+    const providerKeys: Option.Option<IdentityProviderKeys> = Option.map(provider, ({ keys }) => keys)
+    yield* Effect.logInfo("bearer tokens accepted").pipe(
+      Effect.annotateLogs({
+        hs256Secret: Option.isSome(settings.jwtSecret),
+        identityProvider: Option.getOrElse(Option.map(settings.identityProvider, (idp) => idp.issuer), () => "none")
+      })
+    )
+
+    const verify = (token: string): Effect.Effect<SignedInUser, InvalidToken> =>
+      Effect.flatMap(Clock.currentTimeMillis, (nowMillis) => {
+        if (token.length === 0) return new InvalidToken({ reason: "empty" })
+        const jws = readCompactJws(token)
+        if (Either.isLeft(jws)) return new InvalidToken({ reason: jws.left })
+        const check = (keys: KeySet | undefined) =>
+          verifyJws(jws.right, {
+            hs256Key,
+            identityProvider: Option.isSome(provider) && keys !== undefined ? { policy: provider.value.policy, keys } : undefined,
+            nowMillis
+          })
+        // Only a provider token with an allowed alg needs the key set (and may wait for its fetch).
+        if (Option.isNone(provider) || !provider.value.policy.isAllowed(jws.right.alg)) return Either.mapLeft(check(undefined), invalid)
+        const { keys } = provider.value
+        return Effect.flatMap(keys.current(nowMillis), (current) => {
+          const first = check(current)
+          return Either.isLeft(first) && first.left._tag === "UnknownKid"
+            ? Effect.flatMap(keys.afterUnknownKid(nowMillis), (fetched) => Either.mapLeft(check(fetched), invalid))
+            : Either.mapLeft(first, invalid)
+        })
+      })
+
+    return { verify, identityProviderKeys: providerKeys }
+  }),
+  dependencies: [NodeHttpClient.layerUndici]
+}) {}
