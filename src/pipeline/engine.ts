@@ -94,6 +94,7 @@ export const makeExecutionEngine = (workerId: string) =>
     // and fiber join of a run copies or diffs its fiber's context, several hundred times a job.
     const context = Context.pick(...engineServiceTags)(yield* Effect.context<EngineServices>())
     const timing = yield* TimingConfig
+    const gatewaySettles = Context.get(context, AiGateway).settle ?? Effect.void
     const keeper = yield* makeLeaseKeeper
     // The ids, and a count of the changes to them that the worker directory listens to: it
     // hears of every lock and release at once, and a change costs no copy of the set.
@@ -130,17 +131,21 @@ export const makeExecutionEngine = (workerId: string) =>
             )
           })
           yield* reach(progressAt.EXECUTE)
-          const executed = yield* Effect.retry(attempt, loggedRetries(schedule, prepared.job.jobType))
-          yield* reach(progressAt.VALIDATED)
-
-          // Once projection starts it finishes: the job ends succeeded with its artifacts, or
-          // untouched (a failed transaction, or a cancel requested before markSucceeded); never a mix.
-          const succeeded = yield* project(executed).pipe(
-            defectsAsInternal,
-            Effect.retry(schedule),
-            // The projection rolled back for good: its call's usage row is written on its own.
-            Effect.tapError(() => recordUsage(executed.usage)),
-            Effect.uninterruptible
+          // A validated answer goes on to PROJECT whatever stops the run meanwhile, so its call's
+          // usage row is never lost between the two. Once projection starts it finishes: the job
+          // ends succeeded with its artifacts, or untouched (a failed transaction, or a cancel
+          // requested before markSucceeded); never a mix.
+          const succeeded = yield* Effect.uninterruptibleMask((restore) =>
+            Effect.gen(function* () {
+              const executed = yield* restore(Effect.retry(attempt, loggedRetries(schedule, prepared.job.jobType)))
+              yield* reach(progressAt.VALIDATED)
+              return yield* project(executed).pipe(
+                defectsAsInternal,
+                Effect.retry(schedule),
+                // The projection rolled back for good: its call's usage row is written on its own.
+                Effect.tapError(() => recordUsage(executed.usage))
+              )
+            })
           )
           return RunOutcome.Succeeded({ job: succeeded })
         })
@@ -176,6 +181,9 @@ export const makeExecutionEngine = (workerId: string) =>
             yield* handOffOnAbort(delivery.signal, hold.outcome)
             const worker = yield* Effect.fork(Effect.flatMap(work(prepared, hold), (ended) => Deferred.succeed(hold.outcome, ended)))
             const decided = yield* Deferred.await(hold.outcome)
+            // Stopped from outside (a cancel, a hand-off, a lost lease): an answer already received
+            // is read first, so its call is recorded with what the provider billed.
+            if (Option.isNone(yield* Fiber.poll(worker))) yield* gatewaySettles
             yield* Fiber.interrupt(worker)
             return decided
           })

@@ -156,11 +156,16 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
     // The job's time budget for this attempt: calls and waits the provider asked for count against it.
     let spentMs = 0
 
-    const call = (target: ResolvedTarget, admission: Admission, last: boolean) =>
+    /**
+     * One call to `target`. Only its waits can be interrupted (for capacity, for the answer): once
+     * the answer is in, its slot, pause, breaker verdict and usage row are recorded whatever stops
+     * the run, so a call the provider billed is never written as unanswered.
+     */
+    const call = (target: ResolvedTarget, admission: Admission, last: boolean, restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) =>
       Effect.gen(function* () {
         const providerModel = `${target.provider}/${target.model}`
         const credentialId = target.credential.mode === "user_deepseek_key" ? target.credential.credentialId ?? undefined : undefined
-        const permit = yield* capacity.acquire({
+        const waited = yield* Effect.exit(restore(capacity.acquire({
           providerModel,
           estimatedTokens,
           priority,
@@ -168,30 +173,25 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
           ...(credentialId === undefined ? {} : { credentialId }),
           ...(last || route.maxWaitMs === undefined ? {} : { maxWaitMs: route.maxWaitMs }),
           maxPausedMs: Math.max(0, timeoutMs - spentMs)
-        }).pipe(
-          Effect.catchTag("CapacityWaitExceeded", (waited) =>
-            Effect.zipRight(
-              breaker.record(providerModel, admission, "abandoned"),
-              Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.fail(waitedTooLong(providerModel, waited, now)))
-            ))
-        )
+        })))
+        if (Exit.isFailure(waited)) {
+          yield* breaker.record(providerModel, admission, "abandoned")
+          const tooLong = Cause.failureOption(waited.cause)
+          if (Option.isNone(tooLong)) return yield* Effect.failCause(Cause.stripFailures(waited.cause))
+          return yield* Effect.fail(waitedTooLong(providerModel, tooLong.value, yield* Clock.currentTimeMillis))
+        }
+        const permit = waited.value
         spentMs += permit.pausedMs ?? 0
         const budgetMs = timeoutMs - spentMs
         const callNo = yield* takeCallNo
         const startedAt = yield* Clock.currentTimeMillis
-        const pauseAsked = (exit: CallExit) => {
-          const error = failureOf(exit)
-          if (Option.isNone(error) || error.value._tag !== "ProviderError" || error.value.retryAfterMs === undefined) return Effect.void
-          const waitMs = Math.min(error.value.retryAfterMs, maxRetryAfterMs)
-          return Effect.flatMap(Clock.currentTimeMillis, (now) => capacity.pause(providerModel, now + waitMs, credentialId))
-        }
         // A deadline that first lets an answer already received be read (after a process pause,
         // every timer is due at once and timers run before sockets are read).
         const budgetSpent = Effect.sleep(Duration.millis(Math.max(0, budgetMs))).pipe(
           Effect.zipRight(gateway.settle ?? Effect.void),
           Effect.zipRight(Effect.fail(new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })))
         )
-        const result = yield* gateway.generate({
+        const exit: CallExit = yield* Effect.exit(restore(gateway.generate({
           job: { id: job.id, type: job.jobType, attemptNo: callNo, leaseNo: resolved.lease.leaseNo },
           messages: prompt.messages,
           provider: target.provider,
@@ -202,78 +202,76 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
           jsonMode: route.jsonMode,
           input: resolved.content,
           ...(outputJsonSchema === undefined ? {} : { outputSchema: { name: job.jobType, schema: outputJsonSchema } })
-        }).pipe(
-          Effect.raceFirst(budgetSpent),
-          // The slot frees as the answer arrives, before any write; a refusal's Retry-After holds
-          // the model (or the user's own key) back for every worker.
-          Effect.onExit((exit) =>
-            Effect.all([permit.release(capacityOutcomeOf(exit)), pauseAsked(exit), breaker.record(providerModel, admission, breakerOutcomeOf(exit))], {
-              discard: true
-            })
-          ),
-          // A call that never left this machine (a refused connection) has no row: nothing was billed.
-          Effect.onExit((exit) =>
-            Exit.isSuccess(exit) || Option.exists(failureOf(exit), (error) => error._tag === "ProviderError" && error.sent === false)
-              ? Effect.void
-              : Effect.flatMap(usageEntryOf(resolved, callNo, startedAt, exit, target), recordUsage)
-          ),
-          Effect.ensuring(Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => (spentMs += Math.max(0, now - startedAt)))))
-        )
-        return { result, startedAt, callNo, target }
+        }).pipe(Effect.raceFirst(budgetSpent))))
+        const now = yield* Clock.currentTimeMillis
+        spentMs += Math.max(0, now - startedAt)
+        // The slot frees as the answer arrives, before any write; a refusal's Retry-After holds
+        // the model (or the user's own key) back for every worker.
+        yield* permit.release(capacityOutcomeOf(exit))
+        const failure = failureOf(exit)
+        if (Option.isSome(failure) && failure.value._tag === "ProviderError" && failure.value.retryAfterMs !== undefined) {
+          yield* capacity.pause(providerModel, now + Math.min(failure.value.retryAfterMs, maxRetryAfterMs), credentialId)
+        }
+        yield* breaker.record(providerModel, admission, breakerOutcomeOf(exit))
+        if (Exit.isSuccess(exit)) {
+          // The successful call's row travels to PROJECT's transaction.
+          return { result: exit.value, usage: yield* usageEntryOf(resolved, callNo, startedAt, exit, target) }
+        }
+        // A call that never left this machine (a refused connection) has no row: nothing was billed.
+        if (!Option.exists(failure, (error) => error._tag === "ProviderError" && error.sent === false)) {
+          yield* Effect.flatMap(usageEntryOf(resolved, callNo, startedAt, exit, target), recordUsage)
+        }
+        return yield* Effect.failCause(exit.cause)
       }).pipe(Effect.scoped)
 
-    /** The route's targets in order until one answers; the failures of those that did not. */
-    const failures: Array<ExecutionError> = []
-    let answered: Effect.Effect.Success<ReturnType<typeof call>> | undefined
-    for (const [index, target] of resolved.targets.entries()) {
-      if (spentMs >= timeoutMs) break
-      const last = index === resolved.targets.length - 1
-      const providerModel = `${target.provider}/${target.model}`
-      const admission = yield* breaker.admit(providerModel)
-      if (admission._tag === "Skip") {
-        const now = yield* Clock.currentTimeMillis
-        failures.push(
-          new ProviderError({
-            code: "PROVIDER_UNAVAILABLE",
-            message: `circuit open for ${providerModel}: not called`,
-            retryAfterMs: Math.min(Math.max(0, admission.retryAt - now), maxRetryAfterMs),
-            sent: false
-          })
-        )
-        continue
-      }
-      const outcome = yield* Effect.either(call(target, admission, last))
-      if (outcome._tag === "Right") {
-        answered = outcome.right
-        break
-      }
-      const error = boundedWait(outcome.left, maxRetryAfterMs)
-      failures.push(error)
-      if (!movesOn(error, target, route.maxWaitMs ?? 0)) break
-      if (!last) {
-        yield* Effect.logInfo("provider call failed; trying the route's next target").pipe(
-          Effect.annotateLogs({ provider: target.provider, model: target.model, errorCode: error.code, next: resolved.targets[index + 1]?.provider ?? "" })
-        )
-      }
-    }
-    if (answered === undefined) {
-      return yield* Option.match(attemptError(failures, resolved), {
-        onNone: () => Effect.fail(new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })),
-        onSome: Effect.fail
+    return yield* Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function* () {
+        // The route's targets in order until one answers; the failures of those that did not.
+        const failures: Array<ExecutionError> = []
+        for (const [index, target] of resolved.targets.entries()) {
+          if (spentMs >= timeoutMs) break
+          const last = index === resolved.targets.length - 1
+          const providerModel = `${target.provider}/${target.model}`
+          const admission = yield* breaker.admit(providerModel)
+          if (admission._tag === "Skip") {
+            const now = yield* Clock.currentTimeMillis
+            failures.push(
+              new ProviderError({
+                code: "PROVIDER_UNAVAILABLE",
+                message: `circuit open for ${providerModel}: not called`,
+                retryAfterMs: Math.min(Math.max(0, admission.retryAt - now), maxRetryAfterMs),
+                sent: false
+              })
+            )
+            continue
+          }
+          const outcome = yield* Effect.either(call(target, admission, last, restore))
+          if (outcome._tag === "Right") {
+            const { result, usage } = outcome.right
+            // Validated as it arrived: an answer that fails here has its row written now.
+            const output = yield* resolved.registered.decodeOutput(result.json, resolved.content).pipe(
+              Effect.tap((output) => (checkSafety ? safety.check({ stage: "output", jobType: job.jobType, content: output }) : Effect.void)),
+              Effect.onError(() => recordUsage(usage))
+            )
+            const hash = outputHash(output)
+            yield* Effect.logInfo("output validated").pipe(Effect.annotateLogs({ outputHash: hash }))
+            return { ...resolved, output, outputHash: hash, usage } satisfies ExecutedJob
+          }
+          const error = boundedWait(outcome.left, maxRetryAfterMs)
+          failures.push(error)
+          if (!movesOn(error, target, route.maxWaitMs ?? 0)) break
+          if (!last) {
+            yield* Effect.logInfo("provider call failed; trying the route's next target").pipe(
+              Effect.annotateLogs({ provider: target.provider, model: target.model, errorCode: error.code, next: resolved.targets[index + 1]?.provider ?? "" })
+            )
+          }
+        }
+        return yield* Option.match(attemptError(failures, resolved), {
+          onNone: () => Effect.fail(new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })),
+          onSome: Effect.fail
+        })
       })
-    }
-    const { callNo, result, startedAt, target } = answered
-    // The successful call's usage row goes into PROJECT's transaction; if this attempt ends here
-    // instead (an answer that does not validate, a cancel), it is written now.
-    const usage = yield* usageEntryOf(resolved, callNo, startedAt, Exit.succeed(result), target)
-
-    return yield* Effect.gen(function* () {
-      const output = yield* resolved.registered.decodeOutput(result.json, resolved.content)
-      if (checkSafety) yield* safety.check({ stage: "output", jobType: job.jobType, content: output })
-      const hash = outputHash(output)
-      yield* Effect.logInfo("output validated").pipe(Effect.annotateLogs({ outputHash: hash }))
-      return { ...resolved, output, outputHash: hash, usage } satisfies ExecutedJob
-    }).pipe(Effect.onError(() => recordUsage(usage)))
+    )
   },
   (effect, _resolved, attemptNo) => Effect.annotateLogs(effect, { stage: "EXECUTE", attempt: attemptNo }),
   timed(stageDuration, { stage: "execute" })
