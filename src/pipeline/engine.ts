@@ -1,4 +1,5 @@
 import { Context, Deferred, Effect, Exit, Fiber, Metric, Option, Ref, SubscriptionRef } from "effect"
+import type { AiJob } from "../domain/AiJob.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { storedParent } from "../domain/TraceContext.js"
 import { activeJobs } from "../services/EngineMetrics.js"
@@ -99,8 +100,15 @@ export const makeExecutionEngine = (workerId: string) =>
       Effect.zipRight(Effect.sync(change), SubscriptionRef.update(runningVersion, (n) => n + 1))
     let stopping = false
 
-    /** RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself. */
-    const work = (prepared: PreparedJob, hold: LeaseHold): Effect.Effect<RunOutcome, never, EngineServices> =>
+    /**
+     * RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself.
+     * `committed` is set in the same uninterruptible step as PROJECT's commit.
+     */
+    const work = (
+      prepared: PreparedJob,
+      hold: LeaseHold,
+      committed: Ref.Ref<Option.Option<AiJob>>
+    ): Effect.Effect<RunOutcome, never, EngineServices> =>
       Effect.gen(function* () {
         // Carried by the keeper's next beat (no write of its own: every write per job is a commit).
         const reach = hold.reach
@@ -135,6 +143,7 @@ export const makeExecutionEngine = (workerId: string) =>
             Effect.retry(schedule),
             // The projection rolled back for good: its call's usage row is written on its own.
             Effect.tapError(() => recordUsage(executed.usage)),
+            Effect.tap((job) => Ref.set(committed, Option.some(job))),
             Effect.uninterruptible
           )
           return RunOutcome.Succeeded({ job: succeeded })
@@ -155,7 +164,9 @@ export const makeExecutionEngine = (workerId: string) =>
     /**
      * The work in a fiber of its own; the run waits for the outcome, which the work decides by
      * ending or the keeper by stopping it (lease lost, cancel, hand-off), and then interrupts
-     * the work (PROJECT, once begun, finishes first).
+     * the work (PROJECT, once begun, finishes first). A run whose PROJECT committed succeeded,
+     * whatever stopped it meanwhile: a beat just after that commit finds the row no longer
+     * `running` and calls the lease lost.
      */
     const runPrepared = (prepared: PreparedJob, delivery: JobDelivery) =>
       Effect.gen(function* () {
@@ -169,10 +180,16 @@ export const makeExecutionEngine = (workerId: string) =>
               honourCancel: prepared.registered.definition.execution.cancellable
             })
             yield* handOffOnAbort(delivery.signal, hold.outcome)
-            const worker = yield* Effect.fork(Effect.flatMap(work(prepared, hold), (ended) => Deferred.succeed(hold.outcome, ended)))
+            const committed = yield* Ref.make(Option.none<AiJob>())
+            const worker = yield* Effect.fork(
+              Effect.flatMap(work(prepared, hold, committed), (ended) => Deferred.succeed(hold.outcome, ended))
+            )
             const decided = yield* Deferred.await(hold.outcome)
             yield* Fiber.interrupt(worker)
-            return decided
+            return Option.match(yield* Ref.get(committed), {
+              onNone: () => decided,
+              onSome: (job) => RunOutcome.Succeeded({ job })
+            })
           })
         )
         yield* complete(prepared, outcome)
