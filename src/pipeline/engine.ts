@@ -14,7 +14,7 @@ import { CredentialVault } from "../services/CredentialVault.js"
 import { JobEvents } from "../services/JobEvents.js"
 import { progressAt } from "../domain/JobEvent.js"
 import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
-import type { JobDelivery } from "../services/JobQueue.js"
+import { type JobDelivery, JobHandedOff } from "../services/JobQueue.js"
 import { ModelRouter } from "../services/ModelRouter.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
 import { ProviderCapacity } from "../services/ProviderCapacity.js"
@@ -31,7 +31,7 @@ import { prepare } from "./prepare.js"
 import { project } from "./project.js"
 import { resolve } from "./resolve.js"
 import { loggedRetries, retrySchedule } from "./retrySchedule.js"
-import { JobHandedOff, type PreparedJob, RunOutcome } from "./RunningJob.js"
+import { type PreparedJob, RunOutcome } from "./RunningJob.js"
 
 /** Every service the pipeline's stages use: a run's fiber sees these and nothing else. */
 const engineServiceTags = [
@@ -205,7 +205,7 @@ export const makeExecutionEngine = (workerId: string) =>
         Effect.logWarning("PREPARE failed; the delivery goes back to the queue").pipe(
           Effect.annotateLogs({ operation: error.operation })
         ),
-        Effect.fail(new JobHandedOff({ jobId, reason: "storage unavailable during PREPARE" }))
+        Effect.fail(new JobHandedOff({ jobId, reason: "storage unavailable during PREPARE", consumerStopping: false }))
       )
 
     const activeCount = Effect.suspend(() => Metric.set(activeJobs, running.size))
@@ -214,7 +214,7 @@ export const makeExecutionEngine = (workerId: string) =>
       Effect.gen(function* () {
         const { jobId, traceParent } = delivery.payload
         if (stopping) {
-          return yield* Effect.fail(new JobHandedOff({ jobId, reason: "worker stopping" }))
+          return yield* Effect.fail(new JobHandedOff({ jobId, reason: "worker stopping", consumerStopping: true }))
         }
         // The run's span continues the trace stored with the job (its create request's), so every
         // stage of every run joins that one trace. The payload carries it; an older producer's

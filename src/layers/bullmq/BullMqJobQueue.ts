@@ -1,4 +1,4 @@
-import { type Job, Queue, UnrecoverableError, Worker } from "bullmq"
+import { type Job, Queue, UnrecoverableError, WaitingError, Worker } from "bullmq"
 import { Cause, Clock, Duration, Effect, Exit, Layer, Option, Runtime, type Scope } from "effect"
 import { allQueueNames, type QueueName } from "../../domain/QueueName.js"
 import {
@@ -10,6 +10,7 @@ import {
   JobQueue,
   type JobQueueAddRequest,
   JobQueueUnavailable,
+  isStoppingHandOff,
   payloadErrorPaths,
   type QueueJobState,
   queuePriorityFor
@@ -183,8 +184,10 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
       const handlerRuntime = yield* Effect.runtime<R>()
       const setting = settings.queues[queueName]
       const connection = yield* redis.open("blocking")
+      /** Set with the worker: a stopping consumer's first hand-back stops it taking deliveries. */
+      let stopTaking = (): Promise<void> => Promise.resolve()
 
-      const process = async (job: Job<unknown>, _token: string | undefined, signal: AbortSignal | undefined) => {
+      const process = async (job: Job<unknown>, token: string | undefined, signal: AbortSignal | undefined) => {
         const queueJobId = job.id ?? "(none)"
         const decoded = decodeQueuePayloadEither(job.data)
         if (decoded._tag === "Left") {
@@ -207,6 +210,18 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
         // The handler watches `delivery.signal` itself (the engine hands its job back when it
         // fires); interrupting its fiber from outside would skip that hand-off.
         const exit = await Runtime.runPromiseExit(handlerRuntime)(handler(delivery))
+        if (Exit.isFailure(exit) && isStoppingHandOff(exit.cause)) {
+          // Straight back to waiting (BullMQ's WaitingError: no attempt counted, no backoff), for
+          // another worker: this one stops taking deliveries first, or it would take it again.
+          await stopTaking()
+          await job.moveToWait(token)
+          runLog(
+            Effect.logInfo("Queue delivery handed back by a stopping consumer; waiting again for another").pipe(
+              Effect.annotateLogs({ queue: queueName, queueJobId, jobId: decoded.right.jobId })
+            )
+          )
+          throw new WaitingError()
+        }
         if (Exit.isFailure(exit)) {
           const reason = Cause.isInterruptedOnly(exit.cause)
             ? "interrupted"
@@ -242,6 +257,8 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
             autorun: true
           })
           logWorkerErrors(created, connection, queueName, runLog)
+          // Pausing without waiting for the active deliveries: they are being handed back too.
+          stopTaking = () => created.pause(true)
           return created
         }),
         (worker) =>

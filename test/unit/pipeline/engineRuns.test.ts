@@ -165,6 +165,8 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       const job = yield* createEcho("unreadable")
       const unread = yield* Effect.flip(engine.run(deliveryOf(job)))
       expect(unread).toMatchObject({ _tag: "JobHandedOff", jobId: job.id, reason: "storage unavailable during PREPARE" })
+      // A storage failure is a failed delivery (an attempt, the backoff), not a stopping worker's hand-back.
+      expect(unread).toMatchObject({ consumerStopping: false })
       const warned = (yield* (yield* LogCapture).lines).filter((line) => line.includes("PREPARE failed; the delivery goes back to the queue"))
       expect(warned).toHaveLength(1)
       expect(warned[0]).toContain("operation=ai_job.read")
@@ -185,7 +187,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       const stopping = yield* makeExecutionEngine("worker-stopping")
       yield* stopping.handOffAll
       const refused = yield* Effect.flip(stopping.run(deliveryOf(job)))
-      expect(refused).toMatchObject({ _tag: "JobHandedOff", jobId: job.id, reason: "worker stopping" })
+      expect(refused).toMatchObject({ _tag: "JobHandedOff", jobId: job.id, reason: "worker stopping", consumerStopping: true })
       expect((yield* jobNow(job.id)).lifecycleStatus).toBe("queued")
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 
