@@ -1,8 +1,8 @@
-import { Effect, Option, Queue } from "effect"
+import { Duration, Effect, Option, Queue } from "effect"
 import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
 import type { QueueName } from "../domain/QueueName.js"
 import { storedParent } from "../domain/TraceContext.js"
-import { JobQueue, payloadFor } from "./JobQueue.js"
+import { JobQueue, JobQueueUnavailable, payloadFor } from "./JobQueue.js"
 import { OutboxRepository } from "./OutboxRepository.js"
 
 /** What the creator knows of a job it just committed, enough to queue it as a dispatcher would. */
@@ -52,13 +52,23 @@ export class OutboxDirectPublisher extends Effect.Service<OutboxDirectPublisher>
     // Marks still waiting when the process stops are written once more on the way out.
     yield* Effect.addFinalizer(() => Effect.flatMap(Queue.takeAll(added), (left) => markPublished([...left])))
 
-    /** Queues a committed job now; a failed add is left to the dispatcher's sweep. */
+    /**
+     * Queues a committed job now, waiting for Redis at most `addTimeoutMs` (the create answers
+     * after it); a failed or abandoned add is left to the dispatcher's sweep.
+     */
     const publish = (event: CommittedEnqueue) =>
       jobQueue.add({
         queueName: event.queueName,
         payload: payloadFor({ jobId: event.jobId, jobType: event.jobType, createdAt: event.createdAt, traceParent: event.traceParent }),
         priority: event.priority
       }).pipe(
+        // Interruptible, so the bound holds inside a create that runs uninterruptibly.
+        Effect.interruptible,
+        Effect.timeoutFail({
+          duration: Duration.millis(settings.addTimeoutMs),
+          onTimeout: () =>
+            new JobQueueUnavailable({ operation: "add", message: `no answer within ${settings.addTimeoutMs} ms`, outcomeUnknown: true })
+        }),
         Effect.zipRight(Queue.offer(added, event.eventId)),
         Effect.catchAll((error) =>
           Effect.logWarning("queueing a new job directly failed; a dispatcher sweeps its event after the grace").pipe(

@@ -114,6 +114,7 @@ const creatorAddsLayer = (settings: WorldSettings, crashes: CreatorCrashes) =>
       Layer.provide(Layer.succeed(DirectDispatchSettings, {
         enabled: true,
         graceMs: settings.creatorAdds.graceMs,
+        addTimeoutMs: 1_000,
         flushMs: 100,
         batchSize: 500
       }))
