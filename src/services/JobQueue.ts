@@ -74,6 +74,11 @@ export interface JobQueueAddRequest {
   readonly priority: number
   /** Delay before the job may be taken, in milliseconds. */
   readonly delayMs?: number
+  /**
+   * How long to wait for the queue at most, in milliseconds (default `QUEUE_ADD_TIMEOUT_MS`);
+   * past it the add fails with `outcomeUnknown`. A create waits less than a dispatcher.
+   */
+  readonly timeoutMs?: number
 }
 
 /**

@@ -1,8 +1,8 @@
-import { Duration, Effect, Option, Queue } from "effect"
+import { Effect, Option, Queue } from "effect"
 import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
 import type { QueueName } from "../domain/QueueName.js"
 import { storedParent } from "../domain/TraceContext.js"
-import { JobQueue, JobQueueUnavailable, payloadFor } from "./JobQueue.js"
+import { JobQueue, payloadFor } from "./JobQueue.js"
 import { OutboxRepository } from "./OutboxRepository.js"
 
 /** What the creator knows of a job it just committed, enough to queue it as a dispatcher would. */
@@ -60,15 +60,9 @@ export class OutboxDirectPublisher extends Effect.Service<OutboxDirectPublisher>
       jobQueue.add({
         queueName: event.queueName,
         payload: payloadFor({ jobId: event.jobId, jobType: event.jobType, createdAt: event.createdAt, traceParent: event.traceParent }),
-        priority: event.priority
+        priority: event.priority,
+        timeoutMs: settings.addTimeoutMs
       }).pipe(
-        // Interruptible, so the bound holds inside a create that runs uninterruptibly.
-        Effect.interruptible,
-        Effect.timeoutFail({
-          duration: Duration.millis(settings.addTimeoutMs),
-          onTimeout: () =>
-            new JobQueueUnavailable({ operation: "add", message: `no answer within ${settings.addTimeoutMs} ms`, outcomeUnknown: true })
-        }),
         Effect.zipRight(Queue.offer(added, event.eventId)),
         Effect.catchAll((error) =>
           Effect.logWarning("queueing a new job directly failed; a dispatcher sweeps its event after the grace").pipe(

@@ -85,6 +85,7 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
     const queue = queues[request.queueName]
     const setting = settings.queues[request.queueName]
     const jobId = request.payload.dedupeKey
+    const timeoutMs = request.timeoutMs ?? settings.addTimeoutMs
     return Effect.tryPromise({
       try: async () => {
         // `duplicate` is what the queue looked like just before the add: under a race both
@@ -108,11 +109,11 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
       // runs uninterruptibly (a dispatcher finishing its batch on shutdown).
       Effect.interruptible,
       Effect.timeoutFail({
-        duration: Duration.millis(settings.addTimeoutMs),
+        duration: Duration.millis(timeoutMs),
         onTimeout: () =>
           new JobQueueUnavailable({
             operation: "add",
-            message: `no answer from Redis within ${settings.addTimeoutMs} ms`,
+            message: `no answer from Redis within ${timeoutMs} ms`,
             outcomeUnknown: true
           })
       })
