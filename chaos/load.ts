@@ -38,7 +38,23 @@ export interface LoadStats {
   cancelsAccepted: number
   /** Jobs whose one cancel answered 409 with no earlier attempt that may have reached the server. */
   readonly cancelRefused: Array<string>
+  /** Every create request: when it was sent (epoch ms), how long its answer took, and what it was. */
+  readonly createRequests: Array<CreateRequest>
 }
+
+export interface CreateRequest {
+  readonly sentAtMs: number
+  readonly ms: number
+  /** The status, or `TimedOut` / `Refused`. */
+  readonly answer: string
+}
+
+/** The create requests sent inside one of `windows` (epoch ms, `toMs` excluded). */
+export const createsSentDuring = (
+  requests: ReadonlyArray<CreateRequest>,
+  windows: ReadonlyArray<{ readonly fromMs: number; readonly toMs: number }>
+): ReadonlyArray<CreateRequest> =>
+  requests.filter((request) => windows.some((window) => request.sentAtMs >= window.fromMs && request.sentAtMs < window.toMs))
 
 const JobAnswer = Schema.parseJson(Schema.Struct({ jobId: Schema.String }))
 const decodeJob = Schema.decodeUnknownEither(JobAnswer)
@@ -62,7 +78,8 @@ export const runLoad = (settings: LoadSettings) =>
       gaveUp: 0,
       cancelsSent: 0,
       cancelsAccepted: 0,
-      cancelRefused: []
+      cancelRefused: [],
+      createRequests: []
     }
     const tokens = yield* Effect.forEach(Array.from({ length: settings.users }, (_, i) => `chaos-user-${i + 1}`), (user) =>
       signToken({ sub: user, role: "USER", expiresInSeconds: 3600 }, Redacted.make(settings.jwtSecret)))
@@ -87,14 +104,21 @@ export const runLoad = (settings: LoadSettings) =>
     const persist = <A>(
       first: number,
       build: (apiUrl: string) => HttpClientRequest.HttpClientRequest,
-      settle: (outcome: Outcome, ambiguousBefore: boolean) => Option.Option<A>
+      settle: (outcome: Outcome, ambiguousBefore: boolean) => Option.Option<A>,
+      onAnswer: (request: CreateRequest) => void = () => {}
     ) =>
       Effect.gen(function* () {
         const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(settings.patience)
         let ambiguous = false
         for (let attempt = 0; ; attempt++) {
           const apiUrl = settings.apiUrls[(first + attempt) % settings.apiUrls.length] ?? ""
+          const sentAtMs = yield* Clock.currentTimeMillis
           const outcome = yield* send(build(apiUrl))
+          onAnswer({
+            sentAtMs,
+            ms: (yield* Clock.currentTimeMillis) - sentAtMs,
+            answer: outcome._tag === "Answered" ? String(outcome.status) : outcome._tag
+          })
           const done = settle(outcome, ambiguous)
           if (Option.isSome(done)) return done
           if (outcome._tag === "TimedOut") ambiguous = true
@@ -170,7 +194,8 @@ export const runLoad = (settings: LoadSettings) =>
             }
             stats.unexpected.push(`create: ${outcome.status} ${outcome.body.slice(0, 120)}`)
             return Option.some(Option.none<string>())
-          }
+          },
+          (request) => void stats.createRequests.push(request)
         )
         if (Option.isNone(jobId)) {
           stats.gaveUp++

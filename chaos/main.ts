@@ -20,7 +20,7 @@ import { runMigrations } from "../src/layers/mysql/migrate.js"
 import { checkDatabase, type Violation } from "./checker.js"
 import { type FaultTiming, faultKinds, injectFaults, planFaults } from "./faults.js"
 import { startFleet } from "./fleet.js"
-import { runLoad } from "./load.js"
+import { createsSentDuring, runLoad } from "./load.js"
 import { ChaosError } from "./process.js"
 import { startChaosProvider } from "./provider.js"
 import { startChaosRedis } from "./redis.js"
@@ -57,8 +57,15 @@ const engineTiming = {
 const faultTiming: FaultTiming = {
   stopMs: { api: 4_000, dispatcher: 7_000, worker: 6_000 },
   providerWindowMs: 5_000,
-  redisPauseMs: 3_000
+  redisPauseMs: 5_000,
+  rollingStepMs: 1_300
 }
+
+/**
+ * A create sent while Redis is paused is answered within this (503, or 202 when it committed):
+ * the gate's Redis check and the creator's own add wait about a second each.
+ */
+const createDeadlineMs = 2_500
 
 const fleetSize = { api: 2, dispatcher: 2, worker: 3 } as const
 
@@ -85,6 +92,21 @@ const scratchDatabase = (seed: number) =>
       Effect.provide(Layer.merge(mysqlClientLayer(Redacted.make(databaseUrlFor(name)), { maxConnections: 1 }), NodeContext.layer))
     )
     return name
+  })
+
+/**
+ * The workers' log lines of deliveries handed back by a stopping worker that failed instead of
+ * going straight back to the queue (a give-back for want of a database is a failure, rightly).
+ */
+const failedHandBacks = (logDir: string) =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const files = (yield* fs.readDirectory(logDir)).filter((file) => file.startsWith("worker-") && file.endsWith(".log"))
+    const lines = yield* Effect.forEach(files, (file) =>
+      Effect.map(fs.readFileString(`${logDir}/${file}`), (text) => text.split("\n").map((line) => `${file}: ${line}`)))
+    return lines.flat().filter((line) =>
+      line.includes("Queue delivery failed") && line.includes("JobHandedOff") && !line.includes("storage unavailable")
+    ).map((line) => line.slice(0, 300))
   })
 
 const OpenWork = Schema.Struct({ openJobs: Schema.Number, openEvents: Schema.Number })
@@ -179,7 +201,13 @@ const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; 
     yield* injection.monitorsDone.pipe(Effect.timeout(Duration.seconds(10)), Effect.ignore)
     yield* phase("drain")
 
+    const createsHeldByRedis = createsSentDuring(load.createRequests, injection.report.redisPauses)
+      .filter((request) => request.ms > createDeadlineMs)
+      .map((request) => `answered ${request.answer} after ${request.ms} ms (deadline ${createDeadlineMs} ms)`)
+    const handBacksFailed = yield* failedHandBacks(logDir)
     const check = yield* checkDatabase({
+      createsHeldByRedis,
+      handBacksFailed,
       acknowledged: load.acknowledged,
       cancelRefused: load.cancelRefused,
       crashedJobs: injection.report.crashedJobs,

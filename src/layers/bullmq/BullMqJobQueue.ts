@@ -9,6 +9,7 @@ import {
   type JobDelivery,
   JobQueue,
   type JobQueueAddRequest,
+  JobHandedOff,
   JobQueueUnavailable,
   isStoppingHandOff,
   payloadErrorPaths,
@@ -229,7 +230,12 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
             : Option.match(Cause.failureOption(exit.cause), {
               onNone: () => "defect",
               onSome: (error) =>
-                typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "failure"
+                // A give-back says why (the worker could not reach its database, say).
+                error instanceof JobHandedOff
+                  ? `JobHandedOff: ${error.reason}`
+                  : typeof error === "object" && error !== null && "_tag" in error
+                  ? String(error._tag)
+                  : "failure"
             })
           runLog(
             Effect.logWarning("Queue delivery failed; the queue retries it while attempts remain").pipe(
