@@ -39,10 +39,11 @@ export interface LoadStats {
   /** Jobs whose one cancel answered 409 with no earlier attempt that may have reached the server. */
   readonly cancelRefused: Array<string>
   /** Every create request: when it was sent (epoch ms), how long its answer took, and what it was. */
-  readonly createRequests: Array<CreateRequest>
+  readonly createRequests: Array<TimedRequest>
 }
 
-export interface CreateRequest {
+/** One request as the client saw it. */
+export interface TimedRequest {
   readonly sentAtMs: number
   readonly ms: number
   /** The status, or `TimedOut` / `Refused`. */
@@ -51,9 +52,9 @@ export interface CreateRequest {
 
 /** The create requests sent inside one of `windows` (epoch ms, `toMs` excluded). */
 export const createsSentDuring = (
-  requests: ReadonlyArray<CreateRequest>,
+  requests: ReadonlyArray<TimedRequest>,
   windows: ReadonlyArray<{ readonly fromMs: number; readonly toMs: number }>
-): ReadonlyArray<CreateRequest> =>
+): ReadonlyArray<TimedRequest> =>
   requests.filter((request) => windows.some((window) => request.sentAtMs >= window.fromMs && request.sentAtMs < window.toMs))
 
 const JobAnswer = Schema.parseJson(Schema.Struct({ jobId: Schema.String }))
@@ -105,7 +106,7 @@ export const runLoad = (settings: LoadSettings) =>
       first: number,
       build: (apiUrl: string) => HttpClientRequest.HttpClientRequest,
       settle: (outcome: Outcome, ambiguousBefore: boolean) => Option.Option<A>,
-      onAnswer: (request: CreateRequest) => void = () => {}
+      onAnswer: (request: TimedRequest) => void = () => {}
     ) =>
       Effect.gen(function* () {
         const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(settings.patience)

@@ -15,6 +15,7 @@ import { SqlClient } from "@effect/sql"
 import { MysqlClient } from "@effect/sql-mysql2"
 import { Clock, Console, Data, Duration, Effect, Layer, Option, Random, Redacted, Schema } from "effect"
 import { randomBytes } from "node:crypto"
+import { join } from "node:path"
 import { mysqlClientLayer } from "../src/layers/mysql/MysqlDatabase.js"
 import { runMigrations } from "../src/layers/mysql/migrate.js"
 import { checkDatabase, type Violation } from "./checker.js"
@@ -103,7 +104,7 @@ const failedHandBacks = (logDir: string) =>
     const fs = yield* FileSystem.FileSystem
     const files = (yield* fs.readDirectory(logDir)).filter((file) => file.startsWith("worker-") && file.endsWith(".log"))
     const lines = yield* Effect.forEach(files, (file) =>
-      Effect.map(fs.readFileString(`${logDir}/${file}`), (text) => text.split("\n").map((line) => `${file}: ${line}`)))
+      Effect.map(fs.readFileString(join(logDir, file)), (text) => text.split("\n").map((line) => `${file}: ${line}`)))
     return lines.flat().filter((line) =>
       line.includes("Queue delivery failed") && line.includes("JobHandedOff") && !line.includes("storage unavailable")
     ).map((line) => line.slice(0, 300))

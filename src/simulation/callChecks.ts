@@ -135,5 +135,3 @@ export const makeCallChecks = (options: CallChecksOptions) => {
     }
   }
 }
-
-export type CallChecks = ReturnType<typeof makeCallChecks>

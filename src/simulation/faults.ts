@@ -64,17 +64,11 @@ export type FaultAction =
    */
   | { readonly _tag: "StopWorker"; readonly at: number; readonly slot: number; readonly restartAfterMs: number }
   /**
-   * The worker in `slot` freezes as its next run begins PROJECT (output validated, before its
-   * transaction), after its last heartbeat, for longer than its lease; with `cancelHeldJob`, a
+   * The first worker to begin PROJECT after `at` (output validated, before its transaction)
+   * freezes there, after its last heartbeat, for longer than its lease; with `cancelHeldJob`, a
    * client cancels that job meanwhile. Extended fault set only.
    */
-  | {
-    readonly _tag: "PauseInProject"
-    readonly at: number
-    readonly slot: number
-    readonly durationMs: number
-    readonly cancelHeldJob: boolean
-  }
+  | { readonly _tag: "PauseInProject"; readonly at: number; readonly durationMs: number; readonly cancelHeldJob: boolean }
 
 /** Faults applied to every queue add a dispatcher makes, while the fault phase lasts. */
 export interface DeliveryFaults {
@@ -228,7 +222,6 @@ export const generateExtendedFaults = (settings: ExtendedFaultSettings) =>
       actions.push({
         _tag: "PauseInProject",
         at: yield* at,
-        slot: yield* Random.nextIntBetween(0, settings.workers),
         durationMs: settings.minPauseMs + (yield* Random.nextIntBetween(0, 20_000)),
         cancelHeldJob: (yield* Random.next) < 0.5
       })

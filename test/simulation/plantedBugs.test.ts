@@ -19,7 +19,7 @@ const cases: ReadonlyArray<{ readonly bug: PlantedBug; readonly seed: number; re
   // Caught by the extended fault set (seeds from 501: see `SimulationSettings.extendedFaults`).
   { bug: "handoff-costs-attempt", seed: 502, invariant: invariantNames.newOwnerCounts },
   { bug: "project-unfenced", seed: 508, invariant: invariantNames.leaseHolderEnds },
-  { bug: "credential-refusal-retried", seed: 502, invariant: callInvariantNames.finalRefusal },
+  { bug: "credential-refusal-retried", seed: 501, invariant: callInvariantNames.finalRefusal },
   { bug: "snapshot-replaced-by-input", seed: 501, invariant: callInvariantNames.snapshotSent },
   { bug: "capacity-released-early", seed: 501, invariant: callInvariantNames.capacityBounded },
   { bug: "cancel-deaf", seed: 501, invariant: callInvariantNames.cancelStops }
