@@ -90,6 +90,8 @@ export interface InjectionReport {
   readonly handedOffJobs: ReadonlySet<string>
   /** When Redis was paused (epoch ms, from the CLIENT PAUSE to its end). */
   readonly redisPauses: ReadonlyArray<{ readonly fromMs: number; readonly toMs: number }>
+  /** When an API was stopped or down (epoch ms, from the signal until it served again). */
+  readonly apiOutages: ReadonlyArray<{ readonly apiUrl: string; readonly fromMs: number; readonly toMs: number }>
 }
 
 const HeldJob = Schema.Struct({ id: Schema.String })
@@ -146,6 +148,7 @@ export const injectFaults = (options: {
     const frozenJobs = new Set<string>()
     const handedOffJobs = new Set<string>()
     const redisPauses: Array<{ fromMs: number; toMs: number }> = []
+    const apiOutages: Array<{ apiUrl: string; fromMs: number; toMs: number }> = []
     let killedConnections = 0
     // The recovery monitors run on into the drain.
     const monitors = yield* FiberSet.make()
@@ -238,6 +241,7 @@ export const injectFaults = (options: {
           yield* options.fleet.awaitDown(slot.name, Duration.seconds(signal === "SIGTERM" ? 20 : 5))
           yield* options.fleet.start(slot.name).pipe(note(`restart ${slot.name}`))
         }
+        if (role === "api") apiOutages.push({ apiUrl: `http://127.0.0.1:${slot.port}`, fromMs: t0, toMs: yield* Clock.currentTimeMillis })
       })
 
     /**
@@ -342,7 +346,8 @@ export const injectFaults = (options: {
       crashedJobs,
       frozenJobs,
       handedOffJobs,
-      redisPauses
+      redisPauses,
+      apiOutages
     }
     return { report, monitorsDone: FiberSet.awaitEmpty(monitors) }
   })

@@ -44,18 +44,28 @@ export interface LoadStats {
 
 /** One request as the client saw it. */
 export interface TimedRequest {
+  /** The API it was sent to. */
+  readonly apiUrl: string
   readonly sentAtMs: number
   readonly ms: number
   /** The status, or `TimedOut` / `Refused`. */
   readonly answer: string
 }
 
-/** The create requests sent inside one of `windows` (epoch ms, `toMs` excluded). */
-export const createsSentDuring = (
+/**
+ * The requests sent while Redis was paused (epoch ms, `toMs` excluded) to an API that served
+ * all along: one held by its own API being stopped or restarted meanwhile is that fault's.
+ */
+export const sentWhileRedisPaused = (
   requests: ReadonlyArray<TimedRequest>,
-  windows: ReadonlyArray<{ readonly fromMs: number; readonly toMs: number }>
+  pauses: ReadonlyArray<{ readonly fromMs: number; readonly toMs: number }>,
+  apiOutages: ReadonlyArray<{ readonly apiUrl: string; readonly fromMs: number; readonly toMs: number }>
 ): ReadonlyArray<TimedRequest> =>
-  requests.filter((request) => windows.some((window) => request.sentAtMs >= window.fromMs && request.sentAtMs < window.toMs))
+  requests.filter((request) =>
+    pauses.some((pause) => request.sentAtMs >= pause.fromMs && request.sentAtMs < pause.toMs) &&
+    !apiOutages.some((outage) =>
+      outage.apiUrl === request.apiUrl && outage.fromMs <= request.sentAtMs + request.ms && outage.toMs >= request.sentAtMs
+    ))
 
 const JobAnswer = Schema.parseJson(Schema.Struct({ jobId: Schema.String }))
 const decodeJob = Schema.decodeUnknownEither(JobAnswer)
@@ -116,6 +126,7 @@ export const runLoad = (settings: LoadSettings) =>
           const sentAtMs = yield* Clock.currentTimeMillis
           const outcome = yield* send(build(apiUrl))
           onAnswer({
+            apiUrl,
             sentAtMs,
             ms: (yield* Clock.currentTimeMillis) - sentAtMs,
             answer: outcome._tag === "Answered" ? String(outcome.status) : outcome._tag

@@ -21,7 +21,7 @@ import { runMigrations } from "../src/layers/mysql/migrate.js"
 import { checkDatabase, type Violation } from "./checker.js"
 import { type FaultTiming, faultKinds, injectFaults, planFaults } from "./faults.js"
 import { startFleet } from "./fleet.js"
-import { createsSentDuring, runLoad } from "./load.js"
+import { runLoad, sentWhileRedisPaused } from "./load.js"
 import { ChaosError } from "./process.js"
 import { startChaosProvider } from "./provider.js"
 import { startChaosRedis } from "./redis.js"
@@ -202,7 +202,7 @@ const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; 
     yield* injection.monitorsDone.pipe(Effect.timeout(Duration.seconds(10)), Effect.ignore)
     yield* phase("drain")
 
-    const createsHeldByRedis = createsSentDuring(load.createRequests, injection.report.redisPauses)
+    const createsHeldByRedis = sentWhileRedisPaused(load.createRequests, injection.report.redisPauses, injection.report.apiOutages)
       .filter((request) => request.ms > createDeadlineMs)
       .map((request) => `answered ${request.answer} after ${request.ms} ms (deadline ${createDeadlineMs} ms)`)
     const handBacksFailed = yield* failedHandBacks(logDir)

@@ -1,7 +1,7 @@
 import type { CheckReport } from "./checker.js"
 import { describeViolations, type Violation } from "./checker.js"
 import { faultKinds, type InjectionReport, type Recovery } from "./faults.js"
-import { createsSentDuring, type LoadStats } from "./load.js"
+import { type LoadStats, sentWhileRedisPaused } from "./load.js"
 import type { ProviderStats } from "./provider.js"
 
 /** The table a chaos run prints: what was done to the fleet, what became of the jobs, what broke. */
@@ -106,9 +106,9 @@ const countBy = (items: ReadonlyArray<string>) => {
   return counts
 }
 
-/** How the creates sent while Redis was paused were answered. */
+/** How the creates sent while Redis was paused (to an API that served all along) were answered. */
 const pausedCreatesLines = (load: LoadStats, injection: InjectionReport): ReadonlyArray<string> => {
-  const paused = createsSentDuring(load.createRequests, injection.redisPauses)
+  const paused = sentWhileRedisPaused(load.createRequests, injection.redisPauses, injection.apiOutages)
   if (paused.length === 0) return [row("creates sent while Redis was paused", 0)]
   const slowest = Math.max(...paused.map((request) => request.ms))
   return [row("creates sent while Redis was paused", paused.length, `slowest answer ${seconds(slowest)}; ${listOf(Object.fromEntries(countBy(paused.map((request) => request.answer))))}`)]
