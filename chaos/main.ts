@@ -3,9 +3,11 @@
  * engine as operators run it (2 APIs, 2 dispatchers, 3 workers as real processes, on a scratch
  * MariaDB database and a private Redis), a fake provider that flaps, clients creating and
  * cancelling jobs over HTTP, and a seeded schedule of faults: kill -9, SIGTERM and SIGSTOP of
- * every process type, KILL CONNECTION of the engine's MySQL sessions, a Redis restart (empty)
- * and CLIENT PAUSE, provider 500 / 429 / slow / malformed. When the load stops and the fleet
- * has drained, a checker reads MySQL; the run prints a table and exits 1 on any violation.
+ * every process type, a rolling restart of the workers, KILL CONNECTION of the engine's MySQL
+ * sessions, a Redis restart (empty) and CLIENT PAUSE, provider 500 / 429 / slow / malformed.
+ * When the load stops and the fleet has drained, a checker reads MySQL (and the creates' answer
+ * times during Redis pauses, and the workers' logs for hand-offs that failed their delivery);
+ * the run prints a table and exits 1 on any violation.
  * Everything it started (processes, Redis, database) is removed at the end, also on Ctrl-C.
  */
 import { Command, Options } from "@effect/cli"
