@@ -37,7 +37,9 @@ export const rules = {
     title: "a request answered 5xx other than 503",
     defect: "issue 18 defect 4: a commit whose outcome is unknown answers 500 instead of 503"
   },
-  unexpectedAnswer: { title: "a request answered 4xx that a well-behaved client never gets" }
+  unexpectedAnswer: { title: "a request answered 4xx that a well-behaved client never gets" },
+  createHeldByRedis: { title: "a create sent while Redis was paused waited past the create deadline" },
+  handBackUsedAttempt: { title: "a job handed back by a stopping worker failed its delivery (used a queue attempt)" }
 } as const satisfies Record<string, { readonly title: string; readonly defect?: string }>
 
 export type RuleName = keyof typeof rules
@@ -68,6 +70,10 @@ export interface CheckContext {
   readonly unexpectedAnswers?: ReadonlyArray<string>
   /** The provider always answers `count` cards: a succeeded flashcard job then has exactly that many rows. */
   readonly exactFlashcardCount?: boolean
+  /** Creates sent while Redis was paused that were answered late (or not at all), described. */
+  readonly createsHeldByRedis?: ReadonlyArray<string>
+  /** Worker log lines of hand-backs that failed their delivery instead of going straight back. */
+  readonly handBacksFailed?: ReadonlyArray<string>
 }
 
 export interface CheckReport {
@@ -254,6 +260,8 @@ export const checkDatabase = (
 
     for (const answer of context.serverErrorAnswers ?? []) violations.push({ rule: "serverError", detail: answer })
     for (const answer of context.unexpectedAnswers ?? []) violations.push({ rule: "unexpectedAnswer", detail: answer })
+    for (const create of context.createsHeldByRedis ?? []) violations.push({ rule: "createHeldByRedis", detail: create })
+    for (const line of context.handBacksFailed ?? []) violations.push({ rule: "handBackUsedAttempt", detail: line })
 
     for (const orphan of yield* rowsOf(OrphanRow, orphansQuery)) {
       if (orphan.n > 0) violations.push({ rule: "orphanRows", detail: `${orphan.n} ${orphan.source} rows whose job does not exist` })

@@ -19,6 +19,7 @@ export const faultKinds = [
   "sigterm:api",
   "sigterm:dispatcher",
   "sigterm:worker",
+  "rolling-restart:worker",
   "sigstop:api",
   "sigstop:dispatcher",
   "sigstop:worker",
@@ -44,6 +45,8 @@ export interface FaultTiming {
   readonly stopMs: Readonly<Record<Role, number>>
   readonly providerWindowMs: number
   readonly redisPauseMs: number
+  /** Between two SIGTERMs of a rolling restart: shorter than a worker's restart, so hand-offs land on stopping workers. */
+  readonly rollingStepMs: number
 }
 
 /** Every kind once, then `extra` more drawn at random; spread over [startMs, endMs] with jitter. */
@@ -68,7 +71,7 @@ export interface InjectedFault {
 }
 
 export interface Recovery {
-  readonly kind: "kill9" | "sigstop" | "sigterm"
+  readonly kind: "kill9" | "sigstop" | "sigterm" | "rolling"
   readonly jobId: string
   /** From the fault to the first sight of the job with another owner (or ended); undefined if never. */
   readonly ms: number | undefined
@@ -85,6 +88,10 @@ export interface InjectionReport {
   readonly crashedJobs: ReadonlySet<string>
   readonly frozenJobs: ReadonlySet<string>
   readonly handedOffJobs: ReadonlySet<string>
+  /** When Redis was paused (epoch ms, from the CLIENT PAUSE to its end). */
+  readonly redisPauses: ReadonlyArray<{ readonly fromMs: number; readonly toMs: number }>
+  /** When an API was stopped or down (epoch ms, from the signal until it served again). */
+  readonly apiOutages: ReadonlyArray<{ readonly apiUrl: string; readonly fromMs: number; readonly toMs: number }>
 }
 
 const HeldJob = Schema.Struct({ id: Schema.String })
@@ -140,6 +147,8 @@ export const injectFaults = (options: {
     const crashedJobs = new Set<string>()
     const frozenJobs = new Set<string>()
     const handedOffJobs = new Set<string>()
+    const redisPauses: Array<{ fromMs: number; toMs: number }> = []
+    const apiOutages: Array<{ apiUrl: string; fromMs: number; toMs: number }> = []
     let killedConnections = 0
     // The recovery monitors run on into the drain.
     const monitors = yield* FiberSet.make()
@@ -232,7 +241,38 @@ export const injectFaults = (options: {
           yield* options.fleet.awaitDown(slot.name, Duration.seconds(signal === "SIGTERM" ? 20 : 5))
           yield* options.fleet.start(slot.name).pipe(note(`restart ${slot.name}`))
         }
+        if (role === "api") apiOutages.push({ apiUrl: `http://127.0.0.1:${slot.port}`, fromMs: t0, toMs: yield* Clock.currentTimeMillis })
       })
+
+    /**
+     * A deploy: SIGTERM to every serving worker in turn, `rollingStepMs` apart, each started
+     * again once it exited; a step shorter than a restart hands jobs on to workers that are
+     * stopping themselves. What each held is watched until another worker has it.
+     */
+    const rollingRestart = Effect.gen(function* () {
+      const up = yield* serving("worker")
+      if (up.length < 2) {
+        skipped.push({ kind: "rolling-restart:worker", reason: `${up.length} worker(s) serving` })
+        return
+      }
+      const t0 = yield* Clock.currentTimeMillis
+      injected.push({ kind: "rolling-restart:worker", atMs: t0 - options.startedAtMs, target: up.map((slot) => slot.child?.name ?? slot.name).join(" ") })
+      const restarts = yield* FiberSet.make()
+      for (const [index, slot] of up.entries()) {
+        if (index > 0) yield* Effect.sleep(Duration.millis(options.timing.rollingStepMs))
+        const held = slot.workerId === undefined ? [] : yield* heldBy(slot.workerId)
+        for (const jobId of held) handedOffJobs.add(jobId)
+        const stoppedAt = yield* Clock.currentTimeMillis
+        yield* options.fleet.signal(slot.name, "SIGTERM")
+        yield* options.fleet.setState(slot.name, "down")
+        if (slot.workerId !== undefined && held.length > 0) yield* FiberSet.run(monitors, watchRecovery("rolling", slot.workerId, held, stoppedAt))
+        yield* FiberSet.run(
+          restarts,
+          Effect.zipRight(options.fleet.awaitDown(slot.name, Duration.seconds(20)), options.fleet.start(slot.name).pipe(note(`restart ${slot.name}`)))
+        )
+      }
+      yield* FiberSet.awaitEmpty(restarts)
+    })
 
     const killConnections = Effect.gen(function* () {
       const ids = yield* sql.unsafe("SELECT id FROM information_schema.PROCESSLIST WHERE db = ?", [options.database]).pipe(
@@ -263,16 +303,21 @@ export const injectFaults = (options: {
           yield* options.redis.restart
           injected.push({ kind: fault.kind, atMs: at, target: "redis" })
         } else if (fault.kind === "redis:pause") {
+          const fromMs = yield* Clock.currentTimeMillis
           yield* options.redis.pause(options.timing.redisPauseMs)
+          redisPauses.push({ fromMs, toMs: fromMs + options.timing.redisPauseMs })
           injected.push({ kind: fault.kind, atMs: at, target: "redis" })
           yield* Effect.sleep(Duration.millis(options.timing.redisPauseMs))
+        } else if (fault.kind === "rolling-restart:worker") {
+          yield* rollingRestart
         }
       }).pipe(note(fault.kind))
 
     // One lane per role, one for the provider, one for the stores: a lane carries out its faults
     // in order, each at its time or as soon as the previous one is over (a restart included), so
     // a slow restart delays only faults of its own kind and provider windows never overlap.
-    const laneOf = (kind: FaultKind) => processFaults[kind]?.role ?? (providerModeOf[kind] !== undefined ? "provider" : "stores")
+    const laneOf = (kind: FaultKind) =>
+      kind === "rolling-restart:worker" ? "worker" : processFaults[kind]?.role ?? (providerModeOf[kind] !== undefined ? "provider" : "stores")
     const lanes = Arr.groupBy(options.plan, (fault) => laneOf(fault.kind))
     yield* Effect.forEach(
       Object.values(lanes),
@@ -300,7 +345,9 @@ export const injectFaults = (options: {
       },
       crashedJobs,
       frozenJobs,
-      handedOffJobs
+      handedOffJobs,
+      redisPauses,
+      apiOutages
     }
     return { report, monitorsDone: FiberSet.awaitEmpty(monitors) }
   })

@@ -38,7 +38,34 @@ export interface LoadStats {
   cancelsAccepted: number
   /** Jobs whose one cancel answered 409 with no earlier attempt that may have reached the server. */
   readonly cancelRefused: Array<string>
+  /** Every create request: when it was sent (epoch ms), how long its answer took, and what it was. */
+  readonly createRequests: Array<TimedRequest>
 }
+
+/** One request as the client saw it. */
+export interface TimedRequest {
+  /** The API it was sent to. */
+  readonly apiUrl: string
+  readonly sentAtMs: number
+  readonly ms: number
+  /** The status, or `TimedOut` / `Refused`. */
+  readonly answer: string
+}
+
+/**
+ * The requests sent while Redis was paused (epoch ms, `toMs` excluded) to an API that served
+ * all along: one held by its own API being stopped or restarted meanwhile is that fault's.
+ */
+export const sentWhileRedisPaused = (
+  requests: ReadonlyArray<TimedRequest>,
+  pauses: ReadonlyArray<{ readonly fromMs: number; readonly toMs: number }>,
+  apiOutages: ReadonlyArray<{ readonly apiUrl: string; readonly fromMs: number; readonly toMs: number }>
+): ReadonlyArray<TimedRequest> =>
+  requests.filter((request) =>
+    pauses.some((pause) => request.sentAtMs >= pause.fromMs && request.sentAtMs < pause.toMs) &&
+    !apiOutages.some((outage) =>
+      outage.apiUrl === request.apiUrl && outage.fromMs <= request.sentAtMs + request.ms && outage.toMs >= request.sentAtMs
+    ))
 
 const JobAnswer = Schema.parseJson(Schema.Struct({ jobId: Schema.String }))
 const decodeJob = Schema.decodeUnknownEither(JobAnswer)
@@ -62,7 +89,8 @@ export const runLoad = (settings: LoadSettings) =>
       gaveUp: 0,
       cancelsSent: 0,
       cancelsAccepted: 0,
-      cancelRefused: []
+      cancelRefused: [],
+      createRequests: []
     }
     const tokens = yield* Effect.forEach(Array.from({ length: settings.users }, (_, i) => `chaos-user-${i + 1}`), (user) =>
       signToken({ sub: user, role: "USER", expiresInSeconds: 3600 }, Redacted.make(settings.jwtSecret)))
@@ -87,14 +115,22 @@ export const runLoad = (settings: LoadSettings) =>
     const persist = <A>(
       first: number,
       build: (apiUrl: string) => HttpClientRequest.HttpClientRequest,
-      settle: (outcome: Outcome, ambiguousBefore: boolean) => Option.Option<A>
+      settle: (outcome: Outcome, ambiguousBefore: boolean) => Option.Option<A>,
+      onAnswer: (request: TimedRequest) => void = () => {}
     ) =>
       Effect.gen(function* () {
         const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(settings.patience)
         let ambiguous = false
         for (let attempt = 0; ; attempt++) {
           const apiUrl = settings.apiUrls[(first + attempt) % settings.apiUrls.length] ?? ""
+          const sentAtMs = yield* Clock.currentTimeMillis
           const outcome = yield* send(build(apiUrl))
+          onAnswer({
+            apiUrl,
+            sentAtMs,
+            ms: (yield* Clock.currentTimeMillis) - sentAtMs,
+            answer: outcome._tag === "Answered" ? String(outcome.status) : outcome._tag
+          })
           const done = settle(outcome, ambiguous)
           if (Option.isSome(done)) return done
           if (outcome._tag === "TimedOut") ambiguous = true
@@ -170,7 +206,8 @@ export const runLoad = (settings: LoadSettings) =>
             }
             stats.unexpected.push(`create: ${outcome.status} ${outcome.body.slice(0, 120)}`)
             return Option.some(Option.none<string>())
-          }
+          },
+          (request) => void stats.createRequests.push(request)
         )
         if (Option.isNone(jobId)) {
           stats.gaveUp++

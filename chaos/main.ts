@@ -3,9 +3,11 @@
  * engine as operators run it (2 APIs, 2 dispatchers, 3 workers as real processes, on a scratch
  * MariaDB database and a private Redis), a fake provider that flaps, clients creating and
  * cancelling jobs over HTTP, and a seeded schedule of faults: kill -9, SIGTERM and SIGSTOP of
- * every process type, KILL CONNECTION of the engine's MySQL sessions, a Redis restart (empty)
- * and CLIENT PAUSE, provider 500 / 429 / slow / malformed. When the load stops and the fleet
- * has drained, a checker reads MySQL; the run prints a table and exits 1 on any violation.
+ * every process type, a rolling restart of the workers, KILL CONNECTION of the engine's MySQL
+ * sessions, a Redis restart (empty) and CLIENT PAUSE, provider 500 / 429 / slow / malformed.
+ * When the load stops and the fleet has drained, a checker reads MySQL (and the creates' answer
+ * times during Redis pauses, and the workers' logs for hand-offs that failed their delivery);
+ * the run prints a table and exits 1 on any violation.
  * Everything it started (processes, Redis, database) is removed at the end, also on Ctrl-C.
  */
 import { Command, Options } from "@effect/cli"
@@ -15,12 +17,13 @@ import { SqlClient } from "@effect/sql"
 import { MysqlClient } from "@effect/sql-mysql2"
 import { Clock, Console, Data, Duration, Effect, Layer, Option, Random, Redacted, Schema } from "effect"
 import { randomBytes } from "node:crypto"
+import { join } from "node:path"
 import { mysqlClientLayer } from "../src/layers/mysql/MysqlDatabase.js"
 import { runMigrations } from "../src/layers/mysql/migrate.js"
 import { checkDatabase, type Violation } from "./checker.js"
 import { type FaultTiming, faultKinds, injectFaults, planFaults } from "./faults.js"
 import { startFleet } from "./fleet.js"
-import { runLoad } from "./load.js"
+import { runLoad, sentWhileRedisPaused } from "./load.js"
 import { ChaosError } from "./process.js"
 import { startChaosProvider } from "./provider.js"
 import { startChaosRedis } from "./redis.js"
@@ -57,8 +60,15 @@ const engineTiming = {
 const faultTiming: FaultTiming = {
   stopMs: { api: 4_000, dispatcher: 7_000, worker: 6_000 },
   providerWindowMs: 5_000,
-  redisPauseMs: 3_000
+  redisPauseMs: 5_000,
+  rollingStepMs: 1_300
 }
+
+/**
+ * A create sent while Redis is paused is answered within this (503, or 202 when it committed):
+ * the gate's Redis check and the creator's own add wait about a second each.
+ */
+const createDeadlineMs = 2_500
 
 const fleetSize = { api: 2, dispatcher: 2, worker: 3 } as const
 
@@ -85,6 +95,21 @@ const scratchDatabase = (seed: number) =>
       Effect.provide(Layer.merge(mysqlClientLayer(Redacted.make(databaseUrlFor(name)), { maxConnections: 1 }), NodeContext.layer))
     )
     return name
+  })
+
+/**
+ * The workers' log lines of deliveries handed back by a stopping worker that failed instead of
+ * going straight back to the queue (a give-back for want of a database is a failure, rightly).
+ */
+const failedHandBacks = (logDir: string) =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const files = (yield* fs.readDirectory(logDir)).filter((file) => file.startsWith("worker-") && file.endsWith(".log"))
+    const lines = yield* Effect.forEach(files, (file) =>
+      Effect.map(fs.readFileString(join(logDir, file)), (text) => text.split("\n").map((line) => `${file}: ${line}`)))
+    return lines.flat().filter((line) =>
+      line.includes("Queue delivery failed") && line.includes("JobHandedOff") && !line.includes("storage unavailable")
+    ).map((line) => line.slice(0, 300))
   })
 
 const OpenWork = Schema.Struct({ openJobs: Schema.Number, openEvents: Schema.Number })
@@ -179,7 +204,13 @@ const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; 
     yield* injection.monitorsDone.pipe(Effect.timeout(Duration.seconds(10)), Effect.ignore)
     yield* phase("drain")
 
+    const createsHeldByRedis = sentWhileRedisPaused(load.createRequests, injection.report.redisPauses, injection.report.apiOutages)
+      .filter((request) => request.ms > createDeadlineMs)
+      .map((request) => `answered ${request.answer} after ${request.ms} ms (deadline ${createDeadlineMs} ms)`)
+    const handBacksFailed = yield* failedHandBacks(logDir)
     const check = yield* checkDatabase({
+      createsHeldByRedis,
+      handBacksFailed,
       acknowledged: load.acknowledged,
       cancelRefused: load.cancelRefused,
       crashedJobs: injection.report.crashedJobs,

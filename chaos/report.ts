@@ -1,7 +1,7 @@
 import type { CheckReport } from "./checker.js"
 import { describeViolations, type Violation } from "./checker.js"
 import { faultKinds, type InjectionReport, type Recovery } from "./faults.js"
-import type { LoadStats } from "./load.js"
+import { type LoadStats, sentWhileRedisPaused } from "./load.js"
 import type { ProviderStats } from "./provider.js"
 
 /** The table a chaos run prints: what was done to the fleet, what became of the jobs, what broke. */
@@ -27,15 +27,16 @@ const listOf = (counts: Readonly<Record<string, number>>) =>
   Object.entries(counts).sort(([, a], [, b]) => b - a).map(([key, n]) => `${key} ${n}`).join(", ")
 
 export const recoveryLines = (recoveries: ReadonlyArray<Recovery>): ReadonlyArray<string> =>
-  (["kill9", "sigstop", "sigterm"] as const).flatMap((kind) => {
+  (["kill9", "sigstop", "sigterm", "rolling"] as const).flatMap((kind) => {
     const of = recoveries.filter((r) => r.kind === kind)
-    if (of.length === 0) return [row(`${kind} of a worker`, "-", "no job was held at the time")]
+    const what = kind === "rolling" ? "rolling restart" : `${kind} of a worker`
+    if (of.length === 0) return [row(what, "-", "no job was held at the time")]
     const times = of.flatMap((r) => (r.how === "taken over" && r.ms !== undefined ? [r.ms] : [])).sort((a, b) => a - b)
     const ended = of.filter((r) => r.how === "ended").length
     const never = of.filter((r) => r.how === "never").length
     return [
       row(
-        `${kind} of a worker: jobs held`,
+        `${what}: jobs held`,
         of.length,
         (times.length === 0 ? "none taken over" : `taken over p50 ${seconds(percentile(times, 0.5))}, max ${seconds(percentile(times, 1))}`) +
           (ended > 0 ? `; ${ended} ended without a new owner` : "") +
@@ -75,6 +76,7 @@ export const formatSummary = (summary: RunSummary): string => {
     row("HTTP requests", load.requests),
     row("retried after 503", load.retried503),
     row("retried after no answer", load.retriedTransport),
+    ...pausedCreatesLines(load, injection),
     row("answered 5xx other than 503", load.serverErrors.length, listOf(Object.fromEntries(countBy(load.serverErrors)))),
     row("unexpected answers", load.unexpected.length, listOf(Object.fromEntries(countBy(load.unexpected.map((u) => u.slice(0, 40)))))),
     "",
@@ -102,4 +104,12 @@ const countBy = (items: ReadonlyArray<string>) => {
   const counts = new Map<string, number>()
   for (const item of items) counts.set(item, (counts.get(item) ?? 0) + 1)
   return counts
+}
+
+/** How the creates sent while Redis was paused (to an API that served all along) were answered. */
+const pausedCreatesLines = (load: LoadStats, injection: InjectionReport): ReadonlyArray<string> => {
+  const paused = sentWhileRedisPaused(load.createRequests, injection.redisPauses, injection.apiOutages)
+  if (paused.length === 0) return [row("creates sent while Redis was paused", 0)]
+  const slowest = Math.max(...paused.map((request) => request.ms))
+  return [row("creates sent while Redis was paused", paused.length, `slowest answer ${seconds(slowest)}; ${listOf(Object.fromEntries(countBy(paused.map((request) => request.answer))))}`)]
 }

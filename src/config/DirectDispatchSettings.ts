@@ -13,6 +13,12 @@ export interface DirectDispatchSettingsShape {
    * add normally lands well within it; after a crash between commit and add, the sweep does it.
    */
   readonly graceMs: number
+  /**
+   * How long a create waits for its own queue add (`OUTBOX_DIRECT_ADD_TIMEOUT_MS`, default 1 s):
+   * past it the create answers anyway, the job committed, and a dispatcher sweeps the event after
+   * the grace. A paused Redis holds a create this long at most.
+   */
+  readonly addTimeoutMs: number
   /** How long published marks gather before one UPDATE writes them all. */
   readonly flushMs: number
   /** At most this many events per published mark. */
@@ -26,6 +32,7 @@ export class DirectDispatchSettings extends Context.Tag("ai-job-engine/DirectDis
   static readonly config = Config.all({
     enabled: Config.boolean("OUTBOX_DIRECT_PUBLISH").pipe(Config.withDefault(true)),
     graceMs: positiveMillis("OUTBOX_DIRECT_GRACE_MS", 5_000),
+    addTimeoutMs: positiveMillis("OUTBOX_DIRECT_ADD_TIMEOUT_MS", 1_000),
     flushMs: positiveMillis("OUTBOX_DIRECT_FLUSH_MS", 1_000),
     batchSize: positiveWhole("OUTBOX_DIRECT_BATCH_SIZE", 500)
   })

@@ -15,6 +15,8 @@ export const allOutboxStatuses: ReadonlyArray<OutboxStatus> = OutboxStatus.liter
 export const OutboxLane = Schema.Literal("enqueue", "notify")
 export type OutboxLane = typeof OutboxLane.Type
 
+export const allOutboxLanes: ReadonlyArray<OutboxLane> = OutboxLane.literals
+
 /** The event type that queues a job, and the aggregate of every event (docs/architecture.md §6.1). */
 export const enqueueEventType = "ai.job.enqueue"
 export const aiJobAggregateType = "AiJob"
@@ -77,6 +79,17 @@ export interface NewOutboxEvent {
 }
 
 export type OutboxCounts = Readonly<Record<OutboxStatus, number>>
+
+/**
+ * One lane's backlog, for its gauges (docs/architecture.md §20.3): events not yet published
+ * (`pending`, or claimed and `processing`), events `dead`, and how long the oldest unpublished one
+ * has waited since it was created, by the store's clock (0 when there is none).
+ */
+export interface OutboxBacklog {
+  readonly unpublished: number
+  readonly dead: number
+  readonly oldestUnpublishedAgeMs: number
+}
 
 /**
  * The `ai.job.enqueue` event of a job (§6.1): the only shape in which a job reaches the

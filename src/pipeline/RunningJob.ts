@@ -1,4 +1,4 @@
-import { type Array as Arr, Data, type Option, Schema } from "effect"
+import { type Array as Arr, Data, type Option } from "effect"
 import type { AiJob, JobLease } from "../domain/AiJob.js"
 import type { ExecutionError } from "../domain/ExecutionError.js"
 import type { JobSnapshot } from "../domain/JobSnapshot.js"
@@ -56,12 +56,3 @@ export type RunOutcome = Data.TaggedEnum<{
   HandedOff: {}
 }>
 export const RunOutcome = Data.taggedEnum<RunOutcome>()
-
-/**
- * The worker gave the job back without finishing it (shutdown or a queue that took the job
- * back): its lock is released, and the delivery fails so the queue hands it to another worker.
- */
-export class JobHandedOff extends Schema.TaggedError<JobHandedOff>()("JobHandedOff", {
-  jobId: Schema.String,
-  reason: Schema.String
-}) {}

@@ -7,8 +7,9 @@ import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import type { GenerateResult } from "../services/AiGateway.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { jobEventOf, JobEvents } from "../services/JobEvents.js"
+import { JobHandedOff } from "../services/JobQueue.js"
 import { type NewUsageLogEntry, UsageLog } from "../services/UsageLog.js"
-import { JobHandedOff, type PreparedJob, type ResolvedJob, type ResolvedTarget, RunOutcome } from "./RunningJob.js"
+import { type PreparedJob, type ResolvedJob, type ResolvedTarget, RunOutcome } from "./RunningJob.js"
 import { recordFinished, stageDuration, timed } from "../services/EngineMetrics.js"
 
 /**
@@ -50,7 +51,7 @@ export const complete = Effect.fn("pipeline.complete", { captureStackTrace: fals
             ? Effect.void
             : Effect.zipRight(
               Effect.logInfo("job handed back: lock released for another worker"),
-              Effect.fail(new JobHandedOff({ jobId: prepared.job.id, reason: "worker stopping" }))
+              Effect.fail(new JobHandedOff({ jobId: prepared.job.id, reason: "worker stopping", consumerStopping: true }))
             ))
     })
   },

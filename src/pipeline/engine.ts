@@ -1,4 +1,5 @@
 import { Context, Deferred, Effect, Exit, Fiber, Metric, Option, Ref, SubscriptionRef } from "effect"
+import type { AiJob } from "../domain/AiJob.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { storedParent } from "../domain/TraceContext.js"
 import { activeJobs } from "../services/EngineMetrics.js"
@@ -13,7 +14,7 @@ import { CredentialVault } from "../services/CredentialVault.js"
 import { JobEvents } from "../services/JobEvents.js"
 import { progressAt } from "../domain/JobEvent.js"
 import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
-import type { JobDelivery } from "../services/JobQueue.js"
+import { type JobDelivery, JobHandedOff } from "../services/JobQueue.js"
 import { ModelRouter } from "../services/ModelRouter.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
 import { ProviderCapacity } from "../services/ProviderCapacity.js"
@@ -32,7 +33,7 @@ import { prepare } from "./prepare.js"
 import { project } from "./project.js"
 import { resolve } from "./resolve.js"
 import { loggedRetries, retrySchedule } from "./retrySchedule.js"
-import { JobHandedOff, type PreparedJob, RunOutcome } from "./RunningJob.js"
+import { type PreparedJob, RunOutcome } from "./RunningJob.js"
 
 /** Every service the pipeline's stages use: a run's fiber sees these and nothing else. */
 const engineServiceTags = [
@@ -104,8 +105,15 @@ export const makeExecutionEngine = (workerId: string) =>
       Effect.zipRight(Effect.sync(change), SubscriptionRef.update(runningVersion, (n) => n + 1))
     let stopping = false
 
-    /** RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself. */
-    const work = (prepared: PreparedJob, hold: LeaseHold): Effect.Effect<RunOutcome, never, EngineServices> =>
+    /**
+     * RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself.
+     * `committed` is set in the same uninterruptible step as PROJECT's commit.
+     */
+    const work = (
+      prepared: PreparedJob,
+      hold: LeaseHold,
+      committed: Ref.Ref<Option.Option<AiJob>>
+    ): Effect.Effect<RunOutcome, never, EngineServices> =>
       Effect.gen(function* () {
         // Carried by the keeper's next beat (no write of its own: every write per job is a commit).
         const reach = hold.reach
@@ -143,7 +151,8 @@ export const makeExecutionEngine = (workerId: string) =>
                 defectsAsInternal,
                 Effect.retry(schedule),
                 // The projection rolled back for good: its call's usage row is written on its own.
-                Effect.tapError(() => recordUsage(executed.usage))
+                Effect.tapError(() => recordUsage(executed.usage)),
+                Effect.tap((job) => Ref.set(committed, Option.some(job)))
               )
             })
           )
@@ -165,7 +174,9 @@ export const makeExecutionEngine = (workerId: string) =>
     /**
      * The work in a fiber of its own; the run waits for the outcome, which the work decides by
      * ending or the keeper by stopping it (lease lost, cancel, hand-off), and then interrupts
-     * the work (PROJECT, once begun, finishes first).
+     * the work (PROJECT, once begun, finishes first). A run whose PROJECT committed succeeded,
+     * whatever stopped it meanwhile: a beat just after that commit finds the row no longer
+     * `running` and calls the lease lost.
      */
     const runPrepared = (prepared: PreparedJob, delivery: JobDelivery) =>
       Effect.gen(function* () {
@@ -179,13 +190,19 @@ export const makeExecutionEngine = (workerId: string) =>
               honourCancel: prepared.registered.definition.execution.cancellable
             })
             yield* handOffOnAbort(delivery.signal, hold.outcome)
-            const worker = yield* Effect.fork(Effect.flatMap(work(prepared, hold), (ended) => Deferred.succeed(hold.outcome, ended)))
+            const committed = yield* Ref.make(Option.none<AiJob>())
+            const worker = yield* Effect.fork(
+              Effect.flatMap(work(prepared, hold, committed), (ended) => Deferred.succeed(hold.outcome, ended))
+            )
             const decided = yield* Deferred.await(hold.outcome)
             // Stopped from outside (a cancel, a hand-off, a lost lease): an answer already received
             // is read first, so its call is recorded with what the provider billed.
             if (Option.isNone(yield* Fiber.poll(worker))) yield* gatewaySettles
             yield* Fiber.interrupt(worker)
-            return decided
+            return Option.match(yield* Ref.get(committed), {
+              onNone: () => decided,
+              onSome: (job) => RunOutcome.Succeeded({ job })
+            })
           })
         )
         yield* complete(prepared, outcome)
@@ -201,7 +218,7 @@ export const makeExecutionEngine = (workerId: string) =>
         Effect.logWarning("PREPARE failed; the delivery goes back to the queue").pipe(
           Effect.annotateLogs({ operation: error.operation })
         ),
-        Effect.fail(new JobHandedOff({ jobId, reason: "storage unavailable during PREPARE" }))
+        Effect.fail(new JobHandedOff({ jobId, reason: "storage unavailable during PREPARE", consumerStopping: false }))
       )
 
     const activeCount = Effect.suspend(() => Metric.set(activeJobs, running.size))
@@ -210,7 +227,7 @@ export const makeExecutionEngine = (workerId: string) =>
       Effect.gen(function* () {
         const { jobId, traceParent } = delivery.payload
         if (stopping) {
-          return yield* Effect.fail(new JobHandedOff({ jobId, reason: "worker stopping" }))
+          return yield* Effect.fail(new JobHandedOff({ jobId, reason: "worker stopping", consumerStopping: true }))
         }
         // The run's span continues the trace stored with the job (its create request's), so every
         // stage of every run joins that one trace. The payload carries it; an older producer's

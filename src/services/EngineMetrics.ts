@@ -1,5 +1,6 @@
 import { Duration, Effect, Metric, MetricBoundaries } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
+import { allOutboxLanes, type OutboxLane } from "../domain/OutboxEvent.js"
 import { OutboxRepository } from "./OutboxRepository.js"
 
 /**
@@ -33,10 +34,19 @@ export const providerCost = counter("ai_provider_cost_total", "Cost of provider 
 
 export const activeJobs = Metric.gauge("ai_worker_active_jobs", { description: "Jobs this worker process is running now" })
 
-export const outboxPending = Metric.gauge("ai_outbox_pending", { description: "Outbox events not yet published (pending or claimed)" })
-export const outboxDead = Metric.gauge("ai_outbox_dead", { description: "Outbox events that failed for good" })
+export const outboxPending = Metric.gauge("ai_outbox_pending", {
+  description: "Job enqueue events not yet published to their queue (pending or claimed)"
+})
+export const outboxDead = Metric.gauge("ai_outbox_dead", { description: "Job enqueue events that failed for good" })
 export const outboxOldestPendingAge = Metric.gauge("ai_outbox_oldest_pending_age_seconds", {
-  description: "Age of the oldest unpublished outbox event (0 when none)"
+  description: "Age of the oldest unpublished job enqueue event (0 when none)"
+})
+export const eventsPending = Metric.gauge("ai_events_pending", {
+  description: "Job completion events not yet delivered to every target (pending or claimed)"
+})
+export const eventsDead = Metric.gauge("ai_events_dead", { description: "Job completion events whose delivery was given up" })
+export const eventsOldestPendingAge = Metric.gauge("ai_events_oldest_pending_age_seconds", {
+  description: "Age of the oldest undelivered job completion event (0 when none)"
 })
 export const dispatchLatency = seconds("ai_outbox_dispatch_latency_seconds", "From the create's commit to the event's publication")
 export const dispatchedEvents = counter("ai_outbox_published_total", "Outbox events published to the queue")
@@ -91,16 +101,29 @@ export const timed = (metric: Metric.Metric.Histogram<number>, labels: Readonly<
   Metric.trackDuration(effect, Metric.mapInput(tagged(metric, labels), Duration.toSeconds))
 
 /**
- * Samples the outbox backlog into its gauges (at scrape time: nothing is queried unless someone
- * reads the metrics). `processing` counts as pending: claimed but not yet published.
+ * Each outbox lane's backlog gauges: `ai_outbox_*` is the job dispatch backlog (the enqueue lane),
+ * `ai_events_*` the completion events awaiting delivery (the notify lane, docs/architecture.md §6.8).
+ */
+const backlogGauges: Readonly<Record<OutboxLane, Readonly<Record<"pending" | "dead" | "oldestPendingAge", Metric.Metric.Gauge<number>>>>> = {
+  enqueue: { pending: outboxPending, dead: outboxDead, oldestPendingAge: outboxOldestPendingAge },
+  notify: { pending: eventsPending, dead: eventsDead, oldestPendingAge: eventsOldestPendingAge }
+}
+
+/**
+ * Samples each outbox lane's backlog into its gauges (at scrape time: nothing is queried unless
+ * someone reads the metrics). `processing` counts as pending: claimed but not yet published.
  */
 export const sampleOutboxBacklog = Effect.gen(function* () {
   const outbox = yield* OutboxRepository
-  const counts = yield* outbox.countByStatus
-  const ageMs = yield* outbox.oldestUnpublishedAgeMs
-  yield* Metric.set(outboxPending, counts.pending + counts.processing)
-  yield* Metric.set(outboxDead, counts.dead)
-  yield* Metric.set(outboxOldestPendingAge, ageMs / 1000)
+  yield* Effect.forEach(allOutboxLanes, (lane) =>
+    Effect.flatMap(outbox.backlogOf(lane), (backlog) => {
+      const gauges = backlogGauges[lane]
+      return Effect.all([
+        Metric.set(gauges.pending, backlog.unpublished),
+        Metric.set(gauges.dead, backlog.dead),
+        Metric.set(gauges.oldestPendingAge, backlog.oldestUnpublishedAgeMs / 1000)
+      ], { discard: true })
+    }), { concurrency: "unbounded", discard: true })
 })
 
 /**

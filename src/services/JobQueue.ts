@@ -1,4 +1,4 @@
-import { Context, type Effect, ParseResult, Schema, type Scope } from "effect"
+import { Cause, Context, type Effect, Option, ParseResult, Schema, type Scope } from "effect"
 import { priorityBounds } from "../domain/JobDefinition.js"
 import type { QueueName } from "../domain/QueueName.js"
 
@@ -74,6 +74,11 @@ export interface JobQueueAddRequest {
   readonly priority: number
   /** Delay before the job may be taken, in milliseconds. */
   readonly delayMs?: number
+  /**
+   * How long to wait for the queue at most, in milliseconds (default `QUEUE_ADD_TIMEOUT_MS`);
+   * past it the add fails with `outcomeUnknown`. A create waits less than a dispatcher.
+   */
+  readonly timeoutMs?: number
 }
 
 /**
@@ -93,6 +98,23 @@ export class JobQueueUnavailable extends Schema.TaggedError<JobQueueUnavailable>
   message: Schema.String,
   outcomeUnknown: Schema.optional(Schema.Boolean)
 }) {}
+
+/**
+ * A handler gives its delivery back without finishing the job (docs/architecture.md §4.5): its
+ * lock, if it took one, is released. `consumerStopping`: the consumer is shutting down, so the
+ * queue puts the job straight back for another consumer, without using an attempt or waiting a
+ * backoff, and this consumer takes no more deliveries. Otherwise (a worker that could not
+ * reach its database) it is a failed delivery like any other: one attempt, then the backoff.
+ */
+export class JobHandedOff extends Schema.TaggedError<JobHandedOff>()("JobHandedOff", {
+  jobId: Schema.String,
+  reason: Schema.String,
+  consumerStopping: Schema.Boolean
+}) {}
+
+/** Whether a delivery ended handed back by a stopping consumer (see `JobHandedOff`). */
+export const isStoppingHandOff = (cause: Cause.Cause<unknown>): boolean =>
+  Option.exists(Cause.failureOption(cause), (error) => error instanceof JobHandedOff && error.consumerStopping)
 
 /** One delivery of a queued job to a consumer. */
 export interface JobDelivery {
@@ -158,9 +180,10 @@ export class JobQueue extends Context.Tag("ai-job-engine/JobQueue")<
      * decoded with `AiJobQueuePayload` first; one that does not decode is logged and dropped
      * (the job row stays for the reaper) and the consumer carries on. A handler that fails or
      * dies fails that delivery: it is retried with the queue's backoff until its attempts are
-     * spent, then dropped. Handlers should catch their own errors (the engine does): queue
-     * attempts only cover a crashed worker. Closing the scope stops taking jobs and waits for
-     * the active ones (aborting their signal after the configured grace).
+     * spent, then dropped; one handed back by a stopping consumer (`JobHandedOff`) waits again
+     * at once, its attempt not counted. Handlers should catch their own errors (the engine
+     * does): queue attempts only cover a crashed worker. Closing the scope stops taking jobs and
+     * waits for the active ones (aborting their signal after the configured grace).
      */
     readonly consume: <E, R>(
       queueName: QueueName,

@@ -52,12 +52,16 @@ export class OutboxDirectPublisher extends Effect.Service<OutboxDirectPublisher>
     // Marks still waiting when the process stops are written once more on the way out.
     yield* Effect.addFinalizer(() => Effect.flatMap(Queue.takeAll(added), (left) => markPublished([...left])))
 
-    /** Queues a committed job now; a failed add is left to the dispatcher's sweep. */
+    /**
+     * Queues a committed job now, waiting for Redis at most `addTimeoutMs` (the create answers
+     * after it); a failed or abandoned add is left to the dispatcher's sweep.
+     */
     const publish = (event: CommittedEnqueue) =>
       jobQueue.add({
         queueName: event.queueName,
         payload: payloadFor({ jobId: event.jobId, jobType: event.jobType, createdAt: event.createdAt, traceParent: event.traceParent }),
-        priority: event.priority
+        priority: event.priority,
+        timeoutMs: settings.addTimeoutMs
       }).pipe(
         Effect.zipRight(Queue.offer(added, event.eventId)),
         Effect.catchAll((error) =>

@@ -1,5 +1,5 @@
 import { Context, type Effect, type Option, Schema } from "effect"
-import type { NewOutboxEvent, OutboxCounts, OutboxEvent, OutboxLane } from "../domain/OutboxEvent.js"
+import type { NewOutboxEvent, OutboxBacklog, OutboxCounts, OutboxEvent, OutboxLane } from "../domain/OutboxEvent.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { allOutboxStatuses, OutboxStatus } from "../domain/OutboxEvent.js"
 
@@ -135,12 +135,13 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
     readonly releaseClaimsOf: (dispatcherId: string) => Effect.Effect<number, PersistenceError>
     /** `processing` events claimed longer ago than `lockTtlMs` go back to `pending` (§6.4). */
     readonly releaseExpiredLocks: (lockTtlMs: number) => Effect.Effect<number, PersistenceError>
+    /** Every event of either lane, per status (the operator's overview). */
     readonly countByStatus: Effect.Effect<OutboxCounts, PersistenceError>
     /**
-     * How long the oldest event not yet published (`pending` or `processing`) has waited since
-     * it was created, by the store's clock; 0 when there is none. For the backlog gauge.
+     * One lane's backlog in one read, for its gauges: a growing notify backlog (an endpoint down)
+     * must not look like jobs waiting to be enqueued. Reads only unpublished and dead rows.
      */
-    readonly oldestUnpublishedAgeMs: Effect.Effect<number, PersistenceError>
+    readonly backlogOf: (lane: OutboxLane) => Effect.Effect<OutboxBacklog, PersistenceError>
     /** A `dead` event back to `pending`, attempts reset. */
     readonly replayDead: (
       eventId: string

@@ -49,7 +49,9 @@ export const defaultCheckTimeout = Duration.seconds(1)
 const run = (check: ReadinessCheck, timeout: Duration.DurationInput): Effect.Effect<CheckResult> =>
   Effect.gen(function* () {
     const started = yield* Clock.currentTimeMillis
-    const outcome = yield* check.ping.pipe(Effect.timeoutOption(timeout), Effect.option)
+    // Interruptible, so the timeout abandons a ping that hangs (a paused Redis) even for a caller
+    // that runs uninterruptibly: the creation routes, whose gate asks this.
+    const outcome = yield* check.ping.pipe(Effect.interruptible, Effect.timeoutOption(timeout), Effect.option)
     const ended = yield* Clock.currentTimeMillis
     const up = Option.isSome(outcome) && Option.isSome(outcome.value)
     if (!up) {

@@ -45,8 +45,19 @@ const mapConfusables = (text: string) => {
   return copiedUpTo === 0 ? text : mapped + text.slice(copiedUpTo)
 }
 
-/** TR39 `skeleton(X) = NFD(map(NFD(X)))`. */
-const tr39Skeleton = (text: string) => mapConfusables(text.normalize("NFD")).normalize("NFD")
+/**
+ * Nonspacing and enclosing combining marks (accents, dots, breves, U+20DD's circle...): after NFD
+ * each is a code point of its own, and a letter carrying one reads as that letter. Spacing marks
+ * (`Mc`, the vowel signs of Indic scripts) are parts of letters and stay.
+ */
+const combiningMarks = /[\p{Mn}\p{Me}]/gu
+
+/**
+ * TR39 `skeleton(X) = NFD(map(NFD(X)))`, with the text's own combining marks dropped after the
+ * first NFD, as confusable matching does (`bo\u0301mb` and `bómb` match `bomb`). The marks of the
+ * table's prototypes stay: they are how it tells `Б` (`b\u0304`) from `B`.
+ */
+const tr39Skeleton = (text: string) => mapConfusables(text.normalize("NFD").replace(combiningMarks, "")).normalize("NFD")
 
 const visibleText = (text: string) => text.normalize("NFKC").replace(invisible, "")
 
@@ -62,7 +73,7 @@ export const foldedText = (text: string) => caseFold(visibleText(text))
  * case (Cyrillic `В` → `B` but `в` → `ʙ`; `I` → `l` but `i` → `i`; `m` → `rn` but `M` → `M`), so
  * one case alone would tell case variants apart or miss look-alikes that exist in one case only:
  * each form is consistent across case, and a rule matches when it is found in either (its own
- * skeleton of the same form). `ВOMB`, `bоmb`, `ＢＯＭＢ` and `b\u200Bomb` all match `bomb`.
+ * skeleton of the same form). `ВOMB`, `bоmb`, `ＢＯＭＢ`, `b\u200Bomb` and `bo\u0301mb` all match `bomb`.
  */
 export interface TextSkeletons {
   readonly upper: string

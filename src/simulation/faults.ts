@@ -27,6 +27,8 @@ export type ProviderTrouble =
   | { readonly _tag: "Slow"; readonly ms: number }
   | { readonly _tag: "Hang" }
   | { readonly _tag: "NotJson" }
+  /** The provider refuses the key (401): final for the job, never retried. Extended fault set only. */
+  | { readonly _tag: "CredentialRejected" }
 
 /** What goes wrong, decided by the seed. */
 export type FaultAction =
@@ -56,6 +58,17 @@ export type FaultAction =
    * its queue add, for each of the next `creates` creates: no add, no published mark.
    */
   | { readonly _tag: "CrashCreator"; readonly at: number; readonly creates: number }
+  /**
+   * The worker in `slot` is asked to stop (SIGTERM): it hands its jobs back and exits, and
+   * restarts (new id) `restartAfterMs` later. Extended fault set only.
+   */
+  | { readonly _tag: "StopWorker"; readonly at: number; readonly slot: number; readonly restartAfterMs: number }
+  /**
+   * The first worker to begin PROJECT after `at` (output validated, before its transaction)
+   * freezes there, after its last heartbeat, for longer than its lease; with `cancelHeldJob`, a
+   * client cancels that job meanwhile. Extended fault set only.
+   */
+  | { readonly _tag: "PauseInProject"; readonly at: number; readonly durationMs: number; readonly cancelHeldJob: boolean }
 
 /** Faults applied to every queue add a dispatcher makes, while the fault phase lasts. */
 export interface DeliveryFaults {
@@ -176,3 +189,52 @@ export const generateCreatorCrashes = (settings: { readonly phaseMs: number; rea
     }
     return actions
   })
+
+/** The faults of the extended set (see `SimulationSettings.extendedFaults`). */
+export interface ExtendedFaultSettings {
+  readonly phaseMs: number
+  readonly workers: number
+  /** A pause must outlive the lock for the worker to become a zombie. */
+  readonly minPauseMs: number
+  /** When bursts of creates arrive (see `generateExtendedWorkload`): hanging calls meet them there. */
+  readonly burstsAt: ReadonlyArray<number>
+}
+
+/**
+ * The extended fault set, from its own `Random` (so the faults of `generateFaults` stay as they
+ * were): rolling restarts (each worker stopped in turn, 1 to 2 s apart, as a deploy does, so
+ * hand-offs land on workers that are stopping too), a worker frozen in PROJECT, credential
+ * refusals, and calls that hang as a burst of creates arrives (the provider's concurrency limit
+ * binds).
+ */
+export const generateExtendedFaults = (settings: ExtendedFaultSettings) =>
+  Effect.gen(function* () {
+    const actions: Array<FaultAction> = []
+    const at = Random.nextIntBetween(0, settings.phaseMs)
+    for (let i = yield* Random.nextIntBetween(1, 3); i > 0; i--) {
+      let stopAt = yield* at
+      for (let slot = 0; slot < settings.workers; slot++) {
+        actions.push({ _tag: "StopWorker", at: stopAt, slot, restartAfterMs: yield* Random.nextIntBetween(500, 2_000) })
+        stopAt += yield* Random.nextIntBetween(1_000, 2_000)
+      }
+    }
+    if ((yield* Random.next) < 0.8) {
+      actions.push({
+        _tag: "PauseInProject",
+        at: yield* at,
+        durationMs: settings.minPauseMs + (yield* Random.nextIntBetween(0, 20_000)),
+        cancelHeldJob: (yield* Random.next) < 0.5
+      })
+    }
+    for (let i = yield* Random.nextIntBetween(0, 3); i > 0; i--) {
+      const count = yield* Random.nextIntBetween(1, 3)
+      actions.push({ _tag: "Provider", at: yield* at, trouble: Array.from({ length: count }, () => ({ _tag: "CredentialRejected" as const })) })
+    }
+    for (const burstAt of settings.burstsAt) {
+      // Just before the burst, so its first calls are the ones that hang.
+      const count = yield* Random.nextIntBetween(4, 8)
+      actions.push({ _tag: "Provider", at: Math.max(0, burstAt - 1), trouble: Array.from({ length: count }, () => ({ _tag: "Hang" as const })) })
+    }
+    return actions
+  })
+

@@ -6,6 +6,7 @@ import { finishedEventTypeOf } from "../domain/JobFinishedEvent.js"
 import type { QueueName } from "../domain/QueueName.js"
 import type { MemoryTables } from "../layers/memory/MemoryDatabase.js"
 import { payloadFor } from "../services/JobQueue.js"
+import { type CallInvariantName, makeCallChecks, type ProviderCall } from "./callChecks.js"
 import type { Trace } from "./trace.js"
 
 /** Who is writing: a simulated process id, or `shared` (clients, reaper, operator). */
@@ -25,14 +26,6 @@ export interface RunRecord {
 export const currentRun = FiberRef.unsafeMake<RunRecord | undefined>(undefined)
 
 export const newRunRecord = (): RunRecord => ({ lease: undefined, projectSaw: undefined })
-
-/** A provider call as the simulated gateway saw it (`leaseNo` absent outside a job run). */
-export interface ProviderCall {
-  readonly jobId: string
-  readonly jobType: string
-  readonly leaseNo: number | undefined
-  readonly by: string
-}
 
 const decodeEnqueuePayload = Schema.decodeUnknownOption(EnqueuePayload)
 
@@ -60,7 +53,7 @@ export const invariantNames = {
   backoff: "no retry before the larger of its backoff and the provider's Retry-After",
   liveness: "every job reaches a terminal state after a fault-free tail"
 } as const
-export type InvariantName = (typeof invariantNames)[keyof typeof invariantNames]
+export type InvariantName = (typeof invariantNames)[keyof typeof invariantNames] | CallInvariantName
 
 export interface Violation {
   readonly invariant: InvariantName
@@ -77,6 +70,10 @@ export interface MonitorOptions {
   /** The simulated clock, in epoch milliseconds. */
   readonly now: () => number
   readonly trace: Trace
+  /** The concurrency limit per `provider/model` the workers share. */
+  readonly concurrencyLimits: Readonly<Record<string, number>>
+  /** How long after an honoured cancel a run's calls may still go on. */
+  readonly cancelStopMs: number
 }
 
 /** What the monitor reads off the queue: the ids of the queue jobs it holds, whatever their state. */
@@ -110,6 +107,7 @@ export const makeMonitor = (options: MonitorOptions) => {
       trace.record("VIOLATION", { invariant, detail })
     }
   }
+  const calls = makeCallChecks({ ...options, alias: trace.alias, fail })
 
   /**
    * A terminal write: a queued job is cancelled by its client; a running one is ended by the run
@@ -228,6 +226,7 @@ export const makeMonitor = (options: MonitorOptions) => {
    * call was answered with. A new lease starts afresh.
    */
   const callStarted = (call: ProviderCall) => {
+    calls.callStarted(call)
     if (call.leaseNo === undefined) return
     const previous = lastCallEnd.get(`${call.jobId}\u0000${call.leaseNo}`)
     if (previous === undefined) return
@@ -243,8 +242,9 @@ export const makeMonitor = (options: MonitorOptions) => {
     }
   }
 
-  /** A provider call ended (answered, failed or abandoned), with the provider's Retry-After, if any. */
-  const callEnded = (call: ProviderCall, retryAfterMs: number | undefined) => {
+  /** A provider call ended (answered, failed or abandoned), with the provider's Retry-After and error code, if any. */
+  const callEnded = (call: ProviderCall, retryAfterMs: number | undefined, errorCode: string | undefined) => {
+    calls.callEnded(call, errorCode)
     if (call.leaseNo === undefined) return
     lastCallEnd.set(`${call.jobId}\u0000${call.leaseNo}`, { at: options.now(), retryAfterMs })
   }
@@ -285,6 +285,7 @@ export const makeMonitor = (options: MonitorOptions) => {
       const writer = yield* FiberRef.get(currentWriter)
       const run = yield* FiberRef.get(currentRun)
       const published = diff(before, after, writer, run)
+      calls.committed(before, after)
       for (const event of published) yield* checkPublished(event, after, queue)
     })
 
@@ -365,6 +366,7 @@ export const makeMonitor = (options: MonitorOptions) => {
 
   /** The committed state, after a step. */
   const checkState = (tables: MemoryTables) => {
+    calls.checkState()
     const statusOf = (jobId: string) => {
       const job = HashMap.get(tables.aiJob, jobId)
       return job._tag === "Some" ? job.value.lifecycleStatus : "missing"
@@ -437,6 +439,9 @@ export const makeMonitor = (options: MonitorOptions) => {
     observer,
     callStarted,
     callEnded,
+    /** A process froze, or runs again (a frozen worker hears of no cancel). */
+    processPaused: calls.paused,
+    processResumed: calls.resumed,
     checkState,
     checkSettled,
     fail,

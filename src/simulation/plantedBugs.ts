@@ -1,10 +1,16 @@
-import { Effect, Either, HashMap, type Scope } from "effect"
+import { Effect, Either, HashMap, Option, type Scope, Stream } from "effect"
 import { AiJob } from "../domain/AiJob.js"
+import { JobNotFound } from "../domain/LifecycleErrors.js"
+import { JobSnapshot } from "../domain/JobSnapshot.js"
 import { takeOverGuard } from "../domain/LifecycleGuards.js"
+import { legacyStatusOf } from "../domain/LifecycleStatus.js"
 import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
 import type { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import type { CancelSignal } from "../services/CancelSignal.js"
 import { JobDefinitionRegistry, type RegisteredJobType } from "../services/JobDefinitionRegistry.js"
 import type { JobQueue } from "../services/JobQueue.js"
+import type { ProviderCapacity } from "../services/ProviderCapacity.js"
+import type { SnapshotRepository } from "../services/SnapshotRepository.js"
 
 /**
  * TEST-ONLY, DELIBERATE BUGS: small, realistic mistakes the simulation plants in its own wiring
@@ -23,7 +29,19 @@ export const plantedBugs = [
   /** The dispatcher's queue add answers before the job is on the queue, so the event is published first. */
   "publish-before-add",
   /** The gateway adapter drops the provider's Retry-After. */
-  "retry-after-ignored"
+  "retry-after-ignored",
+  /** A pickup after a hand-off counts an attempt, as a takeover of a crashed worker's lock does. */
+  "handoff-costs-attempt",
+  /** PROJECT's `markSucceeded` lost its lease guard: any worker may succeed a job that exists. */
+  "project-unfenced",
+  /** The gateway adapter reports the provider refusing the key as an outage (retryable). */
+  "credential-refusal-retried",
+  /** RESOLVE reads the job's input where it should read its snapshot. */
+  "snapshot-replaced-by-input",
+  /** A worker frees its capacity slot as soon as it gets it, not when the call ends. */
+  "capacity-released-early",
+  /** A worker hears no cancel while it runs (its keeper's beat and its subscription both miss them). */
+  "cancel-deaf"
 ] as const
 export type PlantedBug = (typeof plantedBugs)[number]
 
@@ -87,3 +105,105 @@ export const addAfterAnswer = (queue: JobQueue["Type"], scope: Scope.Scope): Job
       "added" as const
     )
 })
+
+// ---- the bugs the extended fault set proves its invariants on ----
+
+/** `handoff-costs-attempt`: the memory store's takeover, but a released lock costs an attempt too. */
+export const handOffCostsAttempt = (
+  jobs: AiJobLifecycleRepository["Type"],
+  db: MemoryDatabase["Type"]
+): AiJobLifecycleRepository["Type"] => ({
+  ...jobs,
+  takeOver: (jobId, workerId, lockTtlMs) =>
+    db.write("ai_job.takeOver", (tables, now) =>
+      Either.map(takeOverGuard(jobId, HashMap.get(tables.aiJob, jobId), now), (job) => {
+        const updated = new AiJob(
+          {
+            ...job,
+            lockedBy: workerId,
+            lockedAt: now,
+            lockUntil: new Date(now.getTime() + lockTtlMs),
+            attemptCount: job.attemptCount + 1,
+            leaseNo: job.leaseNo + 1,
+            updatedAt: now
+          },
+          { disableValidation: true }
+        )
+        return [updated, { ...tables, aiJob: HashMap.set(tables.aiJob, jobId, updated) }] as const
+      }))
+})
+
+/** `project-unfenced`: `markSucceeded` checks only that the job exists (no lease, status or cancel). */
+export const projectUnfenced = (
+  jobs: AiJobLifecycleRepository["Type"],
+  db: MemoryDatabase["Type"]
+): AiJobLifecycleRepository["Type"] => ({
+  ...jobs,
+  markSucceeded: (lease, outputHash) =>
+    db.write("ai_job.markSucceeded", (tables, now) =>
+      Either.map(Either.fromOption(HashMap.get(tables.aiJob, lease.jobId), () => new JobNotFound({ jobId: lease.jobId })), (job) => {
+        const updated = new AiJob(
+          {
+            ...job,
+            lifecycleStatus: "succeeded",
+            status: legacyStatusOf.succeeded,
+            progress: 100,
+            outputHash,
+            lockedBy: null,
+            lockUntil: null,
+            finishedAt: now,
+            updatedAt: now
+          },
+          { disableValidation: true }
+        )
+        return [updated, { ...tables, aiJob: HashMap.set(tables.aiJob, job.id, updated) }] as const
+      }))
+})
+
+/** The job's input in the place of its snapshot's content. */
+const inputAsContent = (snapshot: JobSnapshot, job: AiJob) => new JobSnapshot({ ...snapshot, content: job.input })
+
+/**
+ * `snapshot-replaced-by-input`: the snapshot a worker reads, with the lock (PREPARE) or on its
+ * own (RESOLVE after a takeover), carries the job's input.
+ */
+export const snapshotAsInput = (
+  jobs: AiJobLifecycleRepository["Type"],
+  snapshots: SnapshotRepository["Type"]
+): { readonly jobs: AiJobLifecycleRepository["Type"]; readonly snapshots: SnapshotRepository["Type"] } => ({
+  jobs: {
+    ...jobs,
+    lockQueued: (...args) =>
+      Effect.map(jobs.lockQueued(...args), Option.map((locked) => ({
+        ...locked,
+        snapshot: Option.map(locked.snapshot, (snapshot) => inputAsContent(snapshot, locked.job))
+      })))
+  },
+  snapshots: {
+    ...snapshots,
+    findByJobId: (jobId) =>
+      Effect.flatMap(snapshots.findByJobId(jobId), (found) =>
+        Effect.map(jobs.findById(jobId), (job) =>
+          Option.flatMap(found, (snapshot) => Option.map(job, (row) => inputAsContent(snapshot, row)))))
+  }
+})
+
+/** `capacity-released-early`: each permit is released as soon as it is granted, its call still to run. */
+export const capacityReleasedEarly = (capacity: ProviderCapacity["Type"]): ProviderCapacity["Type"] => ({
+  ...capacity,
+  acquire: (request) => Effect.tap(capacity.acquire(request), (permit) => permit.release({ _tag: "Failed" }))
+})
+
+/** `cancel-deaf`: a worker whose cancel subscription stays silent and whose beats never report a cancel. */
+export const cancelDeaf = (
+  jobs: AiJobLifecycleRepository["Type"],
+  cancels: CancelSignal["Type"]
+): { readonly jobs: AiJobLifecycleRepository["Type"]; readonly cancels: CancelSignal["Type"] } => ({
+  jobs: {
+    ...jobs,
+    extendLocks: (held, lockTtlMs) =>
+      Effect.map(jobs.extendLocks(held, lockTtlMs), (beats) => beats.map((beat) => (beat === "CancelRequested" ? "Extended" : beat)))
+  },
+  cancels: { ...cancels, subscribe: Effect.map(cancels.subscribe, Stream.filter(() => false)) }
+})
+

@@ -1,5 +1,5 @@
 import { Cause, Deferred, Effect, Either, Exit, FiberRef, Option, Random, Scope, Stream } from "effect"
-import { ProviderError } from "../domain/ExecutionError.js"
+import { type ExecutionError, ProviderError } from "../domain/ExecutionError.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
 import type { MemoryJobQueueControl } from "../layers/memory/MemoryJobQueue.js"
@@ -7,7 +7,8 @@ import type { AiGateway, GenerateRequest } from "../services/AiGateway.js"
 import type { CancelSignal } from "../services/CancelSignal.js"
 import { encodeQueuePayload, type JobDelivery, type JobQueue, JobQueueUnavailable, queueJobIdFor } from "../services/JobQueue.js"
 import type { CrashPoint, DeliveryFaults } from "./faults.js"
-import { currentRun, currentWriter, newRunRecord, type ProviderCall } from "./invariants.js"
+import type { ProviderCall } from "./callChecks.js"
+import { currentRun, currentWriter, newRunRecord } from "./invariants.js"
 
 /** Where an armed process dies: a worker's crash point, or a dispatcher between claim and add. */
 export type ArmedPoint = CrashPoint | "after-claim"
@@ -36,6 +37,12 @@ export interface SimProcess {
   /** Freezes the worker at its next provider call; `onPause` hears which job it holds. */
   readonly armPause: (onPause: ((jobId: string) => Effect.Effect<void>) | null) => void
   readonly pauseArmed: () => ((jobId: string) => Effect.Effect<void>) | null
+  /**
+   * Calls `onPause` with the job as the worker's next run begins PROJECT's transaction; the hook
+   * may freeze the process (`pause`), and the transaction then waits for the gate.
+   */
+  readonly armProjectPause: (onPause: ((jobId: string) => Effect.Effect<void>) | null) => void
+  readonly projectPauseArmed: () => ((jobId: string) => Effect.Effect<void>) | null
   /** Kills the process now (idempotent). */
   readonly crash: (where: string) => Effect.Effect<void>
   /** The consumer scopes of a worker, closed at once on a crash so nothing new is taken. */
@@ -61,6 +68,7 @@ export const makeProcess = (options: {
     let paused = false
     let armedPoint: ArmedPoint | null = null
     let pauseHook: ((jobId: string) => Effect.Effect<void>) | null = null
+    let projectPauseHook: ((jobId: string) => Effect.Effect<void>) | null = null
     const consumerScopes: Array<Scope.CloseableScope> = []
 
     const teardown = Effect.gen(function* () {
@@ -97,6 +105,10 @@ export const makeProcess = (options: {
         pauseHook = onPause
       },
       pauseArmed: () => pauseHook,
+      armProjectPause: (onPause) => {
+        projectPauseHook = onPause
+      },
+      projectPauseArmed: () => projectPauseHook,
       crash: (where) =>
         Effect.suspend(() => {
           if (dead) return Effect.void
@@ -166,6 +178,13 @@ export const processDatabase = (shared: MemoryDatabase["Type"], process: SimProc
       const run = yield* FiberRef.get(currentRun)
       if (run !== undefined && run.projectSaw === undefined && !(yield* FiberRef.get(inTransaction))) {
         run.projectSaw = yield* shared.snapshot
+        // Armed: the process may freeze here, its output validated and PROJECT begun, so its
+        // transaction (below) waits for the gate while its lease lapses.
+        const onPause = process.projectPauseArmed()
+        if (onPause !== null && run.lease !== undefined) {
+          process.armProjectPause(null)
+          yield* onPause(run.lease.jobId)
+        }
       }
       yield* enter("begin")
       const result = yield* shared.transaction(
@@ -196,19 +215,20 @@ export const processDatabase = (shared: MemoryDatabase["Type"], process: SimProc
   }
 }
 
-/** Who hears of each provider call (the monitor's retry checks). */
+/** Who hears of each provider call (the monitor's checks). */
 export interface CallWatch {
   readonly started: (call: ProviderCall) => void
-  readonly ended: (call: ProviderCall, retryAfterMs: number | undefined) => void
+  /** With the provider's Retry-After and the error code, when the call failed with them. */
+  readonly ended: (call: ProviderCall, retryAfterMs: number | undefined, errorCode: string | undefined) => void
 }
 
-const retryAfterIn = (exit: Exit.Exit<unknown, unknown>): number | undefined =>
-  Exit.isFailure(exit)
-    ? Option.match(Cause.failureOption(exit.cause), {
-      onNone: () => undefined,
-      onSome: (error) => (error instanceof ProviderError ? error.retryAfterMs : undefined)
-    })
-    : undefined
+const failureIn = (exit: Exit.Exit<unknown, ExecutionError>): ExecutionError | undefined =>
+  Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+
+const retryAfterIn = (exit: Exit.Exit<unknown, ExecutionError>): number | undefined => {
+  const error = failureIn(exit)
+  return error instanceof ProviderError ? error.retryAfterMs : undefined
+}
 
 /** One call through the process: the pause, the crash point, the gate. */
 const callThrough = (shared: AiGateway["Type"], process: SimProcess, request: GenerateRequest) =>
@@ -239,25 +259,36 @@ const callThrough = (shared: AiGateway["Type"], process: SimProcess, request: Ge
 
 /**
  * The worker's provider calls: frozen while paused; the `mid-execute` crash point; each call's
- * start and end told to `watch`. `dropRetryAfter` is a planted bug: the adapter loses the
- * provider's Retry-After, so the engine's schedule never sees it.
+ * start and end told to `watch`, as the provider answered. Planted bugs, in the adapter, after
+ * the watch: `dropRetryAfter` loses the provider's Retry-After, so the engine's schedule never
+ * sees it; `credentialRefusalAsUnavailable` reports a refused key as a provider outage, which
+ * the engine retries.
  */
 export const processGateway = (
   shared: AiGateway["Type"],
   process: SimProcess,
   watch: CallWatch,
-  options: { readonly dropRetryAfter: boolean }
+  options: { readonly dropRetryAfter: boolean; readonly credentialRefusalAsUnavailable: boolean }
 ): AiGateway["Type"] => ({
   generate: (request) => {
-    const call: ProviderCall = { jobId: request.job.id, jobType: request.job.type, leaseNo: request.job.leaseNo, by: process.id }
+    const call: ProviderCall = {
+      jobId: request.job.id,
+      jobType: request.job.type,
+      leaseNo: request.job.leaseNo,
+      by: process.id,
+      providerModel: `${request.provider}/${request.model}`,
+      input: request.input
+    }
     return Effect.suspend(() => {
       watch.started(call)
       return callThrough(shared, process, request)
     }).pipe(
-      Effect.onExit((exit) => Effect.sync(() => watch.ended(call, retryAfterIn(exit)))),
+      Effect.onExit((exit) => Effect.sync(() => watch.ended(call, retryAfterIn(exit), failureIn(exit)?.code))),
       Effect.mapError((error) =>
         options.dropRetryAfter && error._tag === "ProviderError" && error.retryAfterMs !== undefined
           ? new ProviderError({ code: error.code, message: error.message })
+          : options.credentialRefusalAsUnavailable && error._tag === "CredentialError"
+          ? new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: error.message })
           : error
       )
     )

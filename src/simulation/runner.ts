@@ -7,12 +7,13 @@ import type { TimingConfig } from "../config/EngineConfig.js"
 import { adrQueueSettings } from "../config/QueueSettings.js"
 import { makeSimulatedClock } from "./clock.js"
 import { makeSimulationScheduler } from "./scheduler.js"
-import { type FaultSettings, generateCreatorCrashes, generateFaults } from "./faults.js"
+import { type FaultSettings, generateCreatorCrashes, generateExtendedFaults, generateFaults } from "./faults.js"
 import { invariantNames, makeMonitor, type Violation } from "./invariants.js"
 import type { PlantedBug } from "./plantedBugs.js"
 import { formatEntry, makeTrace, traceLogger, type TraceEntry } from "./trace.js"
-import { type WorkloadSettings, defaultWorkloadSettings, generateWorkload } from "./workload.js"
-import { makeWorld, type WorldSettings } from "./world.js"
+import { sealedEchoDefinition } from "./sealedEcho.js"
+import { type WorkloadSettings, defaultWorkloadSettings, generateExtendedWorkload, generateWorkload } from "./workload.js"
+import { makeWorld, simulationProviderLimits, type WorldSettings } from "./world.js"
 
 /** Everything one run depends on besides its seed. */
 export interface SimulationSettings {
@@ -38,7 +39,18 @@ export interface SimulationSettings {
    * engine; a planted bug (or fencing off) runs on the dispatcher path, where it was proven.
    */
   readonly creatorAdds?: boolean | undefined
+  /**
+   * The faults and workload added after seeds 1-500 were settled, each from its own `Random` so
+   * those seeds replay as before: rolling restarts (hand-offs, chained onto stopping workers),
+   * a worker frozen in PROJECT, credential refusals, bursts of creates meeting hanging calls
+   * (the provider's concurrency limit binds), cancels of burst jobs while they run, and jobs whose
+   * snapshot differs from their input. Unset: on seeds from `firstExtendedSeed`.
+   */
+  readonly extendedFaults?: boolean | undefined
 }
+
+/** The first seed that runs the extended faults by default (see `SimulationSettings.extendedFaults`). */
+export const firstExtendedSeed = 501
 
 /** The grace before a dispatcher sweeps an event a creator adds itself. */
 const creatorGraceMs = 5_000
@@ -83,7 +95,10 @@ export const defaultSimulationSettings: SimulationSettings = {
 }
 
 /** The definitions of the simulated job types (their timeouts and backoffs bound the checks). */
-const definitions = [syntheticEchoDefinition, flashcardGenerationDefinition, feynmanEvaluationDefinition] as const
+const definitions = [syntheticEchoDefinition, flashcardGenerationDefinition, feynmanEvaluationDefinition, sealedEchoDefinition] as const
+
+/** How long after an honoured cancel a run's calls may go on: the cancel message stops them at once, a beat within one interval. */
+const cancelStopMs = (timing: TimingConfig["Type"]) => 2 * timing.jobHeartbeatMs
 
 /** The longest a Retry-After from the simulated provider asks for (see `faults.ts`). */
 const maxRetryAfterMs = 6_000
@@ -116,6 +131,22 @@ export const livenessBoundMs = (settings: SimulationSettings): number => {
   // An event a crashed creator never added waits out its grace before a dispatcher may take it.
   return lostLock + lostDelivery + lostClaim + creatorGraceMs + redelivery + execution
 }
+
+/** The extended workload and faults of a seed, when it runs them (none otherwise). */
+const planExtended = (seed: number, settings: SimulationSettings) =>
+  Effect.gen(function* () {
+    if (!(settings.extendedFaults ?? seed >= firstExtendedSeed)) return { workload: [], faults: [] }
+    const { actions: workload, burstsAt } = yield* generateExtendedWorkload({ phaseMs: settings.phaseMs, users: settings.workload.users }).pipe(
+      Effect.withRandom(Random.make(`extended-workload:${seed}`))
+    )
+    const faults = yield* generateExtendedFaults({
+      phaseMs: settings.phaseMs,
+      workers: settings.workers,
+      minPauseMs: settings.timing.jobLockTtlMs + settings.timing.reaperGraceMs + settings.timing.reaperIntervalMs,
+      burstsAt
+    }).pipe(Effect.withRandom(Random.make(`extended-faults:${seed}`)))
+    return { workload, faults }
+  })
 
 /** The least gap between two provider calls of one lease: the schedule's first delay, jittered down (x0.8). */
 const minRetryGapMs = (): Readonly<Record<string, number>> =>
@@ -158,7 +189,11 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
     cancellable: new Set(definitions.filter((definition) => definition.execution.cancellable).map((definition) => definition.jobType)),
     reaperGraceMs: settings.timing.reaperGraceMs,
     now: clock.now,
-    trace
+    trace,
+    concurrencyLimits: Object.fromEntries(
+      Object.entries(simulationProviderLimits).map(([providerModel, limit]) => [providerModel, limit.concurrency])
+    ),
+    cancelStopMs: cancelStopMs(settings.timing)
   })
   const keep = options.keepEntries ?? 30
 
@@ -180,6 +215,7 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
         Effect.withRandom(Random.make(`creator-faults:${seed}`))
       )
       : []
+    const extended = yield* planExtended(seed, settings)
 
     const worldSettings: WorldSettings = {
       seed: String(seed),
@@ -196,13 +232,15 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
     const world = yield* makeWorld({ settings: worldSettings, trace, monitor, now: elapsed })
     world.setDeliveryFaults(faults.delivery)
     trace.record("plan", {
-      creates: workload.filter((a) => a._tag === "Create").length,
-      faults: [...faults.actions, ...creatorCrashes].map((a) => a._tag).join(","),
+      creates: [...workload, ...extended.workload].filter((a) => a._tag === "Create").length,
+      faults: [...faults.actions, ...creatorCrashes, ...extended.faults].map((a) => a._tag).join(","),
       delayRate: faults.delivery.delayRate,
       duplicateRate: faults.delivery.duplicateRate
     })
-    for (const action of workload) world.schedule(action.at, action._tag, world.applyWorkload(action))
-    for (const action of [...faults.actions, ...creatorCrashes]) world.schedule(action.at, action._tag, world.applyFault(action))
+    for (const action of [...workload, ...extended.workload]) world.schedule(action.at, action._tag, world.applyWorkload(action))
+    for (const action of [...faults.actions, ...creatorCrashes, ...extended.faults]) {
+      world.schedule(action.at, action._tag, world.applyFault(action))
+    }
 
     let step = 0
     const check = Effect.gen(function* () {

@@ -4,6 +4,9 @@ import { Effect, Random } from "effect"
 export const simulatedJobTypes = ["synthetic_echo", "flashcard_generation", "feynman_evaluation"] as const
 export type SimulatedJobType = (typeof simulatedJobTypes)[number]
 
+/** The simulation's own job type whose snapshot differs from its input (see `sealedEcho.ts`). */
+export const sealedEchoJobTypeName = "synthetic_sealed_echo"
+
 /** What the clients of the engine do, decided by the seed. */
 export type WorkloadAction =
   /** `copies` > 1: that many concurrent creates with one idempotency key. */
@@ -11,12 +14,15 @@ export type WorkloadAction =
     readonly _tag: "Create"
     readonly at: number
     readonly userId: string
-    readonly jobType: SimulatedJobType
+    readonly jobType: SimulatedJobType | typeof sealedEchoJobTypeName
     readonly input: unknown
     readonly idempotencyKey: string | null
     readonly copies: number
   }
-  /** Cancel, as the HTTP API does: `requestCancel`, then publish the cancel if the job runs. */
+  /**
+   * Cancel, as the HTTP API does: `requestCancel`, then publish the cancel if the job runs.
+   * `pick` chooses among the jobs the clients know (a negative one counts from the latest).
+   */
   | { readonly _tag: "Cancel"; readonly at: number; readonly pick: number }
   /** An operator's retry: a new job with the same input, quotas off, for a failed or cancelled job. */
   | { readonly _tag: "AdminRetry"; readonly at: number; readonly pick: number }
@@ -118,3 +124,54 @@ export const generateWorkload = (settings: WorkloadSettings) =>
     }
     return actions
   })
+
+export interface ExtendedWorkloadSettings {
+  readonly phaseMs: number
+  readonly users: number
+}
+
+/**
+ * The extended workload (see `SimulationSettings.extendedFaults`), from its own `Random`: one
+ * or two bursts of creates at one instant (more runs at once than the provider's concurrency
+ * limit allows), cancels of burst jobs a moment later, while they run, and jobs of the sealed
+ * echo type, whose snapshot differs from their input.
+ */
+export const generateExtendedWorkload = (settings: ExtendedWorkloadSettings) =>
+  Effect.gen(function* () {
+    const actions: Array<WorkloadAction> = []
+    const burstsAt: Array<number> = []
+    const user = Effect.map(Random.nextIntBetween(1, settings.users + 1), (n) => `user-${n}`)
+    for (let burst = yield* Random.nextIntBetween(1, 3); burst > 0; burst--) {
+      const at = yield* Random.nextIntBetween(0, Math.floor(settings.phaseMs * 0.8))
+      burstsAt.push(at)
+      const size = yield* Random.nextIntBetween(5, 10)
+      for (let n = 1; n <= size; n++) {
+        const jobType = yield* pickOf(simulatedJobTypes)
+        actions.push({
+          _tag: "Create",
+          at,
+          userId: yield* user,
+          jobType,
+          input: yield* inputFor(jobType, 1_000 * burstsAt.length + n),
+          idempotencyKey: null,
+          copies: 1
+        })
+      }
+      for (let cancels = yield* Random.nextIntBetween(1, 3); cancels > 0; cancels--) {
+        actions.push({ _tag: "Cancel", at: at + (yield* Random.nextIntBetween(500, 4_000)), pick: -(yield* Random.nextIntBetween(1, size + 1)) })
+      }
+    }
+    for (let n = yield* Random.nextIntBetween(2, 6); n > 0; n--) {
+      actions.push({
+        _tag: "Create",
+        at: yield* Random.nextIntBetween(0, settings.phaseMs),
+        userId: yield* user,
+        jobType: sealedEchoJobTypeName,
+        input: { message: `sealed message ${n}`, accessToken: `tok-${yield* Random.nextIntBetween(100_000, 1_000_000)}` },
+        idempotencyKey: null,
+        copies: 1
+      })
+    }
+    return { actions, burstsAt }
+  })
+

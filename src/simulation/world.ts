@@ -1,6 +1,6 @@
 import { Context, Effect, Either, Exit, HashMap, Layer, Option, Random, Redacted, Scope } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
-import { ProviderError } from "../domain/ExecutionError.js"
+import { CredentialError, ProviderError } from "../domain/ExecutionError.js"
 import { allQueueNames } from "../domain/QueueName.js"
 import { jobCatalog } from "../jobs/catalog.js"
 import { MemoryAiJobLifecycleRepositoryWith } from "../layers/memory/MemoryAiJobLifecycleRepository.js"
@@ -45,6 +45,8 @@ import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.j
 import { AiJobService } from "../services/AiJobService.js"
 import { CancelSignal } from "../services/CancelSignal.js"
 import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
+import { ProviderCapacity } from "../services/ProviderCapacity.js"
+import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { encodeQueuePayload, JobQueue, JobQueueUnavailable, payloadFor } from "../services/JobQueue.js"
 import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
 import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
@@ -53,7 +55,19 @@ import { QuotaLimitsConfig } from "../services/Quotas.js"
 import type { FaultAction, ProviderTrouble } from "./faults.js"
 import type { DeliveryFaults } from "./faults.js"
 import type { Monitor } from "./invariants.js"
-import { addAfterAnswer, cancelIgnored, type PlantedBug, reaperOffByOne, takeOverWithoutAttempt } from "./plantedBugs.js"
+import {
+  addAfterAnswer,
+  cancelDeaf,
+  cancelIgnored,
+  capacityReleasedEarly,
+  handOffCostsAttempt,
+  type PlantedBug,
+  projectUnfenced,
+  reaperOffByOne,
+  snapshotAsInput,
+  takeOverWithoutAttempt
+} from "./plantedBugs.js"
+import { sealedEchoJobType } from "./sealedEcho.js"
 import { invariantNames } from "./invariants.js"
 import {
   makeProcess,
@@ -120,6 +134,7 @@ const creatorAddsLayer = (settings: WorldSettings, crashes: CreatorCrashes) =>
       Layer.provide(Layer.succeed(DirectDispatchSettings, {
         enabled: true,
         graceMs: settings.creatorAdds.graceMs,
+        addTimeoutMs: 1_000,
         flushMs: 100,
         batchSize: 500
       }))
@@ -130,7 +145,10 @@ const fencingOff = (settings: WorldSettings) => settings.unsafeDisableFencing ||
 const simulationPlatformKey = "sk-simulation-platform-key"
 
 /** The simulated provider's limits, tight enough to bind: the workers share them through one store, as through Redis. */
-const simulationProviderLimits = { "deepseek/deepseek-chat": { rpm: 60, concurrency: 4 } }
+export const simulationProviderLimits = { "deepseek/deepseek-chat": { rpm: 60, concurrency: 4 } }
+
+/** Every built-in job type, and the simulation's own whose snapshot differs from its input. */
+const simulationCatalog = [...jobCatalog, sealedEchoJobType]
 
 /** Everything the processes share: the memory infrastructure and the engine's services. */
 const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes) => {
@@ -163,14 +181,14 @@ const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes) => {
   return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
-        jobCatalogLayer(jobCatalog),
+        jobCatalogLayer(simulationCatalog),
         SnapshotBuilder.Default,
         ModelRouter.Default,
         ProviderSettings.layer,
         CredentialVault.Default,
         ContentSafety.Default,
         AiCostCalculator.withTable(),
-        PromptTemplates.Default(jobCatalog.flatMap((module) => module.prompts)),
+        PromptTemplates.Default(simulationCatalog.flatMap((module) => module.prompts)),
         SyntheticGatewayLayer({ seed: `provider:${settings.seed}`, latencyMs: settings.providerLatencyMs }),
         creatorAddsLayer(settings, crashes)
       )
@@ -205,9 +223,10 @@ const workerLayer = (
   watch: CallWatch
 ) => {
   const gateway = processGateway(Context.get(shared, AiGateway), process, watch, {
-    dropRetryAfter: settings.plantedBug === "retry-after-ignored"
+    dropRetryAfter: settings.plantedBug === "retry-after-ignored",
+    credentialRefusalAsUnavailable: settings.plantedBug === "credential-refusal-retried"
   })
-  return Layer.mergeAll(jobCatalogLayer(jobCatalog), CredentialVault.Default).pipe(
+  return Layer.mergeAll(jobCatalogLayer(simulationCatalog), CredentialVault.Default).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: fencingOff(settings) }),
@@ -231,12 +250,44 @@ const workerLayer = (
 }
 
 /** A worker's own services with the planted bug, if it lives there. */
-const plantInWorker = <S>(bug: PlantedBug | null, own: Context.Context<S | AiJobLifecycleRepository | JobDefinitionRegistry>, db: MemoryDatabase["Type"]) => {
+const plantInWorker = <S>(
+  bug: PlantedBug | null,
+  own: Context.Context<S | AiJobLifecycleRepository | JobDefinitionRegistry | SnapshotRepository | ProviderCapacity | CancelSignal>,
+  db: MemoryDatabase["Type"]
+) => {
+  const jobs = Context.get(own, AiJobLifecycleRepository)
   switch (bug) {
     case "takeover-without-attempt":
-      return Context.add(own, AiJobLifecycleRepository, takeOverWithoutAttempt(Context.get(own, AiJobLifecycleRepository), db))
+      return Context.add(own, AiJobLifecycleRepository, takeOverWithoutAttempt(jobs, db))
     case "ignored-cancel":
       return Context.add(own, JobDefinitionRegistry, cancelIgnored(Context.get(own, JobDefinitionRegistry)))
+    default:
+      return plantExtendedInWorker(bug, own, db)
+  }
+}
+
+/** The bugs the extended fault set proves its invariants on (see `plantedBugs.ts`). */
+const plantExtendedInWorker = <S>(
+  bug: PlantedBug | null,
+  own: Context.Context<S | AiJobLifecycleRepository | JobDefinitionRegistry | SnapshotRepository | ProviderCapacity | CancelSignal>,
+  db: MemoryDatabase["Type"]
+) => {
+  const jobs = Context.get(own, AiJobLifecycleRepository)
+  switch (bug) {
+    case "handoff-costs-attempt":
+      return Context.add(own, AiJobLifecycleRepository, handOffCostsAttempt(jobs, db))
+    case "project-unfenced":
+      return Context.add(own, AiJobLifecycleRepository, projectUnfenced(jobs, db))
+    case "snapshot-replaced-by-input": {
+      const planted = snapshotAsInput(jobs, Context.get(own, SnapshotRepository))
+      return own.pipe(Context.add(AiJobLifecycleRepository, planted.jobs), Context.add(SnapshotRepository, planted.snapshots))
+    }
+    case "capacity-released-early":
+      return Context.add(own, ProviderCapacity, capacityReleasedEarly(Context.get(own, ProviderCapacity)))
+    case "cancel-deaf": {
+      const planted = cancelDeaf(jobs, Context.get(own, CancelSignal))
+      return own.pipe(Context.add(AiJobLifecycleRepository, planted.jobs), Context.add(CancelSignal, planted.cancels))
+    }
     default:
       return own
   }
@@ -264,6 +315,8 @@ const providerStep = (trouble: ProviderTrouble): SyntheticStep => {
       return { _tag: "Hang" }
     case "NotJson":
       return { _tag: "RespondText", text: "Sure! Here is your answer (not JSON)." }
+    case "CredentialRejected":
+      return { _tag: "Fail", error: new CredentialError({ code: "CREDENTIAL_INVALID", message: "simulated 401: the key was refused" }) }
   }
 }
 
@@ -313,6 +366,13 @@ export const makeWorld = (options: {
     let faultsOn = true
     const restartDelays = new Map<string, number>()
 
+    /** The PROJECT pause waiting for a worker to begin PROJECT, if one is armed. */
+    let projectPause: ((process: SimProcess) => (jobId: string) => Effect.Effect<void>) | null = null
+    const disarmProjectPause = () => {
+      projectPause = null
+      for (const process of workers) process?.armProjectPause(null)
+    }
+
     const onCrash = (process: SimProcess, where: string) =>
       Effect.sync(() => {
         trace.record("crash", { process: process.id, at: where })
@@ -333,6 +393,7 @@ export const makeWorld = (options: {
           workerLayer(settings, shared, process, processDb, { started: monitor.callStarted, ended: monitor.callEnded })
         ).pipe(Effect.provide(shared), Scope.extend(process.scope))
         const own = plantInWorker(settings.plantedBug, built, processDb)
+        if (projectPause !== null) process.armProjectPause(projectPause(process))
         yield* runWorker({ workerId: id, queues: allQueueNames }).pipe(
           Effect.provide(Context.merge(shared, own)),
           Scope.extend(process.scope)
@@ -525,11 +586,8 @@ export const makeWorld = (options: {
               Effect.sync(() => {
                 if (!faultsOn) return
                 trace.record("fault", { kind: "pause", process: process.id, holding: trace.alias(jobId), ms: action.durationMs })
-                schedule(options.now() + action.durationMs, `resume ${process.id}`, Effect.suspend(() => {
-                  if (!process.isPaused()) return Effect.void
-                  trace.record("fault", { kind: "resume", process: process.id })
-                  return process.resume
-                }))
+                monitor.processPaused(process.id)
+                schedule(options.now() + action.durationMs, `resume ${process.id}`, resumeLater(process))
                 if (action.cancelHeldJob) {
                   schedule(options.now() + Math.floor(action.durationMs / 2), "cancel the zombie's job", cancelJob(jobId))
                 }
@@ -573,6 +631,9 @@ export const makeWorld = (options: {
             }))
             return
           }
+          case "StopWorker":
+          case "PauseInProject":
+            return yield* applyExtendedFault(action)
           case "DuplicateDelivery": {
             const job = yield* findJob(action.pick)
             if (Option.isNone(job)) return
@@ -580,6 +641,50 @@ export const makeWorld = (options: {
             trace.record("fault", { kind: "duplicate-delivery", job: trace.alias(job.value.id) })
             yield* queueControl.addRaw(job.value.queueName, `${payload.dedupeKey}-extra-${action.at}`, encodeQueuePayload(payload))
             return
+          }
+        }
+      })
+
+    /** A frozen process runs again (unless something woke it first). */
+    const resumeLater = (process: SimProcess) =>
+      Effect.suspend(() => {
+        if (!process.isPaused()) return Effect.void
+        trace.record("fault", { kind: "resume", process: process.id })
+        monitor.processResumed(process.id)
+        return process.resume
+      })
+
+    /** The faults of the extended set (see `generateExtendedFaults`). */
+    const applyExtendedFault = (action: Extract<FaultAction, { readonly _tag: "StopWorker" | "PauseInProject" }>) =>
+      Effect.suspend(() => {
+        switch (action._tag) {
+          case "StopWorker": {
+            const process = workers[action.slot]
+            if (process === undefined || process.isPaused()) return Effect.void
+            // As SIGTERM: the worker's scope closes gracefully (it hands its jobs back, then its
+            // consumers wait for their deliveries), and a new one starts later.
+            trace.record("fault", { kind: "stop", process: process.id })
+            workers[action.slot] = undefined
+            schedule(options.now() + action.restartAfterMs, `restart worker ${action.slot}`, start("worker", action.slot))
+            return Effect.asVoid(Effect.forkDaemon(Scope.close(process.scope, Exit.void)))
+          }
+          case "PauseInProject": {
+            // Whichever worker begins PROJECT first (one started later too) freezes there.
+            trace.record("fault", { kind: "project-pause-armed", ms: action.durationMs })
+            projectPause = (process) => (jobId) =>
+              Effect.suspend(() => {
+                if (projectPause === null || !faultsOn || process.isPaused()) return Effect.void
+                disarmProjectPause()
+                trace.record("fault", { kind: "pause-in-project", process: process.id, holding: trace.alias(jobId), ms: action.durationMs })
+                monitor.processPaused(process.id)
+                schedule(options.now() + action.durationMs, `resume ${process.id}`, resumeLater(process))
+                if (action.cancelHeldJob) {
+                  schedule(options.now() + Math.floor(action.durationMs / 2), "cancel the frozen job", cancelJob(jobId))
+                }
+                return process.pause
+              })
+            for (const process of workers) process?.armProjectPause(projectPause(process))
+            return Effect.void
           }
         }
       })
@@ -596,12 +701,14 @@ export const makeWorld = (options: {
       yield* queueControl.setUnreachable(false)
       yield* db.setFaults(Option.none())
       yield* gatewayControl.reset
+      disarmProjectPause()
       for (const process of [...workers, ...dispatchers]) {
         if (process === undefined) continue
         process.arm(null)
         process.armPause(null)
         if (process.isPaused()) {
           trace.record("fault", { kind: "resume", process: process.id })
+          monitor.processResumed(process.id)
           yield* process.resume
         }
       }

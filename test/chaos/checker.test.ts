@@ -95,6 +95,16 @@ describe("chaos checker", () => {
         expect(report.jobsByStatus).toEqual({ succeeded: 2, failed: 1, cancelled: 1 })
         expect(report.failuresByCode).toEqual({ PROVIDER_UNAVAILABLE: 1 })
       }))
+
+    it.effect("names a create held by a paused Redis and a hand-off that failed its delivery, beside a healthy database", () =>
+      Effect.gen(function* () {
+        const report = yield* checkDatabase({
+          createsHeldByRedis: ["answered 503 after 4900 ms (deadline 2500 ms)"],
+          handBacksFailed: ["worker-2.log: Queue delivery failed; reason=JobHandedOff: worker stopping"]
+        })
+        expect(report.violations.map((violation) => violation.rule)).toEqual(["createHeldByRedis", "handBackUsedAttempt"])
+        expect(describeViolations(report.violations).join("\n")).toContain("waited past the create deadline")
+      }))
   })
 
   it.layer(scratchMysqlLayer("chaos_checker_planted"))("on a database with planted violations", (it) => {

@@ -1,7 +1,7 @@
 import { expect, layer } from "@effect/vitest"
 import { Context, Duration, Effect, Layer, Queue, Ref } from "effect"
 import type { QueueName } from "../../src/domain/QueueName.js"
-import { JobQueue, type JobDelivery, payloadFor, queueJobIdFor } from "../../src/services/JobQueue.js"
+import { JobHandedOff, JobQueue, type JobDelivery, payloadFor, queueJobIdFor } from "../../src/services/JobQueue.js"
 
 /** What the contract needs beyond the JobQueue itself: a way to put a poison message on a queue. */
 export class JobQueueTestKit extends Context.Tag("test/JobQueueTestKit")<
@@ -24,6 +24,8 @@ const recordingConsumer = (
   options: {
     readonly concurrency?: number
     readonly fail?: (delivery: JobDelivery) => boolean
+    /** Every delivery is handed back, as by a worker that is stopping. */
+    readonly stopping?: boolean
     readonly holdMs?: number
   } = {}
 ) =>
@@ -42,6 +44,9 @@ const recordingConsumer = (
           if (options.holdMs !== undefined) yield* Effect.sleep(Duration.millis(options.holdMs))
           yield* Ref.update(inFlight, (n) => n - 1)
           if (options.fail?.(delivery) === true) return yield* Effect.fail("handler refused" as const)
+          if (options.stopping === true) {
+            return yield* new JobHandedOff({ jobId: delivery.payload.jobId, reason: "worker stopping", consumerStopping: true })
+          }
         }),
       options.concurrency === undefined ? {} : { concurrency: options.concurrency }
     )
@@ -164,6 +169,31 @@ export const jobQueueContract = (name: string, queueLayer: Layer.Layer<JobQueue 
         yield* pollUntil(jobQueue.counts("ai-interactive"), (c) => c.waiting + c.active + c.delayed === 0)
         yield* Effect.sleep(Duration.millis(300))
         expect(yield* Queue.size(consumer.deliveries)).toBe(0)
+      }))
+
+    it.scoped("a delivery handed back by a stopping consumer waits again at once, its attempt not counted; that consumer takes no more", () =>
+      Effect.gen(function* () {
+        const jobQueue = yield* JobQueue
+        const jobId = newJobId("handed-back")
+        yield* jobQueue.add({ queueName: "ai-interactive", payload: payload(jobId), priority: 1 })
+        // A rolling restart: the job reaches three stopping consumers in turn, more than its attempts.
+        for (let stop = 0; stop < 3; stop++) {
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              const stopping = yield* recordingConsumer("ai-interactive", { stopping: true })
+              const refused = yield* stopping.next
+              expect([refused.payload.jobId, refused.attempt]).toEqual([jobId, 1])
+              // It is back at the front of the queue: a consumer still taking would have it again at once.
+              yield* Effect.sleep(Duration.millis(300))
+              expect(yield* Queue.size(stopping.deliveries)).toBe(0)
+              expect((yield* jobQueue.state("ai-interactive", queueJobIdFor(jobId)))._tag).toBe("Waiting")
+            })
+          )
+        }
+        const consumer = yield* recordingConsumer("ai-interactive")
+        const delivered = yield* consumer.next
+        expect([delivered.payload.jobId, delivered.attempt]).toEqual([jobId, 1])
+        yield* pollUntil(jobQueue.state("ai-interactive", queueJobIdFor(jobId)), (state) => state._tag === "Gone")
       }))
 
     it.scoped("a payload that does not decode is dropped and the consumer carries on", () =>

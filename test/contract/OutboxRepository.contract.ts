@@ -114,7 +114,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           }).pipe(Effect.withParentSpan(Tracer.externalSpan({ traceId, spanId: "00f067aa0ba902b7", sampled: true })))
           expect(job.traceParent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`))
           yield* harness.advance(50)
-          expect(yield* outbox.oldestUnpublishedAgeMs).toBeGreaterThanOrEqual(50)
+          expect((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs).toBeGreaterThanOrEqual(50)
           const claimed = yield* outbox.claimBatch("d-trace", 100)
           const mine = claimed.find((event) => event.aggregateId === job.id)
           expect(mine?.traceParent).toBe(job.traceParent)
@@ -217,6 +217,54 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(notified.map((event) => [event.id, event.lane])).toEqual([[notify.id, "notify"]])
           expect(yield* outbox.markPublishedMany([enqueue.id, notify.id], "d-lanes")).toBe(2)
           expect((yield* outbox.findByAggregate(notify.aggregateId)).map((event) => event.id)).toEqual([notify.id])
+        }))
+
+      it.effect("each lane's backlog counts only its own events: unpublished (claimed too), dead, and its oldest one's age", () =>
+        Effect.gen(function* () {
+          const outbox = yield* OutboxRepository
+          // Earlier cases may leave dead events: revived and published, both lanes start empty.
+          yield* outbox.replayAllDead
+          yield* drain("d-backlog")
+          yield* drainNotify("d-backlog")
+          const empty = { unpublished: 0, dead: 0, oldestUnpublishedAgeMs: 0 }
+          expect(yield* outbox.backlogOf("enqueue")).toStrictEqual(empty)
+          expect(yield* outbox.backlogOf("notify")).toStrictEqual(empty)
+
+          const enqueue = yield* newEvent()
+          yield* outbox.createInTransaction(enqueue)
+          yield* harness.advance(500)
+          const delivered = yield* newNotifyEvent
+          const givenUp = yield* newNotifyEvent
+          yield* outbox.createInTransaction(delivered)
+          yield* outbox.createInTransaction(givenUp)
+          yield* harness.advance(20)
+          const jobs = yield* outbox.backlogOf("enqueue")
+          const events = yield* outbox.backlogOf("notify")
+          expect([jobs.unpublished, jobs.dead, events.unpublished, events.dead]).toStrictEqual([1, 0, 2, 0])
+          // Each lane's age is its own oldest event's: the enqueue event is 500 ms older.
+          expect(jobs.oldestUnpublishedAgeMs).toBeGreaterThanOrEqual(520)
+          expect(events.oldestUnpublishedAgeMs).toBeGreaterThanOrEqual(20)
+          expect(events.oldestUnpublishedAgeMs).toBeLessThan(jobs.oldestUnpublishedAgeMs - 400)
+
+          // Claimed, still unpublished; given up, dead; delivered, out of the backlog.
+          const claimed = yield* outbox.claimBatch("d-backlog", 10, "notify")
+          expect(claimed.map((event) => event.id).sort()).toStrictEqual([delivered.id, givenUp.id].sort())
+          expect((yield* outbox.backlogOf("notify")).unpublished).toBe(2)
+          yield* outbox.settleDelivery(givenUp.id, "d-backlog", { _tag: "GiveUp", deliveredTo: [], error: "webhook answered 500" })
+          expect(yield* outbox.backlogOf("notify")).toMatchObject({ unpublished: 1, dead: 1 })
+          yield* outbox.settleDelivery(delivered.id, "d-backlog", { _tag: "Delivered", deliveredTo: ["a"] })
+          expect(yield* outbox.backlogOf("notify")).toStrictEqual({ unpublished: 0, dead: 1, oldestUnpublishedAgeMs: 0 })
+          // The enqueue lane saw none of it: its event waits until it fails for good.
+          expect(yield* outbox.backlogOf("enqueue")).toMatchObject({ unpublished: 1, dead: 0 })
+          expect((yield* outbox.claimBatch("d-backlog", 10)).map((event) => event.id)).toStrictEqual([enqueue.id])
+          expect((yield* outbox.backlogOf("enqueue")).unpublished).toBe(1)
+          yield* outbox.markDispatchFailed(enqueue.id, "d-backlog", "queue refused", { retryDelayMs: 0, maxAttempts: 1 })
+          expect(yield* outbox.backlogOf("enqueue")).toStrictEqual({ unpublished: 0, dead: 1, oldestUnpublishedAgeMs: 0 })
+          expect(yield* outbox.backlogOf("notify")).toStrictEqual({ unpublished: 0, dead: 1, oldestUnpublishedAgeMs: 0 })
+
+          expect(yield* outbox.replayAllDead).toBe(2)
+          yield* drain("d-backlog")
+          yield* drainNotify("d-backlog")
         }))
 
       it.effect("a delivery round records its acknowledged targets: retried after its delay, dead when given up, replayed to the rest", () =>
@@ -369,7 +417,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           const outbox = yield* OutboxRepository
           yield* drain("d-ages")
           expect(Option.isNone(yield* outbox.oldestPendingAgeMs)).toBe(true)
-          expect(yield* outbox.oldestUnpublishedAgeMs).toBe(0)
+          expect((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs).toBe(0)
           const older = yield* newEvent()
           yield* outbox.createInTransaction(older)
           yield* harness.advance(30)
@@ -378,17 +426,17 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           const within = (age: number) => age >= 50 && age < 1_050
           const pendingAge = Option.getOrThrow(yield* outbox.oldestPendingAgeMs)
           expect(within(pendingAge)).toBe(true)
-          expect(within(yield* outbox.oldestUnpublishedAgeMs)).toBe(true)
+          expect(within((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs)).toBe(true)
           // Claimed, they are no longer pending but still unpublished.
           const claimed = yield* outbox.claimBatch("d-ages", 10)
           expect(claimed).toHaveLength(2)
           expect(Option.isNone(yield* outbox.oldestPendingAgeMs)).toBe(true)
-          expect(within(yield* outbox.oldestUnpublishedAgeMs)).toBe(true)
+          expect(within((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs)).toBe(true)
           // A dead event is neither.
           yield* outbox.markDispatchFailed(older.id, "d-ages", "refused", { retryDelayMs: 0, maxAttempts: 1 })
           expect(yield* outbox.markPublishedMany(claimed.map((event) => event.id), "d-ages")).toBe(1)
           expect(Option.isNone(yield* outbox.oldestPendingAgeMs)).toBe(true)
-          expect(yield* outbox.oldestUnpublishedAgeMs).toBe(0)
+          expect((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs).toBe(0)
           yield* outbox.replayAllDead
           yield* drain("d-ages")
         }))

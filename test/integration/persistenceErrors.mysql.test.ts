@@ -87,7 +87,7 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
           ["outbox_event.releaseClaimsOf", outbox.releaseClaimsOf("d-1")],
           ["outbox_event.releaseExpiredLocks", outbox.releaseExpiredLocks(1_000)],
           ["outbox_event.countByStatus", outbox.countByStatus],
-          ["outbox_event.oldestUnpublishedAge", outbox.oldestUnpublishedAgeMs],
+          ["outbox_event.backlogOf", outbox.backlogOf("enqueue")],
           ["outbox_event.replayDead", outbox.replayDead(id)],
           ["outbox_event.replayAllDead", outbox.replayAllDead],
           ["outbox_event.listByStatus", outbox.listByStatus("dead", { limit: 10 })],

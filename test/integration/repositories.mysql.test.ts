@@ -4,6 +4,7 @@ import { MysqlUsageLogRepository } from "../../src/layers/mysql/UsageLogReposito
 import { jobStatisticsContract } from "../contract/JobStatistics.contract.js"
 import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
 import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
+import { outboxClaimsContract } from "../contract/OutboxRepository.claims.contract.js"
 import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
 import { MysqlProjectionStore } from "../../src/layers/mysql/MysqlProjectionStore.js"
 import { quotasContract } from "../contract/Quotas.contract.js"
@@ -33,6 +34,14 @@ outboxRepositoryContract({
 terminalEventsContract({
   name: "mysql",
   layer: jobCreation(Layer.fresh(MysqlArtifactRepository).pipe(Layer.provideMerge(mysqlRepositories("terminal_events")))).pipe(Layer.orDie),
+  advance: realSleep,
+  liveClock: true,
+  lockTtlMs: 300
+})
+
+outboxClaimsContract({
+  name: "mysql",
+  layer: jobCreation(mysqlRepositories("outbox_claims")).pipe(Layer.orDie),
   advance: realSleep,
   liveClock: true,
   lockTtlMs: 300

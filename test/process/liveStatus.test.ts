@@ -5,13 +5,19 @@ import { JobNotFoundError } from "../../src/http/ApiErrors.js"
 import { jobStatusStream, type JobStatusEvent, makeAiJobClient } from "../../src/http/client.js"
 import { startLimitedFakeProvider } from "../support/limitedFakeProvider.js"
 import { dispatcherStarted, engineEnv, engineStorage, flashcardRequest, startProgram, tokenFor, workerStarted } from "./support/engine.js"
+import { restrictedEngineUser, startRedisServer } from "./support/redisServer.js"
 
 const flashcards = JSON.stringify({ flashcards: [{ front: "What does chlorophyll absorb?", back: "Light." }] })
 
 describe("issue 16: following a job live across processes (MySQL + Redis)", () => {
-  it.live("API, dispatcher and worker apart: the SSE stream, a reconnect, a stranger and the long poll", () =>
+  it.live("API, dispatcher and worker apart, under the Redis ACL rule: the SSE stream, a reconnect, a stranger and the long poll", () =>
     Effect.gen(function* () {
-      const storage = yield* engineStorage("live_status")
+      // A private Redis whose engine user has exactly the documented ACL rule: live status must
+      // need nothing more (its job-events pattern subscription included).
+      const redis = yield* startRedisServer()
+      const unrestricted = yield* engineStorage("live_status", { redisUrl: redis.url })
+      const acl = yield* restrictedEngineUser(redis, unrestricted.redisPrefix)
+      const storage = { ...unrestricted, redisUrl: acl.url }
       // Each provider call takes about 1.5 s; heartbeats every 200 ms carry the progress meanwhile.
       const provider = yield* startLimitedFakeProvider({ latency: { medianMs: 1_500, p99Ms: 1_600 }, content: () => flashcards })
       const env = engineEnv(storage, {
@@ -76,5 +82,7 @@ describe("issue 16: following a job live across processes (MySQL + Redis)", () =
       )
       expect(poll).toBeInstanceOf(JobNotFoundError)
 
+      // Nothing any process sent was refused by the rule.
+      expect(yield* acl.refusals).toEqual([])
     }).pipe(Effect.scoped, Effect.provide(FetchHttpClient.layer)), { timeout: 120_000 })
 })

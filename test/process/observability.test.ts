@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Option } from "effect"
+import { Duration, Effect, Option, Schedule } from "effect"
 import { type ReceivedSpan, startOtlpReceiver } from "../support/otlpReceiver.js"
-import { parsePrometheusText, sampleValue, sumOf } from "../support/prometheusParser.js"
+import { type MetricFamily, parsePrometheusText, sampleValue, sumOf } from "../support/prometheusParser.js"
+import { newWebhookSecret, startWebhookReceiver } from "../support/webhookReceiver.js"
 import { freePort } from "./support/childProcess.js"
 import {
   createJob,
@@ -47,6 +48,14 @@ const scrape = (url: string, token?: string) =>
     expect(response.status, response.text).toBe(200)
     return parsePrometheusText(response.text)
   })
+
+/** Scrapes `url` every 100 ms until `done` holds of what it shows. */
+const scrapeUntil = (url: string, done: (families: ReadonlyArray<MetricFamily>) => boolean, timeout: Duration.DurationInput) =>
+  scrape(url).pipe(
+    Effect.repeat(Schedule.recurUntil(done).pipe(Schedule.addDelay(() => Duration.millis(100)))),
+    Effect.timeoutFail({ duration: timeout, onTimeout: () => `${url} did not show the awaited values in time` }),
+    Effect.orDie
+  )
 
 describe("issue 15: one trace per job across processes, Prometheus metrics", () => {
   it.live("API, dispatcher and worker export one trace per job over OTLP/HTTP JSON; /metrics counts every job", () =>
@@ -181,6 +190,59 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
       const spanIds = new Set(trace.map((span) => span.spanId))
       expect(trace.filter((span) => span.parentSpanId !== undefined && !spanIds.has(span.parentSpanId)).map((span) => span.name)).toEqual([])
       expect(receiver.rejected()).toEqual([])
+
+      yield* Effect.all([api.signal("SIGTERM"), worker.signal("SIGTERM"), dispatcher.signal("SIGTERM")])
+      for (const program of [api, worker, dispatcher]) {
+        expect(yield* program.awaitExit(Duration.seconds(15)), program.tail()).toEqual({ code: 0, signal: null })
+      }
+    }).pipe(Effect.scoped))
+  it.live("completion events awaiting delivery are ai_events_*, apart from the job dispatch backlog ai_outbox_*", () =>
+    Effect.gen(function* () {
+      const secret = newWebhookSecret()
+      // The endpoint refuses every delivery until it is told to accept.
+      let accepting = false
+      const endpoint = yield* startWebhookReceiver({ secret, answer: () => (accepting ? 204 : 503) })
+      const storage = yield* engineStorage("observability_lanes")
+      const dispatcherMetricsPort = yield* freePort
+      const env = engineEnv(storage, {
+        WEBHOOK_URL: endpoint.url(),
+        WEBHOOK_SECRET: secret,
+        EVENT_RETRY_BASE_MS: "500",
+        EVENT_RETRY_MAX_MS: "500"
+      })
+      const [api, worker, dispatcher] = yield* Effect.all(
+        [
+          startProgram("api", "api", env),
+          startProgram("worker", "worker", env, { ready: workerStarted }),
+          startProgram("dispatcher", "dispatcher", { ...env, METRICS_PORT: String(dispatcherMetricsPort) }, { ready: dispatcherStarted })
+        ],
+        { concurrency: "unbounded" }
+      )
+      const token = yield* tokenFor(storage, "observability-lanes-user")
+      const created = yield* Effect.forEach([0, 1], (i) => createJob(api.baseUrl, token, "flashcard-generations", flashcardRequest(i)))
+      for (const job of created) {
+        expect((yield* pollJob(api.baseUrl, token, job.jobId, { timeout: Duration.seconds(30) })).lifecycleStatus).toBe("succeeded")
+      }
+      // Each job's terminal event was offered and refused: both wait for another round.
+      yield* endpoint.waitFor((deliveries) => new Set(deliveries.map((delivery) => delivery.webhookId)).size === created.length, Duration.seconds(20))
+
+      const metricsUrl = `http://127.0.0.1:${dispatcherMetricsPort}/metrics`
+      // The jobs' enqueue events are published (the creator marks its own adds within
+      // OUTBOX_DIRECT_FLUSH_MS) while their completion events still wait.
+      const backedUp = yield* scrapeUntil(metricsUrl, (families) => sampleValue(families, "ai_outbox_pending") === 0, Duration.seconds(10))
+      expect(sampleValue(backedUp, "ai_outbox_dead")).toBe(0)
+      expect(sampleValue(backedUp, "ai_outbox_oldest_pending_age_seconds")).toBe(0)
+      expect(sampleValue(backedUp, "ai_events_pending")).toBe(created.length)
+      expect(sampleValue(backedUp, "ai_events_dead")).toBe(0)
+      expect(sampleValue(backedUp, "ai_events_oldest_pending_age_seconds")).toBeGreaterThan(0)
+
+      // The endpoint comes back: the next round delivers both and the events' backlog empties.
+      accepting = true
+      const delivered = yield* scrapeUntil(metricsUrl, (families) => sampleValue(families, "ai_events_pending") === 0, Duration.seconds(20))
+      expect(sampleValue(delivered, "ai_events_dead")).toBe(0)
+      expect(sampleValue(delivered, "ai_events_oldest_pending_age_seconds")).toBe(0)
+      expect(sampleValue(delivered, "ai_outbox_pending")).toBe(0)
+      expect(new Set(endpoint.deliveries().filter((delivery) => delivery.status === 204).map((delivery) => delivery.webhookId)).size).toBe(created.length)
 
       yield* Effect.all([api.signal("SIGTERM"), worker.signal("SIGTERM"), dispatcher.signal("SIGTERM")])
       for (const program of [api, worker, dispatcher]) {

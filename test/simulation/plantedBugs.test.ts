@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { callInvariantNames } from "../../src/simulation/callChecks.js"
 import { type InvariantName, invariantNames } from "../../src/simulation/invariants.js"
 import type { PlantedBug } from "../../src/simulation/plantedBugs.js"
 import { runSeed } from "../../src/simulation/runner.js"
@@ -14,7 +15,14 @@ const cases: ReadonlyArray<{ readonly bug: PlantedBug; readonly seed: number; re
   { bug: "reaper-off-by-one", seed: 1, invariant: invariantNames.workerLostExhausted },
   { bug: "ignored-cancel", seed: 3, invariant: invariantNames.cancelBeforeProject },
   { bug: "publish-before-add", seed: 1, invariant: invariantNames.publishedIsQueued },
-  { bug: "retry-after-ignored", seed: 2, invariant: invariantNames.backoff }
+  { bug: "retry-after-ignored", seed: 2, invariant: invariantNames.backoff },
+  // Caught by the extended fault set (seeds from 501: see `SimulationSettings.extendedFaults`).
+  { bug: "handoff-costs-attempt", seed: 502, invariant: invariantNames.newOwnerCounts },
+  { bug: "project-unfenced", seed: 508, invariant: invariantNames.leaseHolderEnds },
+  { bug: "credential-refusal-retried", seed: 501, invariant: callInvariantNames.finalRefusal },
+  { bug: "snapshot-replaced-by-input", seed: 501, invariant: callInvariantNames.snapshotSent },
+  { bug: "capacity-released-early", seed: 501, invariant: callInvariantNames.capacityBounded },
+  { bug: "cancel-deaf", seed: 501, invariant: callInvariantNames.cancelStops }
 ]
 
 describe("deterministic simulation, planted bugs", () => {
@@ -27,4 +35,12 @@ describe("deterministic simulation, planted bugs", () => {
         expect(real.violation).toBeUndefined()
       }), 60_000)
   }
+
+  it.live("project-unfenced is caught through the worker frozen in PROJECT: the job it wrote is the one it held", () =>
+    Effect.gen(function* () {
+      const planted = yield* runSeed(508, { plantedBug: "project-unfenced" }, { keepEntries: Infinity })
+      const frozen = planted.lastEntries.find((entry) => entry.kind === "fault" && entry.detail["kind"] === "pause-in-project")
+      expect(frozen?.detail).toMatchObject({ kind: "pause-in-project" })
+      expect(planted.violation?.detail.startsWith(`${String(frozen?.detail["holding"])}: ended succeeded by ${String(frozen?.detail["process"])} `)).toBe(true)
+    }), 60_000)
 })

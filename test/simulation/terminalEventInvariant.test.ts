@@ -12,7 +12,15 @@ import { jobCreation, memoryRepositories } from "../support/foundationStack.js"
 
 /** The monitor's verdict on one committed state. */
 const violationIn = (tables: MemoryTables) => {
-  const monitor = makeMonitor({ minRetryGapMs: {}, cancellable: new Set(), reaperGraceMs: 0, now: () => 0, trace: makeTrace(() => 0) })
+  const monitor = makeMonitor({
+    minRetryGapMs: {},
+    cancellable: new Set(),
+    reaperGraceMs: 0,
+    now: () => 0,
+    trace: makeTrace(() => 0),
+    concurrencyLimits: {},
+    cancelStopMs: 0
+  })
   monitor.checkState(tables)
   return monitor.violation()?.invariant
 }

@@ -4,6 +4,7 @@ import { MemoryUsageLogRepository } from "../../src/layers/memory/MemoryUsageLog
 import { jobStatisticsContract } from "../contract/JobStatistics.contract.js"
 import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
 import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
+import { outboxClaimsContract } from "../contract/OutboxRepository.claims.contract.js"
 import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
 import { MemoryProjectionStore } from "../../src/layers/memory/MemoryProjectionStore.js"
 import { quotasContract } from "../contract/Quotas.contract.js"
@@ -25,6 +26,7 @@ terminalEventsContract({
   ...harness,
   layer: jobCreation(Layer.fresh(MemoryArtifactRepository).pipe(Layer.provideMerge(memoryRepositories))).pipe(Layer.orDie)
 })
+outboxClaimsContract(harness)
 
 quotasContract("memory", jobCreation(memoryRepositoriesWith({ maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie), {
   liveClock: false

@@ -1,4 +1,4 @@
-import { type Job, Queue, UnrecoverableError, Worker } from "bullmq"
+import { type Job, Queue, UnrecoverableError, WaitingError, Worker } from "bullmq"
 import { Cause, Clock, Duration, Effect, Exit, Layer, Option, Runtime, type Scope } from "effect"
 import { allQueueNames, type QueueName } from "../../domain/QueueName.js"
 import {
@@ -9,7 +9,9 @@ import {
   type JobDelivery,
   JobQueue,
   type JobQueueAddRequest,
+  JobHandedOff,
   JobQueueUnavailable,
+  isStoppingHandOff,
   payloadErrorPaths,
   type QueueJobState,
   queuePriorityFor
@@ -84,6 +86,7 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
     const queue = queues[request.queueName]
     const setting = settings.queues[request.queueName]
     const jobId = request.payload.dedupeKey
+    const timeoutMs = request.timeoutMs ?? settings.addTimeoutMs
     return Effect.tryPromise({
       try: async () => {
         // `duplicate` is what the queue looked like just before the add: under a race both
@@ -107,11 +110,11 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
       // runs uninterruptibly (a dispatcher finishing its batch on shutdown).
       Effect.interruptible,
       Effect.timeoutFail({
-        duration: Duration.millis(settings.addTimeoutMs),
+        duration: Duration.millis(timeoutMs),
         onTimeout: () =>
           new JobQueueUnavailable({
             operation: "add",
-            message: `no answer from Redis within ${settings.addTimeoutMs} ms`,
+            message: `no answer from Redis within ${timeoutMs} ms`,
             outcomeUnknown: true
           })
       })
@@ -183,8 +186,10 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
       const handlerRuntime = yield* Effect.runtime<R>()
       const setting = settings.queues[queueName]
       const connection = yield* redis.open("blocking")
+      /** Set with the worker: a stopping consumer's first hand-back stops it taking deliveries. */
+      let stopTaking = (): Promise<void> => Promise.resolve()
 
-      const process = async (job: Job<unknown>, _token: string | undefined, signal: AbortSignal | undefined) => {
+      const process = async (job: Job<unknown>, token: string | undefined, signal: AbortSignal | undefined) => {
         const queueJobId = job.id ?? "(none)"
         const decoded = decodeQueuePayloadEither(job.data)
         if (decoded._tag === "Left") {
@@ -207,13 +212,30 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
         // The handler watches `delivery.signal` itself (the engine hands its job back when it
         // fires); interrupting its fiber from outside would skip that hand-off.
         const exit = await Runtime.runPromiseExit(handlerRuntime)(handler(delivery))
+        if (Exit.isFailure(exit) && isStoppingHandOff(exit.cause)) {
+          // Straight back to waiting (BullMQ's WaitingError: no attempt counted, no backoff), for
+          // another worker: this one stops taking deliveries first, or it would take it again.
+          await stopTaking()
+          await job.moveToWait(token)
+          runLog(
+            Effect.logInfo("Queue delivery handed back by a stopping consumer; waiting again for another").pipe(
+              Effect.annotateLogs({ queue: queueName, queueJobId, jobId: decoded.right.jobId })
+            )
+          )
+          throw new WaitingError()
+        }
         if (Exit.isFailure(exit)) {
           const reason = Cause.isInterruptedOnly(exit.cause)
             ? "interrupted"
             : Option.match(Cause.failureOption(exit.cause), {
               onNone: () => "defect",
               onSome: (error) =>
-                typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "failure"
+                // A give-back says why (the worker could not reach its database, say).
+                error instanceof JobHandedOff
+                  ? `JobHandedOff: ${error.reason}`
+                  : typeof error === "object" && error !== null && "_tag" in error
+                  ? String(error._tag)
+                  : "failure"
             })
           runLog(
             Effect.logWarning("Queue delivery failed; the queue retries it while attempts remain").pipe(
@@ -242,6 +264,8 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
             autorun: true
           })
           logWorkerErrors(created, connection, queueName, runLog)
+          // Pausing without waiting for the active deliveries: they are being handed back too.
+          stopTaking = () => created.pause(true)
           return created
         }),
         (worker) =>

@@ -25,6 +25,7 @@ import {
   type JobQueueAddOutcome,
   type JobQueueAddRequest,
   JobQueueUnavailable,
+  isStoppingHandOff,
   payloadErrorPaths,
   type QueueJobState,
   queuePriorityFor
@@ -80,7 +81,8 @@ export class MemoryJobQueueControl extends Context.Tag("ai-job-engine/MemoryJobQ
 /**
  * The in-memory twin of the BullMQ queue, on STM: the same dedupe (an id is refused while its
  * job is waiting, delayed or active; finished jobs are removed), priority order, per-consumer
- * concurrency, attempts with exponential backoff, and a switchable "Redis unreachable" fault.
+ * concurrency, attempts with exponential backoff, hand-backs by a stopping consumer that cost
+ * no attempt, and a switchable "Redis unreachable" fault.
  * All waiting goes through Effect's Clock, so TestClock drives backoffs and delays.
  */
 export const makeMemoryJobQueue = Effect.gen(function* () {
@@ -274,6 +276,13 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
             Effect.exit
           )
           if (Exit.isSuccess(exit)) return yield* remove(queueName, entry.queueJobId)
+          if (isStoppingHandOff(exit.cause)) {
+            // Back to waiting at once, its attempt not counted; this consumer takes no more.
+            yield* STM.commit(STM.zipRight(TRef.set(stopping, true), makeReady(state, { ...entry, attemptsMade: entry.attemptsMade - 1 })))
+            return yield* Effect.logInfo("Queue delivery handed back by a stopping consumer; waiting again for another").pipe(
+              Effect.annotateLogs({ queue: queueName, queueJobId: entry.queueJobId, jobId: decoded.right.jobId })
+            )
+          }
           yield* Effect.logWarning("Queue delivery failed; the queue retries it while attempts remain").pipe(
             Effect.annotateLogs({
               queue: queueName,

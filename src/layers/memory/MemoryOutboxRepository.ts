@@ -1,6 +1,6 @@
 import { Clock, Effect, Either, HashMap, Layer, Option } from "effect"
 import { OutboxEvent, type NewOutboxEvent } from "../../domain/OutboxEvent.js"
-import type { OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
+import type { OutboxBacklog, OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
 import {
   type DeliveryOutcome,
   isBeforeCursor,
@@ -192,7 +192,18 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
         return created.length === 0 ? Option.none<number>() : Option.some(Math.max(0, now - Math.min(...created)))
       }))
 
-  const oldestUnpublishedAgeMs = Effect.map(oldestAgeMs(["pending", "processing"]), Option.getOrElse(() => 0))
+  const backlogOf = (lane: OutboxLane) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      db.read((tables): OutboxBacklog => {
+        const events = Array.from(HashMap.values(tables.outboxEvent)).filter((event) => event.lane === lane)
+        const unpublished = events.filter((event) => event.status === "pending" || event.status === "processing")
+        return {
+          unpublished: unpublished.length,
+          dead: events.filter((event) => event.status === "dead").length,
+          // From `now` down to the oldest creation: 0 when nothing is unpublished.
+          oldestUnpublishedAgeMs: now - unpublished.reduce((oldest, event) => Math.min(oldest, event.createdAt.getTime()), now)
+        }
+      }))
 
   const countByStatus = db.read((tables) =>
     outboxCountsOf(Array.from(HashMap.values(tables.outboxEvent), (event) => ({ status: event.status, total: 1 })))
@@ -253,7 +264,7 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     releaseClaimsOf,
     releaseExpiredLocks,
     countByStatus,
-    oldestUnpublishedAgeMs,
+    backlogOf,
     replayDead,
     replayAllDead,
     listByStatus,

@@ -1,7 +1,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { Fragment } from "@effect/sql/Statement"
 import { Effect, Layer, Option, Schema } from "effect"
-import type { NewOutboxEvent, OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
+import type { NewOutboxEvent, OutboxBacklog, OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
 import {
   type DeliveryOutcome,
   type OutboxListCursor,
@@ -17,8 +17,11 @@ import { isDuplicateKey, persistence, retryOnLockContention } from "./sqlErrors.
 import { paddedForIn } from "./statementShapes.js"
 
 const EventId = Schema.Struct({ id: Schema.String })
-const OldestAge = Schema.Struct({ ageMs: Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString)) })
+/** A computed number column: mysql2 may hand a BIGINT or DECIMAL over as a string. */
+const SqlNumber = Schema.Union(Schema.Number, Schema.NumberFromString)
+const OldestAge = Schema.Struct({ ageMs: Schema.NullOr(SqlNumber) })
 const StatusTotal = Schema.Struct({ status: Schema.String, ...Total.fields })
+const Backlog = Schema.Struct({ unpublished: SqlNumber, dead: SqlNumber, ...OldestAge.fields })
 
 /** `outbox_event` on MySQL; a claim is a compare-and-set on primary keys (see `claimBatch`), times the server's clock. */
 export const makeMysqlOutboxRepository = Effect.gen(function* () {
@@ -84,6 +87,17 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       persistence(operation),
       Effect.map(Option.flatMap(({ ageMs }) => (ageMs === null ? Option.none() : Option.some(Math.max(0, ageMs)))))
     )
+  // A range of the index on (lane, status, available_at): the scrape reads the backlog's rows,
+  // never the published history.
+  const findBacklog = SqlSchema.findOne({
+    Request: Schema.String,
+    Result: Backlog,
+    execute: (lane) =>
+      sql`SELECT COUNT(CASE WHEN status <> 'dead' THEN 1 END) AS unpublished,
+                 COUNT(CASE WHEN status = 'dead' THEN 1 END) AS dead,
+                 TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN status <> 'dead' THEN created_at END), ${now}) DIV 1000 AS age_ms
+          FROM outbox_event WHERE lane = ${lane} AND status IN ('pending', 'processing', 'dead')`
+  })
   const totalsByStatus = SqlSchema.findAll({
     Request: Schema.Void,
     Result: StatusTotal,
@@ -191,9 +205,15 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
 
   const countByStatus = totalsByStatus(undefined).pipe(persistence("outbox_event.countByStatus"), Effect.map(outboxCountsOf))
 
-  const oldestUnpublishedAgeMs = oldestAgeMs("outbox_event.oldestUnpublishedAge", ["pending", "processing"]).pipe(
-    Effect.map(Option.getOrElse(() => 0))
-  )
+  const backlogOf = (lane: OutboxLane) =>
+    findBacklog(lane).pipe(
+      persistence("outbox_event.backlogOf"),
+      // An aggregate without GROUP BY always answers one row.
+      Effect.map(Option.match({
+        onNone: (): OutboxBacklog => ({ unpublished: 0, dead: 0, oldestUnpublishedAgeMs: 0 }),
+        onSome: ({ ageMs, dead, unpublished }): OutboxBacklog => ({ unpublished, dead, oldestUnpublishedAgeMs: Math.max(0, ageMs ?? 0) })
+      }))
+    )
 
   const replayDead = (eventId: string) =>
     Effect.gen(function* () {
@@ -245,7 +265,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     releaseClaimsOf,
     releaseExpiredLocks,
     countByStatus,
-    oldestUnpublishedAgeMs,
+    backlogOf,
     replayDead,
     replayAllDead,
     listByStatus,

@@ -8,9 +8,11 @@
  * the cancel markers `{prefix}:job:cancel:*`. Redis checks keys that BullMQ's Lua scripts build
  * at run time too; they all stay under the prefix.
  *
- * Channels: `{prefix}:outbox:wake` (PUBLISH / SUBSCRIBE) and `{prefix}:job:cancel:{jobId}`
- * (PUBLISH, and PSUBSCRIBE to `{prefix}:job:cancel:*`). Redis compares a PSUBSCRIBE pattern
- * with the allowed channel patterns literally, so that pattern is granted by name.
+ * Channels: `{prefix}:outbox:wake` (PUBLISH / SUBSCRIBE), `{prefix}:job:cancel:{jobId}`
+ * (PUBLISH, and PSUBSCRIBE to `{prefix}:job:cancel:*`) and `{prefix}:job:events:{jobId}`
+ * (PUBLISH, and PSUBSCRIBE to `{prefix}:job:events:*` in a process that serves live status).
+ * Redis compares a PSUBSCRIBE pattern with the allowed channel patterns literally, so each
+ * pattern the engine subscribes to is granted by name (`patternSubscriptions`).
  *
  * Commands, by who issues them:
  * - ioredis on connect: INFO (its ready check), CLIENT SETNAME (`connectionName`); AUTH / HELLO
@@ -53,6 +55,9 @@ export const clientCommands = [
   "publish", "subscribe", "psubscribe", "unsubscribe", "punsubscribe"
 ] as const
 
+/** The channel patterns the engine PSUBSCRIBEs to, under the prefix: cancels and job events. */
+export const patternSubscriptions = (prefix: string): ReadonlyArray<string> => [`${prefix}:job:cancel:*`, `${prefix}:job:events:*`]
+
 /**
  * The ACL rule of an engine user under `prefix`, as the words that follow `ACL SETUSER {name}`
  * (without the `on` and `>{password}` that enable the user and set its password).
@@ -64,7 +69,7 @@ export const engineAclRule = (prefix: string): string => {
     "resetchannels",
     `~${prefix}:*`,
     `&${prefix}:*`,
-    `&${prefix}:job:cancel:*`,
+    ...patternSubscriptions(prefix).map((pattern) => `&${pattern}`),
     "-@all",
     ...commands.map((command) => `+${command}`)
   ].join(" ")

@@ -1,4 +1,6 @@
 import { Duration, Effect, type Scope } from "effect"
+import { Redis } from "ioredis"
+import { engineAclRule } from "../../../src/layers/redis/aclRule.js"
 import { type ChildProgram, childEnv, freePort, type ProcessTestError, spawnProgram } from "./childProcess.js"
 
 /**
@@ -30,3 +32,35 @@ export const startRedisServer = (
 /** Kills the server at once (SIGKILL: no goodbye to its clients) and waits for it to go. */
 export const killRedisServer = (redis: PrivateRedis) =>
   Effect.zipRight(redis.server.signal("SIGKILL"), redis.server.awaitExit(Duration.seconds(10)))
+
+/** An engine user on a private Redis, limited to `engineAclRule(prefix)`, and what the server refused it. */
+export interface RestrictedRedisUser {
+  /** `REDIS_URL` for the engine: the restricted user's credentials on the private server. */
+  readonly url: string
+  /** The server's ACL LOG since the user was made: every command, key or channel it refused. */
+  readonly refusals: Effect.Effect<ReadonlyArray<unknown>>
+}
+
+/**
+ * Creates the engine's restricted user on `redis` (the rule operators are told to apply, under
+ * `prefix`) and clears the ACL LOG, through an admin connection closed with the scope.
+ */
+export const restrictedEngineUser = (
+  redis: PrivateRedis,
+  prefix: string
+): Effect.Effect<RestrictedRedisUser, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const user = "aije-engine"
+    const password = "engine-password-0123456789"
+    const admin = yield* Effect.acquireRelease(
+      Effect.sync(() => new Redis(redis.url, { maxRetriesPerRequest: 1 })),
+      (client) => Effect.promise(() => client.quit()).pipe(Effect.ignore)
+    )
+    const call = (command: string, ...args: ReadonlyArray<string>) => Effect.promise((): Promise<unknown> => admin.call(command, ...args))
+    yield* call("ACL", "SETUSER", user, "on", `>${password}`, ...engineAclRule(prefix).split(" "))
+    yield* call("ACL", "LOG", "RESET")
+    return {
+      url: `redis://${user}:${password}@127.0.0.1:${redis.port}`,
+      refusals: Effect.map(call("ACL", "LOG"), (log) => (Array.isArray(log) ? log : [log]))
+    }
+  })

@@ -44,6 +44,16 @@ describe("content safety matches on the normalised skeleton", () => {
   it.effect("Cyrillic look-alikes (о U+043E, В U+0412 upper case)", () =>
     Effect.all([expectBlocked("b\u043Emb", "term #1"), expectBlocked("\u0412OMB", "term #1")]).pipe(Effect.provide(layer)))
 
+  it.effect("combining marks on the letters, decomposed or precomposed (U+0301, ó, ö, U+20DD)", () =>
+    Effect.all([
+      expectBlocked("bo\u0301mb", "term #1"),
+      expectBlocked("b\u00F3mb", "term #1"),
+      expectBlocked("B\u00D6MB", "term #1"),
+      expectBlocked("b\u0301o\u0308\u0323m\u20DDb", "term #1"),
+      expectBlocked("б\u0301омба", "term #3"),
+      expectBlocked("the kill\u0300 switch", "pattern #1")
+    ]).pipe(Effect.provide(layer)))
+
   it.effect("full-width and upper case letters", () => expectBlocked("ＢＯＭＢ", "term #1").pipe(Effect.provide(layer)))
 
   it.effect("every trick at once, deep inside the content", () =>

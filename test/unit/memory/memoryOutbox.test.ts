@@ -27,7 +27,7 @@ describe("MemoryOutboxRepository read-outs", () => {
       const outbox = yield* OutboxRepository
       yield* TestClock.setTime(10_000)
       expect(yield* outbox.countByStatus).toStrictEqual({ pending: 0, processing: 0, published: 0, failed: 0, dead: 0 })
-      expect(yield* outbox.oldestUnpublishedAgeMs).toBe(0)
+      expect((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs).toBe(0)
       expect(yield* outbox.oldestPendingAgeMs).toStrictEqual(Option.none())
       const [dead, claimed, published, pending] = yield* Effect.forEach([0, 1, 2, 3], () => newEvent())
       for (const event of [dead!, claimed!, published!]) yield* outbox.createInTransaction(event)
@@ -43,7 +43,7 @@ describe("MemoryOutboxRepository read-outs", () => {
       expect(yield* outbox.countByStatus).toStrictEqual({ pending: 1, processing: 1, published: 1, failed: 0, dead: 1 })
       // Pending: only the one created 50 ms ago; unpublished: the claimed one too, 150 ms old.
       expect(yield* outbox.oldestPendingAgeMs).toStrictEqual(Option.some(50))
-      expect(yield* outbox.oldestUnpublishedAgeMs).toBe(150)
+      expect((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs).toBe(150)
       expect(yield* outbox.replayAllDead).toBe(1)
       const replayed = Option.getOrThrow(yield* outbox.findById(dead!.id))
       expect([replayed.status, replayed.attemptCount, replayed.lastError, replayed.availableAt.getTime()]).toStrictEqual([
@@ -150,7 +150,7 @@ describe("MemoryOutboxRepository read-outs", () => {
       expect(yield* outbox.releaseClaimsOf("d-1")).toBe(1)
       yield* outbox.createInTransaction(published!)
       expect(yield* outbox.markPublishedDirect([published!.id])).toBe(1)
-      expect(yield* outbox.oldestUnpublishedAgeMs).toBe(60)
+      expect((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs).toBe(60)
       expect(yield* outbox.oldestPendingAgeMs).toStrictEqual(Option.some(60))
     }).pipe(Effect.provide(stack())))
 

@@ -23,7 +23,7 @@ const stack = Layer.mergeAll(
   Layer.provideMerge(jobCreation(memoryRepositories).pipe(
     Layer.provideMerge(
       OutboxDirectPublisher.Default.pipe(
-        Layer.provide(Layer.succeed(DirectDispatchSettings, { enabled: true, graceMs, flushMs: 100, batchSize: 500 }))
+        Layer.provide(Layer.succeed(DirectDispatchSettings, { enabled: true, graceMs, addTimeoutMs: 1_000, flushMs: 100, batchSize: 500 }))
       )
     ),
     Layer.provideMerge(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make()))),

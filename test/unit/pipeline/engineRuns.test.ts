@@ -1,6 +1,6 @@
 import { getEventListeners } from "node:events"
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Metric, Option, TestClock } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Metric, Option, Queue, TestClock } from "effect"
 import type { AiJob } from "../../../src/domain/AiJob.js"
 import { ProviderError } from "../../../src/domain/ExecutionError.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
@@ -16,11 +16,13 @@ import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRe
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { activeJobs } from "../../../src/services/EngineMetrics.js"
+import { JobEvents } from "../../../src/services/JobEvents.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
 import { reportProgress } from "../../../src/services/JobProgress.js"
 import { definePromptTemplate } from "../../../src/services/PromptTemplates.js"
 import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
 import { SnapshotRepository } from "../../../src/services/SnapshotRepository.js"
+import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 import { memoryEngineStack, settle } from "../../support/engineStack.js"
@@ -163,6 +165,8 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       const job = yield* createEcho("unreadable")
       const unread = yield* Effect.flip(engine.run(deliveryOf(job)))
       expect(unread).toMatchObject({ _tag: "JobHandedOff", jobId: job.id, reason: "storage unavailable during PREPARE" })
+      // A storage failure is a failed delivery (an attempt, the backoff), not a stopping worker's hand-back.
+      expect(unread).toMatchObject({ consumerStopping: false })
       const warned = (yield* (yield* LogCapture).lines).filter((line) => line.includes("PREPARE failed; the delivery goes back to the queue"))
       expect(warned).toHaveLength(1)
       expect(warned[0]).toContain("operation=ai_job.read")
@@ -183,7 +187,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       const stopping = yield* makeExecutionEngine("worker-stopping")
       yield* stopping.handOffAll
       const refused = yield* Effect.flip(stopping.run(deliveryOf(job)))
-      expect(refused).toMatchObject({ _tag: "JobHandedOff", jobId: job.id, reason: "worker stopping" })
+      expect(refused).toMatchObject({ _tag: "JobHandedOff", jobId: job.id, reason: "worker stopping", consumerStopping: true })
       expect((yield* jobNow(job.id)).lifecycleStatus).toBe("queued")
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 
@@ -406,4 +410,35 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       expect(lost[0]).toContain("workerId=worker-zombie")
       expect(lines.filter((line) => line.includes("failure not recorded"))).toStrictEqual([])
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))
+
+  it.scoped("a beat just after PROJECT's commit leaves the run a success: COMPLETE announces it, counts it and logs it", () =>
+    Effect.gen(function* () {
+      const committed = yield* Deferred.make<void>()
+      const resume = yield* Deferred.make<void>()
+      // PROJECT's commit (the run's one transaction) lands, then the work waits before it hears of it.
+      const engine = yield* makeExecutionEngine("worker-late-beat").pipe(
+        Effect.updateService(UnitOfWork, (unitOfWork) => ({
+          transaction: (effect) =>
+            unitOfWork.transaction(effect).pipe(Effect.tap(() => Effect.zipRight(Deferred.succeed(committed, undefined), Deferred.await(resume))))
+        }))
+      )
+      const job = yield* createEcho("late beat")
+      const events = yield* Effect.flatMap(JobEvents, (jobEvents) => jobEvents.subscribe(job.id))
+      const run = yield* Effect.fork(engine.run(deliveryOf(job)))
+      for (let step = 0; step < 1_000 && !(yield* Deferred.isDone(committed)); step++) {
+        yield* TestClock.adjust(10)
+        yield* settle
+      }
+      expect((yield* jobNow(job.id)).lifecycleStatus).toBe("succeeded")
+      // The keeper's next beat finds the row no longer running before the work reports its success.
+      yield* TestClock.adjust(heartbeatMs)
+      yield* settle
+      yield* Deferred.succeed(resume, undefined)
+      expect(Exit.isSuccess(yield* Fiber.await(run))).toBe(true)
+      const heard = Chunk.toReadonlyArray(yield* Queue.takeAll(events)).map((event) => event.lifecycleStatus)
+      expect(heard.at(-1)).toBe("succeeded")
+      const lines = yield* (yield* LogCapture).lines
+      expect(lines.filter((line) => line.includes("job finished") && line.includes("outcome=succeeded"))).toHaveLength(1)
+      expect(lines.filter((line) => line.includes("lock lost"))).toStrictEqual([])
+    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: heartbeatMs } }))))
 })

@@ -159,4 +159,34 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
       const pending = yield* outbox.claimBatch("inspector", 10)
       expect(pending.map((event) => event.dedupeKey)).toContainEqual(expect.stringContaining(`ai.job.redispatch:${orphan.id}:`))
     }).pipe(Effect.provide(memoryEngineStack())))
+
+  it.scoped("chained hand-offs: a job handed back to a worker that is itself stopping goes straight to the next one, no attempt used, nothing logged as a warning", () =>
+    Effect.gen(function* () {
+      const control = yield* SyntheticGatewayControl
+      yield* control.script([{ _tag: "Hang" }])
+      const startWorker = (workerId: string) =>
+        Effect.gen(function* () {
+          const scope = yield* Scope.make()
+          const engine = yield* runWorker({ workerId, queues: ["ai-interactive"] }).pipe(Scope.extend(scope))
+          return { scope, engine }
+        })
+      const dispatcher = yield* makeDispatcher
+      yield* Effect.forkScoped(dispatcher.run)
+      const first = yield* startWorker("worker-a")
+      const job = yield* createEcho("handed along")
+      yield* awaitStatus(job.id, ["running"], { stepMs: 10 })
+      // The next worker is stopping too (its engine refuses work while its consumer still takes it).
+      const second = yield* startWorker("worker-b")
+      yield* second.engine.handOffAll
+      yield* Scope.close(first.scope, Exit.void)
+      yield* settle
+      // Handed back twice, as many times as the queue has attempts: a live worker still gets it at once.
+      yield* startWorker("worker-c")
+      const done = yield* awaitStatus(job.id, ["succeeded", "failed"], { stepMs: 10, maxSteps: 100 })
+      expect([done.lifecycleStatus, done.lockedBy, done.attemptCount]).toStrictEqual(["succeeded", "worker-c", 1])
+      const lines = yield* Effect.flatMap(LogCapture, (capture) => capture.lines)
+      expect(lines.filter((line) => line.startsWith("WARN") || line.startsWith("ERROR"))).toStrictEqual([])
+      expect(lines.filter((line) => line.startsWith("INFO") && line.includes("Queue delivery handed back by a stopping consumer"))).toHaveLength(2)
+      expect(lines.filter((line) => line.includes("job handed back: lock released for another worker") && line.startsWith("INFO"))).toHaveLength(1)
+    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 })
