@@ -16,7 +16,7 @@ export interface CircuitBreakerSettingsShape {
 }
 
 export const circuitBreakerDefaults: CircuitBreakerSettingsShape = {
-  failures: 5,
+  failures: 3,
   windowMs: 30_000,
   openMs: 10_000,
   maxOpenMs: 30_000,

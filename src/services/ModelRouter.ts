@@ -56,37 +56,51 @@ interface ModelRouterOptions {
   readonly fallbackMaxWaitMs: number
 }
 
+const credentialModes: ReadonlyArray<CredentialMode> = ["platform_key", "user_deepseek_key"]
+
 const makeModelRouter = (options: ModelRouterOptions) => {
   const routes = options.routes ?? {}
   const lookup = (key: string) => (Object.hasOwn(routes, key) ? routes[key] : undefined)
+  const routeOf = (request: { readonly jobType: string; readonly credentialMode: CredentialMode }): ModelRoute => {
+    const { credentialMode, jobType } = request
+    const layers = [lookup(`*:${credentialMode}`), lookup(jobType), lookup(`${jobType}:${credentialMode}`)]
+    const merged = layers.reduce<ModelRoute>(
+      (route, override) => {
+        if (override === undefined) return route
+        const fallbacks = override.fallbacks ?? route.fallbacks
+        const maxWaitMs = override.maxWaitMs ?? route.maxWaitMs
+        return {
+          provider: override.provider ?? route.provider,
+          model: override.model ?? route.model,
+          temperature: override.temperature ?? route.temperature,
+          maxTokens: override.maxTokens ?? route.maxTokens,
+          jsonMode: route.jsonMode,
+          ...(fallbacks !== undefined && Arr.isNonEmptyReadonlyArray(fallbacks) ? { fallbacks } : {}),
+          ...(maxWaitMs !== undefined ? { maxWaitMs } : {})
+        }
+      },
+      options.defaults
+    )
+    if (merged.fallbacks === undefined) {
+      const { maxWaitMs: _unused, ...single } = merged
+      return single
+    }
+    return { ...merged, maxWaitMs: merged.maxWaitMs ?? options.fallbackMaxWaitMs }
+  }
+  // Every target some route can reach: the defaults' and each override's, for each credential mode.
+  const known = new Map<string, RouteTarget>()
+  for (const key of ["*", ...Object.keys(routes)]) {
+    const jobType = key.split(":")[0] ?? "*"
+    for (const credentialMode of credentialModes) {
+      for (const target of targetsOf(routeOf({ jobType, credentialMode }))) known.set(`${target.provider}/${target.model}`, target)
+    }
+  }
+  const targets: ReadonlyArray<RouteTarget> = [...known.values()]
   return {
     route: (request: { readonly jobType: string; readonly credentialMode: CredentialMode }): Effect.Effect<ModelRoute> =>
-      Effect.sync(() => {
-        const { credentialMode, jobType } = request
-        const layers = [lookup(`*:${credentialMode}`), lookup(jobType), lookup(`${jobType}:${credentialMode}`)]
-        const merged = layers.reduce<ModelRoute>(
-          (route, override) => {
-            if (override === undefined) return route
-            const fallbacks = override.fallbacks ?? route.fallbacks
-            const maxWaitMs = override.maxWaitMs ?? route.maxWaitMs
-            return {
-              provider: override.provider ?? route.provider,
-              model: override.model ?? route.model,
-              temperature: override.temperature ?? route.temperature,
-              maxTokens: override.maxTokens ?? route.maxTokens,
-              jsonMode: route.jsonMode,
-              ...(fallbacks !== undefined && Arr.isNonEmptyReadonlyArray(fallbacks) ? { fallbacks } : {}),
-              ...(maxWaitMs !== undefined ? { maxWaitMs } : {})
-            }
-          },
-          options.defaults
-        )
-        if (merged.fallbacks === undefined) {
-          const { maxWaitMs: _unused, ...single } = merged
-          return single
-        }
-        return { ...merged, maxWaitMs: merged.maxWaitMs ?? options.fallbackMaxWaitMs }
-      })
+      Effect.sync(() => routeOf(request)),
+    /** Every provider and model a route names (operators' views of the breakers). */
+    targets
   }
 }
 

@@ -1,6 +1,7 @@
 import { Clock, Context, Data, Duration, Effect, Metric, Schedule, type Scope, Stream } from "effect"
 import type { CircuitBreakerSettingsShape } from "../config/CircuitBreakerSettings.js"
 import { tagged } from "./EngineMetrics.js"
+import { ModelRouter } from "./ModelRouter.js"
 
 /**
  * A circuit breaker per `provider/model`, shared by every process (docs/architecture.md §16.6):
@@ -244,3 +245,17 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
 
     return ProviderCircuitBreaker.of({ admit, record, view })
   })
+
+/**
+ * The breaker of every provider and model `targets` names, as the shared store holds it now, its
+ * gauge set on the way (read at scrape time and by the operators' stats).
+ */
+export const breakerViews = (targets: ReadonlyArray<{ readonly provider: string; readonly model: string }>) =>
+  Effect.flatMap(ProviderCircuitBreaker, (breaker) =>
+    Effect.forEach(targets, ({ model, provider }) => {
+      const providerModel = `${provider}/${model}`
+      return Effect.tap(breaker.view(providerModel), (view) => setBreakerGauge(providerModel, view.state))
+    }))
+
+/** The gauges of every routed provider's breaker, sampled at scrape time (in any process: the state is shared). */
+export const sampleProviderBreakers = Effect.flatMap(ModelRouter, (router) => breakerViews(router.targets)).pipe(Effect.asVoid)
