@@ -2,7 +2,7 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:
 import { Config, ConfigError, Effect, Either, Layer, Option, Redacted } from "effect"
 import { CredentialError } from "../domain/ExecutionError.js"
 import { newId } from "../domain/Ids.js"
-import type { CredentialMode } from "../domain/CredentialMode.js"
+import { type CredentialMode, userKeyProvider } from "../domain/CredentialMode.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { ResolvedCredential } from "./AiGateway.js"
 import { type CredentialCiphertext, type CredentialRecord, CredentialRepository } from "./CredentialRepository.js"
@@ -167,7 +167,7 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
   Effect.gen(function* () {
     const repository = yield* CredentialRepository
     const { keyring } = options
-    const defaultProvider = options.provider ?? "deepseek"
+    const defaultProvider = options.provider ?? userKeyProvider
     const platformProvider = options.platformProvider ?? defaultProvider
     const platformKeys: ReadonlyMap<string, Redacted.Redacted<string>> = options.platformKeys ??
       new Map(Option.toArray(Option.map(options.platformKey, (key) => [platformProvider, key] as const)))

@@ -2,7 +2,7 @@ import { Array as Arr, Config, ConfigError, Effect, Option, Schema } from "effec
 import { ProviderConfig } from "../config/EngineConfig.js"
 import { duplicateTopLevelKeys } from "../config/jsonObjectKeys.js"
 import { ProviderName, ProviderSettings } from "../config/ProviderSettings.js"
-import type { CredentialMode } from "../domain/CredentialMode.js"
+import { type CredentialMode, userKeyProvider } from "../domain/CredentialMode.js"
 
 /** One provider and model a call may go to. */
 export interface RouteTarget {
@@ -133,6 +133,13 @@ const checkedRoutes = (raw: string, known: ReadonlySet<string>) =>
       const unknown = named.find((provider) => provider !== undefined && !known.has(provider))
       if (unknown !== undefined) {
         return yield* routesInvalid(`AI_MODEL_ROUTES["${key}"] names provider "${unknown}", which is not configured (AI_PROVIDERS / AI_PROVIDER)`)
+      }
+      // A user's own key is never moved to a platform key: its routes name the user's provider only.
+      const foreign = key.endsWith(":user_deepseek_key") ? named.find((provider) => provider !== undefined && provider !== userKeyProvider) : undefined
+      if (foreign !== undefined) {
+        return yield* routesInvalid(
+          `AI_MODEL_ROUTES["${key}"] names provider "${foreign}": a user's own key is for ${userKeyProvider} only, so its fallbacks must be too`
+        )
       }
     }
     return routes

@@ -101,6 +101,17 @@ describe("AI providers from configuration", () => {
       )
       expect(refused).toContain("AI_MODEL_ROUTES")
       expect(refused).toContain("anthropic")
+
+      // A user-key route may name user-key fallbacks only: never a provider the user's key is not for.
+      const userKeyElsewhere = { "*:user_deepseek_key": { fallbacks: [{ provider: "openrouter", model: "deepseek/deepseek-chat" }] } }
+      const crossing = yield* refusal(
+        Effect.provide(ModelRouter, ModelRouter.Default).pipe(
+          withEnv({ ...twoProviders, AI_MODEL_ROUTES: JSON.stringify(userKeyElsewhere) }),
+          Effect.provideServiceEffect(ProviderConfig, ProviderConfig.config.pipe(withEnv({})))
+        )
+      )
+      expect(crossing).toContain("user_deepseek_key")
+      expect(crossing).toContain("openrouter")
     }))
 
   it.effect("AI_RATE_LIMITS and AI_MODEL_ROUTES refuse a key written twice (JSON would keep only the last)", () =>
