@@ -212,7 +212,7 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
         if (Option.isSome(failure) && failure.value._tag === "ProviderError" && failure.value.retryAfterMs !== undefined) {
           yield* capacity.pause(providerModel, now + Math.min(failure.value.retryAfterMs, maxRetryAfterMs), credentialId)
         }
-        yield* breaker.record(providerModel, admission, breakerOutcomeOf(exit))
+        yield* breaker.record(providerModel, admission, breakerOutcomeOf(exit), startedAt)
         if (Exit.isSuccess(exit)) {
           // The successful call's row travels to PROJECT's transaction.
           return { result: exit.value, usage: yield* usageEntryOf(resolved, callNo, startedAt, exit, target) }

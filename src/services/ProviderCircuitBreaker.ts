@@ -49,7 +49,8 @@ export interface BreakerStore {
     now: number,
     settings: CircuitBreakerSettingsShape
   ) => Effect.Effect<BreakerWrite, BreakerStoreError>
-  readonly recordSuccess: (providerModel: string, now: number) => Effect.Effect<BreakerWrite, BreakerStoreError>
+  /** `sentAt`: when the answered call was sent; an answer to a call sent before the last failure resets nothing. */
+  readonly recordSuccess: (providerModel: string, now: number, sentAt: number) => Effect.Effect<BreakerWrite, BreakerStoreError>
   /** The probe ended without a verdict (interrupted): the next caller may probe at once. */
   readonly abandonProbe: (providerModel: string, now: number) => Effect.Effect<BreakerWrite, BreakerStoreError>
   /** The models whose breaker another process changed (pub/sub): each process re-reads them. */
@@ -85,8 +86,13 @@ export const failureTransition = (
     : { ...record, failures, lastFailureAt: now }
 }
 
-/** A success closes a half-open breaker and clears the count of a closed one; an open one waits for its probe. */
-export const successTransition = (record: BreakerRecord): BreakerRecord => record.state === "open" ? record : closedRecord
+/**
+ * A success closes a half-open breaker and clears the count of a closed one; an open one waits
+ * for its probe. An answer to a call sent before the latest failure says nothing of it: calls in
+ * flight when a provider goes down keep answering for a while and must not hold the breaker shut.
+ */
+export const successTransition = (record: BreakerRecord & { readonly lastFailureAt: number }, sentAt: number): BreakerRecord =>
+  record.state === "open" || (record.state === "closed" && sentAt < record.lastFailureAt) ? record : closedRecord
 
 export const abandonTransition = (record: BreakerRecord): BreakerRecord =>
   record.state === "half_open" ? { ...record, probeUntil: 0 } : record
@@ -113,7 +119,8 @@ export class ProviderCircuitBreaker extends Context.Tag("ai-job-engine/ProviderC
   ProviderCircuitBreaker,
   {
     readonly admit: (providerModel: string) => Effect.Effect<Admission>
-    readonly record: (providerModel: string, admission: Admission, outcome: BreakerOutcome) => Effect.Effect<void>
+    /** `sentAt` (epoch ms, default now): when the call was sent, so an answer to an older call resets no newer failure. */
+    readonly record: (providerModel: string, admission: Admission, outcome: BreakerOutcome, sentAt?: number) => Effect.Effect<void>
     /** As the shared store holds it now (operators, `/metrics`). */
     readonly view: (providerModel: string) => Effect.Effect<BreakerView>
   }
@@ -218,7 +225,7 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
           : { _tag: "Skip", retryAt: Math.max(after.openUntil, after.probeUntil, now + 1) } as const
       })
 
-    const record = (providerModel: string, admission: Admission, outcome: BreakerOutcome): Effect.Effect<void> =>
+    const record = (providerModel: string, admission: Admission, outcome: BreakerOutcome, sentAt?: number): Effect.Effect<void> =>
       Effect.gen(function* () {
         if (admission._tag === "Skip") return
         const now = yield* Clock.currentTimeMillis
@@ -237,7 +244,10 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
         // A success matters only where there is something to reset: a probe, or failures counted.
         const seen = known.get(providerModel) ?? closedRecord
         if (admission._tag !== "Probe" && seen.state === "closed" && seen.failures === 0) return
-        yield* store.recordSuccess(providerModel, now).pipe(Effect.flatMap((write) => written(providerModel, write)), Effect.catchAll(warn))
+        yield* store.recordSuccess(providerModel, now, sentAt ?? now).pipe(
+          Effect.flatMap((write) => written(providerModel, write)),
+          Effect.catchAll(warn)
+        )
       }).pipe(Effect.uninterruptible)
 
     const view = (providerModel: string): Effect.Effect<BreakerView> =>

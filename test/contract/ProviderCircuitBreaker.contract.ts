@@ -61,6 +61,27 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
           expect(yield* breaker.admit(model)).toStrictEqual(call)
         }))
 
+      it.scoped("answers to calls sent before the latest failure reset nothing: calls in flight when a provider dies do not hold it shut", () =>
+        Effect.gen(function* () {
+          const t0 = yield* start
+          const breaker = yield* harness.process(settings)
+          const model = freshModel()
+          yield* TestClock.adjust(100)
+          yield* breaker.record(model, call, "failure")
+          yield* breaker.record(model, call, "failure")
+          // Sent before the outage, answered after it began.
+          yield* breaker.record(model, call, "success", t0)
+          expect(yield* breaker.view(model)).toMatchObject({ state: "closed", failures: 2 })
+          yield* breaker.record(model, call, "failure")
+          expect((yield* breaker.view(model)).state).toBe("open")
+          // Once closed again, an answer sent after the last failure does reset the count.
+          const other = freshModel()
+          yield* breaker.record(other, call, "failure")
+          yield* TestClock.adjust(10)
+          yield* breaker.record(other, call, "success", yield* Clock.currentTimeMillis)
+          expect(yield* breaker.view(other)).toMatchObject({ state: "closed", failures: 0 })
+        }))
+
       it.scoped("failures in a row open it for every process: calls skip the target until the cooldown ends", () =>
         Effect.gen(function* () {
           const t0 = yield* start

@@ -49,10 +49,10 @@ export const makeMemoryBreakerStore = Effect.gen(function* () {
         return Effect.map(write(providerModel, { ...next, lastFailureAt: get(providerModel).lastFailureAt }), (done) => ({ ...done, probe }))
       }),
     recordFailure: (providerModel, now, settings) => Effect.suspend(() => write(providerModel, failureTransition(get(providerModel), now, settings))),
-    recordSuccess: (providerModel) =>
+    recordSuccess: (providerModel, _now, sentAt) =>
       Effect.suspend(() => {
         const before = get(providerModel)
-        const next = successTransition(before)
+        const next = successTransition(before, sentAt)
         return write(providerModel, next === before ? before : { ...next, lastFailureAt: 0 })
       }),
     abandonProbe: (providerModel) =>

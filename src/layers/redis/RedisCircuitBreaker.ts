@@ -82,9 +82,10 @@ save(before, r, window * 2)
 return reply(before, r)
 `
 
+// ARGV[4]: when the answered call was sent
 const successScript = `${common}
 local before, r = load(), load()
-if r.state ~= 'open' then
+if r.state == 'half_open' or (r.state == 'closed' and tonumber(ARGV[4]) >= r.lastFailureAt) then
   r = { state = 'closed', failures = 0, lastFailureAt = 0, openUntil = 0, openMs = 0, probeUntil = 0 }
 end
 save(before, r)
@@ -161,7 +162,7 @@ export const makeRedisBreakerStore = Effect.gen(function* () {
     tryProbe: (providerModel, now, probeLeaseMs) => probe(providerModel, now, [probeLeaseMs]),
     recordFailure: (providerModel, now, settings) =>
       failure(providerModel, now, [settings.failures, settings.windowMs, settings.openMs, settings.maxOpenMs]),
-    recordSuccess: (providerModel, now) => success(providerModel, now),
+    recordSuccess: (providerModel, now, sentAt) => success(providerModel, now, [sentAt]),
     abandonProbe: (providerModel, now) => abandon(providerModel, now),
     changes: Stream.fromPubSub(changed)
   } satisfies BreakerStore
