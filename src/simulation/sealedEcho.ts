@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { defineJobType } from "../domain/JobType.js"
+import { maxChars, minChars } from "../domain/TextLength.js"
 import { syntheticEchoDefinition } from "../jobs/synthetic_echo/definition.js"
 import { SyntheticEchoOutput } from "../jobs/synthetic_echo/output.js"
 import { syntheticEchoProjector } from "../jobs/synthetic_echo/projector.js"
@@ -13,7 +14,7 @@ import { correctionMessages, dataMessage, dataMessageRule, definePromptTemplate 
  * simulation's monitor sees.
  */
 export const SealedEchoInput = Schema.Struct({
-  message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000)),
+  message: Schema.String.pipe(minChars(1), maxChars(10_000)),
   accessToken: Schema.String
 })
 
