@@ -145,7 +145,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "14_learning_analysis",
         "15_job_trace_parent",
         "16_job_retried_from",
-        "17_outbox_event_lane"
+        "17_outbox_event_lane",
+        "18_usage_estimated"
       ])
       expect(second).toEqual([])
     }))
