@@ -1,10 +1,12 @@
 import { Effect, Either, HashMap, Option, type Scope, Stream } from "effect"
 import { AiJob } from "../domain/AiJob.js"
+import { finishedEventFor } from "../domain/JobFinishedEvent.js"
 import { JobNotFound } from "../domain/LifecycleErrors.js"
 import { JobSnapshot } from "../domain/JobSnapshot.js"
 import { takeOverGuard } from "../domain/LifecycleGuards.js"
 import { legacyStatusOf } from "../domain/LifecycleStatus.js"
 import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
+import { insertOutboxEvent } from "../layers/memory/MemoryOutboxRepository.js"
 import type { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import type { CancelSignal } from "../services/CancelSignal.js"
 import { CredentialVault } from "../services/CredentialVault.js"
@@ -142,13 +144,16 @@ export const handOffCostsAttempt = (
       }))
 })
 
-/** `project-unfenced`: `markSucceeded` checks only that the job exists (no lease, status or cancel). */
+/**
+ * `project-unfenced`: `markSucceeded` checks only that the job exists (no lease, status or
+ * cancel); it writes the success's terminal event with it, as the real one does.
+ */
 export const projectUnfenced = (
   jobs: AiJobLifecycleRepository["Type"],
   db: MemoryDatabase["Type"]
 ): AiJobLifecycleRepository["Type"] => ({
   ...jobs,
-  markSucceeded: (lease, outputHash) =>
+  markSucceeded: (lease, outputHash, options) =>
     db.write("ai_job.markSucceeded", (tables, now) =>
       Either.map(Either.fromOption(HashMap.get(tables.aiJob, lease.jobId), () => new JobNotFound({ jobId: lease.jobId })), (job) => {
         const updated = new AiJob(
@@ -165,7 +170,9 @@ export const projectUnfenced = (
           },
           { disableValidation: true }
         )
-        return [updated, { ...tables, aiJob: HashMap.set(tables.aiJob, job.id, updated) }] as const
+        const written = { ...tables, aiJob: HashMap.set(tables.aiJob, job.id, updated) }
+        const event = finishedEventFor(updated, options?.artifacts ?? [])
+        return [updated, event === undefined ? written : insertOutboxEvent(written, event, now)[1]] as const
       }))
 })
 
