@@ -67,11 +67,11 @@ const capacityKeyOfCall = (call: ProviderCall) =>
 
 /**
  * What the monitor checks of provider calls: that a credential refusal is final where the
- * route has nowhere else to go, that each call carries its own provider's key (a key never crosses providers, a
- * user-key job never falls back to a platform key), that the provider gets the snapshot and
- * never the input, that the calls in flight stay within the shared concurrency limit, and that
- * a cancel of a cancellable job stops its calls within `cancelStopMs` (unless the worker was
- * frozen meanwhile: it hears of nothing then).
+ * route has nowhere else to go, that each call carries its own provider's key (a key never
+ * crosses providers, a user-key job never falls back to a platform key), that the provider gets
+ * the snapshot and never the input, that the calls in flight stay within the shared concurrency
+ * limit (a user's own key has its own), and that a cancel of a cancellable job stops its calls
+ * within `cancelStopMs` (unless the worker was frozen meanwhile: it hears of nothing then).
  */
 export const makeCallChecks = (options: CallChecksOptions) => {
   const inFlight = new Set<ProviderCall>()

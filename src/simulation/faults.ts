@@ -251,7 +251,6 @@ export const generateExtendedFaults = (settings: ExtendedFaultSettings) =>
     return actions
   })
 
-
 /** The failover fault set (see `SimulationSettings.failover`). */
 export interface FailoverFaultSettings {
   readonly phaseMs: number

@@ -110,7 +110,7 @@ export const makeMonitor = (options: MonitorOptions) => {
   let commits = 0
   /** The commit that wrote each job's projection (artifacts and business rows). */
   const projectionCommit = new Map<string, number>()
-  /** The end of the last provider call of each (job, lease), and of each (job, lease, provider). */
+  /** The end of the last provider call of each (job, lease), and under `lease\u0000provider` of each (job, lease, provider). */
   const lastCallEnd = new Map<string, CallEnd>()
   /** Where each provider stands in the route (the primary first); one provider: every call a retry. */
   const routeIndex = (provider: string) => Math.max(0, options.failover?.route.findIndex((target) => target.provider === provider) ?? 0)

@@ -223,7 +223,6 @@ export const cancelDeaf = (
   cancels: { ...cancels, subscribe: Effect.map(cancels.subscribe, Stream.filter(() => false)) }
 })
 
-
 // ---- the bugs the failover fault set proves its invariants on ----
 
 /** `breaker-ignored`: every admission is a plain call, open breaker or not (failures are still recorded). */

@@ -175,7 +175,6 @@ export const generateExtendedWorkload = (settings: ExtendedWorkloadSettings) =>
     return { actions, burstsAt }
   })
 
-
 /**
  * The failover workload, from its own `Random`: a stream of creates through each provider
  * outage (15 to 35 jobs over its first 80 %), so that a breaker that is not honoured shows in
