@@ -238,6 +238,7 @@ export const aiUsageLogTable = table(
     required("cost_micros", bigint),
     required("latency_ms", int),
     nullable("error_code", varchar(64)),
+    nullable("usage_estimated", int),
     required("created_at", datetime3)
   ],
   {

@@ -16,6 +16,7 @@ import learning_analysis from "./0014_learning_analysis.js"
 import job_trace_parent from "./0015_job_trace_parent.js"
 import job_retried_from from "./0016_job_retried_from.js"
 import outbox_event_lane from "./0017_outbox_event_lane.js"
+import usage_estimated from "./0018_usage_estimated.js"
 
 /** Every migration, by `{id}_{name}`; the Migrator runs those above the last one recorded. */
 export const migrations = Migrator.fromRecord({
@@ -35,7 +36,8 @@ export const migrations = Migrator.fromRecord({
   "0014_learning_analysis": learning_analysis,
   "0015_job_trace_parent": job_trace_parent,
   "0016_job_retried_from": job_retried_from,
-  "0017_outbox_event_lane": outbox_event_lane
+  "0017_outbox_event_lane": outbox_event_lane,
+  "0018_usage_estimated": usage_estimated
 })
 
 export const migrationsTable = "effect_sql_migrations"

@@ -1,4 +1,5 @@
 import { Config, ConfigError, Context, Either, Layer, ParseResult, Schema } from "effect"
+import { duplicateTopLevelKeys } from "./jsonObjectKeys.js"
 
 /** `provider/model`, e.g. `deepseek/deepseek-chat`: the key every limit is kept under. */
 export const ProviderModel = Schema.String.pipe(
@@ -51,8 +52,13 @@ export class ProviderLimitsConfig extends Context.Tag("ai-job-engine/ProviderLim
 >() {
   static readonly config: Config.Config<ProviderLimits> = Config.string("AI_RATE_LIMITS").pipe(
     Config.withDefault("{}"),
-    Config.mapOrFail((raw) =>
-      Either.mapBoth(decodeLimits(raw), {
+    Config.mapOrFail((raw) => {
+      // JSON keeps the last of a key written twice: the first limit would vanish without a word.
+      const duplicates = duplicateTopLevelKeys(raw)
+      if (duplicates.length > 0) {
+        return Either.left(ConfigError.InvalidData(["AI_RATE_LIMITS"], `AI_RATE_LIMITS names ${duplicates.join(", ")} more than once`))
+      }
+      return Either.mapBoth(decodeLimits(raw), {
         onLeft: (error) =>
           ConfigError.InvalidData(
             ["AI_RATE_LIMITS"],
@@ -60,7 +66,7 @@ export class ProviderLimitsConfig extends Context.Tag("ai-job-engine/ProviderLim
           ),
         onRight: fromRecord
       })
-    )
+    })
   )
   static readonly layer = Layer.effect(ProviderLimitsConfig, ProviderLimitsConfig.config)
   /** Limits set in code, for tests, the simulation and the bench. */

@@ -8,10 +8,20 @@ import { Schema } from "effect"
  */
 
 export class ProviderError extends Schema.TaggedError<ProviderError>()("ProviderError", {
-  code: Schema.Literal("PROVIDER_RATE_LIMITED", "PROVIDER_UNAVAILABLE", "PROVIDER_TIMEOUT"),
+  code: Schema.Literal(
+    "PROVIDER_RATE_LIMITED",
+    "PROVIDER_UNAVAILABLE",
+    "PROVIDER_TIMEOUT",
+    /** The provider refused the request itself (HTTP 400/404/422: an unknown model, a parameter it lacks). */
+    "PROVIDER_REQUEST_REJECTED",
+    /** The answer was larger than `AI_MAX_RESPONSE_BYTES`: the read was stopped there. */
+    "PROVIDER_RESPONSE_TOO_LARGE"
+  ),
   message: Schema.String,
   /** From `Retry-After`: the provider's own word on when to come back. */
-  retryAfterMs: Schema.optional(Schema.Number)
+  retryAfterMs: Schema.optional(Schema.Number),
+  /** False when the request never reached the provider (the connection was refused): no usage row. */
+  sent: Schema.optional(Schema.Boolean)
 }) {}
 
 export class ValidationError extends Schema.TaggedError<ValidationError>()("ValidationError", {
@@ -22,7 +32,8 @@ export class ValidationError extends Schema.TaggedError<ValidationError>()("Vali
 }) {}
 
 export class ContentSafetyError extends Schema.TaggedError<ContentSafetyError>()("ContentSafetyError", {
-  code: Schema.Literal("CONTENT_SAFETY_BLOCKED"),
+  /** `CONTENT_SAFETY_REFUSED`: the model declined to answer (OpenAI's `refusal`). */
+  code: Schema.Literal("CONTENT_SAFETY_BLOCKED", "CONTENT_SAFETY_REFUSED"),
   message: Schema.String,
   stage: Schema.Literal("input", "output", "provider")
 }) {}
@@ -87,10 +98,13 @@ const publicMessages: Readonly<Record<ErrorCode, string>> = {
   PROVIDER_RATE_LIMITED: "The AI provider is busy. Please try again later.",
   PROVIDER_UNAVAILABLE: "The AI provider is unavailable right now. Please try again later.",
   PROVIDER_TIMEOUT: "The AI provider did not answer in time.",
+  PROVIDER_REQUEST_REJECTED: "The AI provider could not handle this request.",
+  PROVIDER_RESPONSE_TOO_LARGE: "The AI provider sent an answer that was too large.",
   VALIDATION_OUTPUT_SCHEMA: "The AI answer did not have the expected form.",
   VALIDATION_MALFORMED_JSON: "The AI answer could not be read.",
   VALIDATION_PROVIDER_RESPONSE: "The AI provider sent an unexpected response.",
   CONTENT_SAFETY_BLOCKED: "The content was blocked by the safety check.",
+  CONTENT_SAFETY_REFUSED: "The AI model declined to answer this request.",
   TIMEOUT: "The job took too long and was stopped.",
   CREDENTIAL_INVALID: "The API key was rejected by the AI provider.",
   CREDENTIAL_NOT_FOUND: "No API key is stored for this job.",

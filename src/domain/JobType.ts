@@ -1,4 +1,4 @@
-import { Effect, ParseResult, Schema } from "effect"
+import { Effect, JSONSchema, ParseResult, Schema } from "effect"
 import { InvalidJobInput } from "./JobCreationErrors.js"
 import { ValidationError } from "./ExecutionError.js"
 import { describeIssue } from "./ValueFreeMessages.js"
@@ -16,6 +16,17 @@ export interface JobTypeSpec {
   readonly decodeOutput: (output: unknown, input: unknown) => Effect.Effect<unknown, ValidationError>
   /** The prompt version new jobs of this type are stamped with (`v1` when absent). */
   readonly promptVersion?: string | undefined
+  /** The output as JSON Schema, for providers that take structured outputs; absent when the Schema has no JSON Schema form. */
+  readonly outputJsonSchema?: object | undefined
+}
+
+/** The JSON Schema of an output Schema, or none where a part of it has no JSON Schema form. */
+const jsonSchemaOf = <O, OE>(output: Schema.Schema<O, OE>): object | undefined => {
+  try {
+    return JSONSchema.make(output)
+  } catch {
+    return undefined
+  }
 }
 
 export const formatProblems = (error: ParseResult.ParseError): ReadonlyArray<string> =>
@@ -47,8 +58,10 @@ export const defineJobType = <I, IE, O, OE>(spec: {
       : "unknown"
   const decodeInput = Schema.decodeUnknown(spec.input, { errors: "all", onExcessProperty: "error" })
   const decodeOutput = Schema.decodeUnknown(spec.output, { errors: "all" })
+  const outputJsonSchema = jsonSchemaOf(spec.output)
   return {
     definition: spec.definition,
+    ...(outputJsonSchema === undefined ? {} : { outputJsonSchema }),
     decodeInput: (input) =>
       decodeInput(input).pipe(
         Effect.catchAll((error) =>

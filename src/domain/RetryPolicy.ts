@@ -8,6 +8,8 @@ import type { JobDefinition } from "./JobDefinition.js"
 export const isRetryable = (error: ExecutionError, definition: JobDefinition): boolean => {
   switch (categoryOf(error)) {
     case "PROVIDER":
+      // The same request would be refused again: only another target (a fallback) can serve it.
+      return error.code !== "PROVIDER_REQUEST_REJECTED"
     case "VALIDATION":
     case "INTERNAL":
       return true

@@ -16,12 +16,19 @@ const tokenLike: ReadonlyArray<RegExp> = [
 
 /** Job, credential and event ids are UUIDs: operators need them, and they are no secret. */
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+/**
+ * Words joined by `_`, `-`, `/` or `.` in lower case (`invalid_request_error/model_not_found`):
+ * a provider's error type and code, which operators need; keys and tokens mix in digits or capitals.
+ */
+const lowercaseWords = /^[a-z]+(?:[_/.-][a-z]+)*$/
+
+const kept = (match: string) => uuid.test(match) || lowercaseWords.test(match)
 
 export const scrubSecrets = (text: string, secrets: ReadonlyArray<string> = []): string => {
   let scrubbed = text
   for (const secret of secrets) {
     if (secret.length > 0) scrubbed = scrubbed.split(secret).join(redacted)
   }
-  for (const pattern of tokenLike) scrubbed = scrubbed.replace(pattern, (match) => (uuid.test(match) ? match : redacted))
+  for (const pattern of tokenLike) scrubbed = scrubbed.replace(pattern, (match) => (kept(match) ? match : redacted))
   return scrubbed
 }

@@ -104,6 +104,17 @@ const DurationByType = Schema.Struct({
 })
 const UsageDay = Schema.Struct({ day: Schema.String, calls: Schema.Number, totalTokens: Schema.Number, costMicros: Schema.Number })
 
+const ProviderHealth = Schema.Struct({
+  provider: Schema.String,
+  model: Schema.String,
+  /** `open`: calls skip it for the route's next target; `half_open`: one call is probing it. */
+  breaker: Schema.Literal("closed", "open", "half_open"),
+  /** Provider-side failures in a row that the breaker counts. */
+  failures: Schema.Number,
+  /** When an open breaker lets a probe through; null unless open. */
+  openUntil: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "ProviderHealth" })
+
 export const StatsResponse = Schema.Struct({
   generatedAt: Schema.String,
   jobs: Schema.Array(TypeStatusCount),
@@ -117,5 +128,7 @@ export const StatsResponse = Schema.Struct({
   perMinute: Schema.Array(MinuteThroughput),
   /** Start to finish, over the last hour. */
   durations: Schema.Array(DurationByType),
-  usageByDay: Schema.Array(UsageDay)
+  usageByDay: Schema.Array(UsageDay),
+  /** Every provider and model a route names, with its circuit breaker as every process sees it. */
+  providers: Schema.Array(ProviderHealth)
 }).annotations({ identifier: "Stats" })

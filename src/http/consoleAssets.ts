@@ -21,6 +21,7 @@ main { padding: 12px 16px; }
 table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top; }
 .error { color: #a00; font-weight: bold; }
+tr.alert td { background: #fde8e8; }
 .charts { display: flex; flex-wrap: wrap; gap: 16px; }
 figure { margin: 0; }
 a.current { font-weight: bold; }
@@ -200,6 +201,11 @@ async function statsPage() {
     h("h3", {}, "Queues"),
     table(["Queue", "Waiting", "Active", "Delayed"], stats.queues.map((row) =>
       h("tr", {}, h("td", {}, row.queueName + (row.available ? "" : " (not answering)")), h("td", {}, row.waiting), h("td", {}, row.active), h("td", {}, row.delayed)))),
+    h("h3", {}, "Providers"),
+    table(["Provider", "Model", "Circuit", "Failures in a row", "Open until"], stats.providers.map((row) =>
+      h("tr", { class: row.breaker === "closed" ? "" : "alert" }, h("td", {}, row.provider), h("td", {}, row.model),
+        h("td", {}, row.breaker === "half_open" ? "half-open (probing)" : row.breaker), h("td", {}, row.failures), h("td", {}, row.openUntil || ""))),
+      { id: "provider-breakers" }),
     h("h3", {}, "Outbox"),
     h("p", { id: "outbox-summary" }, "pending " + stats.outbox.pending + ", dead " + stats.outbox.dead + ", oldest pending " + ms(stats.outbox.oldestPendingAgeMs)),
     h("h3", {}, "Durations (last hour)"),

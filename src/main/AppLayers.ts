@@ -66,6 +66,10 @@ import { MysqlUnitOfWork } from "../layers/mysql/MysqlUnitOfWork.js"
 import { MysqlUsageLogRepository } from "../layers/mysql/UsageLogRepository.js"
 import { QueueSettings } from "../config/QueueSettings.js"
 import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
+import { ProviderSettings } from "../config/ProviderSettings.js"
+import { CircuitBreakerSettings } from "../config/CircuitBreakerSettings.js"
+import { MemoryBreakerStore, MemoryCircuitBreaker } from "../layers/memory/MemoryCircuitBreaker.js"
+import { RedisCircuitBreaker } from "../layers/redis/RedisCircuitBreaker.js"
 import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/MemoryProviderCapacity.js"
 import { RedisProviderCapacity } from "../layers/redis/RedisProviderCapacity.js"
 import { RedisCancelSignal } from "../layers/redis/RedisCancelSignal.js"
@@ -91,7 +95,8 @@ export const ConfigLive = Layer.mergeAll(
   QuotaLimitsConfig.layer,
   QueueSettings.layer,
   DispatcherSettings.layer,
-  ProviderLimitsConfig.layer
+  ProviderLimitsConfig.layer,
+  ProviderSettings.layer.pipe(Layer.provide(ProviderConfig.layer))
 )
 
 const Platform = Layer.merge(ConfigLive, NodeContext.layer)
@@ -157,6 +162,9 @@ export const MemoryInfrastructure = Layer.mergeAll(
 /** The provider limiter of one process on its own memory store (`AI_RATE_LIMITS`; needs `ProviderLimitsConfig`). */
 export const MemoryCapacity = MemoryProviderCapacity().pipe(Layer.provide(MemoryCapacityStore.layer))
 
+/** The provider circuit breakers of one process on its own memory store (`AI_BREAKER_*`). */
+export const MemoryBreakers = MemoryCircuitBreaker.pipe(Layer.provide(Layer.merge(MemoryBreakerStore.layer, CircuitBreakerSettings.layer)))
+
 /** Every repository on MySQL, over whatever `SqlClient` it is given. */
 export const MysqlRepositories = Layer.mergeAll(
   MysqlAiJobLifecycleRepository,
@@ -180,7 +188,15 @@ export const MysqlStorage = MysqlRepositories.pipe(Layer.provideMerge(MysqlFromC
  */
 export const LiveInfrastructure = Layer.mergeAll(
   MysqlStorage,
-  Layer.mergeAll(BullMqJobQueueLive, RedisOutboxSignal, RedisCancelSignal, RedisWorkerDirectory, RedisJobEvents, RedisProviderCapacity()).pipe(
+  Layer.mergeAll(
+    BullMqJobQueueLive,
+    RedisOutboxSignal,
+    RedisCancelSignal,
+    RedisWorkerDirectory,
+    RedisJobEvents,
+    RedisProviderCapacity(),
+    RedisCircuitBreaker.pipe(Layer.provide(CircuitBreakerSettings.layer))
+  ).pipe(
     Layer.provideMerge(RedisConnection.fromConfig)
   )
 )
@@ -200,16 +216,16 @@ export const DispatcherInfrastructure = Layer.mergeAll(
 // ---- The provider
 
 /**
- * `AI_GATEWAY`: `openai` (the OpenAI-compatible provider at `AI_BASE_URL`) or `synthetic`.
- * Unset: `openai` when `AI_API_KEY` is set, otherwise `synthetic` (the embedded default).
+ * `AI_GATEWAY`: `openai` (the OpenAI-compatible providers of `AI_PROVIDERS` / `AI_BASE_URL`) or
+ * `synthetic`. Unset: `openai` when a provider has a key, otherwise `synthetic` (the embedded default).
  */
 export const gatewayKindConfig = Config.literal("openai", "synthetic")("AI_GATEWAY").pipe(Config.option)
 
 export const AiGatewayFromConfig = Layer.unwrapEffect(
   Effect.gen(function* () {
     const kind = yield* gatewayKindConfig
-    const provider = yield* ProviderConfig
-    const chosen = Option.getOrElse(kind, () => (Option.isSome(provider.apiKey) ? "openai" as const : "synthetic" as const))
+    const providers = yield* ProviderSettings
+    const chosen = Option.getOrElse(kind, () => (ProviderSettings.anyKey(providers) ? "openai" as const : "synthetic" as const))
     yield* Effect.logInfo("AI gateway selected").pipe(Effect.annotateLogs({ gateway: chosen }))
     return chosen === "openai" ? OpenAiCompatibleGatewayLive : SyntheticGatewayLive
   })
@@ -222,6 +238,7 @@ export const AiGatewayFromConfig = Layer.unwrapEffect(
  */
 export const GatewayServicesLive = Layer.mergeAll(
   ModelRouter.Default,
+  ProviderSettings.layer,
   CredentialVault.Default,
   ContentSafety.Default,
   AiCostCalculator.Default,
@@ -247,7 +264,10 @@ export const engineServices = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway
 const withoutTraceHeaders = Layer.effect(
   AiGateway,
   Effect.map(AiGateway, (gateway) =>
-    AiGateway.of({ generate: (request) => Effect.locally(gateway.generate(request), HttpClient.currentTracerPropagation, false) }))
+    AiGateway.of({
+      ...(gateway.settle === undefined ? {} : { settle: gateway.settle }),
+      generate: (request) => Effect.locally(gateway.generate(request), HttpClient.currentTracerPropagation, false)
+    }))
 )
 
 /** The gateway with every call traced (`provider.chat`) and measured, whichever provider it is. */
@@ -282,14 +302,14 @@ const syntheticProvider = ConfigProvider.fromMap(
   new Map([["AI_GATEWAY", "synthetic"], ["AI_API_KEY", "embedded-synthetic-provider-needs-no-key"]])
 ).pipe(ConfigProvider.orElse(() => ConfigProvider.fromEnv()))
 
-/** The engine in memory, on the synthetic provider unless `AI_API_KEY` names a real one. */
+/** The engine in memory, on the synthetic provider unless a provider key names a real one. */
 export const EmbeddedStack = Layer.unwrapEffect(
-  Effect.map(ProviderConfig.config, (provider) => {
+  Effect.map(Effect.provide(ProviderSettings.load, ProviderConfig.layer), (providers) => {
     const stack = EngineServicesLive.pipe(
-      Layer.provideMerge(Layer.merge(MemoryInfrastructure, MemoryCapacity)),
+      Layer.provideMerge(Layer.mergeAll(MemoryInfrastructure, MemoryCapacity, MemoryBreakers)),
       Layer.provideMerge(Platform)
     )
-    return Option.isSome(provider.apiKey) ? stack : stack.pipe(Layer.provide(Layer.setConfigProvider(syntheticProvider)))
+    return ProviderSettings.anyKey(providers) ? stack : stack.pipe(Layer.provide(Layer.setConfigProvider(syntheticProvider)))
   })
 )
 

@@ -28,10 +28,15 @@ import {
 } from "./AppLayers.js"
 import { runProcess } from "./runProcess.js"
 import { sampleOutboxBacklog } from "../services/EngineMetrics.js"
+import { sampleProviderBreakers } from "../services/ProviderCircuitBreaker.js"
 
 /** The three parts of the engine over whatever stack is below them. */
 // One process, one `/metrics` (on PORT): the dispatcher's outbox gauges are sampled per scrape.
-const engineParts = Layer.mergeAll(ApiPart({ sampleMetrics: sampleOutboxBacklog }), DispatcherPart, WorkerPart)
+const engineParts = Layer.mergeAll(
+  ApiPart({ sampleMetrics: Effect.zipRight(sampleOutboxBacklog, sampleProviderBreakers) }),
+  DispatcherPart,
+  WorkerPart
+)
 
 const sampleFlashcardRequest = JSON.stringify({
   sourceText:

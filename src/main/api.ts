@@ -11,12 +11,13 @@
  * accepting connections, lets requests in flight finish, closes its pools and exits 0.
  */
 import { Layer } from "effect"
+import { sampleProviderBreakers } from "../services/ProviderCircuitBreaker.js"
 import { ApiPart, LiveApiSupport, LiveStack } from "./AppLayers.js"
 import { requireStorage, runProcess } from "./runProcess.js"
 
 runProcess(
   "api",
-  ApiPart({ logRequests: true }).pipe(
+  ApiPart({ logRequests: true, sampleMetrics: sampleProviderBreakers }).pipe(
     Layer.provide(LiveApiSupport),
     Layer.provide(LiveStack),
     Layer.provide(requireStorage("the API"))

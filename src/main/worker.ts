@@ -9,10 +9,11 @@
  */
 import { Layer } from "effect"
 import { MetricsListener } from "../http/metricsEndpoint.js"
+import { sampleProviderBreakers } from "../services/ProviderCircuitBreaker.js"
 import { LiveStack, WorkerPart } from "./AppLayers.js"
 import { requireStorage, runProcess } from "./runProcess.js"
 
 runProcess(
   "worker",
-  Layer.merge(WorkerPart, MetricsListener()).pipe(Layer.provide(LiveStack), Layer.provide(requireStorage("the worker")))
+  Layer.merge(WorkerPart, MetricsListener(sampleProviderBreakers)).pipe(Layer.provide(LiveStack), Layer.provide(requireStorage("the worker")))
 )

@@ -1,10 +1,10 @@
-import { Data, type Option } from "effect"
+import { type Array as Arr, Data, type Option } from "effect"
 import type { AiJob, JobLease } from "../domain/AiJob.js"
 import type { ExecutionError } from "../domain/ExecutionError.js"
 import type { JobSnapshot } from "../domain/JobSnapshot.js"
 import type { ResolvedCredential } from "../services/AiGateway.js"
 import type { RegisteredJobType } from "../services/JobDefinitionRegistry.js"
-import type { ModelRoute } from "../services/ModelRouter.js"
+import type { ModelRoute, RouteTarget } from "../services/ModelRouter.js"
 import type { NewUsageLogEntry } from "../services/UsageLog.js"
 
 /** After PREPARE: the job, locked by this worker, with its definition. */
@@ -16,12 +16,20 @@ export interface PreparedJob {
   readonly snapshot?: Option.Option<JobSnapshot>
 }
 
+/** A target of the route with the key this job presents to its provider. */
+export interface ResolvedTarget extends RouteTarget {
+  readonly credential: ResolvedCredential
+}
+
 /** After RESOLVE: what the provider call needs. */
 export interface ResolvedJob extends PreparedJob {
   /** The snapshot's (validated, redacted) input. */
   readonly content: unknown
+  /** The first target's key. */
   readonly credential: ResolvedCredential
   readonly route: ModelRoute
+  /** The route's targets this job holds a key for, in order: a user's key is presented only to its own provider. */
+  readonly targets: Arr.NonEmptyReadonlyArray<ResolvedTarget>
 }
 
 /** After EXECUTE: the validated output, its hash, and the usage row of the call that made it. */

@@ -9,7 +9,7 @@ import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.j
 import { jobEventOf, JobEvents } from "../services/JobEvents.js"
 import { JobHandedOff } from "../services/JobQueue.js"
 import { type NewUsageLogEntry, UsageLog } from "../services/UsageLog.js"
-import { type PreparedJob, type ResolvedJob, RunOutcome } from "./RunningJob.js"
+import { type PreparedJob, type ResolvedJob, type ResolvedTarget, RunOutcome } from "./RunningJob.js"
 import { recordFinished, stageDuration, timed } from "../services/EngineMetrics.js"
 
 /**
@@ -80,35 +80,38 @@ export const publishFinished = (job: AiJob) =>
 
 /**
  * The usage row of one provider call (docs/architecture.md §11.5), failed and interrupted calls
- * included (tokens 0, the error code set). EXECUTE builds it when the call ends.
+ * included (tokens 0, the error code set). EXECUTE builds it when the call ends. The row names the
+ * target the call went to (the route's first by default) and the model the provider says answered;
+ * the price is the target's model's, whatever name the provider reports.
  */
 export const usageEntryOf = (
   resolved: ResolvedJob,
   attemptNo: number,
   startedAtMillis: number,
-  exit: Exit.Exit<GenerateResult, ExecutionError>
+  exit: Exit.Exit<GenerateResult, ExecutionError>,
+  target: ResolvedTarget = resolved.targets[0]
 ) =>
   Effect.gen(function* () {
     const costs = yield* AiCostCalculator
     const finishedAtMillis = yield* Clock.currentTimeMillis
     const result = Exit.isSuccess(exit) ? exit.value : undefined
     const usage = result?.usage ?? { promptTokens: 0, completionTokens: 0, totalTokens: 0 }
-    const model = result?.model ?? resolved.route.model
     const errorCode = Exit.isSuccess(exit) ? null : Exit.isInterrupted(exit) ? "CANCELLED" : failureCodeOf(exit)
     return {
       id: yield* newId,
       jobId: resolved.job.id,
       leaseNo: resolved.lease.leaseNo,
       attemptNo,
-      credentialMode: resolved.credential.mode,
-      provider: result?.provider ?? resolved.route.provider,
-      model,
+      credentialMode: target.credential.mode,
+      provider: result?.provider ?? target.provider,
+      model: result?.model ?? target.model,
       promptTokens: usage.promptTokens,
       completionTokens: usage.completionTokens,
       totalTokens: usage.totalTokens,
-      costMicros: yield* costs.costMicros(model, usage),
+      costMicros: yield* costs.costMicros(target.model, usage),
       latencyMs: Math.max(0, Math.round(result?.latencyMs ?? finishedAtMillis - startedAtMillis)),
-      errorCode
+      errorCode,
+      ...(result?.usageEstimated === true ? { usageEstimated: true } : {})
     } satisfies NewUsageLogEntry
   })
 

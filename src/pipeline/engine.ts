@@ -18,6 +18,8 @@ import { type JobDelivery, JobHandedOff } from "../services/JobQueue.js"
 import { ModelRouter } from "../services/ModelRouter.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
 import { ProviderCapacity } from "../services/ProviderCapacity.js"
+import { ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
+import { ProviderSettings } from "../config/ProviderSettings.js"
 import { ResultProjectors } from "../services/ResultProjectors.js"
 import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
@@ -44,6 +46,8 @@ const engineServiceTags = [
   ContentSafety,
   AiGateway,
   ProviderCapacity,
+  ProviderCircuitBreaker,
+  ProviderSettings,
   AiCostCalculator,
   UsageLog,
   ResultProjectors,
@@ -91,6 +95,7 @@ export const makeExecutionEngine = (workerId: string) =>
     // and fiber join of a run copies or diffs its fiber's context, several hundred times a job.
     const context = Context.pick(...engineServiceTags)(yield* Effect.context<EngineServices>())
     const timing = yield* TimingConfig
+    const gatewaySettles = Context.get(context, AiGateway).settle ?? Effect.void
     const keeper = yield* makeLeaseKeeper
     // The ids, and a count of the changes to them that the worker directory listens to: it
     // hears of every lock and release at once, and a change costs no copy of the set.
@@ -124,8 +129,9 @@ export const makeExecutionEngine = (workerId: string) =>
           const attempt = Effect.gen(function* () {
             // A call is numbered by its lease and its place in the lease: no read of the usage
             // log, and a zombie (an older lease) can never take its successor's number.
-            const attemptNo = 1 + (yield* Ref.getAndUpdate(calls, (n) => n + 1))
-            return yield* execute(resolved, attemptNo, yield* Ref.get(problems)).pipe(
+            const nextCallNo = Effect.map(Ref.getAndUpdate(calls, (n) => n + 1), (n) => n + 1)
+            const attemptNo = yield* nextCallNo
+            return yield* execute(resolved, attemptNo, yield* Ref.get(problems), nextCallNo).pipe(
               Effect.provideService(JobProgress, progress),
               defectsAsInternal,
               // VALIDATION is retried with what was wrong added to the prompt.
@@ -133,18 +139,22 @@ export const makeExecutionEngine = (workerId: string) =>
             )
           })
           yield* reach(progressAt.EXECUTE)
-          const executed = yield* Effect.retry(attempt, loggedRetries(schedule, prepared.job.jobType))
-          yield* reach(progressAt.VALIDATED)
-
-          // Once projection starts it finishes: the job ends succeeded with its artifacts, or
-          // untouched (a failed transaction, or a cancel requested before markSucceeded); never a mix.
-          const succeeded = yield* project(executed).pipe(
-            defectsAsInternal,
-            Effect.retry(schedule),
-            // The projection rolled back for good: its call's usage row is written on its own.
-            Effect.tapError(() => recordUsage(executed.usage)),
-            Effect.tap((job) => Ref.set(committed, Option.some(job))),
-            Effect.uninterruptible
+          // A validated answer goes on to PROJECT whatever stops the run meanwhile, so its call's
+          // usage row is never lost between the two. Once projection starts it finishes: the job
+          // ends succeeded with its artifacts, or untouched (a failed transaction, or a cancel
+          // requested before markSucceeded); never a mix.
+          const succeeded = yield* Effect.uninterruptibleMask((restore) =>
+            Effect.gen(function* () {
+              const executed = yield* restore(Effect.retry(attempt, loggedRetries(schedule, prepared.job.jobType)))
+              yield* reach(progressAt.VALIDATED)
+              return yield* project(executed).pipe(
+                defectsAsInternal,
+                Effect.retry(schedule),
+                // The projection rolled back for good: its call's usage row is written on its own.
+                Effect.tapError(() => recordUsage(executed.usage)),
+                Effect.tap((job) => Ref.set(committed, Option.some(job)))
+              )
+            })
           )
           return RunOutcome.Succeeded({ job: succeeded })
         })
@@ -185,6 +195,9 @@ export const makeExecutionEngine = (workerId: string) =>
               Effect.flatMap(work(prepared, hold, committed), (ended) => Deferred.succeed(hold.outcome, ended))
             )
             const decided = yield* Deferred.await(hold.outcome)
+            // Stopped from outside (a cancel, a hand-off, a lost lease): an answer already received
+            // is read first, so its call is recorded with what the provider billed.
+            if (Option.isNone(yield* Fiber.poll(worker))) yield* gatewaySettles
             yield* Fiber.interrupt(worker)
             return Option.match(yield* Ref.get(committed), {
               onNone: () => decided,

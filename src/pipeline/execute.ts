@@ -1,13 +1,16 @@
-import { Cause, Clock, Effect, Exit, Option } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
+import { ProviderSettings } from "../config/ProviderSettings.js"
 import { outputHash } from "../domain/CanonicalJson.js"
-import { type ExecutionError, JobTimeoutError } from "../domain/ExecutionError.js"
+import { type ExecutionError, JobTimeoutError, ProviderError } from "../domain/ExecutionError.js"
+import { isRetryable } from "../domain/RetryPolicy.js"
 import { AiGateway, type ChatMessage, type GatewayError, type GenerateResult } from "../services/AiGateway.js"
 import { ContentSafety } from "../services/ContentSafety.js"
-import { PromptTemplates } from "../services/PromptTemplates.js"
-import { type CapacityOutcome, ProviderCapacity } from "../services/ProviderCapacity.js"
-import { recordUsage, usageEntryOf } from "./complete.js"
-import type { ExecutedJob, ResolvedJob } from "./RunningJob.js"
 import { stageDuration, timed } from "../services/EngineMetrics.js"
+import { PromptTemplates } from "../services/PromptTemplates.js"
+import { type CapacityOutcome, ProviderCapacity, type CapacityWaitExceeded } from "../services/ProviderCapacity.js"
+import { type Admission, type BreakerOutcome, ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
+import { recordUsage, usageEntryOf } from "./complete.js"
+import type { ExecutedJob, ResolvedJob, ResolvedTarget } from "./RunningJob.js"
 
 /** Completion tokens expected when the route sets no `maxTokens`. */
 const defaultCompletionEstimate = 1_000
@@ -16,35 +19,125 @@ const defaultCompletionEstimate = 1_000
 export const estimateTokens = (messages: ReadonlyArray<ChatMessage>, maxTokens: number | undefined) =>
   Math.ceil(messages.reduce((sum, message) => sum + message.content.length, 0) / 4) + (maxTokens ?? defaultCompletionEstimate)
 
+type CallExit = Exit.Exit<GenerateResult, GatewayError | JobTimeoutError>
+
+const failureOf = (exit: CallExit): Option.Option<GatewayError | JobTimeoutError> =>
+  Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+
 /** What the limiter learns from a call's end: 429s and timeouts are load, an answer is not. */
-const capacityOutcomeOf = (exit: Exit.Exit<GenerateResult, GatewayError | JobTimeoutError>): CapacityOutcome => {
+const capacityOutcomeOf = (exit: CallExit): CapacityOutcome => {
   if (Exit.isSuccess(exit)) return { _tag: "Succeeded", totalTokens: exit.value.usage.totalTokens }
-  const error: Option.Option<ExecutionError> = Cause.failureOption(exit.cause)
+  const error = failureOf(exit)
   if (Option.isNone(error)) return { _tag: "Failed" }
   const failure = error.value
+  if (failure._tag === "ProviderError" && failure.sent === false) return { _tag: "NotSent" }
   const overloaded = failure._tag === "JobTimeoutError" ||
     (failure._tag === "ProviderError" && (failure.code === "PROVIDER_RATE_LIMITED" || failure.code === "PROVIDER_TIMEOUT"))
   return { _tag: overloaded ? "Overloaded" : "Failed" }
 }
 
 /**
+ * What the circuit breaker learns: the provider failed (no answer, a 5xx, a body that is no
+ * answer), answered (anything else, a 429 or an output the job rejects included), or the call
+ * was stopped from outside.
+ */
+const breakerOutcomeOf = (exit: CallExit): BreakerOutcome => {
+  if (Exit.isSuccess(exit)) return "success"
+  const error = failureOf(exit)
+  if (Option.isNone(error)) return Exit.isInterrupted(exit) ? "abandoned" : "success"
+  const failure = error.value
+  switch (failure._tag) {
+    case "JobTimeoutError":
+      return "failure"
+    case "ProviderError":
+      return failure.code === "PROVIDER_UNAVAILABLE" || failure.code === "PROVIDER_TIMEOUT" || failure.code === "PROVIDER_RESPONSE_TOO_LARGE"
+        ? "failure"
+        : "success"
+    case "ValidationError":
+      return failure.code === "VALIDATION_PROVIDER_RESPONSE" ? "failure" : "success"
+    default:
+      return "success"
+  }
+}
+
+/**
+ * Whether a failure moves the call on to the route's next target, within the attempt: the
+ * provider's own trouble does (no answer, a 5xx, a refused request, a 429 that asks for a longer
+ * wait than the route allows, a platform key the provider rejects); what belongs to the job does
+ * not (its output, its content, its time budget, the user's own key).
+ */
+const movesOn = (error: ExecutionError, target: ResolvedTarget, maxWaitMs: number): boolean => {
+  switch (error._tag) {
+    case "ProviderError":
+      return error.code !== "PROVIDER_RATE_LIMITED" || error.retryAfterMs === undefined || error.retryAfterMs > maxWaitMs
+    case "ValidationError":
+      return error.code === "VALIDATION_PROVIDER_RESPONSE"
+    case "CredentialError":
+      return error.code === "CREDENTIAL_INVALID" && target.credential.mode === "platform_key"
+    default:
+      return false
+  }
+}
+
+/** A wait the provider asked for, cut to `AI_MAX_RETRY_AFTER_MS`: it also sets the retry's delay. */
+const boundedWait = <E extends ExecutionError>(error: E, maxRetryAfterMs: number): E | ProviderError =>
+  error._tag === "ProviderError" && error.retryAfterMs !== undefined && error.retryAfterMs > maxRetryAfterMs
+    ? new ProviderError({
+      code: error.code,
+      message: error.message,
+      retryAfterMs: maxRetryAfterMs,
+      ...(error.sent === undefined ? {} : { sent: error.sent })
+    })
+    : error
+
+/** The limiter would hold the call past the route's wait or the job's budget. */
+const waitedTooLong = (providerModel: string, waited: CapacityWaitExceeded, now: number) =>
+  new ProviderError({
+    code: "PROVIDER_RATE_LIMITED",
+    message: waited.paused
+      ? `${providerModel} is paused past what the job may wait (the provider asked for a wait)`
+      : `${providerModel} has no capacity within the route's wait`,
+    ...(waited.retryAt === undefined ? {} : { retryAfterMs: Math.max(0, waited.retryAt - now) }),
+    sent: false
+  })
+
+/**
+ * The attempt's error when every target failed: the last one, unless it would stop the retries
+ * (a refused request, a rejected key) while an earlier target failed for a passing reason.
+ */
+const attemptError = (failures: ReadonlyArray<ExecutionError>, resolved: ResolvedJob): Option.Option<ExecutionError> => {
+  const last = failures.at(-1)
+  if (last === undefined) return Option.none()
+  const definition = resolved.registered.definition
+  if (isRetryable(last, definition)) return Option.some(last)
+  return Option.some([...failures].reverse().find((failure) => isRetryable(failure, definition)) ?? last)
+}
+
+/**
  * EXECUTE (docs/architecture.md §8.3), one attempt: the input safety check, the prompt (with the
- * problems of the previous attempt's answer, if any), capacity from the provider limiter (waited
- * for outside the timeout, holding no connection; waiting cannot fail, so it spends no retry), the
- * provider call under the definition's timeout (the timeout interrupts the call, which aborts its
- * HTTP request; a provider's Retry-After pauses the model for every worker), then the output's
- * validation, safety check and hash. Each call's usage row is COMPLETE's: one that ends here is
- * written as it ends; the successful one travels to PROJECT.
+ * problems of the previous attempt's answer, if any), then the route's targets in order. Each
+ * target: its circuit breaker (an open one is skipped), capacity from its limiter (a wait the
+ * route cannot afford moves on), the call under what is left of the job's time budget (pauses
+ * and earlier targets count against it), and on a provider-side failure the next target. Then
+ * the output's validation, safety check and hash. Each call's usage row is written as it ends;
+ * the successful one travels to PROJECT.
+ *
+ * `attemptNo` numbers the attempt's first call; a fallback call takes `nextCallNo` (by default
+ * the numbers after `attemptNo`).
  */
 export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false })(
-  function* (resolved: ResolvedJob, attemptNo: number, problems: ReadonlyArray<string>) {
+  function* (resolved: ResolvedJob, attemptNo: number, problems: ReadonlyArray<string>, nextCallNo?: Effect.Effect<number>) {
     yield* Effect.annotateCurrentSpan("attemptNo", attemptNo)
     const gateway = yield* AiGateway
     const templates = yield* PromptTemplates
     const safety = yield* ContentSafety
-    const { definition } = resolved.registered
-    const { job } = resolved
+    const capacity = yield* ProviderCapacity
+    const breaker = yield* ProviderCircuitBreaker
+    const { maxRetryAfterMs } = yield* ProviderSettings
+    const { definition, outputJsonSchema } = resolved.registered
+    const { job, route } = resolved
     const checkSafety = definition.security.contentSafetyCheck
+    const timeoutMs = definition.execution.timeoutMs
 
     if (checkSafety) yield* safety.check({ stage: "input", jobType: job.jobType, content: resolved.content })
     const prompt = yield* templates.render({
@@ -53,60 +146,132 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
       content: resolved.content,
       problems
     })
-
-    const capacity = yield* ProviderCapacity
-    const providerModel = `${resolved.route.provider}/${resolved.route.model}`
-    const timeoutMs = definition.execution.timeoutMs
-    const call = Effect.gen(function* () {
-      const permit = yield* capacity.acquire({
-        providerModel,
-        estimatedTokens: estimateTokens(prompt.messages, resolved.route.maxTokens),
-        priority: job.queueName === "ai-interactive" ? "interactive" : "background",
-        userId: job.userId
-      })
-      const startedAt = yield* Clock.currentTimeMillis
-      const result = yield* gateway.generate({
-        job: { id: job.id, type: job.jobType, attemptNo, leaseNo: resolved.lease.leaseNo },
-        messages: prompt.messages,
-        provider: resolved.route.provider,
-        model: resolved.route.model,
-        credential: resolved.credential,
-        temperature: resolved.route.temperature,
-        maxTokens: resolved.route.maxTokens,
-        jsonMode: resolved.route.jsonMode,
-        input: resolved.content
-      }).pipe(
-        Effect.timeoutFail({
-          duration: timeoutMs,
-          onTimeout: () => new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })
-        }),
-        // The slot frees as the answer arrives, before any write; a refusal's Retry-After holds
-        // the model back for every worker.
-        Effect.onExit((exit) => Effect.zipRight(permit.release(capacityOutcomeOf(exit)), pauseAsked(exit))),
-        Effect.onExit((exit) =>
-          Exit.isSuccess(exit) ? Effect.void : Effect.flatMap(usageEntryOf(resolved, attemptNo, startedAt, exit), recordUsage)
-        )
-      )
-      return { result, startedAt }
+    const estimatedTokens = estimateTokens(prompt.messages, route.maxTokens)
+    const priority = job.queueName === "ai-interactive" ? "interactive" as const : "background" as const
+    let callsMade = 0
+    const takeCallNo = Effect.suspend(() => {
+      const nth = callsMade++
+      return nth === 0 ? Effect.succeed(attemptNo) : nextCallNo ?? Effect.succeed(attemptNo + nth)
     })
-    const pauseAsked = (exit: Exit.Exit<GenerateResult, GatewayError | JobTimeoutError>) => {
-      const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
-      if (Option.isNone(error) || error.value._tag !== "ProviderError" || error.value.retryAfterMs === undefined) return Effect.void
-      const retryAfterMs = error.value.retryAfterMs
-      return Effect.flatMap(Clock.currentTimeMillis, (now) => capacity.pause(providerModel, now + retryAfterMs))
-    }
-    const { result, startedAt } = yield* Effect.scoped(call)
-    // The successful call's usage row goes into PROJECT's transaction; if this attempt ends here
-    // instead (an answer that does not validate, a cancel), it is written now.
-    const usage = yield* usageEntryOf(resolved, attemptNo, startedAt, Exit.succeed(result))
+    // The job's time budget for this attempt: calls and waits the provider asked for count against it.
+    let spentMs = 0
 
-    return yield* Effect.gen(function* () {
-      const output = yield* resolved.registered.decodeOutput(result.json, resolved.content)
-      if (checkSafety) yield* safety.check({ stage: "output", jobType: job.jobType, content: output })
-      const hash = outputHash(output)
-      yield* Effect.logInfo("output validated").pipe(Effect.annotateLogs({ outputHash: hash }))
-      return { ...resolved, output, outputHash: hash, usage } satisfies ExecutedJob
-    }).pipe(Effect.onError(() => recordUsage(usage)))
+    /**
+     * One call to `target`. Only its waits can be interrupted (for capacity, for the answer): once
+     * the answer is in, its slot, pause, breaker verdict and usage row are recorded whatever stops
+     * the run, so a call the provider billed is never written as unanswered.
+     */
+    const call = (target: ResolvedTarget, admission: Admission, last: boolean, restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) =>
+      Effect.gen(function* () {
+        const providerModel = `${target.provider}/${target.model}`
+        const credentialId = target.credential.mode === "user_deepseek_key" ? target.credential.credentialId ?? undefined : undefined
+        const waited = yield* Effect.exit(restore(capacity.acquire({
+          providerModel,
+          estimatedTokens,
+          priority,
+          userId: job.userId,
+          ...(credentialId === undefined ? {} : { credentialId }),
+          ...(last || route.maxWaitMs === undefined ? {} : { maxWaitMs: route.maxWaitMs }),
+          maxPausedMs: Math.max(0, timeoutMs - spentMs)
+        })))
+        if (Exit.isFailure(waited)) {
+          yield* breaker.record(providerModel, admission, "abandoned")
+          const tooLong = Cause.failureOption(waited.cause)
+          if (Option.isNone(tooLong)) return yield* Effect.failCause(Cause.stripFailures(waited.cause))
+          return yield* Effect.fail(waitedTooLong(providerModel, tooLong.value, yield* Clock.currentTimeMillis))
+        }
+        const permit = waited.value
+        spentMs += permit.pausedMs ?? 0
+        const budgetMs = timeoutMs - spentMs
+        const callNo = yield* takeCallNo
+        const startedAt = yield* Clock.currentTimeMillis
+        // A deadline that first lets an answer already received be read (after a process pause,
+        // every timer is due at once and timers run before sockets are read).
+        const budgetSpent = Effect.sleep(Duration.millis(Math.max(0, budgetMs))).pipe(
+          Effect.zipRight(gateway.settle ?? Effect.void),
+          Effect.zipRight(Effect.fail(new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })))
+        )
+        const exit: CallExit = yield* Effect.exit(restore(gateway.generate({
+          job: { id: job.id, type: job.jobType, attemptNo: callNo, leaseNo: resolved.lease.leaseNo },
+          messages: prompt.messages,
+          provider: target.provider,
+          model: target.model,
+          credential: target.credential,
+          temperature: route.temperature,
+          maxTokens: route.maxTokens,
+          jsonMode: route.jsonMode,
+          input: resolved.content,
+          ...(outputJsonSchema === undefined ? {} : { outputSchema: { name: job.jobType, schema: outputJsonSchema } })
+        }).pipe(Effect.raceFirst(budgetSpent))))
+        const now = yield* Clock.currentTimeMillis
+        spentMs += Math.max(0, now - startedAt)
+        // The slot frees as the answer arrives, before any write; a refusal's Retry-After holds
+        // the model (or the user's own key) back for every worker.
+        yield* permit.release(capacityOutcomeOf(exit))
+        const failure = failureOf(exit)
+        if (Option.isSome(failure) && failure.value._tag === "ProviderError" && failure.value.retryAfterMs !== undefined) {
+          yield* capacity.pause(providerModel, now + Math.min(failure.value.retryAfterMs, maxRetryAfterMs), credentialId)
+        }
+        yield* breaker.record(providerModel, admission, breakerOutcomeOf(exit), startedAt)
+        if (Exit.isSuccess(exit)) {
+          // The successful call's row travels to PROJECT's transaction.
+          return { result: exit.value, usage: yield* usageEntryOf(resolved, callNo, startedAt, exit, target) }
+        }
+        // A call that never left this machine (a refused connection) has no row: nothing was billed.
+        if (!Option.exists(failure, (error) => error._tag === "ProviderError" && error.sent === false)) {
+          yield* Effect.flatMap(usageEntryOf(resolved, callNo, startedAt, exit, target), recordUsage)
+        }
+        return yield* Effect.failCause(exit.cause)
+      }).pipe(Effect.scoped)
+
+    return yield* Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function* () {
+        // The route's targets in order until one answers; the failures of those that did not.
+        const failures: Array<ExecutionError> = []
+        for (const [index, target] of resolved.targets.entries()) {
+          if (spentMs >= timeoutMs) break
+          const last = index === resolved.targets.length - 1
+          const providerModel = `${target.provider}/${target.model}`
+          const admission = yield* breaker.admit(providerModel)
+          if (admission._tag === "Skip") {
+            const now = yield* Clock.currentTimeMillis
+            failures.push(
+              new ProviderError({
+                code: "PROVIDER_UNAVAILABLE",
+                message: `circuit open for ${providerModel}: not called`,
+                retryAfterMs: Math.min(Math.max(0, admission.retryAt - now), maxRetryAfterMs),
+                sent: false
+              })
+            )
+            continue
+          }
+          const outcome = yield* Effect.either(call(target, admission, last, restore))
+          if (outcome._tag === "Right") {
+            const { result, usage } = outcome.right
+            // Validated as it arrived: an answer that fails here has its row written now.
+            const output = yield* resolved.registered.decodeOutput(result.json, resolved.content).pipe(
+              Effect.tap((output) => (checkSafety ? safety.check({ stage: "output", jobType: job.jobType, content: output }) : Effect.void)),
+              Effect.onError(() => recordUsage(usage))
+            )
+            const hash = outputHash(output)
+            yield* Effect.logInfo("output validated").pipe(Effect.annotateLogs({ outputHash: hash }))
+            return { ...resolved, output, outputHash: hash, usage } satisfies ExecutedJob
+          }
+          const error = boundedWait(outcome.left, maxRetryAfterMs)
+          failures.push(error)
+          if (!movesOn(error, target, route.maxWaitMs ?? 0)) break
+          if (!last) {
+            yield* Effect.logInfo("provider call failed; trying the route's next target").pipe(
+              Effect.annotateLogs({ provider: target.provider, model: target.model, errorCode: error.code, next: resolved.targets[index + 1]?.provider ?? "" })
+            )
+          }
+        }
+        return yield* Option.match(attemptError(failures, resolved), {
+          onNone: () => Effect.fail(new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })),
+          onSome: Effect.fail
+        })
+      })
+    )
   },
   (effect, _resolved, attemptNo) => Effect.annotateLogs(effect, { stage: "EXECUTE", attempt: attemptNo }),
   timed(stageDuration, { stage: "execute" })

@@ -46,6 +46,8 @@ export interface GenerateRequest {
    * messages and ignores this; the synthetic provider derives its answer from it.
    */
   readonly input?: unknown
+  /** The job type's output as JSON Schema, for a provider that takes `response_format: json_schema`. */
+  readonly outputSchema?: { readonly name: string; readonly schema: object } | undefined
 }
 
 export interface GenerateResult {
@@ -54,6 +56,8 @@ export interface GenerateResult {
   /** `text` parsed as JSON in JSON mode; `null` otherwise. Not yet checked against any output Schema. */
   readonly json: unknown
   readonly usage: TokenUsage
+  /** True when the answer reported no usage and `usage` is the engine's estimate (about 4 characters a token). */
+  readonly usageEstimated?: boolean | undefined
   readonly provider: string
   readonly model: string
   readonly latencyMs: number
@@ -62,19 +66,26 @@ export interface GenerateResult {
 
 /**
  * What a provider call can fail with, already in the taxonomy of docs/architecture.md §9.1:
- * PROVIDER_* (retry with backoff, honouring `retryAfterMs`), VALIDATION_PROVIDER_RESPONSE /
- * VALIDATION_MALFORMED_JSON (retry with the problems in the prompt), CONTENT_SAFETY_BLOCKED and
- * CREDENTIAL_INVALID (never retried), INTERNAL_ERROR (a request the provider refused as malformed).
+ * PROVIDER_* (retry with backoff, honouring `retryAfterMs`; `PROVIDER_REQUEST_REJECTED` only on
+ * another target), VALIDATION_PROVIDER_RESPONSE / VALIDATION_MALFORMED_JSON (retry with the
+ * problems in the prompt), CONTENT_SAFETY_* and CREDENTIAL_INVALID (never retried), INTERNAL_ERROR
+ * (a request that could not be built, a provider that is not configured).
  */
 export type GatewayError = ProviderError | ValidationError | ContentSafetyError | CredentialError | InternalError
 
 /**
- * The provider call (docs/architecture.md §16.4). Interrupting `generate` aborts the provider call (the HTTP request
- * is cancelled), so `Effect.timeout` on the EXECUTE stage really stops the work.
+ * The provider call (docs/architecture.md §16.4). Interrupting `generate` aborts the provider call
+ * (the HTTP request is cancelled), so a deadline on the EXECUTE stage really stops the work.
  */
 export class AiGateway extends Context.Tag("ai-job-engine/AiGateway")<
   AiGateway,
   {
     readonly generate: (request: GenerateRequest) => Effect.Effect<GenerateResult, GatewayError>
+    /**
+     * Lets answers that have already arrived be read, before a caller declares a deadline passed
+     * or stops a call from outside. After a pause of the whole process every timer is due at once,
+     * and Node runs timers before it reads sockets. Absent: nothing to wait for (no real I/O).
+     */
+    readonly settle?: Effect.Effect<void>
   }
 >() {}

@@ -21,6 +21,7 @@ const outcomeOf = (exit: Exit.Exit<unknown, { readonly code: string }>) =>
 
 export const instrumentGateway = (gateway: AiGateway["Type"], costs: AiCostCalculator): AiGateway["Type"] =>
   AiGateway.of({
+    ...(gateway.settle === undefined ? {} : { settle: gateway.settle }),
     generate: (request: GenerateRequest) =>
       Effect.gen(function* () {
         const started = yield* Clock.currentTimeMillis
@@ -36,6 +37,7 @@ export const instrumentGateway = (gateway: AiGateway["Type"], costs: AiCostCalcu
           yield* increment(providerCost, labels, yield* costs.costMicros(request.model, usage))
           yield* Effect.annotateCurrentSpan({
             "gen_ai.response.model": exit.value.model,
+            "ai_job.usage_estimated": exit.value.usageEstimated === true,
             "gen_ai.usage.input_tokens": usage.promptTokens,
             "gen_ai.usage.output_tokens": usage.completionTokens,
             "gen_ai.response.finish_reasons": [exit.value.finishReason]

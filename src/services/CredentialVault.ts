@@ -2,11 +2,12 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:
 import { Config, ConfigError, Effect, Either, Layer, Option, Redacted } from "effect"
 import { CredentialError } from "../domain/ExecutionError.js"
 import { newId } from "../domain/Ids.js"
-import type { CredentialMode } from "../domain/CredentialMode.js"
+import { type CredentialMode, userKeyProvider } from "../domain/CredentialMode.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { ResolvedCredential } from "./AiGateway.js"
 import { type CredentialCiphertext, type CredentialRecord, CredentialRepository } from "./CredentialRepository.js"
 import { ProviderConfig } from "../config/EngineConfig.js"
+import { ProviderSettings } from "../config/ProviderSettings.js"
 
 /** What the API may show about a stored key: never the key, never the ciphertext. */
 export interface CredentialSummary {
@@ -142,17 +143,34 @@ const summaryOf = (record: CredentialRecord): CredentialSummary => ({
 
 export interface CredentialVaultOptions {
   readonly keyring: CredentialKeyring
-  /** `AI_API_KEY`: the platform key. */
+  /** The platform key of `provider` (`AI_API_KEY` with a single provider). */
   readonly platformKey: Option.Option<Redacted.Redacted<string>>
-  /** The provider the platform key and user keys are for (default `deepseek`). */
+  /** The provider user keys are stored for, and the platform's default unless `platformProvider` says (default `deepseek`). */
   readonly provider?: string
+  /** The provider of the default route (`AI_PROVIDER`). */
+  readonly platformProvider?: string
+  /** Every provider's platform key, by provider name (`AI_PROVIDERS`); `platformKey` is the default provider's when absent. */
+  readonly platformKeys?: ReadonlyMap<string, Redacted.Redacted<string>>
+}
+
+/**
+ * The keys one job may present: each provider gets only its own. A platform-key job has the
+ * platform key of every provider that has one; a user-key job has the user's key, for the
+ * user's provider only (never a platform key, never another provider). The fields are the key
+ * of the job's own provider: the default one for a platform key, the user's key's provider.
+ */
+export interface JobCredentials extends ResolvedCredential {
+  readonly forProvider: (provider: string) => Option.Option<ResolvedCredential>
 }
 
 export const makeCredentialVault = (options: CredentialVaultOptions) =>
   Effect.gen(function* () {
     const repository = yield* CredentialRepository
-    const { keyring, platformKey } = options
-    const defaultProvider = options.provider ?? "deepseek"
+    const { keyring } = options
+    const defaultProvider = options.provider ?? userKeyProvider
+    const platformProvider = options.platformProvider ?? defaultProvider
+    const platformKeys: ReadonlyMap<string, Redacted.Redacted<string>> = options.platformKeys ??
+      new Map(Option.toArray(Option.map(options.platformKey, (key) => [platformProvider, key] as const)))
 
     const decrypt = (record: CredentialRecord) => {
       const key = keyring.keys.get(record.keyVersion)
@@ -224,23 +242,28 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
       new CredentialError({ code: "CREDENTIAL_NOT_FOUND", message: `credential ${credentialId ?? "<none>"} ${why}` })
 
     /**
-     * RESOLVE: the key that pays for a job. `platform_key` → `AI_API_KEY` (CREDENTIAL_MISSING when
-     * unset); `user_deepseek_key` → the decrypted credential `credentialId`, which must belong to
-     * `userId` and not be revoked (CREDENTIAL_NOT_FOUND otherwise).
+     * RESOLVE: the keys that pay for a job. `platform_key` → each provider's platform key
+     * (CREDENTIAL_MISSING when the default provider has none); `user_deepseek_key` → the
+     * decrypted credential `credentialId`, which must belong to `userId` and not be revoked
+     * (CREDENTIAL_NOT_FOUND otherwise), presented to its own provider only.
      */
     const resolve = (request: {
       readonly mode: CredentialMode
       readonly credentialId: string | null
       readonly userId: string
-    }): Effect.Effect<ResolvedCredential, CredentialError | PersistenceError> =>
+    }): Effect.Effect<JobCredentials, CredentialError | PersistenceError> =>
       Effect.gen(function* () {
         if (request.mode === "platform_key") {
-          return yield* Option.match(platformKey, {
-            onNone: () =>
-              Effect.fail(new CredentialError({ code: "CREDENTIAL_MISSING", message: "AI_API_KEY is not configured" })),
-            onSome: (apiKey) =>
-              Effect.succeed<ResolvedCredential>({ mode: "platform_key", credentialId: null, provider: defaultProvider, apiKey })
-          })
+          const keyOf = (provider: string) =>
+            Option.map(
+              Option.fromNullable(platformKeys.get(provider)),
+              (apiKey): ResolvedCredential => ({ mode: "platform_key", credentialId: null, provider, apiKey })
+            )
+          const home = keyOf(platformProvider)
+          if (Option.isNone(home)) {
+            return yield* new CredentialError({ code: "CREDENTIAL_MISSING", message: "AI_API_KEY is not configured" })
+          }
+          return { ...home.value, forProvider: keyOf } satisfies JobCredentials
         }
         const credentialId = request.credentialId
         if (credentialId === null) return yield* notFound(null, "is not set on the job")
@@ -250,7 +273,8 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
         }
         if (found.value.revokedAt !== null) return yield* notFound(credentialId, "was revoked")
         const apiKey = yield* decrypt(found.value)
-        return { mode: "user_deepseek_key", credentialId, provider: found.value.provider, apiKey } satisfies ResolvedCredential
+        const own: ResolvedCredential = { mode: "user_deepseek_key", credentialId, provider: found.value.provider, apiKey }
+        return { ...own, forProvider: (provider) => (provider === own.provider ? Option.some(own) : Option.none()) } satisfies JobCredentials
       })
 
     /** Re-encrypts up to `limit` credentials stored under an older key version; returns how many. */
@@ -298,24 +322,29 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
   })
 
 /**
- * The spec's CredentialEncryptionService (docs/architecture.md §14.1). `platform_key` is
- * `AI_API_KEY` (never stored); `user_deepseek_key` is stored AES-256-GCM encrypted in
+ * The spec's CredentialEncryptionService (docs/architecture.md §14.1). `platform_key` is each
+ * provider's own key (`AI_PROVIDERS`' `apiKeyEnv`, or `AI_API_KEY`; never stored); `user_deepseek_key` is stored AES-256-GCM encrypted in
  * `user_model_credential`, and `ai_job` holds only its id. A key that cannot be decrypted (wrong
  * key, rotated-away key version, tampered row) is `CREDENTIAL_DECRYPT_FAILED`, never garbage.
- * `Default` reads `AI_API_KEY`, `CREDENTIAL_ENCRYPTION_KEY[_VERSION]` and
+ * `Default` reads the providers' keys, `CREDENTIAL_ENCRYPTION_KEY[_VERSION]` and
  * `CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS`; `withOptions` takes them as given. Both need a
  * `CredentialRepository`.
  */
 export class CredentialVault extends Effect.Service<CredentialVault>()("ai-job-engine/CredentialVault", {
   effect: Effect.gen(function* () {
     const provider = yield* ProviderConfig
+    const providers = yield* ProviderSettings
     const ring = yield* keyringConfig
     const keyring = makeKeyring(
       Option.map(provider.credentialEncryptionKey, (key) => ({ version: ring.currentVersion, key })),
       ring.previous.map(([version, buffer]) => [version, Redacted.make(buffer.toString("base64"))] as const)
     )
-    return yield* makeCredentialVault({ keyring, platformKey: provider.apiKey })
-  })
+    const platformKeys = new Map(
+      [...providers.providers.values()].flatMap((endpoint) => Option.toArray(Option.map(endpoint.apiKey, (key) => [endpoint.name, key] as const)))
+    )
+    return yield* makeCredentialVault({ keyring, platformKey: Option.none(), platformKeys, platformProvider: providers.defaultProvider })
+  }),
+  dependencies: [ProviderSettings.layer]
 }) {
   static readonly withOptions = (options: CredentialVaultOptions): Layer.Layer<CredentialVault, never, CredentialRepository> =>
     Layer.effect(CredentialVault, Effect.map(makeCredentialVault(options), CredentialVault.make))

@@ -90,7 +90,8 @@ export const makeJobDefinitionRegistry = Effect.gen(function* () {
         definition,
         decodeInput: spec.decodeInput,
         decodeOutput: spec.decodeOutput,
-        promptVersion: spec.promptVersion
+        promptVersion: spec.promptVersion,
+        outputJsonSchema: spec.outputJsonSchema
       }
       return yield* Ref.modify(registered, (map) =>
         HashMap.has(map, definition.jobType)

@@ -1,4 +1,4 @@
-import { Context, type Effect, type Scope } from "effect"
+import { Context, Data, type Effect, type Scope } from "effect"
 
 /** Interactive calls get capacity before background calls whenever both wait. */
 export type CapacityPriority = "interactive" | "background"
@@ -11,7 +11,29 @@ export interface CapacityRequest {
   readonly priority: CapacityPriority
   /** Waiters of one priority are served round-robin by user. */
   readonly userId: string
+  /**
+   * The user's own key (`user_model_credential.id`): its calls are counted, paused and adapted
+   * apart from the platform key's and every other user's, so one key's 429s throttle only it.
+   */
+  readonly credentialId?: string | undefined
+  /** Give up (`CapacityWaitExceeded`) rather than wait longer than this, for any reason. */
+  readonly maxWaitMs?: number | undefined
+  /** Give up when a pause (a provider's `Retry-After`) would hold the call longer than this in all. */
+  readonly maxPausedMs?: number | undefined
 }
+
+/** The limiter would hold the call past what its request allows; `retryAt` is when it could go, if known. */
+export class CapacityWaitExceeded extends Data.TaggedError("CapacityWaitExceeded")<{
+  readonly providerModel: string
+  /** Epoch ms; undefined when the wait ran out without the store naming an instant. */
+  readonly retryAt: number | undefined
+  /** The model is paused (the provider asked to wait), not merely at its limits. */
+  readonly paused: boolean
+}> {}
+
+/** The key a call's capacity is kept under: the model's, or the model's for one user's key. */
+export const capacityKeyOf = (providerModel: string, credentialId: string | null | undefined) =>
+  credentialId === null || credentialId === undefined ? providerModel : `${providerModel}|key:${credentialId}`
 
 /**
  * How a call ended, as the limiter needs it:
@@ -31,6 +53,8 @@ export interface CapacityPermit {
   readonly id: string
   readonly providerModel: string
   readonly estimatedTokens: number
+  /** How long this call waited while its model was paused: it counts against the job's time budget. */
+  readonly pausedMs?: number
   /** Frees the concurrency slot and reports the outcome; only the first call counts. */
   readonly release: (outcome: CapacityOutcome) => Effect.Effect<void>
 }
@@ -58,7 +82,9 @@ export interface CapacityState {
  *
  * `acquire` waits until the call may go: it sleeps on the Clock until the earliest instant the
  * limit can let it through (a release in this worker wakes it sooner; one held by another worker
- * is seen within 50 ms), is interruptible, and cannot fail, so waiting never spends a retry attempt. Callers acquire outside
+ * is seen within 50 ms), is interruptible, and fails only when the request set a bound
+ * (`maxWaitMs`, `maxPausedMs`) that the wait would pass, so waiting never spends a retry attempt
+ * by itself. Callers acquire outside
  * any database transaction (waiting must not hold a connection) and keep their lease fresh meanwhile.
  * The permit belongs to the scope: if the scope closes before `release`, the call counts as sent
  * and its slot is freed with the estimate standing (`Failed`).
@@ -72,10 +98,13 @@ export interface CapacityState {
 export class ProviderCapacity extends Context.Tag("ai-job-engine/ProviderCapacity")<
   ProviderCapacity,
   {
-    readonly acquire: (request: CapacityRequest) => Effect.Effect<CapacityPermit, never, Scope.Scope>
-    /** No new call to `providerModel` starts, on any worker, before `untilMs` (epoch ms); a pause only ever extends. */
-    readonly pause: (providerModel: string, untilMs: number) => Effect.Effect<void>
+    readonly acquire: (request: CapacityRequest) => Effect.Effect<CapacityPermit, CapacityWaitExceeded, Scope.Scope>
+    /**
+     * No new call to `providerModel` (with `credentialId`, that key's calls only) starts, on any
+     * worker, before `untilMs` (epoch ms); a pause only ever extends, and never past a day.
+     */
+    readonly pause: (providerModel: string, untilMs: number, credentialId?: string | undefined) => Effect.Effect<void>
     /** An operator's view; dies when the shared store cannot be read. */
-    readonly state: (providerModel: string) => Effect.Effect<CapacityState>
+    readonly state: (providerModel: string, credentialId?: string | undefined) => Effect.Effect<CapacityState>
   }
 >() {}

@@ -1,4 +1,4 @@
-import { Clock, Data, Deferred, Duration, Effect, Exit, Queue, Schedule, type Scope } from "effect"
+import { Clock, Data, Deferred, Duration, Effect, Exit, Option, Queue, Schedule, type Scope } from "effect"
 import type { ProviderLimit, ProviderLimits } from "../config/ProviderLimitsConfig.js"
 import { newId } from "../domain/Ids.js"
 import type {
@@ -8,7 +8,7 @@ import type {
   CapacityRequest,
   CapacityState
 } from "./ProviderCapacity.js"
-import { ProviderCapacity } from "./ProviderCapacity.js"
+import { capacityKeyOf, CapacityWaitExceeded, ProviderCapacity } from "./ProviderCapacity.js"
 
 /**
  * The part of the provider limiter both backings share: each worker's waiting room (interactive
@@ -43,6 +43,10 @@ export const aimdDecreaseCooldownMs = 1_000
 export const capacityPollMs = 50
 /** A worker's "interactive calls waiting" mark outlives its next attempt by this much. */
 export const interactiveMarkGraceMs = 2_000
+/** The longest pause a store keeps, whatever it is asked: no key outlives a day of silence. */
+export const maxPauseMs = 24 * 60 * 60 * 1000
+/** A room with no waiter and no permit for this long is dropped (one per model and user key in use). */
+export const idleRoomMs = 60_000
 
 export interface StoreLimits {
   readonly rpm: number | undefined
@@ -86,6 +90,8 @@ export type TryAcquireResult =
      * is not: only the clock frees it (or a call that was never sent, whose request leaves the window).
      */
     readonly releaseMayFree: boolean
+    /** Refused for a pause (the provider asked to wait until `retryAt`), which holds every waiter. */
+    readonly paused?: boolean
   }
 
 export class CapacityStoreError extends Data.TaggedError("CapacityStoreError")<{ readonly operation: string; readonly cause: unknown }> {}
@@ -122,8 +128,11 @@ export interface CapacityStore {
 interface Waiter {
   readonly permitId: string
   readonly request: CapacityRequest
-  readonly granted: Deferred.Deferred<CapacityPermit>
-  status: "waiting" | "granted" | "left"
+  readonly granted: Deferred.Deferred<CapacityPermit, CapacityWaitExceeded>
+  readonly enteredAt: number
+  /** The room's paused time when this waiter came: what it has waited for pauses is the difference. */
+  readonly pausedAtEntry: number
+  status: "waiting" | "granted" | "left" | "refused"
 }
 
 /** One priority's waiters: users in turn, each user's waiters in arrival order. */
@@ -148,6 +157,11 @@ class Lane {
     return user === undefined ? undefined : this.byUser.get(user)?.[0]
   }
 
+  /** Every waiter, in no particular order. */
+  all(): ReadonlyArray<Waiter> {
+    return [...this.byUser.values()].flat()
+  }
+
   /** Removes a waiter; a served user goes to the back of the turn. */
   remove(waiter: Waiter, served: boolean) {
     const user = waiter.request.userId
@@ -167,6 +181,8 @@ class Lane {
 }
 
 interface Room {
+  /** The model the limits are kept for. */
+  readonly providerModel: string
   readonly interactive: Lane
   readonly background: Lane
   readonly wake: Queue.Queue<void>
@@ -174,6 +190,11 @@ interface Room {
   marked: boolean
   /** What the store said of the head's last refusal: a release in this worker wakes the pump only then. */
   releaseMayFree: boolean
+  /** Paused time before the current pause, and since when the current one holds the room. */
+  pausedMs: number
+  pausedSince: number | undefined
+  /** Dropped while idle: an acquire that found it goes to a new room. */
+  closed: boolean
 }
 
 /** Token counts are whole and never negative (Redis adds them with HINCRBY). */
@@ -181,6 +202,14 @@ const wholeTokens = (tokens: number) => Number.isFinite(tokens) ? Math.max(0, Ma
 
 const laneOf = (room: Room, priority: CapacityPriority) => priority === "interactive" ? room.interactive : room.background
 const headOf = (room: Room) => room.interactive.head() ?? room.background.head()
+const pausedSoFar = (room: Room, now: number) => room.pausedMs + (room.pausedSince === undefined ? 0 : now - room.pausedSince)
+
+/** Whether a refusal until `retryAt` would hold `waiter` past a bound its request set. */
+const overBound = (room: Room, waiter: Waiter, retryAt: number, paused: boolean, now: number) => {
+  const { maxPausedMs, maxWaitMs } = waiter.request
+  if (maxWaitMs !== undefined && retryAt - waiter.enteredAt > maxWaitMs) return true
+  return paused && maxPausedMs !== undefined && pausedSoFar(room, now) - waiter.pausedAtEntry + (retryAt - now) > maxPausedMs
+}
 
 const storeOutcomeOf = (outcome: CapacityOutcome): StoreOutcome => {
   switch (outcome._tag) {
@@ -218,19 +247,21 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
     const storeWarning = (error: CapacityStoreError) =>
       Effect.logWarning("Provider capacity store unavailable").pipe(Effect.annotateLogs({ operation: error.operation }))
 
-    const releaseInStore = (providerModel: string, permitId: string, outcome: StoreOutcome, totalTokens: number | undefined) =>
+    const releaseInStore = (key: string, providerModel: string, permitId: string, outcome: StoreOutcome, totalTokens: number | undefined) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        store.release({ providerModel, permitId, outcome, totalTokens, limits: storeLimitsOf(limits.limitFor(providerModel)), now })).pipe(
+        store.release({ providerModel: key, permitId, outcome, totalTokens, limits: storeLimitsOf(limits.limitFor(providerModel)), now })).pipe(
           Effect.catchAll(storeWarning)
         )
 
-    const permitFor = (room: Room, waiter: Waiter): CapacityPermit => {
+    const permitFor = (room: Room, waiter: Waiter, now: number): CapacityPermit => {
       let released = false
       const { estimatedTokens, providerModel } = waiter.request
+      const key = capacityKeyOf(providerModel, waiter.request.credentialId)
       return {
         id: waiter.permitId,
         providerModel,
         estimatedTokens,
+        pausedMs: pausedSoFar(room, now) - waiter.pausedAtEntry,
         release: (outcome) =>
           Effect.suspend(() => {
             if (released) return Effect.void
@@ -240,7 +271,8 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
             // release then cost one refused store call per job.
             const wake = outcome._tag === "NotSent" || room.releaseMayFree
             return releaseInStore(
-              providerModel,
+              key,
+              room.providerModel,
               waiter.permitId,
               storeOutcomeOf(outcome),
               outcome._tag === "NotSent" || outcome.totalTokens === undefined ? undefined : wholeTokens(outcome.totalTokens)
@@ -249,20 +281,39 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
       }
     }
 
-    const pump = (providerModel: string, room: Room): Effect.Effect<never> =>
+    /** Fails waiters that the refusal would hold past their bounds: a pause holds all of them, any other refusal the head. */
+    const refuseOverBound = (room: Room, head: Waiter, retryAt: number, paused: boolean, now: number) =>
+      Effect.forEach(paused ? [...room.interactive.all(), ...room.background.all()] : [head], (waiter) => {
+        if (waiter.status !== "waiting" || !overBound(room, waiter, retryAt, paused, now)) return Effect.void
+        waiter.status = "refused"
+        laneOf(room, waiter.request.priority).remove(waiter, false)
+        return Deferred.fail(waiter.granted, new CapacityWaitExceeded({ providerModel: room.providerModel, retryAt, paused }))
+      }, { discard: true })
+
+    /** Idle: wait for a waiter; a room that stays empty is dropped and its pump ends (`true`). */
+    const idle = (key: string, room: Room) =>
+      Effect.gen(function* () {
+        if (room.marked) {
+          room.marked = false
+          yield* store.withdraw(key, workerId).pipe(Effect.catchAll(storeWarning))
+        }
+        const woken = yield* Queue.take(room.wake).pipe(Effect.timeout(Duration.millis(idleRoomMs)), Effect.option)
+        if (Option.isNone(woken) && headOf(room) === undefined && room.held.size === 0) {
+          room.closed = true
+          rooms.delete(key)
+          return true
+        }
+        return false
+      })
+
+    const pump = (key: string, room: Room): Effect.Effect<void> =>
       Effect.gen(function* () {
         const head = headOf(room)
-        if (head === undefined) {
-          if (room.marked) {
-            room.marked = false
-            yield* store.withdraw(providerModel, workerId).pipe(Effect.catchAll(storeWarning))
-          }
-          return yield* Queue.take(room.wake)
-        }
+        if (head === undefined) return yield* idle(key, room)
         const now = yield* Clock.currentTimeMillis
-        const storeLimits = storeLimitsOf(limits.limitFor(providerModel))
+        const storeLimits = storeLimitsOf(limits.limitFor(room.providerModel))
         const result = yield* store.tryAcquire({
-          providerModel,
+          providerModel: key,
           permitId: head.permitId,
           tokens: wholeTokens(head.request.estimatedTokens),
           priority: head.request.priority,
@@ -277,69 +328,108 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
         )
         room.marked = room.interactive.size - (result.granted && head.request.priority === "interactive" ? 1 : 0) > 0
         room.releaseMayFree = result.granted || result.releaseMayFree
+        const paused = !result.granted && "paused" in result && result.paused === true
+        if (paused && room.pausedSince === undefined) room.pausedSince = now
+        if (!paused && room.pausedSince !== undefined) {
+          room.pausedMs += now - room.pausedSince
+          room.pausedSince = undefined
+        }
         if (result.granted) {
           if (head.status !== "waiting") {
             // Its fiber was interrupted while the store granted: give the permit back unused.
-            return yield* releaseInStore(providerModel, head.permitId, "unsent", undefined)
+            yield* releaseInStore(key, room.providerModel, head.permitId, "unsent", undefined)
+            return false
           }
           laneOf(room, head.request.priority).remove(head, true)
           head.status = "granted"
           room.held.add(head.permitId)
-          return yield* Deferred.succeed(head.granted, permitFor(room, head))
+          yield* Deferred.succeed(head.granted, permitFor(room, head, now))
+          return false
         }
+        yield* refuseOverBound(room, head, result.retryAt, paused, now)
         // Until an instant, read after the store answered: a clock that moved meanwhile shortens the sleep.
         const delay = result.retryAt - (yield* Clock.currentTimeMillis)
-        if (delay > 0) yield* Effect.raceFirst(Effect.sleep(Duration.millis(delay)), Queue.take(room.wake))
-      }).pipe(Effect.forever)
+        if (delay > 0 && headOf(room) === head) yield* Effect.raceFirst(Effect.sleep(Duration.millis(delay)), Queue.take(room.wake))
+        return false
+      }).pipe(Effect.repeat({ until: (closed) => closed }), Effect.asVoid)
 
     const refresher = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
-      for (const [providerModel, room] of rooms) {
+      for (const [key, room] of rooms) {
         if (room.held.size === 0) continue
-        yield* store.refresh(providerModel, [...room.held], now + leaseMs).pipe(Effect.catchAll(storeWarning))
+        yield* store.refresh(key, [...room.held], now + leaseMs).pipe(Effect.catchAll(storeWarning))
       }
     }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Math.max(1, Math.floor(leaseMs / 3))))))
     yield* Effect.forkIn(Effect.interruptible(refresher), scope)
 
-    const roomFor = (providerModel: string) =>
+    const roomFor = (key: string, providerModel: string) =>
       Effect.gen(function* () {
-        const existing = rooms.get(providerModel)
+        const existing = rooms.get(key)
         if (existing !== undefined) return existing
         const wake = yield* Queue.sliding<void>(1)
         // Another first waiter may have made the room while this fiber yielded.
-        const raced = rooms.get(providerModel)
+        const raced = rooms.get(key)
         if (raced !== undefined) return raced
         const room: Room = {
+          providerModel,
           interactive: new Lane(),
           background: new Lane(),
           wake,
           held: new Set(),
           marked: false,
-          releaseMayFree: true
+          releaseMayFree: true,
+          pausedMs: 0,
+          pausedSince: undefined,
+          closed: false
         }
-        rooms.set(providerModel, room)
+        rooms.set(key, room)
         // The first waiter forks the pump from its uninterruptible region: the pump must not inherit it.
-        yield* Effect.forkIn(Effect.interruptible(pump(providerModel, room)), scope)
+        yield* Effect.forkIn(Effect.interruptible(pump(key, room)), scope)
         return room
       })
 
-    const acquire = (request: CapacityRequest): Effect.Effect<CapacityPermit, never, Scope.Scope> =>
+    /** The waiter joins its room's lane; a room dropped meanwhile is replaced by a new one. */
+    const enter = (key: string, providerModel: string, make: (room: Room, now: number) => Waiter): Effect.Effect<readonly [Room, Waiter]> =>
+      Effect.gen(function* () {
+        const room = yield* roomFor(key, providerModel)
+        const now = yield* Clock.currentTimeMillis
+        const entered = yield* Effect.sync(() => {
+          if (room.closed) return undefined
+          const waiter = make(room, now)
+          laneOf(room, waiter.request.priority).add(waiter)
+          return waiter
+        })
+        return entered === undefined ? yield* enter(key, providerModel, make) : [room, entered] as const
+      })
+
+    const acquire = (request: CapacityRequest): Effect.Effect<CapacityPermit, CapacityWaitExceeded, Scope.Scope> =>
       Effect.uninterruptibleMask((restore) =>
         Effect.gen(function* () {
-          const room = yield* roomFor(request.providerModel)
-          const waiter: Waiter = {
-            permitId: `${workerId}-${++permitCounter}`,
+          const key = capacityKeyOf(request.providerModel, request.credentialId)
+          const granted = yield* Deferred.make<CapacityPermit, CapacityWaitExceeded>()
+          const permitId = `${workerId}-${++permitCounter}`
+          const [room, waiter] = yield* enter(key, request.providerModel, (room, now) => ({
+            permitId,
             request,
-            granted: yield* Deferred.make<CapacityPermit>(),
+            granted,
+            enteredAt: now,
+            pausedAtEntry: pausedSoFar(room, now),
             status: "waiting"
-          }
-          laneOf(room, request.priority).add(waiter)
+          }))
           // A background waiter behind the head changes nothing the pump asks the store: no wake
           // (at saturation every arrival repeated a refused store call).
           if (request.priority === "interactive" || headOf(room) === waiter) yield* Queue.offer(room.wake, undefined)
+          const bounded = request.maxWaitMs === undefined
+            ? Deferred.await(granted)
+            : Deferred.await(granted).pipe(
+              Effect.timeoutFail({
+                duration: Duration.millis(request.maxWaitMs),
+                onTimeout: () => new CapacityWaitExceeded({ providerModel: request.providerModel, retryAt: undefined, paused: false })
+              })
+            )
           // Only the wait itself is interruptible: a granted permit is always either owned by the
           // scope or given back, never dropped between the two.
-          const waited = yield* Effect.exit(restore(Deferred.await(waiter.granted)))
+          const waited = yield* Effect.exit(restore(bounded))
           if (Exit.isSuccess(waited)) {
             yield* Effect.addFinalizer(() => waited.value.release({ _tag: "Failed" }))
             return waited.value
@@ -348,32 +438,37 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
             waiter.status = "left"
             laneOf(room, request.priority).remove(waiter, false)
             yield* Queue.offer(room.wake, undefined)
-          } else {
-            const granted = yield* Deferred.poll(waiter.granted)
-            if (granted._tag === "Some") yield* Effect.flatMap(granted.value, (permit) => permit.release({ _tag: "NotSent" }))
+          } else if (waiter.status === "granted") {
+            const permit = yield* Deferred.poll(granted)
+            if (Option.isSome(permit)) {
+              yield* Effect.flatMap(Effect.either(permit.value), (got) => got._tag === "Right" ? got.right.release({ _tag: "NotSent" }) : Effect.void)
+            }
           }
           return yield* Effect.failCause(waited.cause)
         })
       ).pipe(Effect.withSpan("ProviderCapacity.acquire", { captureStackTrace: false, attributes: { providerModel: request.providerModel, priority: request.priority } }))
 
-    const pause = (providerModel: string, untilMs: number) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => store.pause(providerModel, untilMs, now)).pipe(
-        Effect.catchAll(storeWarning),
-        Effect.zipRight(Effect.suspend(() => {
-          const room = rooms.get(providerModel)
-          return room === undefined ? Effect.void : Queue.offer(room.wake, undefined)
-        })),
-        Effect.asVoid
-      )
+    const pause = (providerModel: string, untilMs: number, credentialId?: string) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        store.pause(capacityKeyOf(providerModel, credentialId), Math.min(untilMs, now + maxPauseMs), now)).pipe(
+          Effect.catchAll(storeWarning),
+          Effect.zipRight(Effect.suspend(() => {
+            const room = rooms.get(capacityKeyOf(providerModel, credentialId))
+            return room === undefined ? Effect.void : Queue.offer(room.wake, undefined)
+          })),
+          Effect.asVoid
+        )
 
-    const state = (providerModel: string): Effect.Effect<CapacityState> =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => store.state(providerModel, storeLimitsOf(limits.limitFor(providerModel)), now)).pipe(
+    const state = (providerModel: string, credentialId?: string): Effect.Effect<CapacityState> => {
+      const key = capacityKeyOf(providerModel, credentialId)
+      return Effect.flatMap(Clock.currentTimeMillis, (now) => store.state(key, storeLimitsOf(limits.limitFor(providerModel)), now)).pipe(
         Effect.orDie,
         Effect.map((shared) => {
-          const room = rooms.get(providerModel)
+          const room = rooms.get(key)
           return { ...shared, waiting: room === undefined ? 0 : room.interactive.size + room.background.size }
         })
       )
+    }
 
     return ProviderCapacity.of({ acquire, pause, state })
   })

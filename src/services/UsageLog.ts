@@ -21,6 +21,8 @@ export const UsageLogRecord = Schema.Struct({
   costMicros: IntColumn,
   latencyMs: IntColumn,
   errorCode: Schema.NullOr(Schema.String),
+  /** The answer reported no usage: the tokens (and the cost) are the engine's estimate. Absent (NULL) when reported. */
+  usageEstimated: Schema.optionalWith(Schema.transformLiteral(1, true), { nullable: true }),
   createdAt: Schema.DateFromSelf
 })
 export type UsageLogRecord = typeof UsageLogRecord.Type

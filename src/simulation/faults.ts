@@ -69,6 +69,19 @@ export type FaultAction =
    * client cancels that job meanwhile. Extended fault set only.
    */
   | { readonly _tag: "PauseInProject"; readonly at: number; readonly durationMs: number; readonly cancelHeldJob: boolean }
+  /**
+   * `provider` is down for `durationMs`: every call sent to it, and every answer a worker reads
+   * from it meanwhile, is PROVIDER_UNAVAILABLE, after `answerMs` (a 503), or at once when
+   * `refused` (the connection is refused: nothing was sent). Failover fault set only.
+   */
+  | {
+    readonly _tag: "ProviderOutage"
+    readonly at: number
+    readonly provider: string
+    readonly durationMs: number
+    readonly answerMs: number
+    readonly refused: boolean
+  }
 
 /** Faults applied to every queue add a dispatcher makes, while the fault phase lasts. */
 export interface DeliveryFaults {
@@ -238,3 +251,33 @@ export const generateExtendedFaults = (settings: ExtendedFaultSettings) =>
     return actions
   })
 
+/** The failover fault set (see `SimulationSettings.failover`). */
+export interface FailoverFaultSettings {
+  readonly phaseMs: number
+  /** The providers of the route, the primary first. */
+  readonly providers: readonly [string, ...Array<string>]
+}
+
+/**
+ * Provider outages, from their own `Random` (so the other fault sets of a seed stay as they
+ * were): one or two, mostly of the primary, 5 to 40 s long (longer than the breaker's failure
+ * window sometimes), each answering with a 503 after 20-600 ms or refusing the connection.
+ */
+export const generateFailoverFaults = (settings: FailoverFaultSettings) =>
+  Effect.gen(function* () {
+    const actions: Array<Extract<FaultAction, { readonly _tag: "ProviderOutage" }>> = []
+    const [primary, ...others] = settings.providers
+    for (let i = yield* Random.nextIntBetween(1, 3); i > 0; i--) {
+      const durationMs = yield* Random.nextIntBetween(5_000, 40_001)
+      const refused = (yield* Random.next) < 0.25
+      actions.push({
+        _tag: "ProviderOutage",
+        at: yield* Random.nextIntBetween(0, Math.max(1, settings.phaseMs - durationMs)),
+        provider: others.length === 0 || (yield* Random.next) < 0.75 ? primary : others[yield* Random.nextIntBetween(0, others.length)]!,
+        durationMs,
+        answerMs: refused ? 1 : yield* Random.nextIntBetween(20, 601),
+        refused
+      })
+    }
+    return actions
+  })

@@ -1,4 +1,6 @@
-import { Effect, FiberRef, HashMap, Option, Schema } from "effect"
+import { Effect, FiberRef, HashMap, Option, type Redacted, Schema } from "effect"
+import type { CircuitBreakerSettingsShape } from "../config/CircuitBreakerSettings.js"
+import type { RouteTarget } from "../services/ModelRouter.js"
 import type { AiJob } from "../domain/AiJob.js"
 import { isAllowedTransition, isTerminal } from "../domain/LifecycleStatus.js"
 import { EnqueuePayload, enqueueEventType, type OutboxEvent } from "../domain/OutboxEvent.js"
@@ -6,6 +8,7 @@ import { finishedEventTypeOf } from "../domain/JobFinishedEvent.js"
 import type { QueueName } from "../domain/QueueName.js"
 import type { MemoryTables } from "../layers/memory/MemoryDatabase.js"
 import { payloadFor } from "../services/JobQueue.js"
+import { type BreakerStoreWrite, type FailoverInvariantName, makeFailoverChecks } from "./failoverChecks.js"
 import { type CallInvariantName, makeCallChecks, type ProviderCall } from "./callChecks.js"
 import type { Trace } from "./trace.js"
 
@@ -53,7 +56,7 @@ export const invariantNames = {
   backoff: "no retry before the larger of its backoff and the provider's Retry-After",
   liveness: "every job reaches a terminal state after a fault-free tail"
 } as const
-export type InvariantName = (typeof invariantNames)[keyof typeof invariantNames] | CallInvariantName
+export type InvariantName = (typeof invariantNames)[keyof typeof invariantNames] | CallInvariantName | FailoverInvariantName
 
 export interface Violation {
   readonly invariant: InvariantName
@@ -74,6 +77,16 @@ export interface MonitorOptions {
   readonly concurrencyLimits: Readonly<Record<string, number>>
   /** How long after an honoured cancel a run's calls may still go on. */
   readonly cancelStopMs: number
+  /** Each provider's platform key; without them the keys calls carry are not checked. */
+  readonly platformKeys?: ReadonlyMap<string, Redacted.Redacted<string>> | undefined
+  /** Where the world has several providers and watches their breakers (see `failoverChecks.ts`). */
+  readonly failover?: {
+    readonly breakers: CircuitBreakerSettingsShape
+    /** A platform-key job's route: its primary, then its fallbacks. */
+    readonly route: ReadonlyArray<RouteTarget>
+    /** Each job type's time budget for one attempt. */
+    readonly timeoutMs: Readonly<Record<string, number>>
+  } | undefined
 }
 
 /** What the monitor reads off the queue: the ids of the queue jobs it holds, whatever their state. */
@@ -84,6 +97,7 @@ export interface QueueView {
 interface CallEnd {
   readonly at: number
   readonly retryAfterMs: number | undefined
+  readonly provider: string
 }
 
 /**
@@ -96,8 +110,10 @@ export const makeMonitor = (options: MonitorOptions) => {
   let commits = 0
   /** The commit that wrote each job's projection (artifacts and business rows). */
   const projectionCommit = new Map<string, number>()
-  /** The end of the last provider call of each (job, lease). */
+  /** The end of the last provider call of each (job, lease), and under `lease\u0000provider` of each (job, lease, provider). */
   const lastCallEnd = new Map<string, CallEnd>()
+  /** Where each provider stands in the route (the primary first); one provider: every call a retry. */
+  const routeIndex = (provider: string) => Math.max(0, options.failover?.route.findIndex((target) => target.provider === provider) ?? 0)
   /** Each outbox event's job lease number when the event was written. */
   const leaseAtEvent = new Map<string, number>()
 
@@ -107,7 +123,10 @@ export const makeMonitor = (options: MonitorOptions) => {
       trace.record("VIOLATION", { invariant, detail })
     }
   }
-  const calls = makeCallChecks({ ...options, alias: trace.alias, fail })
+  const calls = makeCallChecks({ ...options, platformRouteTargets: options.failover?.route.length, alias: trace.alias, fail })
+  const failover = options.failover === undefined
+    ? undefined
+    : makeFailoverChecks({ ...options.failover, settings: options.failover.breakers, now: options.now, alias: trace.alias, fail })
 
   /**
    * A terminal write: a queued job is cancelled by its client; a running one is ended by the run
@@ -173,6 +192,7 @@ export const makeMonitor = (options: MonitorOptions) => {
     if (job.leaseNo !== previous.leaseNo && run !== undefined && job.lockedBy === writer) {
       run.lease = { jobId: job.id, owner: writer, leaseNo: job.leaseNo, attempt: job.attemptCount }
     }
+    if (to === "failed" && from !== "failed") failover?.jobFailed(previous, job)
     if (to === "failed" && from !== "failed" && job.errorCode === "INTERNAL_WORKER_LOST" && job.attemptCount < job.maxAttempts) {
       fail(invariantNames.workerLostExhausted, `${name}: failed INTERNAL_WORKER_LOST after ${job.attemptCount} of ${job.maxAttempts} attempts (by ${writer})`)
     }
@@ -221,23 +241,29 @@ export const makeMonitor = (options: MonitorOptions) => {
   }
 
   /**
-   * A provider call begins. Within one lease the calls follow the retry schedule: the gap since
-   * the previous call ended is at least the schedule's least delay and the Retry-After that
-   * call was answered with. A new lease starts afresh.
+   * A provider call begins. Within one lease the calls follow the retry schedule: a retry (a
+   * call to the same target as the previous call, or to an earlier one of the route) begins at
+   * least the schedule's least delay after the previous call ended, while a call to a later
+   * target follows at once, within the attempt; and no call to a provider begins before the
+   * Retry-After its previous answer in the lease asked for. A new lease starts afresh.
    */
   const callStarted = (call: ProviderCall) => {
     calls.callStarted(call)
+    failover?.callStarted(call)
     if (call.leaseNo === undefined) return
-    const previous = lastCallEnd.get(`${call.jobId}\u0000${call.leaseNo}`)
+    const lease = `${call.jobId}\u0000${call.leaseNo}`
+    const previous = lastCallEnd.get(lease)
     if (previous === undefined) return
-    const gap = options.now() - previous.at
-    const backoff = options.minRetryGapMs[call.jobType] ?? 0
-    const required = Math.max(backoff, previous.retryAfterMs ?? 0)
-    if (gap < required) {
+    const now = options.now()
+    const retry = routeIndex(call.provider) <= routeIndex(previous.provider)
+    const backoff = retry ? options.minRetryGapMs[call.jobType] ?? 0 : 0
+    const sameProvider = previous.provider === call.provider ? previous : lastCallEnd.get(`${lease}\u0000${call.provider}`)
+    const asked = sameProvider?.retryAfterMs ?? 0
+    if (now - previous.at < backoff || (sameProvider !== undefined && now - sameProvider.at < asked)) {
       fail(
         invariantNames.backoff,
-        `${trace.alias(call.jobId)}: a call by ${call.by} in lease ${call.leaseNo} began ${gap} ms after the previous one ended; ` +
-          `the backoff is at least ${backoff} ms${previous.retryAfterMs === undefined ? "" : `, the provider asked for ${previous.retryAfterMs} ms`}`
+        `${trace.alias(call.jobId)}: a call by ${call.by} in lease ${call.leaseNo} began ${now - previous.at} ms after the previous one ended; ` +
+          `the backoff is at least ${backoff} ms${asked === 0 ? "" : `, ${call.provider} asked for ${asked} ms (${now - (sameProvider?.at ?? now)} ms ago)`}`
       )
     }
   }
@@ -245,8 +271,11 @@ export const makeMonitor = (options: MonitorOptions) => {
   /** A provider call ended (answered, failed or abandoned), with the provider's Retry-After and error code, if any. */
   const callEnded = (call: ProviderCall, retryAfterMs: number | undefined, errorCode: string | undefined) => {
     calls.callEnded(call, errorCode)
+    failover?.callEnded(call)
     if (call.leaseNo === undefined) return
-    lastCallEnd.set(`${call.jobId}\u0000${call.leaseNo}`, { at: options.now(), retryAfterMs })
+    const end = { at: options.now(), retryAfterMs, provider: call.provider }
+    lastCallEnd.set(`${call.jobId}\u0000${call.leaseNo}`, end)
+    lastCallEnd.set(`${call.jobId}\u0000${call.leaseNo}\u0000${call.provider}`, end)
   }
 
   /**
@@ -358,7 +387,14 @@ export const makeMonitor = (options: MonitorOptions) => {
     if (before.aiUsageLog !== after.aiUsageLog) {
       for (const [id, row] of after.aiUsageLog) {
         if (HashMap.has(before.aiUsageLog, id)) continue
-        trace.record("call", { job: trace.alias(row.jobId), no: row.attemptNo, error: row.errorCode, by: writer })
+        trace.record("call", {
+          job: trace.alias(row.jobId),
+          no: row.attemptNo,
+          error: row.errorCode,
+          by: writer,
+          // Which provider answered, where there are several.
+          ...(failover === undefined ? {} : { provider: row.provider })
+        })
       }
     }
     return published
@@ -442,6 +478,15 @@ export const makeMonitor = (options: MonitorOptions) => {
     /** A process froze, or runs again (a frozen worker hears of no cancel). */
     processPaused: calls.paused,
     processResumed: calls.resumed,
+    /** A user's own key, as the world stored it. */
+    userKeyStored: calls.userKeyStored,
+    /** A write of the shared breaker store (where the world watches it). */
+    breakerWritten: (write: BreakerStoreWrite) => failover?.breakerWritten(write),
+    /** A provider goes down, or comes back (how many calls it had meanwhile). */
+    providerDown: (provider: string) => failover?.providerDown(provider),
+    providerUp: (provider: string) => failover?.providerUp(provider) ?? 0,
+    /** The simulated clock, in epoch milliseconds. */
+    now: options.now,
     checkState,
     checkSettled,
     fail,

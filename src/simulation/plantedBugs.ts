@@ -1,17 +1,20 @@
 import { Effect, Either, HashMap, Option, type Scope, Stream } from "effect"
 import { AiJob } from "../domain/AiJob.js"
+import { finishedEventFor } from "../domain/JobFinishedEvent.js"
 import { JobNotFound } from "../domain/LifecycleErrors.js"
 import { JobSnapshot } from "../domain/JobSnapshot.js"
 import { takeOverGuard } from "../domain/LifecycleGuards.js"
 import { legacyStatusOf } from "../domain/LifecycleStatus.js"
 import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
 import { insertOutboxEvent } from "../layers/memory/MemoryOutboxRepository.js"
-import { finishedEventFor } from "../domain/JobFinishedEvent.js"
 import type { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import type { CancelSignal } from "../services/CancelSignal.js"
+import { CredentialVault } from "../services/CredentialVault.js"
 import { JobDefinitionRegistry, type RegisteredJobType } from "../services/JobDefinitionRegistry.js"
 import type { JobQueue } from "../services/JobQueue.js"
 import type { ProviderCapacity } from "../services/ProviderCapacity.js"
+import type { ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
+import { ModelRouter } from "../services/ModelRouter.js"
 import type { SnapshotRepository } from "../services/SnapshotRepository.js"
 
 /**
@@ -43,7 +46,13 @@ export const plantedBugs = [
   /** A worker frees its capacity slot as soon as it gets it, not when the call ends. */
   "capacity-released-early",
   /** A worker hears no cancel while it runs (its keeper's beat and its subscription both miss them). */
-  "cancel-deaf"
+  "cancel-deaf",
+  /** A worker calls a provider whatever its circuit breaker says: every admission lets the call through. */
+  "breaker-ignored",
+  /** RESOLVE gives a fallback target the key of the job's own provider (the primary's). */
+  "key-crosses-provider",
+  /** A worker's routes lose their fallbacks: every call goes to the first target, as with one provider. */
+  "fallbacks-dropped"
 ] as const
 export type PlantedBug = (typeof plantedBugs)[number]
 
@@ -214,3 +223,29 @@ export const cancelDeaf = (
   cancels: { ...cancels, subscribe: Effect.map(cancels.subscribe, Stream.filter(() => false)) }
 })
 
+// ---- the bugs the failover fault set proves its invariants on ----
+
+/** `breaker-ignored`: every admission is a plain call, open breaker or not (failures are still recorded). */
+export const breakerIgnored = (breaker: ProviderCircuitBreaker["Type"]): ProviderCircuitBreaker["Type"] => ({
+  ...breaker,
+  admit: () => Effect.succeed({ _tag: "Call" } as const)
+})
+
+/** `key-crosses-provider`: each target of a job's route gets the key of the job's own provider. */
+export const keyCrossesProvider = (vault: CredentialVault): CredentialVault =>
+  CredentialVault.make({
+    ...vault,
+    resolve: (request) =>
+      Effect.map(vault.resolve(request), (credentials) => ({
+        ...credentials,
+        forProvider: (provider: string) =>
+          Option.map(credentials.forProvider(provider), (credential) => ({ ...credential, apiKey: credentials.apiKey }))
+      }))
+  })
+
+/** `fallbacks-dropped`: a router whose routes keep only their first target. */
+export const fallbacksDropped = (router: ModelRouter): ModelRouter =>
+  ModelRouter.make({
+    route: (request) => Effect.map(router.route(request), ({ fallbacks: _fallbacks, maxWaitMs: _maxWaitMs, ...first }) => first),
+    targets: router.targets
+  })

@@ -3,11 +3,12 @@ import { type ExecutionError, ProviderError } from "../domain/ExecutionError.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
 import type { MemoryJobQueueControl } from "../layers/memory/MemoryJobQueue.js"
-import type { AiGateway, GenerateRequest } from "../services/AiGateway.js"
+import type { AiGateway, GatewayError, GenerateRequest, GenerateResult } from "../services/AiGateway.js"
 import type { CancelSignal } from "../services/CancelSignal.js"
 import { encodeQueuePayload, type JobDelivery, type JobQueue, JobQueueUnavailable, queueJobIdFor } from "../services/JobQueue.js"
 import type { CrashPoint, DeliveryFaults } from "./faults.js"
 import type { ProviderCall } from "./callChecks.js"
+import { currentAdmission } from "./failoverChecks.js"
 import { currentRun, currentWriter, newRunRecord } from "./invariants.js"
 
 /** Where an armed process dies: a worker's crash point, or a dispatcher between claim and add. */
@@ -257,31 +258,79 @@ const callThrough = (shared: AiGateway["Type"], process: SimProcess, request: Ge
     return result
   })
 
+/** How a provider that is down answers (see the `ProviderOutage` fault). */
+export interface OutageAnswer {
+  readonly answerMs: number
+  /** The connection is refused: nothing reaches the provider. */
+  readonly refused: boolean
+}
+
+/** The providers that are down now. */
+export type ProviderOutages = (provider: string) => OutageAnswer | undefined
+
+const outageError = (sent: boolean) =>
+  new ProviderError({
+    code: "PROVIDER_UNAVAILABLE",
+    message: sent ? "simulated outage: 503" : "simulated outage: connection refused",
+    ...(sent ? {} : { sent: false })
+  })
+
+/** The provider as a call reaches it: one that is down answers with its outage and nothing else. */
+const reachedDuring = (shared: AiGateway["Type"], outages: ProviderOutages): AiGateway["Type"] => ({
+  ...shared,
+  generate: (request) =>
+    Effect.suspend(() => {
+      const down = outages(request.provider)
+      return down === undefined ? shared.generate(request) : Effect.zipRight(Effect.sleep(down.answerMs), Effect.fail(outageError(!down.refused)))
+    })
+})
+
+/** The answer as the worker reads it: while its provider is down, whatever arrives is a 503 (a stop from outside stays one). */
+const readDuring = (provider: string, outages: ProviderOutages) => <A>(exit: Exit.Exit<A, GatewayError>): Effect.Effect<A, GatewayError> => {
+  if (outages(provider) === undefined || Exit.isInterrupted(exit)) return exit
+  const failure = failureIn(exit)
+  return failure?._tag === "ProviderError" && failure.code === "PROVIDER_UNAVAILABLE" ? exit : Effect.fail(outageError(true))
+}
+
 /**
  * The worker's provider calls: frozen while paused; the `mid-execute` crash point; each call's
- * start and end told to `watch`, as the provider answered. Planted bugs, in the adapter, after
- * the watch: `dropRetryAfter` loses the provider's Retry-After, so the engine's schedule never
- * sees it; `credentialRefusalAsUnavailable` reports a refused key as a provider outage, which
- * the engine retries.
+ * start and end told to `watch`, as the provider answered; with `outages`, the providers that
+ * are down answer every call sent or read meanwhile with PROVIDER_UNAVAILABLE, and each call
+ * carries the moment its run asked the circuit breaker for it (`currentAdmission`). Planted
+ * bugs, in the adapter, after the watch: `dropRetryAfter` loses the provider's Retry-After, so
+ * the engine's schedule never sees it; `credentialRefusalAsUnavailable` reports a refused key
+ * as a provider outage, which the engine retries.
  */
 export const processGateway = (
   shared: AiGateway["Type"],
   process: SimProcess,
   watch: CallWatch,
-  options: { readonly dropRetryAfter: boolean; readonly credentialRefusalAsUnavailable: boolean }
-): AiGateway["Type"] => ({
-  generate: (request) => {
+  options: {
+    readonly dropRetryAfter: boolean
+    readonly credentialRefusalAsUnavailable: boolean
+    readonly outages?: ProviderOutages | undefined
+  }
+): AiGateway["Type"] => {
+  const watched = (
+    request: GenerateRequest,
+    admission: { readonly providerModel: string; readonly at: number } | undefined,
+    through: Effect.Effect<GenerateResult, GatewayError>
+  ) => {
+    const providerModel = `${request.provider}/${request.model}`
     const call: ProviderCall = {
       jobId: request.job.id,
       jobType: request.job.type,
       leaseNo: request.job.leaseNo,
       by: process.id,
-      providerModel: `${request.provider}/${request.model}`,
+      provider: request.provider,
+      providerModel,
+      credential: request.credential,
+      admittedAt: admission?.providerModel === providerModel ? admission.at : undefined,
       input: request.input
     }
     return Effect.suspend(() => {
       watch.started(call)
-      return callThrough(shared, process, request)
+      return through
     }).pipe(
       Effect.onExit((exit) => Effect.sync(() => watch.ended(call, retryAfterIn(exit), failureIn(exit)?.code))),
       Effect.mapError((error) =>
@@ -293,7 +342,19 @@ export const processGateway = (
       )
     )
   }
-})
+  const { outages } = options
+  return {
+    generate: (request) =>
+      outages === undefined
+        ? watched(request, undefined, callThrough(shared, process, request))
+        : Effect.flatMap(FiberRef.get(currentAdmission), (admission) =>
+          watched(
+            request,
+            admission,
+            callThrough(reachedDuring(shared, outages), process, request).pipe(Effect.exit, Effect.flatMap(readDuring(request.provider, outages)))
+          ))
+  }
+}
 
 /** A frozen process reads its cancel messages only once it runs again. */
 export const processCancelSignal = (shared: CancelSignal["Type"], process: SimProcess): CancelSignal["Type"] => ({

@@ -7,13 +7,26 @@ import type { TimingConfig } from "../config/EngineConfig.js"
 import { adrQueueSettings } from "../config/QueueSettings.js"
 import { makeSimulatedClock } from "./clock.js"
 import { makeSimulationScheduler } from "./scheduler.js"
-import { type FaultSettings, generateCreatorCrashes, generateExtendedFaults, generateFaults } from "./faults.js"
+import { circuitBreakerDefaults } from "../config/CircuitBreakerSettings.js"
+import {
+  type FaultSettings,
+  generateCreatorCrashes,
+  generateExtendedFaults,
+  generateFailoverFaults,
+  generateFaults
+} from "./faults.js"
 import { invariantNames, makeMonitor, type Violation } from "./invariants.js"
 import type { PlantedBug } from "./plantedBugs.js"
 import { formatEntry, makeTrace, traceLogger, type TraceEntry } from "./trace.js"
 import { sealedEchoDefinition } from "./sealedEcho.js"
-import { type WorkloadSettings, defaultWorkloadSettings, generateExtendedWorkload, generateWorkload } from "./workload.js"
-import { makeWorld, simulationProviderLimits, type WorldSettings } from "./world.js"
+import {
+  type WorkloadSettings,
+  defaultWorkloadSettings,
+  generateExtendedWorkload,
+  generateFailoverWorkload,
+  generateWorkload
+} from "./workload.js"
+import { failoverWorld, makeWorld, platformKeysOf, simulationProviderLimits, type WorldSettings } from "./world.js"
 
 /** Everything one run depends on besides its seed. */
 export interface SimulationSettings {
@@ -47,10 +60,21 @@ export interface SimulationSettings {
    * snapshot differs from their input. Unset: on seeds from `firstExtendedSeed`.
    */
   readonly extendedFaults?: boolean | undefined
+  /**
+   * The failover world, added after seeds 1-560 were settled and drawn from random streams of
+   * its own: two providers with their own platform keys and a route `deepseek → backup`, a user
+   * on a key of their own, outages of a provider with a stream of creates through each, the
+   * circuit breakers' store and each run's admissions watched (see `WorldSettings.failover`).
+   * Unset: on seeds from `firstFailoverSeed`.
+   */
+  readonly failover?: boolean | undefined
 }
 
 /** The first seed that runs the extended faults by default (see `SimulationSettings.extendedFaults`). */
 export const firstExtendedSeed = 501
+
+/** The first seed that runs the failover world by default (see `SimulationSettings.failover`). */
+export const firstFailoverSeed = 801
 
 /** The grace before a dispatcher sweeps an event a creator adds itself. */
 const creatorGraceMs = 5_000
@@ -110,11 +134,13 @@ const maxRetryAfterMs = 6_000
  * - a lost delivery of a queued job: the requeue age, then up to one reaper interval;
  * - a lost outbox claim: the outbox lock TTL, then up to one release interval, then one poll;
  * - a delivery the queue took back: its longest redelivery backoff;
- * - the run itself: the longest timeout, then the longest jittered backoff (or Retry-After),
- *   then one provider call.
+ * - the run itself: the longest timeout, then the longest jittered backoff (or Retry-After; with
+ *   several providers, the longest a breaker stays open), then one provider call.
  */
-export const livenessBoundMs = (settings: SimulationSettings): number => {
+export const livenessBoundMs = (settings: SimulationSettings, failover = false): number => {
   const { timing } = settings
+  // A route whose every target's breaker is open asks to be retried when the first may probe.
+  const retryAfterMs = failover ? Math.max(maxRetryAfterMs, circuitBreakerDefaults.maxOpenMs) : maxRetryAfterMs
   const lostLock = timing.jobLockTtlMs + timing.reaperGraceMs + timing.reaperIntervalMs
   const lostDelivery = timing.queuedRedispatchMs + timing.reaperIntervalMs
   const lostClaim = timing.outboxLockTtlMs + settings.dispatcherReleaseIntervalMs + timing.outboxPollMs
@@ -124,7 +150,7 @@ export const livenessBoundMs = (settings: SimulationSettings): number => {
   const execution = Math.max(
     ...definitions.map((definition) =>
       definition.execution.timeoutMs +
-      Math.max(maxRetryAfterMs, 1.2 * definition.execution.retryBackoff.delay * 2 ** (definition.execution.maxRetries - 1)) +
+      Math.max(retryAfterMs, 1.2 * definition.execution.retryBackoff.delay * 2 ** (definition.execution.maxRetries - 1)) +
       settings.providerLatencyMs.max
     )
   )
@@ -145,6 +171,19 @@ const planExtended = (seed: number, settings: SimulationSettings) =>
       minPauseMs: settings.timing.jobLockTtlMs + settings.timing.reaperGraceMs + settings.timing.reaperIntervalMs,
       burstsAt
     }).pipe(Effect.withRandom(Random.make(`extended-faults:${seed}`)))
+    return { workload, faults }
+  })
+
+/** The failover workload and faults of a seed. */
+const planFailover = (seed: number, settings: SimulationSettings) =>
+  Effect.gen(function* () {
+    const faults = yield* generateFailoverFaults({
+      phaseMs: settings.phaseMs,
+      providers: [failoverWorld.primary, failoverWorld.backup]
+    }).pipe(Effect.withRandom(Random.make(`failover-faults:${seed}`)))
+    const workload = yield* generateFailoverWorkload({ users: settings.workload.users, outages: faults }).pipe(
+      Effect.withRandom(Random.make(`failover-workload:${seed}`))
+    )
     return { workload, faults }
   })
 
@@ -181,6 +220,7 @@ const yieldToEventLoop = Effect.yieldNow().pipe(Effect.withScheduler(Scheduler.t
 /** One seed: plan the workload and faults, run the world step by step, check after each step. */
 export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {}, options: { readonly keepEntries?: number } = {}) => {
   const settings: SimulationSettings = { ...defaultSimulationSettings, ...overrides }
+  const failover = settings.failover ?? seed >= firstFailoverSeed
   const clock = makeSimulatedClock({ startMillis: epochMillis })
   const elapsed = () => clock.now() - epochMillis
   const trace = makeTrace(elapsed)
@@ -191,9 +231,20 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
     now: clock.now,
     trace,
     concurrencyLimits: Object.fromEntries(
-      Object.entries(simulationProviderLimits).map(([providerModel, limit]) => [providerModel, limit.concurrency])
+      Object.entries(failover ? failoverWorld.providerLimits : simulationProviderLimits).map(([providerModel, limit]) => [
+        providerModel,
+        limit.concurrency
+      ])
     ),
-    cancelStopMs: cancelStopMs(settings.timing)
+    cancelStopMs: cancelStopMs(settings.timing),
+    platformKeys: platformKeysOf(failover),
+    failover: failover
+      ? {
+        breakers: circuitBreakerDefaults,
+        route: failoverWorld.route,
+        timeoutMs: Object.fromEntries(definitions.map((definition) => [definition.jobType, definition.execution.timeoutMs]))
+      }
+      : undefined
   })
   const keep = options.keepEntries ?? 30
 
@@ -216,6 +267,8 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
       )
       : []
     const extended = yield* planExtended(seed, settings)
+    // Not even planned where it does not run: seeds before it replay step for step as they did.
+    const failoverPlan = failover ? yield* planFailover(seed, settings) : { workload: [], faults: [] }
 
     const worldSettings: WorldSettings = {
       seed: String(seed),
@@ -227,18 +280,21 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
       providerLatencyMs: settings.providerLatencyMs,
       unsafeDisableFencing: settings.unsafeDisableFencing,
       plantedBug: settings.plantedBug,
-      creatorAdds: creatorAdds ? { graceMs: creatorGraceMs } : null
+      creatorAdds: creatorAdds ? { graceMs: creatorGraceMs } : null,
+      failover
     }
     const world = yield* makeWorld({ settings: worldSettings, trace, monitor, now: elapsed })
     world.setDeliveryFaults(faults.delivery)
     trace.record("plan", {
-      creates: [...workload, ...extended.workload].filter((a) => a._tag === "Create").length,
-      faults: [...faults.actions, ...creatorCrashes, ...extended.faults].map((a) => a._tag).join(","),
+      creates: [...workload, ...extended.workload, ...failoverPlan.workload].filter((a) => a._tag === "Create").length,
+      faults: [...faults.actions, ...creatorCrashes, ...extended.faults, ...failoverPlan.faults].map((a) => a._tag).join(","),
       delayRate: faults.delivery.delayRate,
       duplicateRate: faults.delivery.duplicateRate
     })
-    for (const action of [...workload, ...extended.workload]) world.schedule(action.at, action._tag, world.applyWorkload(action))
-    for (const action of [...faults.actions, ...creatorCrashes, ...extended.faults]) {
+    for (const action of [...workload, ...extended.workload, ...failoverPlan.workload]) {
+      world.schedule(action.at, action._tag, world.applyWorkload(action))
+    }
+    for (const action of [...faults.actions, ...creatorCrashes, ...extended.faults, ...failoverPlan.faults]) {
       world.schedule(action.at, action._tag, world.applyFault(action))
     }
 
@@ -284,7 +340,7 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
       yield* world.replayDeadEvents
       yield* clock.settle
       const tailStart = elapsed()
-      const bound = livenessBoundMs(settings)
+      const bound = livenessBoundMs(settings, failover)
       while (monitor.violation() === undefined) {
         const tables = yield* world.db.snapshot
         const open = Array.from(HashMap.values(tables.aiJob)).filter((job) => !isTerminal(job.lifecycleStatus))

@@ -175,3 +175,30 @@ export const generateExtendedWorkload = (settings: ExtendedWorkloadSettings) =>
     return { actions, burstsAt }
   })
 
+/**
+ * The failover workload, from its own `Random`: a stream of creates through each provider
+ * outage (15 to 35 jobs over its first 80 %), so that a breaker that is not honoured shows in
+ * the number of calls the dead provider gets.
+ */
+export const generateFailoverWorkload = (settings: {
+  readonly users: number
+  readonly outages: ReadonlyArray<{ readonly at: number; readonly durationMs: number }>
+}) =>
+  Effect.gen(function* () {
+    const actions: Array<WorkloadAction> = []
+    for (const [index, outage] of settings.outages.entries()) {
+      for (let n = yield* Random.nextIntBetween(15, 36); n > 0; n--) {
+        const jobType = yield* pickOf(simulatedJobTypes)
+        actions.push({
+          _tag: "Create",
+          at: outage.at + (yield* Random.nextIntBetween(0, Math.floor(outage.durationMs * 0.8))),
+          userId: `user-${yield* Random.nextIntBetween(1, settings.users + 1)}`,
+          jobType,
+          input: yield* inputFor(jobType, 2_000 * (index + 1) + n),
+          idempotencyKey: null,
+          copies: 1
+        })
+      }
+    }
+    return actions
+  })

@@ -1,4 +1,4 @@
-import { Context, Effect, Either, Exit, HashMap, Layer, Option, Random, Redacted, Scope } from "effect"
+import { ConfigProvider, Context, Effect, Either, Exit, FiberRef, HashMap, Layer, Option, Random, Redacted, Scope } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { CredentialError, ProviderError } from "../domain/ExecutionError.js"
 import { allQueueNames } from "../domain/QueueName.js"
@@ -30,6 +30,11 @@ import { MemoryWorkerDirectory } from "../layers/memory/MemoryWorkerDirectory.js
 import { QueueSettings } from "../config/QueueSettings.js"
 import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
 import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/MemoryProviderCapacity.js"
+import { makeMemoryBreakerStore, MemoryBreakerStore, MemoryCircuitBreaker } from "../layers/memory/MemoryCircuitBreaker.js"
+import { CircuitBreakerSettings } from "../config/CircuitBreakerSettings.js"
+import { type BreakerStore, type BreakerWrite, ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
+import { defaultPriceTable } from "../services/AiCostCalculator.js"
+import { ProviderSettings } from "../config/ProviderSettings.js"
 import { makeDispatcher } from "../pipeline/dispatcher.js"
 import { makeEventDispatcher } from "../pipeline/eventDispatcher.js"
 import { EventDeliverySettings } from "../config/EventDeliverySettings.js"
@@ -54,10 +59,13 @@ import type { DeliveryFaults } from "./faults.js"
 import type { Monitor } from "./invariants.js"
 import {
   addAfterAnswer,
+  breakerIgnored,
   cancelDeaf,
   cancelIgnored,
   capacityReleasedEarly,
+  fallbacksDropped,
   handOffCostsAttempt,
+  keyCrossesProvider,
   type PlantedBug,
   projectUnfenced,
   reaperOffByOne,
@@ -66,6 +74,7 @@ import {
 } from "./plantedBugs.js"
 import { sealedEchoJobType } from "./sealedEcho.js"
 import { invariantNames } from "./invariants.js"
+import { type BreakerStoreWrite, currentAdmission } from "./failoverChecks.js"
 import {
   makeProcess,
   processCancelSignal,
@@ -74,6 +83,8 @@ import {
   processQueue,
   processQueueAdds,
   type CallWatch,
+  type OutageAnswer,
+  type ProviderOutages,
   type SimProcess
 } from "./process.js"
 import type { Trace } from "./trace.js"
@@ -94,6 +105,12 @@ export interface WorldSettings {
   readonly plantedBug: PlantedBug | null
   /** Creates add their own jobs to the queue, a dispatcher sweeping after `graceMs`; null: the dispatchers add every job. */
   readonly creatorAdds: { readonly graceMs: number } | null
+  /**
+   * Two providers, each with its own platform key, and a route `deepseek → backup` for
+   * platform-key jobs; a user with a key of their own; provider outages; the breaker store and
+   * each run's admissions watched. Otherwise one provider, as before (see `failoverWorld`).
+   */
+  readonly failover: boolean
 }
 
 /** The creating process's crashes between commit and queue add: how many creates still die there. */
@@ -144,11 +161,80 @@ const simulationPlatformKey = "sk-simulation-platform-key"
 /** The simulated provider's limits, tight enough to bind: the workers share them through one store, as through Redis. */
 export const simulationProviderLimits = { "deepseek/deepseek-chat": { rpm: 60, concurrency: 4 } }
 
+/**
+ * The failover world's providers (the synthetic provider answers both), each with its own
+ * platform key, its route for platform-key jobs, and its limits. A user-key job has only its
+ * own provider: its route names no fallback.
+ */
+export const failoverWorld = {
+  primary: "deepseek",
+  backup: "backup",
+  platformKeys: { deepseek: simulationPlatformKey, backup: "sk-simulation-backup-platform-key" },
+  /** A platform-key job's targets: the default provider and model, then the backup (the route's fallback). */
+  route: [{ provider: "deepseek", model: "deepseek-chat" }, { provider: "backup", model: "backup-chat" }],
+  providerLimits: { ...simulationProviderLimits, "backup/backup-chat": { rpm: 240, concurrency: 4 } },
+  prices: { ...defaultPriceTable, "backup-chat": { inputMicrosPerMillionTokens: 300_000, outputMicrosPerMillionTokens: 450_000 } },
+  /** The user with a key of their own (for the primary), and that key. */
+  keyUser: { userId: "user-1", apiKey: "sk-simulation-user-1-own-key" }
+} as const
+
+/** Each provider's platform key, as the monitor checks them. */
+export const platformKeysOf = (failover: boolean): ReadonlyMap<string, Redacted.Redacted<string>> =>
+  new Map(
+    Object.entries(failover ? failoverWorld.platformKeys : { deepseek: simulationPlatformKey }).map(([provider, key]) => [provider, Redacted.make(key)])
+  )
+
+/** The providers, the route and their keys as configuration gives them, for the failover world. */
+const failoverProviders = Layer.mergeAll(
+  ModelRouter.DefaultWithoutDependencies.pipe(
+    Layer.provide(
+      Layer.setConfigProvider(
+        ConfigProvider.fromMap(new Map([["AI_MODEL_ROUTES", JSON.stringify({ "*:platform_key": { fallbacks: failoverWorld.route.slice(1) } })]]))
+      )
+    )
+  ),
+  CredentialVault.DefaultWithoutDependencies
+).pipe(
+  Layer.provideMerge(
+    ProviderSettings.make(
+      Object.entries(failoverWorld.platformKeys).map(([name, key]) => ({ name, apiKey: Option.some(Redacted.make(key)) })),
+      { defaultProvider: failoverWorld.primary }
+    )
+  )
+)
+
+/** The shared breaker store, each write told to `watch` (the store's own result: exact). */
+const watchedBreakerStore = (watch: (write: BreakerStoreWrite) => void) =>
+  Layer.effect(
+    MemoryBreakerStore,
+    Effect.map(makeMemoryBreakerStore, (store: BreakerStore): BreakerStore => {
+      const told = <W extends BreakerWrite>(providerModel: string, operation: BreakerStoreWrite["operation"], now: number) => (write: W) => {
+        watch({ providerModel, operation, from: write.from, to: write.record.state, at: now })
+        return write
+      }
+      return {
+        ...store,
+        tryProbe: (providerModel, now, leaseMs) => Effect.map(store.tryProbe(providerModel, now, leaseMs), told(providerModel, "tryProbe", now)),
+        recordFailure: (providerModel, now, settings) =>
+          Effect.map(store.recordFailure(providerModel, now, settings), told(providerModel, "recordFailure", now)),
+        recordSuccess: (providerModel, now, sentAt) =>
+          Effect.map(store.recordSuccess(providerModel, now, sentAt), told(providerModel, "recordSuccess", now)),
+        abandonProbe: (providerModel, now) => Effect.map(store.abandonProbe(providerModel, now), told(providerModel, "abandonProbe", now))
+      }
+    })
+  )
+
+/** A run's breaker: each admission it asks for is remembered with its moment, for the calls that follow (`currentAdmission`). */
+const admissionsWatched = (breaker: ProviderCircuitBreaker["Type"], now: () => number): ProviderCircuitBreaker["Type"] => ({
+  ...breaker,
+  admit: (providerModel) => Effect.zipRight(FiberRef.set(currentAdmission, { providerModel, at: now() }), breaker.admit(providerModel))
+})
+
 /** Every built-in job type, and the simulation's own whose snapshot differs from its input. */
 const simulationCatalog = [...jobCatalog, sealedEchoJobType]
 
 /** Everything the processes share: the memory infrastructure and the engine's services. */
-const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes) => {
+const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes, breakerWatch: (write: BreakerStoreWrite) => void) => {
   const lifecycle = MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: fencingOff(settings) })
   const storage = MemoryQuotas.pipe(
     Layer.provideMerge(
@@ -172,17 +258,21 @@ const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes) => {
     InProcessCancelSignal,
     MemoryWorkerDirectory,
     InProcessJobEvents,
-    MemoryCapacityStore.layer
+    MemoryCapacityStore.layer,
+    settings.failover ? watchedBreakerStore(breakerWatch) : MemoryBreakerStore.layer
   )
+  // One provider: the layers as they always were, so that seeds before the failover world replay exactly.
+  const providers = settings.failover
+    ? [failoverProviders] as const
+    : [ModelRouter.Default, ProviderSettings.layer, CredentialVault.Default] as const
   return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         jobCatalogLayer(simulationCatalog),
         SnapshotBuilder.Default,
-        ModelRouter.Default,
-        CredentialVault.Default,
+        ...providers,
         ContentSafety.Default,
-        AiCostCalculator.withTable(),
+        AiCostCalculator.withTable(settings.failover ? failoverWorld.prices : undefined),
         PromptTemplates.Default(simulationCatalog.flatMap((module) => module.prompts)),
         SyntheticGatewayLayer({ seed: `provider:${settings.seed}`, latencyMs: settings.providerLatencyMs }),
         creatorAddsLayer(settings, crashes)
@@ -194,7 +284,8 @@ const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes) => {
         Layer.succeed(TimingConfig, settings.timing),
         QuotaLimitsConfig.make({ maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }),
         QueueSettings.make({ shutdownGraceMs: 5_000 }),
-        ProviderLimitsConfig.make(simulationProviderLimits),
+        ProviderLimitsConfig.make(settings.failover ? failoverWorld.providerLimits : simulationProviderLimits),
+        CircuitBreakerSettings.make(),
         Layer.succeed(ProviderConfig, {
           baseUrl: "http://127.0.0.1:1",
           apiKey: Option.some(Redacted.make(simulationPlatformKey)),
@@ -214,13 +305,17 @@ const workerLayer = (
   shared: Context.Context<SharedServices>,
   process: SimProcess,
   db: MemoryDatabase["Type"],
-  watch: CallWatch
+  watch: CallWatch,
+  outages: ProviderOutages | undefined
 ) => {
   const gateway = processGateway(Context.get(shared, AiGateway), process, watch, {
     dropRetryAfter: settings.plantedBug === "retry-after-ignored",
-    credentialRefusalAsUnavailable: settings.plantedBug === "credential-refusal-retried"
+    credentialRefusalAsUnavailable: settings.plantedBug === "credential-refusal-retried",
+    outages
   })
-  return Layer.mergeAll(jobCatalogLayer(simulationCatalog), CredentialVault.Default).pipe(
+  // The failover world's vault reads the providers' keys from the shared settings.
+  const vault = settings.failover ? CredentialVault.DefaultWithoutDependencies : CredentialVault.Default
+  return Layer.mergeAll(jobCatalogLayer(simulationCatalog), vault).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: fencingOff(settings) }),
@@ -236,34 +331,40 @@ const workerLayer = (
     Layer.merge(Layer.succeed(AiGateway, gateway)),
     // Each worker waits in its own room; a crashed worker's permits lapse with its lock's lifetime.
     Layer.merge(MemoryProviderCapacity({ leaseMs: settings.timing.jobLockTtlMs, workerId: process.id })),
+    // Each worker keeps its own view of the breakers every worker shares through one store.
+    Layer.merge(MemoryCircuitBreaker),
     Layer.merge(Layer.succeed(JobQueue, processQueue(Context.get(shared, JobQueue), process))),
     Layer.merge(Layer.succeed(CancelSignal, processCancelSignal(Context.get(shared, CancelSignal), process)))
   )
 }
 
-/** A worker's own services with the planted bug, if it lives there. */
-const plantInWorker = <S>(
-  bug: PlantedBug | null,
-  own: Context.Context<S | AiJobLifecycleRepository | JobDefinitionRegistry | SnapshotRepository | ProviderCapacity | CancelSignal>,
-  db: MemoryDatabase["Type"]
-) => {
+/** The services of a worker that a planted bug may replace. */
+type WorkerServices =
+  | AiJobLifecycleRepository
+  | JobDefinitionRegistry
+  | SnapshotRepository
+  | ProviderCapacity
+  | CancelSignal
+  | ProviderCircuitBreaker
+  | CredentialVault
+
+/** A worker's own services with the planted bug, if it lives there (`router`: the shared one). */
+const plantInWorker = <S>(bug: PlantedBug | null, own: Context.Context<S | WorkerServices>, db: MemoryDatabase["Type"], router: ModelRouter) => {
   const jobs = Context.get(own, AiJobLifecycleRepository)
   switch (bug) {
     case "takeover-without-attempt":
       return Context.add(own, AiJobLifecycleRepository, takeOverWithoutAttempt(jobs, db))
     case "ignored-cancel":
       return Context.add(own, JobDefinitionRegistry, cancelIgnored(Context.get(own, JobDefinitionRegistry)))
+    case "fallbacks-dropped":
+      return Context.add(own, ModelRouter, fallbacksDropped(router))
     default:
       return plantExtendedInWorker(bug, own, db)
   }
 }
 
-/** The bugs the extended fault set proves its invariants on (see `plantedBugs.ts`). */
-const plantExtendedInWorker = <S>(
-  bug: PlantedBug | null,
-  own: Context.Context<S | AiJobLifecycleRepository | JobDefinitionRegistry | SnapshotRepository | ProviderCapacity | CancelSignal>,
-  db: MemoryDatabase["Type"]
-) => {
+/** The bugs the extended and failover fault sets prove their invariants on (see `plantedBugs.ts`). */
+const plantExtendedInWorker = <S>(bug: PlantedBug | null, own: Context.Context<S | WorkerServices>, db: MemoryDatabase["Type"]) => {
   const jobs = Context.get(own, AiJobLifecycleRepository)
   switch (bug) {
     case "handoff-costs-attempt":
@@ -280,6 +381,10 @@ const plantExtendedInWorker = <S>(
       const planted = cancelDeaf(jobs, Context.get(own, CancelSignal))
       return own.pipe(Context.add(AiJobLifecycleRepository, planted.jobs), Context.add(CancelSignal, planted.cancels))
     }
+    case "breaker-ignored":
+      return Context.add(own, ProviderCircuitBreaker, breakerIgnored(Context.get(own, ProviderCircuitBreaker)))
+    case "key-crosses-provider":
+      return Context.add(own, CredentialVault, keyCrossesProvider(Context.get(own, CredentialVault)))
     default:
       return own
   }
@@ -332,7 +437,7 @@ export const makeWorld = (options: {
       armed: 0,
       onCrash: (jobId) => trace.record("fault", { kind: "creator-crash", job: trace.alias(jobId) })
     }
-    const shared = yield* Layer.build(sharedLayer(settings, creatorCrashes))
+    const shared = yield* Layer.build(sharedLayer(settings, creatorCrashes, monitor.breakerWritten))
     const db = Context.get(shared, MemoryDatabase)
     const queueControl = Context.get(shared, MemoryJobQueueControl)
     const gatewayControl = Context.get(shared, SyntheticGatewayControl)
@@ -341,6 +446,19 @@ export const makeWorld = (options: {
     const cancels = Context.get(shared, CancelSignal)
     const outboxAdmin = Context.get(shared, OutboxAdmin)
     yield* db.setCommitObserver(Option.some(monitor.observer({ jobIds: queueControl.jobIds })))
+
+    /** The providers down now (the failover world's outages; overlapping ones of a provider count). */
+    const down = new Map<string, { count: number; answer: OutageAnswer }>()
+    const outages: ProviderOutages | undefined = settings.failover ? (provider) => down.get(provider)?.answer : undefined
+    if (settings.failover) {
+      // As the user's `POST /api/ai/credentials`: their jobs then run on their own key, at the primary only.
+      const { apiKey, userId } = failoverWorld.keyUser
+      const stored = yield* Context.get(shared, CredentialVault).store({ userId, apiKey: Redacted.make(apiKey), provider: failoverWorld.primary }).pipe(
+        Effect.orDie
+      )
+      monitor.userKeyStored(stored.id, { userId, provider: failoverWorld.primary, apiKey: Redacted.make(apiKey) })
+      trace.record("setup", { userKey: userId, provider: failoverWorld.primary })
+    }
 
     const agenda: Array<AgendaItem> = []
     let agendaSeq = 0
@@ -382,9 +500,13 @@ export const makeWorld = (options: {
         const process = yield* makeProcess({ id, slot, kind: "worker", hooks: { onCrash } })
         const processDb = processDatabase(db, process)
         const built = yield* Layer.build(
-          workerLayer(settings, shared, process, processDb, { started: monitor.callStarted, ended: monitor.callEnded })
+          workerLayer(settings, shared, process, processDb, { started: monitor.callStarted, ended: monitor.callEnded }, outages)
         ).pipe(Effect.provide(shared), Scope.extend(process.scope))
-        const own = plantInWorker(settings.plantedBug, built, processDb)
+        const planted = plantInWorker(settings.plantedBug, built, processDb, Context.get(shared, ModelRouter))
+        // Outside any planted bug: the admission the run asked for, whatever it was told.
+        const own = settings.failover
+          ? Context.add(planted, ProviderCircuitBreaker, admissionsWatched(Context.get(planted, ProviderCircuitBreaker), monitor.now))
+          : planted
         if (projectPause !== null) process.armProjectPause(projectPause(process))
         yield* runWorker({ workerId: id, queues: allQueueNames }).pipe(
           Effect.provide(Context.merge(shared, own)),
@@ -466,7 +588,9 @@ export const makeWorld = (options: {
           targetType: "simulation",
           targetId: `target-${action.at}`,
           idempotencyKey: action.idempotencyKey ?? undefined,
-          input: action.input
+          input: action.input,
+          // As the HTTP API: a user who stored a key of their own runs on it.
+          ...(settings.failover ? { storedKeyOf: failoverWorld.primary } : {})
         }
         const results = yield* Effect.all(
           Array.from({ length: action.copies }, () => Effect.either(service.createJob(request))),
@@ -626,6 +750,8 @@ export const makeWorld = (options: {
           case "StopWorker":
           case "PauseInProject":
             return yield* applyExtendedFault(action)
+          case "ProviderOutage":
+            return yield* providerOutage(action)
           case "DuplicateDelivery": {
             const job = yield* findJob(action.pick)
             if (Option.isNone(job)) return
@@ -681,6 +807,28 @@ export const makeWorld = (options: {
         }
       })
 
+    const providerBack = (provider: string) =>
+      Effect.sync(() => {
+        down.delete(provider)
+        trace.record("fault", { kind: "provider-up", provider, calls: monitor.providerUp(provider) })
+      })
+
+    /** The failover fault set's outage: the provider answers nothing but PROVIDER_UNAVAILABLE for a while. */
+    const providerOutage = (action: Extract<FaultAction, { readonly _tag: "ProviderOutage" }>) =>
+      Effect.sync(() => {
+        const { answerMs, durationMs, provider, refused } = action
+        trace.record("fault", { kind: "provider-down", provider, ms: durationMs, answer: refused ? "refused" : `503 after ${answerMs} ms` })
+        const current = down.get(provider)
+        if (current === undefined) monitor.providerDown(provider)
+        down.set(provider, { count: (current?.count ?? 0) + 1, answer: { answerMs, refused } })
+        schedule(options.now() + durationMs, `${provider} back`, Effect.suspend(() => {
+          const outage = down.get(provider)
+          if (outage === undefined) return Effect.void
+          outage.count -= 1
+          return outage.count > 0 ? Effect.void : providerBack(provider)
+        }))
+      })
+
     /**
      * The fault-free tail: every fault ends, dead processes restart, and the operator replays
      * dead outbox events (the runbook's answer to an outage longer than the dispatch retries).
@@ -693,6 +841,7 @@ export const makeWorld = (options: {
       yield* queueControl.setUnreachable(false)
       yield* db.setFaults(Option.none())
       yield* gatewayControl.reset
+      for (const provider of [...down.keys()]) yield* providerBack(provider)
       disarmProjectPause()
       for (const process of [...workers, ...dispatchers]) {
         if (process === undefined) continue

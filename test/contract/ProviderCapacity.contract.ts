@@ -47,7 +47,7 @@ const sleepersAt = (instant: number, count = 1) =>
 const waiting = (capacity: Capacity, model: string, count: number) =>
   eventually(`${count} waiting`, Effect.map(capacity.state(model), (state) => state.waiting === count))
 
-const isWaiting = <A>(fiber: Fiber.RuntimeFiber<A>) => Effect.map(Fiber.poll(fiber), Option.isNone)
+const isWaiting = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) => Effect.map(Fiber.poll(fiber), Option.isNone)
 
 const request = (providerModel: string, userId: string, priority: CapacityPriority = "background", estimatedTokens = 10) => ({
   providerModel,

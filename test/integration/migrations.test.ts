@@ -145,7 +145,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "14_learning_analysis",
         "15_job_trace_parent",
         "16_job_retried_from",
-        "17_outbox_event_lane"
+        "17_outbox_event_lane",
+        "18_usage_estimated"
       ])
       expect(second).toEqual([])
     }))
@@ -204,7 +205,7 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
   it.scoped("the default check builds, compares and drops its own scratch database", () =>
     Effect.gen(function*() {
       const outcome = yield* checkMigrationsBuildDeclaredSchema(Redacted.make(testServerUrl))
-      expect(outcome.subject.appliedMigrations).toHaveLength(17)
+      expect(outcome.subject.appliedMigrations).toHaveLength(18)
       expect(outcome.differences).toEqual([])
       const scratchName = outcome.subject.target.split("/").at(-1) ?? ""
       expect(scratchName).toMatch(/^migrations_check_[0-9a-f]+$/)

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { callInvariantNames } from "../../src/simulation/callChecks.js"
+import { failoverInvariantNames } from "../../src/simulation/failoverChecks.js"
 import { type InvariantName, invariantNames } from "../../src/simulation/invariants.js"
 import type { PlantedBug } from "../../src/simulation/plantedBugs.js"
 import { runSeed } from "../../src/simulation/runner.js"
@@ -22,7 +23,11 @@ const cases: ReadonlyArray<{ readonly bug: PlantedBug; readonly seed: number; re
   { bug: "credential-refusal-retried", seed: 501, invariant: callInvariantNames.finalRefusal },
   { bug: "snapshot-replaced-by-input", seed: 501, invariant: callInvariantNames.snapshotSent },
   { bug: "capacity-released-early", seed: 501, invariant: callInvariantNames.capacityBounded },
-  { bug: "cancel-deaf", seed: 501, invariant: callInvariantNames.cancelStops }
+  { bug: "cancel-deaf", seed: 501, invariant: callInvariantNames.cancelStops },
+  // Caught in the failover world (seeds from 801: see `SimulationSettings.failover`).
+  { bug: "breaker-ignored", seed: 801, invariant: failoverInvariantNames.outageBounded },
+  { bug: "key-crosses-provider", seed: 801, invariant: callInvariantNames.keyOwnProvider },
+  { bug: "fallbacks-dropped", seed: 801, invariant: failoverInvariantNames.fallbackTried }
 ]
 
 describe("deterministic simulation, planted bugs", () => {

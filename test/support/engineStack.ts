@@ -11,7 +11,9 @@ import { ModelRouter } from "../../src/services/ModelRouter.js"
 import { PromptTemplates } from "../../src/services/PromptTemplates.js"
 import { ContentSafety } from "../../src/services/ContentSafety.js"
 import { SyntheticGatewayLayer } from "../../src/layers/gateway/SyntheticGateway.js"
-import { type Infrastructure, MemoryCapacity, MemoryInfrastructure } from "../../src/main/AppLayers.js"
+import { type Infrastructure, MemoryBreakers, MemoryCapacity, MemoryInfrastructure } from "../../src/main/AppLayers.js"
+import { ProviderSettings } from "../../src/config/ProviderSettings.js"
+import type { ProviderCircuitBreaker } from "../../src/services/ProviderCircuitBreaker.js"
 import { type ProviderLimit, ProviderLimitsConfig } from "../../src/config/ProviderLimitsConfig.js"
 import type { ProviderCapacity } from "../../src/services/ProviderCapacity.js"
 import { QueueSettings } from "../../src/config/QueueSettings.js"
@@ -44,6 +46,8 @@ export const memoryEngineStack = (options: {
   /** The provider limiter; a memory one of its own by default, under `limits` (none by default). */
   readonly capacity?: Layer.Layer<ProviderCapacity, never, ProviderLimitsConfig>
   readonly limits?: Readonly<Record<string, ProviderLimit>>
+  /** The provider circuit breakers; a memory one of its own by default. */
+  readonly breaker?: Layer.Layer<ProviderCircuitBreaker>
 } = {}) => {
   const modules = options.modules ?? jobCatalog
   return Layer.fresh(
@@ -53,6 +57,7 @@ export const memoryEngineStack = (options: {
           jobCatalogLayer(modules),
           options.snapshotBuilder ?? SnapshotBuilder.Default,
           ModelRouter.Default,
+          ProviderSettings.layer,
           CredentialVault.Default,
           ContentSafety.Default,
           AiCostCalculator.withTable(),
@@ -63,7 +68,9 @@ export const memoryEngineStack = (options: {
             : Layer.merge(SyntheticGatewayLayer({ seed: options.seed ?? "engine-test" }), options.gateway)
         )
       ),
-      Layer.provideMerge(Layer.merge(options.infrastructure ?? MemoryInfrastructure, options.capacity ?? MemoryCapacity)),
+      Layer.provideMerge(
+        Layer.mergeAll(options.infrastructure ?? MemoryInfrastructure, options.capacity ?? MemoryCapacity, options.breaker ?? MemoryBreakers)
+      ),
       Layer.provideMerge(
         Layer.mergeAll(
           TimingConfig.make(options.timing),

@@ -28,11 +28,17 @@ export type FakeScenario =
   /** 400 with DeepSeek's content-risk error. */
   | { readonly _tag: "ContentRisk400" }
   | { readonly _tag: "Status"; readonly status: number; readonly body: string; readonly headers?: Readonly<Record<string, string>> }
+  /**
+   * Answers at once, then blocks this whole process for `freezeMs` (as SIGSTOP or a long GC
+   * would): the answer waits in the client's socket while every timer falls due.
+   */
+  | { readonly _tag: "AnswerThenFreeze"; readonly freezeMs: number }
 
 export interface RecordedRequest {
   readonly method: string
   readonly path: string
   readonly authorization: string | undefined
+  readonly headers: IncomingMessage["headers"]
   readonly body: unknown
   aborted: boolean
   answered: boolean
@@ -74,6 +80,7 @@ export const makeFakeOpenAiServer = (options: { readonly apiKey: string }) =>
         method: req.method ?? "",
         path: req.url ?? "",
         authorization: req.headers.authorization,
+        headers: req.headers,
         body,
         aborted: false,
         answered: false
@@ -145,6 +152,14 @@ export const makeFakeOpenAiServer = (options: { readonly apiKey: string }) =>
           return send(400, JSON.stringify({ error: { message: "Content Exists Risk", type: "invalid_request_error", code: "invalid_request_error" } }))
         case "Status":
           return send(current.status, current.body, current.headers)
+        case "AnswerThenFreeze": {
+          send(200, completion(defaultCompletionContent, "stop"))
+          const until = performance.now() + current.freezeMs
+          while (performance.now() < until) {
+            // Busy: nothing else in this process runs, timers included.
+          }
+          return
+        }
       }
     }
 

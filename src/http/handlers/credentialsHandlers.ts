@@ -6,8 +6,9 @@ import { CredentialNotFoundError } from "../ApiErrors.js"
 import { CurrentUser } from "../Auth.js"
 import { fromCredentialError, fromPersistence, fromStoreCredentialError } from "../errorMapping.js"
 import { withoutRequestBody } from "../requestBody.js"
+import { userKeyProvider } from "../../domain/CredentialMode.js"
 
-const provider = "deepseek"
+const provider = userKeyProvider
 
 /** The caller's own DeepSeek key: stored encrypted, never returned, revocable. */
 export const CredentialsHandlersLive = HttpApiBuilder.group(AiJobApi, "credentials", (handlers) =>

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto"
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Clock, Duration, Effect, Layer, Stream } from "effect"
+import { userKeyProvider } from "../../domain/CredentialMode.js"
 import { isTerminal } from "../../domain/LifecycleStatus.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../services/AiJobService.js"
@@ -31,8 +32,6 @@ import { withoutRequestBody } from "../requestBody.js"
 import { setAnswerHeader } from "../responseHeaders.js"
 import { recordFinished } from "../../services/EngineMetrics.js"
 
-/** The user's own DeepSeek key pays for the job when one is stored and the job type allows it. */
-const userKeyProvider = "deepseek"
 
 const encodeExisting = HttpServerResponse.schemaJson(JobStatusResponse)
 

@@ -7,6 +7,8 @@ import { JobQueue } from "../../services/JobQueue.js"
 import { JobStatistics } from "../../services/JobStatistics.js"
 import { OutboxRepository } from "../../services/OutboxRepository.js"
 import { UsageLog, type UsageLogRecord } from "../../services/UsageLog.js"
+import { ModelRouter } from "../../services/ModelRouter.js"
+import { breakerViews } from "../../services/ProviderCircuitBreaker.js"
 import type { JobCursor } from "../ApiSchemas.js"
 import { fromPersistence } from "../errorMapping.js"
 import type { OutboxListStatus, TimelineEventKind } from "../OperatorSchemas.js"
@@ -42,6 +44,7 @@ export const makeOperatorViews = Effect.gen(function* () {
   const outbox = yield* OutboxRepository
   const usage = yield* UsageLog
   const statistics = yield* JobStatistics
+  const router = yield* ModelRouter
   const queue = yield* JobQueue
   const jobs = yield* AiJobLifecycleRepository
 
@@ -129,6 +132,9 @@ export const makeOperatorViews = Effect.gen(function* () {
         Effect.orElseSucceed(() => ({ queueName, available: false, waiting: 0, active: 0, delayed: 0 }))
       ), { concurrency: "unbounded" })
 
+    // Every routed provider's circuit breaker as every process sees it (the state is shared).
+    const breakers = yield* breakerViews(router.targets)
+
     const perMinute = new Map<string, { minute: string; jobType: string; finished: number }>()
     const durations = new Map<string, Array<number>>()
     for (const job of finished) {
@@ -151,7 +157,17 @@ export const makeOperatorViews = Effect.gen(function* () {
           return { jobType, finished: finished.filter((job) => job.jobType === jobType).length, p50Ms: percentile(sorted, 50), p95Ms: percentile(sorted, 95) }
         })
         .sort((a, b) => a.jobType.localeCompare(b.jobType)),
-      usageByDay: days
+      usageByDay: days,
+      providers: breakers.map((view) => {
+        const slash = view.providerModel.indexOf("/")
+        return {
+          provider: view.providerModel.slice(0, slash),
+          model: view.providerModel.slice(slash + 1),
+          breaker: view.state,
+          failures: view.failures,
+          openUntil: view.state === "open" ? new Date(view.openUntil).toISOString() : null
+        }
+      })
     }
   })
 

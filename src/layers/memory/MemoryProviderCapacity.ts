@@ -11,6 +11,7 @@ import {
   type CapacityStore,
   interactiveMarkGraceMs,
   makeProviderCapacity,
+  maxPauseMs,
   paceLimitOf,
   type ProviderCapacityOptions,
   type StoreLimits,
@@ -71,8 +72,8 @@ export const makeMemoryCapacityStore = (): CapacityStore => {
       const model = modelFor(input.providerModel)
       prune(model, now)
       // When the request is refused, and whether a release may free it (see `TryAcquireResult`).
-      const blocked = ((): { readonly until: number; readonly releaseMayFree: boolean } | undefined => {
-        if (model.pausedUntil > now) return { until: model.pausedUntil, releaseMayFree: false }
+      const blocked = ((): { readonly until: number; readonly releaseMayFree: boolean; readonly paused?: true } | undefined => {
+        if (model.pausedUntil > now) return { until: model.pausedUntil, releaseMayFree: false, paused: true }
         if (input.priority === "background") {
           model.marks.delete(input.workerId)
           if (model.marks.size > 0) return { until: now + capacityPollMs, releaseMayFree: false }
@@ -107,7 +108,9 @@ export const makeMemoryCapacityStore = (): CapacityStore => {
       const interactiveLeft = input.interactiveWaiters - (granted && input.priority === "interactive" ? 1 : 0)
       if (interactiveLeft > 0) model.marks.set(input.workerId, (blocked?.until ?? now) + interactiveMarkGraceMs)
       else model.marks.delete(input.workerId)
-      if (!granted) return { granted: false, retryAt: blocked.until, releaseMayFree: blocked.releaseMayFree }
+      if (!granted) {
+        return { granted: false, retryAt: blocked.until, releaseMayFree: blocked.releaseMayFree, ...(blocked.paused ? { paused: true } : {}) }
+      }
       model.log.push({ id: input.permitId, at: now, tokens: input.tokens })
       model.tokens += input.tokens
       model.held.set(input.permitId, now + input.leaseMs)
@@ -148,10 +151,10 @@ export const makeMemoryCapacityStore = (): CapacityStore => {
         const model = modelFor(providerModel)
         for (const id of permitIds) if (model.held.has(id)) model.held.set(id, leaseUntil)
       }),
-    pause: (providerModel, untilMs) =>
+    pause: (providerModel, untilMs, now) =>
       Effect.sync(() => {
         const model = modelFor(providerModel)
-        model.pausedUntil = Math.max(model.pausedUntil, untilMs)
+        model.pausedUntil = Math.max(model.pausedUntil, Math.min(untilMs, now + maxPauseMs))
       }),
     withdraw: (providerModel, workerId) => Effect.sync(() => void modelFor(providerModel).marks.delete(workerId)),
     state: (providerModel, limits, now) =>

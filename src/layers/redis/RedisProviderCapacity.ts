@@ -1,5 +1,4 @@
-import { createHash } from "node:crypto"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer } from "effect"
 import { ProviderLimitsConfig } from "../../config/ProviderLimitsConfig.js"
 import { ProviderCapacity } from "../../services/ProviderCapacity.js"
 import {
@@ -11,6 +10,7 @@ import {
   type StoreLimits
 } from "../../services/ProviderCapacityRoom.js"
 import { pauseScript, refreshScript, releaseScript, stateScript, tryAcquireScript, withdrawScript } from "./capacityScripts.js"
+import { luaScript } from "./luaScript.js"
 import { RedisConnection } from "./RedisConnection.js"
 
 /**
@@ -21,7 +21,7 @@ import { RedisConnection } from "./RedisConnection.js"
  * - `tok`   hash, permit id -> tokens counted for it (the estimate, then the reported usage)
  * - `held`  sorted set, permit id -> lease end: the calls in flight (a crashed worker's lapse)
  * - `st`    hash: `tokens` (sum of `tok` in the window), `limit` (adaptive concurrency),
- *           `lastDecrease`, `pausedUntil`
+ *           `lastDecrease`, `pausedUntil` (never more than a day ahead)
  * - `marks` sorted set, worker id -> until: workers with interactive calls waiting
  *
  * Sliding window (a log of grants), not fixed windows: a fixed window lets a full minute's quota
@@ -32,8 +32,6 @@ import { RedisConnection } from "./RedisConnection.js"
  * engine's Redis ACL already grants for BullMQ's scripts.
  */
 
-const Reply = Schema.Array(Schema.Union(Schema.Number, Schema.String))
-const decodeReply = Schema.decodeUnknownEither(Reply)
 const numberOf = (value: number | string | undefined): number | undefined =>
   value === undefined || value === "" ? undefined : Number(value)
 
@@ -52,31 +50,10 @@ export const makeRedisCapacityStore = Effect.gen(function* () {
     return [`${base}:log`, `${base}:tok`, `${base}:held`, `${base}:st`, `${base}:marks`]
   }
 
-  /** EVALSHA, loading the script with EVAL when Redis does not know it yet. */
   const script = (operation: string, source: string) => {
-    const sha = createHash("sha1").update(source).digest("hex")
+    const run = luaScript(commands, source)
     return (providerModel: string, args: ReadonlyArray<string>) =>
-      Effect.tryPromise({
-        try: async () => {
-          const keys = keysOf(providerModel)
-          try {
-            return await commands.evalsha(sha, keys.length, ...keys, ...args)
-          } catch (error) {
-            if (error instanceof Error && error.message.startsWith("NOSCRIPT")) {
-              return await commands.eval(source, keys.length, ...keys, ...args)
-            }
-            throw error
-          }
-        },
-        catch: (cause) =>
-          new CapacityStoreError({
-            operation,
-            cause: cause instanceof Error && cause.message === "Command timed out" ? "timeout" : cause
-          })
-      }).pipe(
-        Effect.flatMap((reply) =>
-          Effect.mapError(decodeReply(Array.isArray(reply) ? reply : [reply]), (cause) => new CapacityStoreError({ operation, cause })))
-      )
+      Effect.mapError(run(keysOf(providerModel), args), (cause) => new CapacityStoreError({ operation, cause }))
   }
 
   const runTryAcquire = script("tryAcquire", tryAcquireScript)
@@ -103,10 +80,15 @@ export const makeRedisCapacityStore = Effect.gen(function* () {
           ...limitArgs(input.limits),
           String(input.leaseMs)
         ]),
-        ([granted, retryAt, releaseMayFree]) =>
+        ([granted, retryAt, releaseMayFree, paused]) =>
           granted === 1
             ? { granted: true } as const
-            : { granted: false, retryAt: numberOf(retryAt) ?? input.now + capacityPollMs, releaseMayFree: releaseMayFree !== 0 } as const
+            : {
+              granted: false,
+              retryAt: numberOf(retryAt) ?? input.now + capacityPollMs,
+              releaseMayFree: releaseMayFree !== 0,
+              ...(paused === 1 ? { paused: true } : {})
+            } as const
       ),
     release: (input) =>
       Effect.asVoid(runRelease(input.providerModel, [

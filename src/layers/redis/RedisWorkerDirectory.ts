@@ -36,6 +36,8 @@ export const RedisWorkerDirectory = Layer.effect(
               .set(keyOf(heartbeat.instanceId), JSON.stringify(heartbeat), "EX", heartbeatTtlSeconds)
               .zadd(index, now + heartbeatTtlSeconds * 1000, heartbeat.instanceId)
               .zremrangebyscore(index, "-inf", now)
+              // The index outlives its last beat by one heartbeat's life, no longer.
+              .pexpire(index, heartbeatTtlSeconds * 1000)
               .exec())).pipe(Effect.asVoid),
       remove: (instanceId) =>
         quietly("remove", () => redis.commands.multi().del(keyOf(instanceId)).zrem(index, instanceId).exec()).pipe(

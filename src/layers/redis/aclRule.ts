@@ -25,8 +25,9 @@
  *   set, sorted-set, stream and string commands listed in `bullMqScriptCommands`, taken from
  *   every script BullMQ 6.7 ships (not only the ones a run happens to hit).
  * - The engine's own code: SET (with EX), GET, DEL, MGET, EXISTS, ZADD / ZRANGEBYSCORE / ZREM /
- *   ZREMRANGEBYSCORE (the worker index), PUBLISH, SUBSCRIBE, PSUBSCRIBE (+ UNSUBSCRIBE /
- *   PUNSUBSCRIBE on close), MULTI / EXEC.
+ *   ZREMRANGEBYSCORE / PEXPIRE (the worker index), PUBLISH, SUBSCRIBE, PSUBSCRIBE (+ UNSUBSCRIBE /
+ *   PUNSUBSCRIBE on close), MULTI / EXEC; EVALSHA / EVAL (the capacity and breaker scripts, which
+ *   publish breaker changes on `{prefix}:breaker:changed`).
  *
  * Left out on purpose: SCAN and KEYS (they list every key name on the server, whatever the
  * user's key patterns; nothing the engine runs needs them: BullMQ only scans in
@@ -51,7 +52,7 @@ export const bullMqScriptCommands = [
 export const clientCommands = [
   "ping", "quit", "info", "client|setname", "client|getname",
   "evalsha", "eval", "bzpopmin", "multi", "exec", "discard",
-  "set", "get", "del", "mget", "exists", "zadd", "zrangebyscore", "zrem", "zremrangebyscore",
+  "set", "get", "del", "mget", "exists", "zadd", "zrangebyscore", "zrem", "zremrangebyscore", "pexpire",
   "publish", "subscribe", "psubscribe", "unsubscribe", "punsubscribe"
 ] as const
 

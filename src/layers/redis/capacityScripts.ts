@@ -5,7 +5,8 @@ import {
   capacityPaceMs,
   capacityPollMs,
   capacityWindowMs,
-  interactiveMarkGraceMs
+  interactiveMarkGraceMs,
+  maxPauseMs
 } from "../../services/ProviderCapacityRoom.js"
 
 /**
@@ -38,9 +39,10 @@ local function limitOf(ceiling, floor)
   return math.max(floor, math.min(limit, ceiling))
 end
 local function touch(now)
-  -- Idle models vanish: everything expires a window after the last use or the pause's end.
+  -- Idle models vanish: everything expires a window after the last use or the pause's end, and
+  -- nothing outlives a day.
   local paused = num(redis.call('HGET', K_ST, 'pausedUntil')) or 0
-  local ttl = math.max(WINDOW * 2, paused - now + WINDOW)
+  local ttl = math.min(math.max(WINDOW * 2, paused - now + WINDOW), ${maxPauseMs})
   for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
 `
@@ -52,10 +54,11 @@ local permit, tokens, priority, worker = ARGV[2], tonumber(ARGV[3]), ARGV[4], AR
 local interactiveWaiters = tonumber(ARGV[6])
 local rpm, tpm, ceiling, floor, lease = num(ARGV[7]), num(ARGV[8]), num(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 prune(now)
--- Until when the request is refused, and 1 when a release may free it sooner (see TryAcquireResult).
+-- Until when the request is refused, 1 when a release may free it sooner (see TryAcquireResult),
+-- and 1 when the refusal is a pause.
 local function blockedUntil()
   local paused = num(redis.call('HGET', K_ST, 'pausedUntil')) or 0
-  if paused > now then return paused, 0 end
+  if paused > now then return paused, 0, 1 end
   if priority == 'background' then
     redis.call('ZREM', K_MARKS, worker)
     if redis.call('ZCARD', K_MARKS) > 0 then return now + ${capacityPollMs}, 0 end
@@ -90,7 +93,7 @@ local function blockedUntil()
   end
   return nil, 0
 end
-local blocked, releaseMayFree = blockedUntil()
+local blocked, releaseMayFree, pausedRefusal = blockedUntil()
 local granted = blocked == nil
 local left = interactiveWaiters
 if granted and priority == 'interactive' then left = left - 1 end
@@ -104,7 +107,7 @@ if granted then
 end
 touch(now)
 if granted then return {1, 0} end
-return {0, tostring(blocked), releaseMayFree}
+return {0, tostring(blocked), releaseMayFree, pausedRefusal or 0}
 `
 
 // ARGV: now, permitId, outcome, totalTokens, ceiling, floor
@@ -150,7 +153,7 @@ return 1
 
 // ARGV: now, untilMs
 export const pauseScript = `${common}
-local now, untilMs = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now, untilMs = tonumber(ARGV[1]), math.min(tonumber(ARGV[2]), tonumber(ARGV[1]) + ${maxPauseMs})
 local paused = num(redis.call('HGET', K_ST, 'pausedUntil')) or 0
 if untilMs > paused then redis.call('HSET', K_ST, 'pausedUntil', untilMs) end
 touch(now)

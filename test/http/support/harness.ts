@@ -1,3 +1,6 @@
+import { ModelRouter } from "../../../src/services/ModelRouter.js"
+import { ProviderConfig } from "../../../src/config/EngineConfig.js"
+import { MemoryBreakers } from "../../../src/main/AppLayers.js"
 import { createServer } from "node:http"
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
@@ -61,7 +64,14 @@ export const memoryEngine = (limits: Partial<QuotaLimits> = {}) => {
     MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())),
     SnapshotBuilder.Default.pipe(Layer.provide(TimingConfig.make()))
   ).pipe(Layer.provideMerge(repositories))
-  return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default, testVault).pipe(
+  return Layer.mergeAll(
+    AiJobService.Default,
+    OutboxAdmin.Default,
+    testVault,
+    // The stats page shows each routed provider's circuit breaker.
+    ModelRouter.Default.pipe(Layer.provide(ProviderConfig.layer)),
+    MemoryBreakers
+  ).pipe(
     Layer.provideMerge(JobCatalogLive.pipe(Layer.provideMerge(stores)))
   )
 }

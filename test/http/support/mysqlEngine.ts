@@ -3,7 +3,10 @@ import { AiJobService } from "../../../src/services/AiJobService.js"
 import { JobCatalogLive } from "../../../src/jobs/JobCatalogLive.js"
 import { OutboxAdmin } from "../../../src/services/OutboxAdmin.js"
 import { SnapshotBuilder } from "../../../src/services/SnapshotBuilder.js"
-import { TimingConfig } from "../../../src/config/EngineConfig.js"
+import { ProviderConfig, TimingConfig } from "../../../src/config/EngineConfig.js"
+import { CircuitBreakerSettings } from "../../../src/config/CircuitBreakerSettings.js"
+import { RedisCircuitBreaker } from "../../../src/layers/redis/RedisCircuitBreaker.js"
+import { ModelRouter } from "../../../src/services/ModelRouter.js"
 import { BullMqJobQueueLive } from "../../../src/layers/bullmq/BullMqJobQueue.js"
 import { MysqlJobStatistics } from "../../../src/layers/mysql/MysqlJobStatistics.js"
 import { MysqlUsageLogRepository } from "../../../src/layers/mysql/UsageLogRepository.js"
@@ -41,11 +44,12 @@ export const mysqlEngine = (name: string, limits: Partial<QuotaLimits> = {}, cli
         RedisCancelSignal,
         RedisWorkerDirectory,
         RedisJobEvents,
+        RedisCircuitBreaker.pipe(Layer.provide(CircuitBreakerSettings.make())),
         BullMqJobQueueLive.pipe(Layer.provide(QueueSettings.make()))
       ).pipe(Layer.provideMerge(redis))),
     Layer.provideMerge(repositories)
   )
-  return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default, testVault).pipe(
+  return Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default, testVault, ModelRouter.Default.pipe(Layer.provide(ProviderConfig.layer))).pipe(
     Layer.provideMerge(JobCatalogLive.pipe(Layer.provideMerge(stores)))
   )
 }

@@ -3,13 +3,18 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Fiber, Layer, Option, Redacted } from "effect"
 import type { ExecutionError } from "../../../src/domain/ExecutionError.js"
-import { makeOpenAiCompatibleGateway, OpenAiCompatibleGatewayLayer } from "../../../src/layers/gateway/OpenAiCompatibleGateway.js"
+import {
+  makeOpenAiCompatibleGateway,
+  makeRoutedOpenAiGateway,
+  OpenAiCompatibleGatewayLayer
+} from "../../../src/layers/gateway/OpenAiCompatibleGateway.js"
+import { scrubSecrets } from "../../../src/domain/SecretScrubbing.js"
 import { MemoryCredentialRepository } from "../../../src/layers/memory/MemoryCredentialRepository.js"
 import { MemoryDatabaseLive } from "../../../src/layers/memory/MemoryDatabase.js"
 import { AiGateway, type GenerateRequest, type ResolvedCredential } from "../../../src/services/AiGateway.js"
 import { CredentialVault, makeKeyring } from "../../../src/services/CredentialVault.js"
 import { CANARY_KEY, WRONG_CANARY_KEY } from "../../support/canary.js"
-import { FakeOpenAiServer } from "../../support/fakeOpenAiServer.js"
+import { defaultCompletionContent, FakeOpenAiServer } from "../../support/fakeOpenAiServer.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 
 const REQUEST_TIMEOUT_MS = 1_000
@@ -215,15 +220,112 @@ layer(TestLayer, { excludeTestServices: true, timeout: "30 seconds" })("OpenAI-c
       expect(yield* failureOf()).toMatchObject({ _tag: "ContentSafetyError", code: "CONTENT_SAFETY_BLOCKED", stage: "provider" })
     }))
 
-  it.effect("another 400 is an INTERNAL_ERROR (our request was wrong), not a retry with problems", () =>
+  it.effect("another 400 (or 404, 422) is PROVIDER_REQUEST_REJECTED: the provider refused the request, typed, readable, never retried here", () =>
+    Effect.gen(function* () {
+      const fake = yield* FakeOpenAiServer
+      yield* fake.setScenario({
+        _tag: "Status",
+        status: 400,
+        body: JSON.stringify({ error: { message: "max_tokens is too large", type: "invalid_request_error", code: "context_length_exceeded" } })
+      })
+      const rejected = yield* failureOf()
+      expect(rejected).toMatchObject({ _tag: "ProviderError", code: "PROVIDER_REQUEST_REJECTED" })
+      // The provider's error type and code stay readable through the secret scrub of the stored message.
+      expect(scrubSecrets(rejected.message)).toContain("(invalid_request_error/context_length_exceeded)")
+      expect(rejected.message).not.toContain("max_tokens is too large")
+      yield* fake.setScenario({ _tag: "Status", status: 404, body: JSON.stringify({ error: { message: "no such model", type: "invalid_request_error", code: "model_not_found" } }) })
+      expect(yield* failureOf()).toMatchObject({ _tag: "ProviderError", code: "PROVIDER_REQUEST_REJECTED" })
+    }))
+
+  it.effect("an answer without usage (optional in OpenAI's description) is kept, its tokens estimated and said to be", () =>
+    Effect.gen(function* () {
+      const fake = yield* FakeOpenAiServer
+      yield* fake.setScenario({
+        _tag: "Status",
+        status: 200,
+        body: JSON.stringify({
+          id: "chatcmpl-no-usage",
+          object: "chat.completion",
+          created: 1_700_000_000,
+          model: "deepseek-chat",
+          choices: [{ index: 0, message: { role: "assistant", content: defaultCompletionContent, refusal: null }, finish_reason: "stop", logprobs: null }]
+        })
+      })
+      const credential = yield* userCredential
+      const result = yield* (yield* AiGateway).generate(requestWith(credential))
+      expect(result.json).toEqual({ ok: true, answer: 42 })
+      expect(result.usageEstimated).toBe(true)
+      expect(result.usage.promptTokens).toBeGreaterThan(0)
+      expect(result.usage.completionTokens).toBe(Math.ceil(defaultCompletionContent.length / 4))
+      expect(result.usage.totalTokens).toBe(result.usage.promptTokens + result.usage.completionTokens)
+    }))
+
+  it.effect("a refusal (content null, refusal text) is CONTENT_SAFETY_REFUSED, final, and its text is kept out", () =>
     Effect.gen(function* () {
       yield* (yield* FakeOpenAiServer).setScenario({
         _tag: "Status",
-        status: 400,
-        body: JSON.stringify({ error: { message: "max_tokens is too large", type: "invalid_request_error" } })
+        status: 200,
+        body: JSON.stringify({
+          id: "chatcmpl-refusal",
+          object: "chat.completion",
+          created: 1_700_000_000,
+          model: "gpt-4o",
+          choices: [{ index: 0, message: { role: "assistant", content: null, refusal: "I cannot help with SECRET-REFUSAL-TEXT." }, finish_reason: "stop", logprobs: null }],
+          usage: { prompt_tokens: 20, completion_tokens: 9, total_tokens: 29 }
+        })
       })
-      expect(yield* failureOf()).toMatchObject({ _tag: "InternalError", code: "INTERNAL_ERROR" })
+      const refused = yield* failureOf()
+      expect(refused).toMatchObject({ _tag: "ContentSafetyError", code: "CONTENT_SAFETY_REFUSED", stage: "provider" })
+      expect(JSON.stringify(refused) + refused.message).not.toContain("SECRET-REFUSAL-TEXT")
     }))
+
+  it.effect("an answer larger than AI_MAX_RESPONSE_BYTES is cut off as it streams in: PROVIDER_RESPONSE_TOO_LARGE", () =>
+    Effect.gen(function* () {
+      const fake = yield* FakeOpenAiServer
+      const small = yield* makeOpenAiCompatibleGateway({ baseUrl: fake.baseUrl, requestTimeoutMs: 10_000, maxResponseBytes: 64 * 1024 })
+      yield* fake.setScenario({ _tag: "Success", content: JSON.stringify({ padding: "x".repeat(1024 * 1024) }) })
+      const credential = yield* userCredential
+      const error = yield* Effect.flip(small.generate(requestWith(credential)))
+      expect(error).toMatchObject({ _tag: "ProviderError", code: "PROVIDER_RESPONSE_TOO_LARGE" })
+      // Below the bound the same gateway reads the answer.
+      yield* fake.setScenario({ _tag: "Success" })
+      expect((yield* small.generate(requestWith(credential))).json).toEqual({ ok: true, answer: 42 })
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
+
+  it.effect("an answer already in the socket when every timer falls due at once (a frozen process) is read, not timed out", () =>
+    Effect.gen(function* () {
+      yield* (yield* FakeOpenAiServer).setScenario({ _tag: "AnswerThenFreeze", freezeMs: REQUEST_TIMEOUT_MS + 500 })
+      const credential = yield* userCredential
+      const result = yield* (yield* AiGateway).generate(requestWith(credential))
+      expect(result.usage).toEqual({ promptTokens: 12, completionTokens: 7, totalTokens: 19 })
+    }))
+
+  it.effect("each request goes to its own provider's endpoint with that provider's headers; a provider not configured is refused", () =>
+    Effect.gen(function* () {
+      const fake = yield* FakeOpenAiServer
+      yield* fake.setScenario({ _tag: "Success" })
+      const routed = yield* makeRoutedOpenAiGateway({
+        endpoints: new Map([
+          ["primary", { baseUrl: fake.baseUrl, requestTimeoutMs: 5_000, headers: { "x-provider-tag": "primary" } }],
+          ["structured", { baseUrl: fake.baseUrl, requestTimeoutMs: 5_000, structuredOutputs: true }]
+        ]),
+        maxResponseBytes: 1024 * 1024
+      })
+      const credential = yield* userCredential
+      const outputSchema = { name: "flashcard_generation", schema: { type: "object", properties: { ok: { type: "boolean" } } } }
+      yield* routed.generate(requestWith(credential, { provider: "primary", outputSchema }))
+      const first = (yield* fake.requests).at(-1)
+      expect(first?.headers["x-provider-tag"]).toBe("primary")
+      expect(first?.body).toMatchObject({ response_format: { type: "json_object" } })
+      yield* routed.generate(requestWith(credential, { provider: "structured", outputSchema }))
+      expect((yield* fake.requests).at(-1)?.body).toMatchObject({
+        response_format: { type: "json_schema", json_schema: { name: "flashcard_generation", schema: outputSchema.schema, strict: false } }
+      })
+      const sent = (yield* fake.requests).length
+      const unknown = yield* Effect.flip(routed.generate(requestWith(credential, { provider: "elsewhere" })))
+      expect(unknown).toMatchObject({ _tag: "InternalError", code: "INTERNAL_ERROR" })
+      expect((yield* fake.requests).length).toBe(sent)
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
 
   it.effect("a 200 body that is not a chat completion → VALIDATION_PROVIDER_RESPONSE", () =>
     Effect.gen(function* () {

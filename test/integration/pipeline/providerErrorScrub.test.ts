@@ -43,7 +43,8 @@ describe("a provider error that quotes the key", () => {
           })),
           Effect.retry(Schedule.intersect(Schedule.spaced("50 millis"), Schedule.recurs(400)))
         )
-        expect(failed.errorCode).toBe("INTERNAL_ERROR")
+        // A 400 is the provider refusing the request: typed, not retried (not our INTERNAL_ERROR).
+        expect(failed.errorCode).toBe("PROVIDER_REQUEST_REJECTED")
         expect(failed.internalErrorMessage).toContain("provider answered HTTP 400")
         expect(failed.internalErrorMessage).not.toContain(testPlatformKey)
         expect(failed.internalErrorMessage).not.toContain("Incorrect API key")

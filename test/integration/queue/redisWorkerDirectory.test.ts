@@ -35,5 +35,9 @@ layer(TestLayer, { excludeTestServices: true })("the Redis worker directory (no 
       expect((yield* directory.live).map((worker) => worker.instanceId)).toEqual(["worker-a"])
       // The index lives under the prefix with the heartbeat keys, and forgets a removed worker.
       expect(yield* Effect.promise(() => redis.commands.zrange(redis.key("worker", "heartbeats"), 0, -1))).toEqual(["worker-a", "worker-c"])
+      // No key outlives its use: the index expires a heartbeat's life after the last beat.
+      const ttl = yield* Effect.promise(() => redis.commands.pttl(redis.key("worker", "heartbeats")))
+      expect(ttl).toBeGreaterThan(0)
+      expect(ttl).toBeLessThanOrEqual(90_000)
     }))
 })

@@ -99,7 +99,9 @@ describe("EXECUTE, one attempt (memory layers, a recording provider and limiter)
         providerModel: `${resolved.route.provider}/${resolved.route.model}`,
         estimatedTokens: estimateTokens(prompt.messages, resolved.route.maxTokens),
         priority: "interactive",
-        userId: "user-7"
+        userId: "user-7",
+        // A pause may hold the call for no longer than the job's own time budget.
+        maxPausedMs: 30_000
       }])
       expect(seen.requests).toStrictEqual([{
         job: { id: resolved.job.id, type: "synthetic_echo", attemptNo: 2, leaseNo: resolved.lease.leaseNo },
@@ -110,7 +112,8 @@ describe("EXECUTE, one attempt (memory layers, a recording provider and limiter)
         temperature: resolved.route.temperature,
         maxTokens: resolved.route.maxTokens,
         jsonMode: resolved.route.jsonMode,
-        input: resolved.content
+        input: resolved.content,
+        outputSchema: { name: "synthetic_echo", schema: resolved.registered.outputJsonSchema }
       }])
       expect(seen.released).toStrictEqual([{ _tag: "Succeeded", totalTokens: 18 }])
       expect(seen.paused).toStrictEqual([])
