@@ -46,6 +46,8 @@ const ProviderCall = Schema.Struct({
   promptTokens: Schema.Number,
   completionTokens: Schema.Number,
   totalTokens: Schema.Number,
+  /** The answer reported no usage: the tokens and cost are the engine's estimate. */
+  tokensEstimated: Schema.Boolean,
   costMicros: Schema.Number,
   /** `OK`, or the call's error code. */
   outcome: Schema.String

@@ -337,7 +337,7 @@ async function jobPage(jobId) {
       h("h3", {}, "Attempts and provider calls"),
       table(["Lease", "Call", "At", "Model", "Latency", "Tokens", "Cost (USD)", "Outcome"], timeline.attempts.flatMap((attempt) =>
         attempt.calls.map((call) => h("tr", {}, h("td", {}, attempt.leaseNo), h("td", {}, call.callNo), h("td", {}, call.at),
-          h("td", {}, call.provider + "/" + call.model), h("td", {}, ms(call.latencyMs)), h("td", {}, call.totalTokens),
+          h("td", {}, call.provider + "/" + call.model), h("td", {}, ms(call.latencyMs)), h("td", {}, call.totalTokens + (call.tokensEstimated ? " (estimated)" : "")),
           h("td", {}, (call.costMicros / 1e6).toFixed(6)), h("td", {}, call.outcome)))), { id: "job-calls" })
     )
   }

@@ -71,6 +71,7 @@ export const makeOperatorViews = Effect.gen(function* () {
         promptTokens: call.promptTokens,
         completionTokens: call.completionTokens,
         totalTokens: call.totalTokens,
+        tokensEstimated: call.usageEstimated === true,
         costMicros: call.costMicros,
         outcome: call.errorCode ?? "OK"
       }))
