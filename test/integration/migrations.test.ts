@@ -146,7 +146,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "15_job_trace_parent",
         "16_job_retried_from",
         "17_outbox_event_lane",
-        "18_usage_estimated"
+        "18_usage_estimated",
+        "19_ai_job_batch"
       ])
       expect(second).toEqual([])
     }))

@@ -85,7 +85,7 @@ export const MysqlQuotas = Layer.effect(
       counts({ userId, provider: options?.activeCredentialOf ?? null }).pipe(
         persistence("quotas.admit"),
         Effect.flatMap((found) =>
-          Effect.as(admission(userId, limits, found), { activeCredentialId: Option.fromNullable(found.activeCredentialId) })
+          Effect.as(admission(userId, limits, found, options?.jobs), { activeCredentialId: Option.fromNullable(found.activeCredentialId) })
         )
       )
     return Quotas.of({ admit })

@@ -1,3 +1,4 @@
+import type { SqlClient, Statement } from "@effect/sql"
 /**
  * The values of an `IN (…)` list padded to the next power of two by repeating the last one. A
  * statement then takes one of a few shapes instead of one per list length: mysql2 prepares each
@@ -10,4 +11,23 @@ export const paddedForIn = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> => {
   let size = 1
   while (size < values.length) size *= 2
   return size === values.length ? values : [...values, ...Array.from({ length: size - values.length }, () => last)]
+}
+
+/**
+ * One `INSERT` of many rows (a batch create writes each table in one statement): the columns of
+ * the first row (every row was encoded by one Schema, so all share its keys), then `stamped`
+ * columns whose value is an SQL expression, the same for every row (the database clock).
+ * `sql.insert` binds values only, so it cannot carry the expressions.
+ */
+export const insertRows = (
+  sql: SqlClient.SqlClient,
+  table: string,
+  rows: ReadonlyArray<Readonly<Record<string, unknown>>>,
+  stamped: ReadonlyArray<readonly [column: string, value: Statement.Fragment]> = []
+) => {
+  const columns = Object.keys(rows[0] ?? {})
+  const names = [...columns, ...stamped.map(([column]) => column)].map((column) => sql`${sql(column)}`)
+  const stampedValues = stamped.map(([, value]) => value)
+  const tuples = rows.map((row) => sql`(${sql.csv([...columns.map((column) => sql`${row[column] ?? null}`), ...stampedValues])})`)
+  return sql`INSERT INTO ${sql(table)} (${sql.csv(names)}) VALUES ${sql.csv(tuples)}`
 }
