@@ -21,6 +21,7 @@ import {
   UnsupportedMediaType
 } from "./ApiErrors.js"
 import {
+  AcceptedJobBatchResponse,
   AcceptedJobStatusResponse,
   AdminJobListParams,
   AdminJobStatusPage,
@@ -28,16 +29,20 @@ import {
   CreationHeaders,
   CredentialIdParam,
   EventIdParam,
+  FeynmanEvaluationBatchRequest,
   FeynmanEvaluationRequest,
+  FlashcardGenerationBatchRequest,
   FlashcardGenerationRequest,
   HealthResponse,
   JobArtifactsResponse,
+  JobBatchResponse,
   JobIdParam,
   JobStatusPage,
   JobEventsHeaders,
   JobEventStream,
   JobStatusResponse,
   JobWaitParams,
+  LearningAnalysisBatchRequest,
   LearningAnalysisRequest,
   NotReady,
   OutboxCountsResponse,
@@ -77,6 +82,31 @@ const creation = <const Name extends string, A, I>(
     .annotate(OpenApi.Summary, summary)
     .annotate(OpenApi.Transform, withResponseHeaders(202, locationHeader("The new job: `/api/ai/jobs/{jobId}`.")))
 
+/**
+ * A batch creation endpoint: 202 with the new jobs in the request's order, or 200 with the jobs
+ * an `Idempotency-Key` already made for this batch; the single create's errors, for the whole batch.
+ */
+const batchCreation = <const Name extends string, A, I>(
+  name: Name,
+  path: `/api/ai/${string}/batch`,
+  payload: Schema.Schema<A, I>,
+  summary: string
+) =>
+  HttpApiEndpoint.post(name, path)
+    .setPayload(payload)
+    .setHeaders(CreationHeaders)
+    .addSuccess(AcceptedJobBatchResponse, { status: 202 })
+    .addSuccess(JobBatchResponse)
+    .addError(IdempotencyKeyReusedError)
+    .addError(TooManyJobsError)
+    .addError(QuotaExceededError)
+    .annotate(OpenApi.Summary, summary)
+    .annotate(
+      OpenApi.Description,
+      "One transaction for the whole batch: every item is created or none is. The user's active-job limit and daily " +
+        "quota count the whole batch; an Idempotency-Key covers the batch (same key and body: the same jobs again, with 200)."
+    )
+
 /** The end user's jobs (docs/architecture.md §15.1): create, read, list, cancel. */
 export class JobsGroup extends HttpApiGroup.make("jobs")
   .add(creation("createFlashcardGeneration", "/api/ai/flashcard-generations", FlashcardGenerationRequest,
@@ -85,6 +115,12 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
     "Evaluate a Feynman explanation of a concept (job type feynman_evaluation)"))
   .add(creation("createLearningAnalysis", "/api/ai/learning-analyses", LearningAnalysisRequest,
     "Analyse recent evaluation results: strengths, gaps and next steps (job type learning_analysis)"))
+  .add(batchCreation("createFlashcardGenerationBatch", "/api/ai/flashcard-generations/batch", FlashcardGenerationBatchRequest,
+    "Generate flashcards from up to 100 source texts at once, all or none (job type flashcard_generation)"))
+  .add(batchCreation("createFeynmanEvaluationBatch", "/api/ai/feynman-evaluations/batch", FeynmanEvaluationBatchRequest,
+    "Evaluate up to 100 Feynman explanations at once, all or none (job type feynman_evaluation)"))
+  .add(batchCreation("createLearningAnalysisBatch", "/api/ai/learning-analyses/batch", LearningAnalysisBatchRequest,
+    "Create up to 100 learning analyses at once, all or none (job type learning_analysis)"))
   .add(
     HttpApiEndpoint.get("listJobs", "/api/ai/jobs")
       .setUrlParams(UserJobListParams)

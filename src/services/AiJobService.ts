@@ -128,9 +128,9 @@ const storedKeyProvider = (
     ? request.storedKeyOf
     : undefined
 
-/** A batch item's problems, named by its place in the request (`items[3].sourceText: ...`). */
+/** A batch item's problems, named by its place in the request (`items[3]: sourceText: ...`). */
 const atIndex = (index: number, problems: ReadonlyArray<string>): ReadonlyArray<string> =>
-  problems.map((problem) => `items[${index}]${/^[A-Za-z_]/.test(problem) ? "." : ": "}${problem}`)
+  problems.map((problem) => `items[${index}]: ${problem}`)
 
 /** A validated job, ready to be written once the user is admitted: all but its credential. */
 interface PreparedJob {
