@@ -62,6 +62,27 @@ import { withoutDefaultDecodeError } from "./openApiCleanup.js"
 import { locationHeader, withOptionalEmptyBody, withResponseHeaders, withServerAdditions } from "./openApiAdditions.js"
 
 /**
+ * What every creation endpoint shares: its body, the `Idempotency-Key` header, 202 with what it
+ * made or 200 with what the key already made, and the errors of admission and idempotency.
+ */
+const creationEndpoint = <const Name extends string, A, I, Made extends Schema.Schema.Any, Existing extends Schema.Schema.Any>(
+  name: Name,
+  path: `/api/ai/${string}`,
+  payload: Schema.Schema<A, I>,
+  answers: { readonly made: Made; readonly existing: Existing },
+  summary: string
+) =>
+  HttpApiEndpoint.post(name, path)
+    .setPayload(payload)
+    .setHeaders(CreationHeaders)
+    .addSuccess(answers.made, { status: 202 })
+    .addSuccess(answers.existing)
+    .addError(IdempotencyKeyReusedError)
+    .addError(TooManyJobsError)
+    .addError(QuotaExceededError)
+    .annotate(OpenApi.Summary, summary)
+
+/**
  * A creation endpoint: 202 with the new job, or 200 with the job an `Idempotency-Key` already
  * made; every job type's answers the same errors.
  */
@@ -71,15 +92,7 @@ const creation = <const Name extends string, A, I>(
   payload: Schema.Schema<A, I>,
   summary: string
 ) =>
-  HttpApiEndpoint.post(name, path)
-    .setPayload(payload)
-    .setHeaders(CreationHeaders)
-    .addSuccess(AcceptedJobStatusResponse, { status: 202 })
-    .addSuccess(JobStatusResponse)
-    .addError(IdempotencyKeyReusedError)
-    .addError(TooManyJobsError)
-    .addError(QuotaExceededError)
-    .annotate(OpenApi.Summary, summary)
+  creationEndpoint(name, path, payload, { made: AcceptedJobStatusResponse, existing: JobStatusResponse }, summary)
     .annotate(OpenApi.Transform, withResponseHeaders(202, locationHeader("The new job: `/api/ai/jobs/{jobId}`.")))
 
 /**
@@ -92,15 +105,7 @@ const batchCreation = <const Name extends string, A, I>(
   payload: Schema.Schema<A, I>,
   summary: string
 ) =>
-  HttpApiEndpoint.post(name, path)
-    .setPayload(payload)
-    .setHeaders(CreationHeaders)
-    .addSuccess(AcceptedJobBatchResponse, { status: 202 })
-    .addSuccess(JobBatchResponse)
-    .addError(IdempotencyKeyReusedError)
-    .addError(TooManyJobsError)
-    .addError(QuotaExceededError)
-    .annotate(OpenApi.Summary, summary)
+  creationEndpoint(name, path, payload, { made: AcceptedJobBatchResponse, existing: JobBatchResponse }, summary)
     .annotate(
       OpenApi.Description,
       "One transaction for the whole batch: every item is created or none is. The user's active-job limit and daily " +

@@ -1,27 +1,22 @@
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, type Layer, Option, Schema } from "effect"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
-import { bodyAs, ErrorBody, feynmanBody, flashcardBody, JobBody, learningAnalysisBody, TestApi, tokenFor } from "./harness.js"
+import {
+  bodyAs,
+  ErrorBody,
+  feynmanBody,
+  flashcardBody,
+  frozenKeys,
+  JobBody,
+  learningAnalysisBody,
+  TestApi,
+  tokenFor
+} from "./harness.js"
 
 /** The limits the batch suite's engine runs with: small enough to reach with a few batches. */
 export const batchSuiteLimits = { maxActiveJobsPerUser: 8, dailyJobQuota: 12 } as const
 
 export const BatchBody = Schema.Struct({ jobs: Schema.Array(JobBody) })
-
-const frozenKeys = [
-  "jobId",
-  "jobType",
-  "lifecycleStatus",
-  "queueName",
-  "priority",
-  "progress",
-  "createdAt",
-  "startedAt",
-  "finishedAt",
-  "errorCode",
-  "publicErrorMessage",
-  "result"
-]
 
 let users = 0
 /** A user of its own per test (the layer, and its database, is shared by the block). */

@@ -1,23 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
-import { awaitStatus, memoryEngineStack, startEngine } from "../../support/engineStack.js"
-import { JobDefinitionRegistry } from "../../../src/services/JobDefinitionRegistry.js"
-import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
-import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
-
-const recordsOf = (jobId: string) =>
-  Effect.gen(function* () {
-    const jobs = yield* AiJobLifecycleRepository
-    const registry = yield* JobDefinitionRegistry
-    const projectors = yield* ResultProjectors
-    const job = Option.getOrThrow(yield* jobs.findById(jobId))
-    const { definition } = yield* registry.get(job.jobType)
-    const projector = yield* projectors.get(definition.projector ?? job.jobType)
-    return yield* projector.records(job)
-  })
+import { awaitStatus, memoryEngineStack, recordsOf, startEngine } from "../../support/engineStack.js"
 
 describe("a batch's jobs run like any others (memory layers, TestClock)", () => {
   it.scoped("every job of a batch of 12 runs to succeeded, each with its own item's projection and one usage row", () =>
