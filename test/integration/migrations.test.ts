@@ -206,7 +206,7 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
   it.scoped("the default check builds, compares and drops its own scratch database", () =>
     Effect.gen(function*() {
       const outcome = yield* checkMigrationsBuildDeclaredSchema(Redacted.make(testServerUrl))
-      expect(outcome.subject.appliedMigrations).toHaveLength(18)
+      expect(outcome.subject.appliedMigrations).toHaveLength(19)
       expect(outcome.differences).toEqual([])
       const scratchName = outcome.subject.target.split("/").at(-1) ?? ""
       expect(scratchName).toMatch(/^migrations_check_[0-9a-f]+$/)
