@@ -98,12 +98,10 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     // is no lease time. MySQL's `INSERT ... SET`, column names from the row's keys.
     execute: ({ at, row }) => sql`INSERT INTO ai_job SET ${sql.update(row)}, created_at = ${at}, updated_at = ${at}`
   })
-  // One shape per row count: sent unprepared (escaped by the driver), so a batch of each size
-  // does not hold a prepared statement on every connection.
   const insertJobs = SqlSchema.void({
     Request: Schema.Struct({ rows: Schema.Array(NewAiJobRow), at: Schema.DateFromSelf }),
     execute: ({ at, rows }) =>
-      insertRows(sql, "ai_job", rows, [["created_at", sql`${at}`], ["updated_at", sql`${at}`]]).unprepared
+      insertRows(sql, "ai_job", rows, [["created_at", sql`${at}`], ["updated_at", sql`${at}`]])
   })
   const selectJobsByIds = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),

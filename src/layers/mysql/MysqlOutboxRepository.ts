@@ -130,13 +130,11 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       persistence("outbox_event.create")
     )
 
-  // Unprepared, as every multi-row insert: one statement shape per batch size. The events of one
-  // create share their delay, so `available_at` is one expression for every row.
+  // The events of one create share their delay, so `available_at` is one expression for every row.
   const insertEvents = SqlSchema.void({
     Request: Schema.Struct({ rows: Schema.Array(NewOutboxEventRow), delayMs: Schema.Number }),
     execute: ({ delayMs, rows }) =>
       insertRows(sql, "outbox_event", rows, [["available_at", plusMillis(delayMs)], ["created_at", now], ["updated_at", now]])
-        .unprepared
   })
 
   const createManyInTransaction = (events: ReadonlyArray<NewOutboxEvent>) =>

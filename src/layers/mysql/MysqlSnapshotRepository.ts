@@ -22,10 +22,9 @@ export const makeMysqlSnapshotRepository = Effect.gen(function* () {
     execute: (row) => sql`INSERT INTO ai_job_snapshot SET ${sql.update(row)}, created_at = ${now}`
   })
 
-  // Unprepared, as every multi-row insert: one statement shape per batch size.
   const insertSnapshots = SqlSchema.void({
     Request: Schema.Array(NewJobSnapshotRow),
-    execute: (rows) => insertRows(sql, "ai_job_snapshot", rows, [["created_at", now]]).unprepared
+    execute: (rows) => insertRows(sql, "ai_job_snapshot", rows, [["created_at", now]])
   })
 
   const createMany = (snapshots: ReadonlyArray<NewJobSnapshot>) =>
