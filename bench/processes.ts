@@ -1,9 +1,10 @@
 /**
  * `npm run bench:processes`: the engine as production runs it, as separate processes (API,
  * dispatcher, two workers, the built `dist/` programs) on the local MariaDB and Redis, with the
- * instant synthetic provider, fed over HTTP by the typed client. Three phases: one producer
- * (creates one at a time), full load (`BENCH_PROCESSES_PRODUCERS` at once) and half load (creates
- * paced at half the full-load rate). For each: CPU per job of every process (from /proc), SQL per
+ * instant synthetic provider, fed over HTTP by the typed client. Four phases: one producer
+ * (creates one at a time), full load (`BENCH_PROCESSES_PRODUCERS` at once), half load (creates
+ * paced at half the full-load rate) and batches (`POST .../batch` of `BENCH_PROCESSES_BATCH_SIZE`
+ * jobs, `BENCH_PROCESSES_BATCH_PRODUCERS` at once), judged against full load's rate. For each: CPU per job of every process (from /proc), SQL per
  * job as each process sent it (a counting proxy per process, `mysqlWireCounter.ts`), outbox
  * statements per job beyond the event's own INSERT, and commit → running (database clock). Prints issue 14's targets as
  * [MET]/[MISSED] with the reason; writes bench/results/processes.json. Figures, not a test.
@@ -38,7 +39,9 @@ const settings = Config.all({
   jobs: Config.integer("BENCH_PROCESSES_JOBS").pipe(Config.withDefault(1_500)),
   oneProducerJobs: Config.integer("BENCH_PROCESSES_ONE_PRODUCER_JOBS").pipe(Config.withDefault(300)),
   producers: Config.integer("BENCH_PROCESSES_PRODUCERS").pipe(Config.withDefault(32)),
-  users: Config.integer("BENCH_PROCESSES_USERS").pipe(Config.withDefault(64))
+  users: Config.integer("BENCH_PROCESSES_USERS").pipe(Config.withDefault(64)),
+  batchSize: Config.integer("BENCH_PROCESSES_BATCH_SIZE").pipe(Config.withDefault(100)),
+  batchProducers: Config.integer("BENCH_PROCESSES_BATCH_PRODUCERS").pipe(Config.withDefault(4))
 })
 
 /** Issue 14's targets for every load. */
@@ -47,6 +50,10 @@ const maxCommitsPerJob = 3
 const maxOutboxStatementsPerJob = 0.2
 const halfLoadP50Ms = 5
 const halfLoadP99Ms = 25
+/** Batch creation's targets: end to end against full load's single creates in the same run. */
+const minBatchSpeedup = 3
+const maxBatchApiCpuMsPerJob = 0.5
+const maxBatchStatementsPerJob = 7
 
 const cpuSecondsOf = (pid: number) => processUsage(pid).cpuSeconds
 
@@ -63,7 +70,7 @@ const mariadbPid = (): number | undefined => {
 const Terminal = Schema.Struct({ n: Schema.Number })
 const Started = Schema.Struct({ toRunningUs: Schema.NullOr(Schema.Number) })
 
-type Load = "one producer" | "half load" | "full load"
+type Load = "one producer" | "half load" | "full load" | `batches of ${number}`
 
 interface PhaseResult {
   readonly load: Load
@@ -136,6 +143,20 @@ const program = Effect.gen(function* () {
     return client.jobs.createFlashcardGeneration({ payload: flashcardRequest(i), headers: {} }).pipe(
       Effect.retry(Schedule.intersect(Schedule.exponential("50 millis"), Schedule.recurs(5))),
       Effect.map((job) => job.jobId),
+      Effect.orDie
+    )
+  })
+  let batchesSent = 0
+  /** One batch of `batchSize` flashcard jobs; its key makes a retried batch the same batch. */
+  const createBatch = Effect.suspend(() => {
+    const first = created
+    created += s.batchSize
+    const client = clients[batchesSent++ % clients.length]
+    if (client === undefined) return Effect.die(new Error("no client"))
+    const items = Array.from({ length: s.batchSize }, (_, k) => flashcardRequest(first + k))
+    return client.jobs.createFlashcardGenerationBatch({ payload: { items }, headers: { "idempotency-key": `bench-batch-${first}` } }).pipe(
+      Effect.retry(Schedule.intersect(Schedule.exponential("50 millis"), Schedule.recurs(5))),
+      Effect.map((answer) => answer.jobs.map((job) => job.jobId)),
       Effect.orDie
     )
   })
@@ -228,7 +249,14 @@ const program = Effect.gen(function* () {
     return yield* Effect.forEach(fibers, (fiber) => fiber.await.pipe(Effect.flatMap((exit) => exit)))
   }))
 
-  const phases = [oneProducer, half, full]
+  const batchCount = Math.max(1, Math.round(s.jobs / s.batchSize))
+  const batches = yield* runPhase(`batches of ${s.batchSize}`, batchCount * s.batchSize,
+    Effect.map(
+      Effect.forEach(Array.from({ length: batchCount }), () => createBatch, { concurrency: s.batchProducers }),
+      (lists) => lists.flat()
+    ))
+
+  const phases = [oneProducer, half, full, batches]
   const loadAverageEnd = round(loadavg()[0] ?? 0, 2)
   const busy = Math.max(loadAverageStart, loadAverageEnd) > availableParallelism()
   const busyNote = busy ? `; load average ${loadAverageStart} → ${loadAverageEnd} on ${availableParallelism()} CPUs: other work shared the machine` : ""
@@ -253,6 +281,25 @@ const program = Effect.gen(function* () {
       value: String(p.perJob.outboxStatements),
       why: `by process: ${names.map((name) => `${name} ${p.perProcess[name]?.outbox}`).join(", ")}`
     })),
+    {
+      name: `batches of ${s.batchSize}: end to end ≥ ${minBatchSpeedup} × the single-create rate (full load)`,
+      met: batches.perSecond >= minBatchSpeedup * full.perSecond,
+      value: `${batches.perSecond} jobs/s = ${round(batches.perSecond / full.perSecond, 2)} × ${full.perSecond}`,
+      why: `CPU ms per job at batches: ${names.map((name) => `${name} ${batches.cpuMsPerJob[name]}`).join(", ")}; ` +
+        `the workers run each job as before, so they bound the end-to-end rate${busyNote}`
+    },
+    {
+      name: `batches of ${s.batchSize}: API CPU ≤ ${maxBatchApiCpuMsPerJob} ms per job`,
+      met: (batches.cpuMsPerJob["api"] ?? Infinity) <= maxBatchApiCpuMsPerJob,
+      value: `${batches.cpuMsPerJob["api"]} ms (single creates at full load: ${full.cpuMsPerJob["api"]} ms)`,
+      why: `the API's statements per job: ${batches.perProcess["api"]?.statements}${busyNote}`
+    },
+    {
+      name: `batches of ${s.batchSize}: ≤ ${maxBatchStatementsPerJob} statements per job (every process)`,
+      met: batches.perJob.statements <= maxBatchStatementsPerJob,
+      value: `${batches.perJob.statements} (single creates at full load: ${full.perJob.statements})`,
+      why: `by process: ${names.map((name) => `${name} ${batches.perProcess[name]?.statements}`).join(", ")}`
+    },
     {
       name: `commit → running p50 ≤ ${halfLoadP50Ms} ms at half load`,
       met: half.commitToRunningMs.p50 <= halfLoadP50Ms,
@@ -292,8 +339,10 @@ const program = Effect.gen(function* () {
     `|---|${processNames.map(() => "---").join("|")}|`,
     ...phases.map((p) => `| ${p.load} | ${processNames.map((name) => p.cpuMsPerJob[name]).join(" | ")} |`),
     "",
-    `statements per job by process (full load): ${names.map((name) => `${name} ${full.perProcess[name]?.statements}`).join(", ")}`,
-    ...names.flatMap((name) => (full.perProcess[name]?.byText ?? []).map(([text, perJob]) => `  ${name} ${perJob.toFixed(2)}  ${text}`)),
+    ...[full, batches].flatMap((p) => [
+      `statements per job by process (${p.load}): ${names.map((name) => `${name} ${p.perProcess[name]?.statements}`).join(", ")}`,
+      ...names.flatMap((name) => (p.perProcess[name]?.byText ?? []).map(([text, perJob]) => `  ${name} ${perJob.toFixed(2)}  ${text}`))
+    ]),
     "",
     ...targets.map((t) => `[${t.met ? "MET" : "MISSED"}] ${t.name}: ${t.value}${t.met ? "" : `\n         why: ${t.why}`}`)
   ]

@@ -322,6 +322,25 @@ export const aiUserJobGateTable = table(
   }
 )
 
+export const aiJobBatchTable = table(
+  "ai_job_batch",
+  [
+    required("id", uuid),
+    required("user_id", userId),
+    required("job_type", varchar(64)),
+    required("idempotency_key", varbinary(764)),
+    required("request_hash", char(64)),
+    required("job_ids", json),
+    required("created_at", datetime3)
+  ],
+  {
+    primaryKey: ["id"],
+    // A batch's Idempotency-Key names one batch per user and job type, as on ai_job.
+    uniqueKeys: [["user_id", "job_type", "idempotency_key"]],
+    indexes: []
+  }
+)
+
 export const syntheticEchoResultTable = table(
   "synthetic_echo_result",
   [required("id", uuid), required("job_id", uuid), required("echo", text), stampedCreatedAt],
@@ -365,6 +384,7 @@ export const declaredSchema: ReadonlyArray<DeclaredTable> = [
   flashcardTable,
   learningEvaluationTable,
   aiUserJobGateTable,
+  aiJobBatchTable,
   syntheticEchoResultTable,
   learningAnalysisTable
 ]

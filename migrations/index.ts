@@ -17,6 +17,7 @@ import job_trace_parent from "./0015_job_trace_parent.js"
 import job_retried_from from "./0016_job_retried_from.js"
 import outbox_event_lane from "./0017_outbox_event_lane.js"
 import usage_estimated from "./0018_usage_estimated.js"
+import ai_job_batch from "./0019_ai_job_batch.js"
 
 /** Every migration, by `{id}_{name}`; the Migrator runs those above the last one recorded. */
 export const migrations = Migrator.fromRecord({
@@ -37,7 +38,8 @@ export const migrations = Migrator.fromRecord({
   "0015_job_trace_parent": job_trace_parent,
   "0016_job_retried_from": job_retried_from,
   "0017_outbox_event_lane": outbox_event_lane,
-  "0018_usage_estimated": usage_estimated
+  "0018_usage_estimated": usage_estimated,
+  "0019_ai_job_batch": ai_job_batch
 })
 
 export const migrationsTable = "effect_sql_migrations"

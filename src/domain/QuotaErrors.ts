@@ -3,11 +3,15 @@ import { Schema } from "effect"
 /** `TOO_MANY_JOBS` (docs/architecture.md §5.3): the user already has the most queued + running jobs allowed. */
 export class TooManyJobs extends Schema.TaggedError<TooManyJobs>()("TooManyJobs", {
   userId: Schema.String,
-  limit: Schema.Number
+  limit: Schema.Number,
+  /** The jobs the refused create asked for at once (a batch); absent means one. */
+  requested: Schema.optional(Schema.Number)
 }) {}
 
 /** `QUOTA_EXCEEDED` (docs/architecture.md §5.3): the user created the most jobs allowed in this UTC day. */
 export class QuotaExceeded extends Schema.TaggedError<QuotaExceeded>()("QuotaExceeded", {
   userId: Schema.String,
-  limit: Schema.Number
+  limit: Schema.Number,
+  /** The jobs the refused create asked for at once (a batch); absent means one. */
+  requested: Schema.optional(Schema.Number)
 }) {}

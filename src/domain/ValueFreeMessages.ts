@@ -12,7 +12,13 @@ interface FieldProblem {
   readonly text: string
 }
 
-const describePath = (path: ReadonlyArray<PropertyKey>): string => path.map(String).join(".")
+/** `items[3].sourceText`: an index after a field is bracketed; a path that starts at an index stays `3.sourceText`. */
+const describePath = (path: ReadonlyArray<PropertyKey>): string =>
+  path.reduce<string>(
+    (text, key) =>
+      text.length === 0 ? String(key) : typeof key === "number" ? `${text}[${key}]` : `${text}.${String(key)}`,
+    ""
+  )
 
 interface AnnotatedMessage {
   readonly text: string

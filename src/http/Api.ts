@@ -21,6 +21,7 @@ import {
   UnsupportedMediaType
 } from "./ApiErrors.js"
 import {
+  AcceptedJobBatchResponse,
   AcceptedJobStatusResponse,
   AdminJobListParams,
   AdminJobStatusPage,
@@ -28,16 +29,20 @@ import {
   CreationHeaders,
   CredentialIdParam,
   EventIdParam,
+  FeynmanEvaluationBatchRequest,
   FeynmanEvaluationRequest,
+  FlashcardGenerationBatchRequest,
   FlashcardGenerationRequest,
   HealthResponse,
   JobArtifactsResponse,
+  JobBatchResponse,
   JobIdParam,
   JobStatusPage,
   JobEventsHeaders,
   JobEventStream,
   JobStatusResponse,
   JobWaitParams,
+  LearningAnalysisBatchRequest,
   LearningAnalysisRequest,
   NotReady,
   OutboxCountsResponse,
@@ -57,6 +62,27 @@ import { withoutDefaultDecodeError } from "./openApiCleanup.js"
 import { locationHeader, withOptionalEmptyBody, withResponseHeaders, withServerAdditions } from "./openApiAdditions.js"
 
 /**
+ * What every creation endpoint shares: its body, the `Idempotency-Key` header, 202 with what it
+ * made or 200 with what the key already made, and the errors of admission and idempotency.
+ */
+const creationEndpoint = <const Name extends string, A, I, Made extends Schema.Schema.Any, Existing extends Schema.Schema.Any>(
+  name: Name,
+  path: `/api/ai/${string}`,
+  payload: Schema.Schema<A, I>,
+  answers: { readonly made: Made; readonly existing: Existing },
+  summary: string
+) =>
+  HttpApiEndpoint.post(name, path)
+    .setPayload(payload)
+    .setHeaders(CreationHeaders)
+    .addSuccess(answers.made, { status: 202 })
+    .addSuccess(answers.existing)
+    .addError(IdempotencyKeyReusedError)
+    .addError(TooManyJobsError)
+    .addError(QuotaExceededError)
+    .annotate(OpenApi.Summary, summary)
+
+/**
  * A creation endpoint: 202 with the new job, or 200 with the job an `Idempotency-Key` already
  * made; every job type's answers the same errors.
  */
@@ -66,16 +92,25 @@ const creation = <const Name extends string, A, I>(
   payload: Schema.Schema<A, I>,
   summary: string
 ) =>
-  HttpApiEndpoint.post(name, path)
-    .setPayload(payload)
-    .setHeaders(CreationHeaders)
-    .addSuccess(AcceptedJobStatusResponse, { status: 202 })
-    .addSuccess(JobStatusResponse)
-    .addError(IdempotencyKeyReusedError)
-    .addError(TooManyJobsError)
-    .addError(QuotaExceededError)
-    .annotate(OpenApi.Summary, summary)
+  creationEndpoint(name, path, payload, { made: AcceptedJobStatusResponse, existing: JobStatusResponse }, summary)
     .annotate(OpenApi.Transform, withResponseHeaders(202, locationHeader("The new job: `/api/ai/jobs/{jobId}`.")))
+
+/**
+ * A batch creation endpoint: 202 with the new jobs in the request's order, or 200 with the jobs
+ * an `Idempotency-Key` already made for this batch; the single create's errors, for the whole batch.
+ */
+const batchCreation = <const Name extends string, A, I>(
+  name: Name,
+  path: `/api/ai/${string}/batch`,
+  payload: Schema.Schema<A, I>,
+  summary: string
+) =>
+  creationEndpoint(name, path, payload, { made: AcceptedJobBatchResponse, existing: JobBatchResponse }, summary)
+    .annotate(
+      OpenApi.Description,
+      "One transaction for the whole batch: every item is created or none is. The user's active-job limit and daily " +
+        "quota count the whole batch; an Idempotency-Key covers the batch (same key and body: the same jobs again, with 200)."
+    )
 
 /** The end user's jobs (docs/architecture.md §15.1): create, read, list, cancel. */
 export class JobsGroup extends HttpApiGroup.make("jobs")
@@ -85,6 +120,12 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
     "Evaluate a Feynman explanation of a concept (job type feynman_evaluation)"))
   .add(creation("createLearningAnalysis", "/api/ai/learning-analyses", LearningAnalysisRequest,
     "Analyse recent evaluation results: strengths, gaps and next steps (job type learning_analysis)"))
+  .add(batchCreation("createFlashcardGenerationBatch", "/api/ai/flashcard-generations/batch", FlashcardGenerationBatchRequest,
+    "Generate flashcards from up to 100 source texts at once, all or none (job type flashcard_generation)"))
+  .add(batchCreation("createFeynmanEvaluationBatch", "/api/ai/feynman-evaluations/batch", FeynmanEvaluationBatchRequest,
+    "Evaluate up to 100 Feynman explanations at once, all or none (job type feynman_evaluation)"))
+  .add(batchCreation("createLearningAnalysisBatch", "/api/ai/learning-analyses/batch", LearningAnalysisBatchRequest,
+    "Create up to 100 learning analyses at once, all or none (job type learning_analysis)"))
   .add(
     HttpApiEndpoint.get("listJobs", "/api/ai/jobs")
       .setUrlParams(UserJobListParams)

@@ -62,6 +62,21 @@ export class AcceptedJobStatusResponse extends Schema.Class<AcceptedJobStatusRes
   { description: "A JobStatusResponse for a job this request created." }
 ) {}
 
+/** The most jobs one batch create may ask for. */
+export const maxBatchItems = 100
+
+/** A batch create's answer when its `Idempotency-Key` already made the jobs: 200, each as it stands now. */
+export class JobBatchResponse extends Schema.Class<JobBatchResponse>("JobBatchResponse")(
+  { jobs: Schema.Array(JobStatusResponse) },
+  { description: "The jobs an Idempotency-Key already made for this batch, in the request's order, as they stand now." }
+) {}
+
+/** A batch create's answer when it made new jobs: 202, each job as a single create answers it. */
+export class AcceptedJobBatchResponse extends Schema.Class<AcceptedJobBatchResponse>("AcceptedJobBatchResponse")(
+  { jobs: Schema.Array(AcceptedJobStatusResponse) },
+  { description: "The new jobs, one per item, in the request's order." }
+) {}
+
 const adminJobFields = {
   ...jobStatusFields,
   userId: Schema.String,
@@ -276,6 +291,31 @@ export const LearningAnalysisRequest = withValueFreeErrors(LearningAnalysisInput
   description: "Evaluation results to analyse, as the artifacts of the caller's feynman_evaluation jobs show them (records of type learning_evaluation).",
   ...strict
 }))
+
+/**
+ * A batch body: `items`, 1 to `maxBatchItems` inputs of one job type, each checked as the single
+ * create checks it; a problem is named by the item's index (`items[3]: sourceText: is missing`).
+ */
+const batchOf = <A, I>(item: Schema.Schema<A, I>, identifier: string, description: string) =>
+  withValueFreeErrors(Schema.Struct({
+    items: Schema.Array(item).pipe(Schema.minItems(1), Schema.maxItems(maxBatchItems))
+  }).annotations({ identifier, description, ...strict }))
+
+export const FlashcardGenerationBatchRequest = batchOf(
+  FlashcardGenerationRequest,
+  "FlashcardGenerationBatchRequest",
+  "Flashcard generations to create together: all are created or none."
+)
+export const FeynmanEvaluationBatchRequest = batchOf(
+  FeynmanEvaluationRequest,
+  "FeynmanEvaluationBatchRequest",
+  "Feynman evaluations to create together: all are created or none."
+)
+export const LearningAnalysisBatchRequest = batchOf(
+  LearningAnalysisRequest,
+  "LearningAnalysisBatchRequest",
+  "Learning analyses to create together: all are created or none."
+)
 
 // ---------------------------------------------------------------------------------------------
 // Artifacts

@@ -54,7 +54,10 @@ export const fromPersistence = (error: PersistenceError) =>
 export const fromTooManyJobs = (error: TooManyJobs) =>
   Effect.fail(
     new TooManyJobsError({
-      message: `You already have ${error.limit} queued or running jobs, the most allowed. Wait for one to finish.`
+      message: error.requested === undefined
+        ? `You already have ${error.limit} queued or running jobs, the most allowed. Wait for one to finish.`
+        : `These ${error.requested} jobs would take you past ${error.limit} queued or running jobs, the most allowed. ` +
+          "Wait for some to finish, or send fewer."
     })
   )
 
@@ -66,7 +69,12 @@ export const fromQuotaExceeded = (error: QuotaExceeded) =>
     Effect.zipRight(
       retryAfter(secondsPerDay - Math.floor(now / 1000) % secondsPerDay),
       Effect.fail(
-        new QuotaExceededError({ message: `You created ${error.limit} jobs today (UTC), your daily quota. Try again tomorrow.` })
+        new QuotaExceededError({
+          message: error.requested === undefined
+            ? `You created ${error.limit} jobs today (UTC), your daily quota. Try again tomorrow.`
+            : `These ${error.requested} jobs would take you past ${error.limit} jobs today (UTC), your daily quota. ` +
+              "Send fewer, or try again tomorrow."
+        })
       )
     ))
 

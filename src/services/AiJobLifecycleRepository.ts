@@ -9,6 +9,7 @@ import type {
   NewAiJob
 } from "../domain/AiJob.js"
 import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
+import type { JobBatchRecord } from "../domain/JobBatch.js"
 import type { FinishedArtifact } from "../domain/JobFinishedEvent.js"
 import type { JobSnapshot } from "../domain/JobSnapshot.js"
 import type {
@@ -108,7 +109,26 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
   {
     /** Inserts a `queued` job. Call inside `UnitOfWork.transaction` beside its outbox event. */
     readonly createJob: (job: NewAiJob) => Effect.Effect<AiJob, DuplicateIdempotencyKey | PersistenceError>
+    /**
+     * Inserts `queued` jobs, in the order given, in one statement (a batch create). Call inside
+     * `UnitOfWork.transaction`, beside their snapshots and outbox events.
+     */
+    readonly createJobs: (
+      jobs: ReadonlyArray<NewAiJob>
+    ) => Effect.Effect<ReadonlyArray<AiJob>, DuplicateIdempotencyKey | PersistenceError>
     readonly findById: (jobId: string) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
+    /** The jobs with these ids, in the order given; an id without a job is left out. */
+    readonly findByIds: (jobIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
+    /**
+     * Records which jobs a batch made under its idempotency key, inside the batch's transaction;
+     * `DuplicateIdempotencyKey` when the key already names a batch of this user and job type.
+     */
+    readonly recordBatch: (batch: JobBatchRecord) => Effect.Effect<void, DuplicateIdempotencyKey | PersistenceError>
+    readonly findBatchByIdempotencyKey: (
+      userId: string,
+      jobType: string,
+      idempotencyKey: string
+    ) => Effect.Effect<Option.Option<JobBatchRecord>, PersistenceError>
     /** The jobs an operator's retry re-created from this one, oldest first. */
     readonly findRetriesOf: (jobId: string) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
     readonly findByIdempotencyKey: (

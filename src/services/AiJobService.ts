@@ -1,7 +1,8 @@
-import { Effect, Option, Schema } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
 import { newId } from "../domain/Ids.js"
 import { requestHash } from "../domain/CanonicalJson.js"
-import type { AiJob } from "../domain/AiJob.js"
+import type { AiJob, NewAiJob } from "../domain/AiJob.js"
+import type { NewJobSnapshot } from "../domain/JobSnapshot.js"
 import type { CredentialMode } from "../domain/CredentialMode.js"
 import { IdempotencyKeyReused, InvalidJobInput } from "../domain/JobCreationErrors.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
@@ -60,6 +61,36 @@ export interface CreatedJob {
   readonly created: boolean
 }
 
+/** One job of a batch: its target and its input, of the batch's job type. */
+export interface BatchItem {
+  readonly targetType: string
+  readonly targetId: string
+  readonly input: unknown
+}
+
+/** Many jobs of one type for one user, created together or not at all. */
+export interface CreateJobBatchRequest {
+  readonly userId: string
+  readonly jobType: string
+  readonly items: ReadonlyArray<BatchItem>
+  /**
+   * When given, the same (user, job type, key) always yields the same jobs, as long as the
+   * inputs are the same too (a batch's keys are apart from single creates' keys).
+   */
+  readonly idempotencyKey?: string | undefined
+  /** As on `CreateJobRequest`: every job of the batch may use the user's stored key. */
+  readonly storedKeyOf?: string | undefined
+}
+
+export interface CreatedJobBatch {
+  /** In the order of the request's items. */
+  readonly jobs: ReadonlyArray<AiJob>
+  /** False when an idempotency key returned a batch that already existed. */
+  readonly created: boolean
+}
+
+type CreationError = UnknownJobType | InvalidJobInput | IdempotencyKeyReused | TooManyJobs | QuotaExceeded | PersistenceError
+
 // The definition's own priority rule, so an override obeys the same bounds.
 const isPriority = Schema.is(JobPriority)
 
@@ -81,18 +112,40 @@ const checkOverrides = (registered: RegisteredJobType, request: CreateJobRequest
   if (mode === "platform_key" && overrides.credentialId !== undefined) {
     problems.push("overrides.credentialId: only a user_deepseek_key job names a credential")
   }
-  if (request.idempotencyKey !== undefined && (request.idempotencyKey.length === 0 || request.idempotencyKey.length > 191)) {
-    problems.push("idempotencyKey: must be 1 to 191 characters")
-  }
-  return problems
+  return [...problems, ...checkIdempotencyKey(request.idempotencyKey)]
 }
 
+const checkIdempotencyKey = (key: string | undefined): ReadonlyArray<string> =>
+  key !== undefined && (key.length === 0 || key.length > 191) ? ["idempotencyKey: must be 1 to 191 characters"] : []
+
 /** The provider whose active user key to look up, when the request may use one. */
-const storedKeyProvider = (registered: RegisteredJobType, request: CreateJobRequest): string | undefined =>
+const storedKeyProvider = (
+  registered: RegisteredJobType,
+  request: Pick<CreateJobRequest, "storedKeyOf" | "overrides">
+): string | undefined =>
   request.storedKeyOf !== undefined && request.overrides?.credentialMode === undefined &&
     registered.definition.credential.allowedModes.includes("user_deepseek_key")
     ? request.storedKeyOf
     : undefined
+
+/** A batch item's problems, named by its place in the request (`items[3]: sourceText: ...`). */
+const atIndex = (index: number, problems: ReadonlyArray<string>): ReadonlyArray<string> =>
+  problems.map((problem) => `items[${index}]: ${problem}`)
+
+/** A validated job, ready to be written once the user is admitted: all but its credential. */
+interface PreparedJob {
+  readonly job: Omit<NewAiJob, "credentialMode" | "credentialId">
+  readonly credentialMode: CredentialMode | undefined
+  readonly credentialId: string | undefined
+  readonly snapshot: NewJobSnapshot
+  readonly eventId: string
+}
+
+/** Where an idempotency key is kept: on the one job, or on the batch (`ai_job_batch`). */
+type KeyedBy =
+  | { readonly _tag: "None" }
+  | { readonly _tag: "Job"; readonly key: string; readonly hash: string }
+  | { readonly _tag: "Batch"; readonly key: string; readonly hash: string; readonly batchId: string }
 
 /** The service's make, for a test that swaps one of its ports. */
 export const makeAiJobService = Effect.gen(function* () {
@@ -109,115 +162,214 @@ export const makeAiJobService = Effect.gen(function* () {
   // the dispatcher, woken by the signal, does.
   const direct = yield* Effect.serviceOption(OutboxDirectPublisher)
 
-  const existing = (request: CreateJobRequest) =>
-    request.idempotencyKey === undefined
-      ? Effect.succeed(Option.none())
-      : jobs.findByIdempotencyKey(request.userId, request.jobType, request.idempotencyKey)
-
   /** The job a key already names, if it was made from this request; a row without a hash (older than the check) matches. */
   const sameRequest = (job: AiJob, hash: string): Effect.Effect<CreatedJob, IdempotencyKeyReused> =>
     job.requestHash === null || job.requestHash === hash
       ? Effect.succeed<CreatedJob>({ job, created: false })
       : Effect.fail(new IdempotencyKeyReused({ jobType: job.jobType, jobId: job.id }))
 
-  const createJob = (
-    request: CreateJobRequest
-  ): Effect.Effect<
-    CreatedJob,
-    UnknownJobType | InvalidJobInput | IdempotencyKeyReused | TooManyJobs | QuotaExceeded | PersistenceError
-  > =>
+  /** What a key already names, answered again when it was made from this request; none when the key is new. */
+  const replay = (userId: string, jobType: string, keyedBy: KeyedBy) =>
+    Effect.gen(function* () {
+      switch (keyedBy._tag) {
+        case "None":
+          return Option.none<CreatedJobBatch>()
+        case "Job": {
+          const found = yield* jobs.findByIdempotencyKey(userId, jobType, keyedBy.key)
+          if (Option.isNone(found)) return Option.none<CreatedJobBatch>()
+          const { job } = yield* sameRequest(found.value, keyedBy.hash)
+          return Option.some<CreatedJobBatch>({ jobs: [job], created: false })
+        }
+        case "Batch": {
+          const batch = yield* jobs.findBatchByIdempotencyKey(userId, jobType, keyedBy.key)
+          if (Option.isNone(batch)) return Option.none<CreatedJobBatch>()
+          if (batch.value.requestHash !== keyedBy.hash) {
+            return yield* Effect.fail(new IdempotencyKeyReused({ jobType, jobId: batch.value.jobIds[0] ?? batch.value.id }))
+          }
+          return Option.some<CreatedJobBatch>({ jobs: yield* jobs.findByIds(batch.value.jobIds), created: false })
+        }
+      }
+    })
+
+  /** Step 1: the job type's definition and the input decoded by its Schema. */
+  const validate = (request: CreateJobRequest) =>
     Effect.gen(function* () {
       const registered = yield* registry.get(request.jobType)
-      const { definition } = registered
       const input = yield* registered.decodeInput(request.input)
       const problems = checkOverrides(registered, request)
       if (problems.length > 0) return yield* Effect.fail(new InvalidJobInput({ jobType: request.jobType, problems }))
+      return { registered, input }
+    })
 
-      const hash = requestHash(definition.jobType, input)
-      const found = yield* existing(request)
-      if (Option.isSome(found)) return yield* sameRequest(found.value, hash)
-
-      const snapshot = yield* snapshotBuilder.build(definition, input)
+  /** Step 2: the job's row, snapshot and event ids, before admission picks its credential. */
+  const prepare = (registered: RegisteredJobType, request: CreateJobRequest, input: unknown, keyedBy: KeyedBy, traceParent: string | null) =>
+    Effect.gen(function* () {
+      const { definition } = registered
+      const built = yield* snapshotBuilder.build(definition, input)
       const jobId = yield* newId
       const snapshotId = yield* newId
       const eventId = yield* newId
       const overrides = request.overrides ?? {}
-      const priority = overrides.priority ?? definition.queue.defaultPriority
+      return {
+        job: {
+          id: jobId,
+          userId: request.userId,
+          jobType: definition.jobType,
+          targetType: request.targetType,
+          targetId: request.targetId,
+          idempotencyKey: keyedBy._tag === "Job" ? keyedBy.key : null,
+          requestHash: keyedBy._tag === "Job" ? keyedBy.hash : null,
+          queueName: definition.queue.queueName,
+          priority: overrides.priority ?? definition.queue.defaultPriority,
+          input,
+          promptVersion: overrides.promptVersion ?? registered.promptVersion ?? "v1",
+          inputSchemaVersion: definition.input.schemaVersion,
+          outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,
+          maxAttempts: adrQueueSettings[definition.queue.queueName].attempts,
+          traceParent,
+          retriedFromJobId: request.retryOf ?? null
+        },
+        credentialMode: overrides.credentialMode,
+        credentialId: overrides.credentialId,
+        snapshot: { id: snapshotId, jobId, ...built },
+        eventId
+      } satisfies PreparedJob
+    })
+
+  /**
+   * Step 3, inside the transaction: the user's limits admit all the jobs at once (an operator's
+   * retry skips them), and the same read finds the stored key the jobs may use.
+   */
+  const admit = (userId: string, count: number, keyProvider: string | undefined, enforceQuotas: boolean) =>
+    enforceQuotas
+      ? Effect.map(quotas.admit(userId, { activeCredentialOf: keyProvider, jobs: count }), (admitted) => admitted.activeCredentialId)
+      : keyProvider === undefined
+      ? Effect.succeed(Option.none<string>())
+      : Effect.map(credentials.findActive(userId, keyProvider), Option.map((record) => record.id))
+
+  /** The outbox event that queues a new job, delayed by the direct publisher's grace when it queues the job itself. */
+  const enqueueEvent = (job: AiJob, eventId: string) => {
+    // The job id already carries the idempotency (the job's unique key decided it), so the
+    // dedupe key is per job: the spec's `{jobType}:{userId}:{key}` is ambiguous when a user id
+    // contains ':' and would then swallow another job's event.
+    const event = enqueueEventFor(job, { eventId, dedupeKey: `${enqueueEventType}:${job.id}` })
+    return Option.isSome(direct) ? { ...event, delayMs: direct.value.graceMs } : event
+  }
+
+  /** Step 4, inside the transaction: jobs, snapshots and outbox events, one statement per table. */
+  const write = (prepared: ReadonlyArray<PreparedJob>, storedKey: Option.Option<string>, registered: RegisteredJobType) =>
+    Effect.gen(function* () {
+      const newJobs = prepared.map(({ credentialId, credentialMode, job }): NewAiJob => ({
+        ...job,
+        credentialMode: credentialMode ??
+          (Option.isSome(storedKey) ? "user_deepseek_key" : registered.definition.credential.defaultMode),
+        credentialId: credentialId ?? Option.getOrNull(storedKey)
+      }))
+      const [one] = newJobs
+      const [onePrepared] = prepared
+      // One job keeps the single-row statements (and their ports) a single create always used.
+      if (newJobs.length === 1 && one !== undefined && onePrepared !== undefined) {
+        const job = yield* jobs.createJob(one)
+        yield* snapshots.create(onePrepared.snapshot)
+        yield* outbox.createInTransaction(enqueueEvent(job, onePrepared.eventId))
+        return [job]
+      }
+      const created = yield* jobs.createJobs(newJobs)
+      yield* snapshots.createMany(prepared.map((job) => job.snapshot))
+      yield* outbox.createManyInTransaction(created.map((job, index) => enqueueEvent(job, prepared[index]?.eventId ?? "")))
+      return created
+    })
+
+  /** Step 5, after the commit: queue the jobs now (or wake the dispatcher), and count them. */
+  const publish = (created: ReadonlyArray<AiJob>, prepared: ReadonlyArray<PreparedJob>) =>
+    Effect.gen(function* () {
+      yield* Option.match(direct, {
+        onNone: () => signal.notify,
+        onSome: (publisher) =>
+          publisher.publishMany(created.map((job, index) => ({
+            eventId: prepared[index]?.eventId ?? "",
+            jobId: job.id,
+            jobType: job.jobType,
+            queueName: job.queueName,
+            priority: job.priority,
+            createdAt: job.createdAt,
+            traceParent: job.traceParent
+          })))
+      })
+      const [first] = created
+      if (first !== undefined) yield* increment(jobsCreated, { job_type: first.jobType }, created.length)
+    })
+
+  /**
+   * Steps 3 to 5 for jobs of one type and user: admitted, written and (with a batch key)
+   * recorded in one transaction, then queued. A concurrent create with the same key that won
+   * the unique index answers for this one.
+   */
+  const commit = (options: {
+    readonly userId: string
+    readonly registered: RegisteredJobType
+    readonly prepared: ReadonlyArray<PreparedJob>
+    readonly keyedBy: KeyedBy
+    readonly keyProvider: string | undefined
+    readonly enforceQuotas: boolean
+  }): Effect.Effect<CreatedJobBatch, IdempotencyKeyReused | TooManyJobs | QuotaExceeded | PersistenceError> => {
+    const { keyedBy, prepared, registered, userId } = options
+    const jobType = registered.definition.jobType
+    return unitOfWork.transaction(
+      Effect.gen(function* () {
+        // The batch's key goes first: a concurrent batch with the same key waits on it and then
+        // answers with this one's jobs, rather than being refused by limits this one used up.
+        if (keyedBy._tag === "Batch") {
+          yield* jobs.recordBatch({
+            id: keyedBy.batchId,
+            userId,
+            jobType,
+            idempotencyKey: keyedBy.key,
+            requestHash: keyedBy.hash,
+            jobIds: prepared.map((job) => job.job.id)
+          })
+        }
+        const storedKey = yield* admit(userId, prepared.length, options.keyProvider, options.enforceQuotas)
+        return yield* write(prepared, storedKey, registered)
+      })
+    ).pipe(
+      Effect.map((created): CreatedJobBatch => ({ jobs: created, created: true })),
+      Effect.catchTag("DuplicateIdempotencyKey", () =>
+        Effect.flatMap(
+          replay(userId, jobType, keyedBy),
+          Option.match({
+            onNone: (): Effect.Effect<CreatedJobBatch, PersistenceError> =>
+              Effect.fail(
+                new PersistenceError({ operation: "ai_job.create", message: "the idempotency key conflicted but its job cannot be read" })
+              ),
+            onSome: Effect.succeed
+          })
+        )),
+      Effect.tap((result) => (result.created ? publish(result.jobs, prepared) : Effect.void))
+    )
+  }
+
+  const createJob = (request: CreateJobRequest): Effect.Effect<CreatedJob, CreationError> =>
+    Effect.gen(function* () {
+      const { input, registered } = yield* validate(request)
+      const keyedBy: KeyedBy = request.idempotencyKey === undefined
+        ? { _tag: "None" }
+        : { _tag: "Job", key: request.idempotencyKey, hash: requestHash(registered.definition.jobType, input) }
+      const found = yield* replay(request.userId, request.jobType, keyedBy)
+      if (Option.isSome(found)) return yield* firstOf(found.value)
 
       // This create's span context (read outside the transaction's own span): the dispatcher's
       // and the workers' spans continue it.
       const traceParent = Option.getOrNull(yield* currentTraceParent)
-      const keyProvider = storedKeyProvider(registered, request)
-      const created = yield* unitOfWork.transaction(
-        Effect.gen(function* () {
-          const storedKey = request.enforceQuotas !== false
-            ? (yield* quotas.admit(request.userId, { activeCredentialOf: keyProvider })).activeCredentialId
-            : keyProvider === undefined
-            ? Option.none<string>()
-            : Option.map(yield* credentials.findActive(request.userId, keyProvider), (record) => record.id)
-          const job = yield* jobs.createJob({
-            id: jobId,
-            userId: request.userId,
-            jobType: definition.jobType,
-            targetType: request.targetType,
-            targetId: request.targetId,
-            idempotencyKey: request.idempotencyKey ?? null,
-            requestHash: request.idempotencyKey === undefined ? null : hash,
-            queueName: definition.queue.queueName,
-            priority,
-            input,
-            credentialMode: overrides.credentialMode ??
-              (Option.isSome(storedKey) ? "user_deepseek_key" : definition.credential.defaultMode),
-            credentialId: overrides.credentialId ?? Option.getOrNull(storedKey),
-            promptVersion: overrides.promptVersion ?? registered.promptVersion ?? "v1",
-            inputSchemaVersion: definition.input.schemaVersion,
-            outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,
-            maxAttempts: adrQueueSettings[definition.queue.queueName].attempts,
-            traceParent,
-            retriedFromJobId: request.retryOf ?? null
-          })
-          yield* snapshots.create({ id: snapshotId, jobId, ...snapshot })
-          // The job id already carries the idempotency (the job's unique key decided it), so the
-          // dedupe key is per job: the spec's `{jobType}:{userId}:{key}` is ambiguous when a user id
-          // contains ':' and would then swallow another job's event.
-          const event = enqueueEventFor(job, { eventId, dedupeKey: `${enqueueEventType}:${jobId}` })
-          yield* outbox.createInTransaction(
-            Option.isSome(direct) ? { ...event, delayMs: direct.value.graceMs } : event
-          )
-          return job
-        })
-      ).pipe(
-        Effect.map((job): CreatedJob => ({ job, created: true })),
-        // A concurrent create with the same key won the unique index; return its job.
-        Effect.catchTag("DuplicateIdempotencyKey", () =>
-          existing(request).pipe(
-            Effect.flatMap(
-              Option.match({
-                onNone: (): Effect.Effect<CreatedJob, IdempotencyKeyReused | PersistenceError> =>
-                  Effect.fail(
-                    new PersistenceError({ operation: "ai_job.create", message: "the idempotency key conflicted but its job cannot be read" })
-                  ),
-                onSome: (job) => sameRequest(job, hash)
-              })
-            )
-          ))
-      )
-      if (created.created) {
-        yield* Option.match(direct, {
-          onNone: () => signal.notify,
-          onSome: (publisher) =>
-            publisher.publish({
-              eventId,
-              jobId: created.job.id,
-              jobType: created.job.jobType,
-              queueName: created.job.queueName,
-              priority: created.job.priority,
-              createdAt: created.job.createdAt,
-              traceParent: created.job.traceParent
-            })
-        })
-        yield* increment(jobsCreated, { job_type: created.job.jobType })
-      }
+      const prepared = yield* prepare(registered, request, input, keyedBy, traceParent)
+      const created = yield* firstOf(yield* commit({
+        userId: request.userId,
+        registered,
+        prepared: [prepared],
+        keyedBy,
+        keyProvider: storedKeyProvider(registered, request),
+        enforceQuotas: request.enforceQuotas !== false
+      }))
       yield* Effect.annotateLogs(Effect.logDebug("job created"), {
         jobId: created.job.id,
         jobType: created.job.jobType,
@@ -226,15 +378,70 @@ export const makeAiJobService = Effect.gen(function* () {
       return created
     }).pipe(Effect.withSpan("job.create", { captureStackTrace: false, attributes: { "ai_job.type": request.jobType } }))
 
+  const createJobBatch = (request: CreateJobBatchRequest): Effect.Effect<CreatedJobBatch, CreationError> =>
+    Effect.gen(function* () {
+      const registered = yield* registry.get(request.jobType)
+      const decoded = yield* Effect.forEach(request.items, (item, index) =>
+        Effect.either(Effect.mapError(registered.decodeInput(item.input), (error) => atIndex(index, error.problems))))
+      const problems = [
+        ...decoded.flatMap((result) => (Either.isLeft(result) ? result.left : [])),
+        ...checkIdempotencyKey(request.idempotencyKey)
+      ]
+      if (problems.length > 0) return yield* Effect.fail(new InvalidJobInput({ jobType: request.jobType, problems }))
+      const inputs = decoded.flatMap((result) => (Either.isRight(result) ? [result.right] : []))
+
+      const keyedBy: KeyedBy = request.idempotencyKey === undefined
+        ? { _tag: "None" }
+        : { _tag: "Batch", key: request.idempotencyKey, hash: requestHash(registered.definition.jobType, inputs), batchId: yield* newId }
+      const found = yield* replay(request.userId, request.jobType, keyedBy)
+      if (Option.isSome(found)) return found.value
+
+      const traceParent = Option.getOrNull(yield* currentTraceParent)
+      const prepared = yield* Effect.forEach(request.items, (item, index) =>
+        prepare(registered, { ...item, userId: request.userId, jobType: request.jobType }, inputs[index], keyedBy, traceParent))
+      const created = yield* commit({
+        userId: request.userId,
+        registered,
+        prepared,
+        keyedBy,
+        keyProvider: storedKeyProvider(registered, request),
+        enforceQuotas: true
+      })
+      yield* Effect.annotateLogs(Effect.logDebug("job batch created"), {
+        jobType: request.jobType,
+        jobs: created.jobs.length,
+        created: created.created
+      })
+      return created
+    }).pipe(Effect.withSpan("job.createBatch", {
+      captureStackTrace: false,
+      attributes: { "ai_job.type": request.jobType, "ai_job.batch_size": request.items.length }
+    }))
+
   return {
     /**
      * Validates the input against the job type's Schema, then writes job, snapshot and outbox
      * event in one transaction, after the user's limits admit it. Concurrent calls with one
      * idempotency key all get the one job; a key reused with a different input is refused.
      */
-    createJob
+    createJob,
+    /**
+     * Many jobs of one type in one transaction, all or none: every input is validated first (a
+     * bad one fails the batch, named by its index), the user's limits admit the whole batch at
+     * once, and the jobs are queued together after the commit. An idempotency key covers the
+     * batch as it covers one job.
+     */
+    createJobBatch
   }
 })
+
+/** The one job of a single create's result. */
+const firstOf = (result: CreatedJobBatch): Effect.Effect<CreatedJob, PersistenceError> => {
+  const [job] = result.jobs
+  return job === undefined
+    ? Effect.fail(new PersistenceError({ operation: "ai_job.create", message: "the create answered no job" }))
+    : Effect.succeed({ job, created: result.created })
+}
 
 
 /**

@@ -176,6 +176,16 @@ export class JobQueue extends Context.Tag("ai-job-engine/JobQueue")<
     /** Idempotent by the queue job id while the job is waiting, delayed or active. */
     readonly add: (request: JobQueueAddRequest) => Effect.Effect<JobQueueAddOutcome, JobQueueUnavailable>
     /**
+     * Many jobs in one round trip (BullMQ's `addBulk`), each as `add` would queue it: an id
+     * already waiting, delayed or active is left as it is. Waits for the queue at most
+     * `timeoutMs` (default `QUEUE_ADD_TIMEOUT_MS`); a failure may have queued some of them
+     * (`outcomeUnknown`), which only an add again (a no-op for those) settles.
+     */
+    readonly addBulk: (
+      requests: ReadonlyArray<JobQueueAddRequest>,
+      options?: { readonly timeoutMs?: number }
+    ) => Effect.Effect<void, JobQueueUnavailable>
+    /**
      * Starts a consumer for `queueName`, alive for the caller's scope. Each delivery's payload is
      * decoded with `AiJobQueuePayload` first; one that does not decode is logged and dropped
      * (the job row stays for the reaper) and the consumer carries on. A handler that fails or

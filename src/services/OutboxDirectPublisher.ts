@@ -52,33 +52,57 @@ export class OutboxDirectPublisher extends Effect.Service<OutboxDirectPublisher>
     // Marks still waiting when the process stops are written once more on the way out.
     yield* Effect.addFinalizer(() => Effect.flatMap(Queue.takeAll(added), (left) => markPublished([...left])))
 
+    const addRequest = (event: CommittedEnqueue) => ({
+      queueName: event.queueName,
+      payload: payloadFor({ jobId: event.jobId, jobType: event.jobType, createdAt: event.createdAt, traceParent: event.traceParent }),
+      priority: event.priority,
+      timeoutMs: settings.addTimeoutMs
+    })
+
+    // The dispatcher's `dispatcher.publish`, done by the creator: a child of the job's stored context.
+    const publishSpan = (event: CommittedEnqueue, attributes: Record<string, unknown>) =>
+      Effect.withSpan("outbox.publish", {
+        kind: "producer",
+        captureStackTrace: false,
+        ...Option.match(storedParent(event.traceParent), { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
+        attributes: { ...attributes, "messaging.system": "bullmq" }
+      })
+
+    /** The events are marked published only once their add succeeded; a failed add is left to the sweep. */
+    const markedWhenAdded = (events: ReadonlyArray<CommittedEnqueue>) =>
+      <E extends { readonly message: string }>(adding: Effect.Effect<unknown, E>) =>
+        adding.pipe(
+          Effect.zipRight(Queue.offerAll(added, events.map((event) => event.eventId))),
+          Effect.catchAll((error) =>
+            Effect.logWarning("queueing new jobs directly failed; a dispatcher sweeps their events after the grace").pipe(
+              Effect.annotateLogs({ jobId: events[0]?.jobId, jobs: events.length, error: error.message })
+            )
+          ),
+          Effect.asVoid
+        )
+
     /**
      * Queues a committed job now, waiting for Redis at most `addTimeoutMs` (the create answers
      * after it); a failed or abandoned add is left to the dispatcher's sweep.
      */
     const publish = (event: CommittedEnqueue) =>
-      jobQueue.add({
-        queueName: event.queueName,
-        payload: payloadFor({ jobId: event.jobId, jobType: event.jobType, createdAt: event.createdAt, traceParent: event.traceParent }),
-        priority: event.priority,
-        timeoutMs: settings.addTimeoutMs
-      }).pipe(
-        Effect.zipRight(Queue.offer(added, event.eventId)),
-        Effect.catchAll((error) =>
-          Effect.logWarning("queueing a new job directly failed; a dispatcher sweeps its event after the grace").pipe(
-            Effect.annotateLogs({ jobId: event.jobId, error: error.message })
-          )
-        ),
-        Effect.asVoid,
-        // The dispatcher's `dispatcher.publish`, done by the creator: a child of the job's stored context.
-        Effect.withSpan("outbox.publish", {
-          kind: "producer",
-          captureStackTrace: false,
-          ...Option.match(storedParent(event.traceParent), { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
-          attributes: { "ai_job.id": event.jobId, "outbox.event_id": event.eventId, "messaging.system": "bullmq" }
-        })
+      jobQueue.add(addRequest(event)).pipe(
+        markedWhenAdded([event]),
+        publishSpan(event, { "ai_job.id": event.jobId, "outbox.event_id": event.eventId })
       )
 
-    return { graceMs: settings.graceMs, publish }
+    /** A batch's jobs in one bulk add (one round trip), marked published together when it succeeded. */
+    const publishMany = (events: ReadonlyArray<CommittedEnqueue>) => {
+      const [first] = events
+      if (first === undefined) return Effect.void
+      if (events.length === 1) return publish(first)
+      return jobQueue.addBulk(events.map(addRequest), { timeoutMs: settings.addTimeoutMs }).pipe(
+        markedWhenAdded(events),
+        // A batch's jobs share the create's trace context.
+        publishSpan(first, { "ai_job.id": first.jobId, "outbox.events": events.length })
+      )
+    }
+
+    return { graceMs: settings.graceMs, publish, publishMany }
   })
 }) {}

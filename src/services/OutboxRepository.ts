@@ -84,6 +84,11 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
     readonly createInTransaction: (
       event: NewOutboxEvent
     ) => Effect.Effect<{ readonly eventId: string; readonly duplicate: boolean }, PersistenceError>
+    /**
+     * Inserts many new events (a batch create's, one per new job) in one statement inside the
+     * caller's transaction. Their dedupe keys must be new: one already used fails the whole write.
+     */
+    readonly createManyInTransaction: (events: ReadonlyArray<NewOutboxEvent>) => Effect.Effect<void, PersistenceError>
     readonly findById: (eventId: string) => Effect.Effect<Option.Option<OutboxEvent>, PersistenceError>
     /** A job's events, oldest first (the enqueue, any requeues, its terminal event). */
     readonly findByAggregate: (aggregateId: string) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>

@@ -42,23 +42,31 @@ export class Quotas extends Context.Tag("ai-job-engine/Quotas")<
   {
     readonly admit: (
       userId: string,
-      options?: { readonly activeCredentialOf?: string | undefined }
+      options?: {
+        readonly activeCredentialOf?: string | undefined
+        /** How many jobs the create adds at once (a batch counts whole); one unless given. */
+        readonly jobs?: number | undefined
+      }
     ) => Effect.Effect<Admitted, TooManyJobs | QuotaExceeded | PersistenceError>
   }
 >() {}
 
 /**
  * The admission rule both stores apply to the user's counts: too many active jobs first, then
- * the day's quota.
+ * the day's quota. `requested` jobs are admitted together or not at all.
  */
 export const admission = (
   userId: string,
   limits: QuotaLimits,
-  counts: { readonly active: number; readonly today: number }
+  counts: { readonly active: number; readonly today: number },
+  requested = 1
 ): Effect.Effect<void, TooManyJobs | QuotaExceeded> => {
-  if (counts.active >= limits.maxActiveJobsPerUser) {
-    return Effect.fail(new TooManyJobs({ userId, limit: limits.maxActiveJobsPerUser }))
+  const asked = requested === 1 ? {} : { requested }
+  if (counts.active + requested > limits.maxActiveJobsPerUser) {
+    return Effect.fail(new TooManyJobs({ userId, limit: limits.maxActiveJobsPerUser, ...asked }))
   }
-  if (counts.today >= limits.dailyJobQuota) return Effect.fail(new QuotaExceeded({ userId, limit: limits.dailyJobQuota }))
+  if (counts.today + requested > limits.dailyJobQuota) {
+    return Effect.fail(new QuotaExceeded({ userId, limit: limits.dailyJobQuota, ...asked }))
+  }
   return Effect.void
 }

@@ -237,6 +237,34 @@ export const jobQueueContract = (name: string, queueLayer: Layer.Layer<JobQueue 
         yield* pollUntil(jobQueue.state("ai-background", queueJobIdFor(delayed)), (state) => state._tag === "Gone")
       }))
 
+    it.scoped("addBulk queues every job on its own queue, by priority and delay as add does; an id already waiting is left as it is", () =>
+      Effect.gen(function* () {
+        const jobQueue = yield* JobQueue
+        const waitingAlready = newJobId("bulk-waiting")
+        const low = newJobId("bulk-low")
+        const high = newJobId("bulk-high")
+        const interactive = newJobId("bulk-interactive")
+        const delayed = newJobId("bulk-delayed")
+        yield* jobQueue.add({ queueName: "ai-background", payload: payload(waitingAlready, "first_type"), priority: 50 })
+        yield* jobQueue.addBulk([
+          { queueName: "ai-background", payload: payload(low), priority: 100 },
+          { queueName: "ai-background", payload: payload(waitingAlready, "second_type"), priority: 50 },
+          { queueName: "ai-interactive", payload: payload(interactive), priority: 1 },
+          { queueName: "ai-background", payload: payload(high), priority: 0 },
+          { queueName: "ai-background", payload: payload(delayed), priority: 0, delayMs: 60_000 }
+        ])
+        expect(yield* jobQueue.counts("ai-background")).toEqual({ waiting: 3, active: 0, delayed: 1 })
+        expect((yield* jobQueue.counts("ai-interactive")).waiting).toBe(1)
+        const background = yield* recordingConsumer("ai-background", { concurrency: 1 })
+        const order = [yield* background.next, yield* background.next, yield* background.next]
+        expect(order.map((d) => d.payload.jobId)).toEqual([high, waitingAlready, low])
+        // The job already waiting kept its own payload.
+        expect(order[1]?.payload.jobType).toBe("first_type")
+        const interactiveConsumer = yield* recordingConsumer("ai-interactive")
+        expect((yield* interactiveConsumer.next).payload.jobId).toBe(interactive)
+        expect(yield* jobQueue.state("ai-background", queueJobIdFor(delayed))).toEqual({ _tag: "Waiting" })
+      }))
+
     it.scoped("a delayed add is not delivered before its delay", () =>
       Effect.gen(function* () {
         const jobQueue = yield* JobQueue

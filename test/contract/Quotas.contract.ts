@@ -37,6 +37,28 @@ export const quotasContract = (
           expect(Either.isRight(yield* Effect.either(create(`other-${yield* newId}`, 0)))).toBe(true)
         }))
 
+      it.effect("parallel batches count whole: of 10 batches of 2 with a limit of 5 active jobs exactly 2 are accepted; a batch of 6 is refused whole", () =>
+        Effect.gen(function* () {
+          const userId = `quota-batch-${yield* newId}`
+          const batch = (size: number, first: number) =>
+            Effect.flatMap(AiJobService, (service) =>
+              service.createJobBatch({
+                userId,
+                jobType: "synthetic_echo",
+                items: Array.from({ length: size }, (_, k) => ({ targetType: "test", targetId: `${first + k}`, input: { message: "x" } }))
+              }))
+          const repo = yield* AiJobLifecycleRepository
+          const tooBig = yield* Effect.either(batch(6, 100))
+          expect(Either.isLeft(tooBig) && tooBig.left._tag).toBe("TooManyJobs")
+          expect(yield* repo.countActive(userId)).toBe(0)
+          const results = yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => Effect.either(batch(2, i * 2)), {
+            concurrency: "unbounded"
+          })
+          expect(results.filter(Either.isRight)).toHaveLength(2)
+          expect(new Set(results.filter(Either.isLeft).map((result) => result.left._tag))).toStrictEqual(new Set(["TooManyJobs"]))
+          expect(yield* repo.countActive(userId)).toBe(4)
+        }))
+
       it.effect("a user admitted before: 20 parallel creates with a limit of 5 active jobs accept exactly the 4 left", () =>
         Effect.gen(function* () {
           const userId = `quota-again-${yield* newId}`

@@ -7,6 +7,7 @@ import {
   ErrorBody,
   feynmanBody,
   flashcardBody,
+  frozenKeys,
   JobBody,
   markFailed,
   markRunning,
@@ -17,21 +18,6 @@ import {
   tokenFor
 } from "./support/harness.js"
 import { jobRoutes } from "./support/routes.js"
-
-const frozenKeys = [
-  "jobId",
-  "jobType",
-  "lifecycleStatus",
-  "queueName",
-  "priority",
-  "progress",
-  "createdAt",
-  "startedAt",
-  "finishedAt",
-  "errorCode",
-  "publicErrorMessage",
-  "result"
-]
 
 const keysOf = (value: unknown): ReadonlyArray<string> =>
   typeof value === "object" && value !== null ? Object.keys(value) : []

@@ -50,6 +50,12 @@ const probes = (jobId: string, credentialId: string): ReadonlyArray<Probe> => {
     user({ method: "POST", path: analyses, body: { evaluations: [{ evaluationId: longCanary, concept: longCanary.repeat(4), score: CANARY, gaps: CANARY }] } }),
     user({ method: "POST", path: analyses, body: { evaluations: [{ ...learningAnalysisBody().evaluations[0], [CANARY]: CANARY }] } }),
     user({ method: "POST", path: analyses, body: { evaluations: [{ evaluationId: CANARY, concept: CANARY, score: 50, gaps: [CANARY] }] } }),
+    // Batches: a bad item among good ones, an unknown field beside the items, and accepted items carrying the canary.
+    user({ method: "POST", path: `${flashcards}/batch`, body: { items: [flashcardBody(), { sourceText: longCanary.repeat(40), count: CANARY }] } }),
+    user({ method: "POST", path: `${flashcards}/batch`, body: { items: [flashcardBody()], [CANARY]: CANARY } }),
+    user({ method: "POST", path: `${flashcards}/batch`, body: { items: CANARY } }),
+    user({ method: "POST", path: `${feynman}/batch`, body: { items: [feynmanBody({ concept: CANARY, explanation: CANARY })] } }),
+    user({ method: "POST", path: `${analyses}/batch`, body: { items: [{ evaluations: [{ evaluationId: longCanary, concept: CANARY, score: CANARY, gaps: CANARY }] }] } }),
     // Query parameters.
     user({ method: "GET", path: `/api/ai/jobs?status=${canaryParam}&cursor=${canaryParam}&limit=${canaryParam}` }),
     user({ method: "GET", path: `/api/ai/jobs?cursor=${Buffer.from(JSON.stringify({ createdAt: CANARY, id: CANARY })).toString("base64url")}` }),
@@ -98,6 +104,9 @@ const probedRoutes = [
   "POST /api/ai/flashcard-generations",
   "POST /api/ai/feynman-evaluations",
   "POST /api/ai/learning-analyses",
+  "POST /api/ai/flashcard-generations/batch",
+  "POST /api/ai/feynman-evaluations/batch",
+  "POST /api/ai/learning-analyses/batch",
   "GET /api/ai/jobs",
   "GET /api/ai/jobs/:jobId",
   "GET /api/ai/jobs/:jobId/artifacts",

@@ -146,7 +146,8 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
         "15_job_trace_parent",
         "16_job_retried_from",
         "17_outbox_event_lane",
-        "18_usage_estimated"
+        "18_usage_estimated",
+        "19_ai_job_batch"
       ])
       expect(second).toEqual([])
     }))
@@ -205,7 +206,7 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
   it.scoped("the default check builds, compares and drops its own scratch database", () =>
     Effect.gen(function*() {
       const outcome = yield* checkMigrationsBuildDeclaredSchema(Redacted.make(testServerUrl))
-      expect(outcome.subject.appliedMigrations).toHaveLength(18)
+      expect(outcome.subject.appliedMigrations).toHaveLength(19)
       expect(outcome.differences).toEqual([])
       const scratchName = outcome.subject.target.split("/").at(-1) ?? ""
       expect(scratchName).toMatch(/^migrations_check_[0-9a-f]+$/)

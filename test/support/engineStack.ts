@@ -21,6 +21,8 @@ import { makeDispatcher } from "../../src/pipeline/dispatcher.js"
 import { DispatcherSettings } from "../../src/config/DispatcherSettings.js"
 import { runWorker } from "../../src/pipeline/worker.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
+import { JobDefinitionRegistry } from "../../src/services/JobDefinitionRegistry.js"
+import { ResultProjectors } from "../../src/services/ResultProjectors.js"
 import { QuotaLimitsConfig } from "../../src/services/Quotas.js"
 import type { LifecycleStatus } from "../../src/domain/LifecycleStatus.js"
 import type { AiGateway } from "../../src/services/AiGateway.js"
@@ -121,3 +123,15 @@ export const awaitStatus = (
 export const settle = Effect.gen(function* () {
   for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
 })
+
+/** The business records a job's projection wrote, as its projector reads them back. */
+export const recordsOf = (jobId: string) =>
+  Effect.gen(function* () {
+    const jobs = yield* AiJobLifecycleRepository
+    const registry = yield* JobDefinitionRegistry
+    const projectors = yield* ResultProjectors
+    const job = Option.getOrThrow(yield* jobs.findById(jobId))
+    const { definition } = yield* registry.get(job.jobType)
+    const projector = yield* projectors.get(definition.projector ?? job.jobType)
+    return yield* projector.records(job)
+  })

@@ -11,7 +11,7 @@ import { JobDefinitionRegistry } from "../../services/JobDefinitionRegistry.js"
 import { ResultProjectors } from "../../services/ResultProjectors.js"
 import { AiJobApi } from "../Api.js"
 import { jobNotFound } from "../ApiErrors.js"
-import { JobStatusResponse, maxWaitMs } from "../ApiSchemas.js"
+import { AcceptedJobBatchResponse, JobBatchResponse, JobStatusResponse, maxWaitMs } from "../ApiSchemas.js"
 import { awaitTerminal, jobStatusFrames, stateIdOf } from "../jobEventStream.js"
 import { CurrentUser } from "../Auth.js"
 import {
@@ -34,8 +34,31 @@ import { recordFinished } from "../../services/EngineMetrics.js"
 
 
 const encodeExisting = HttpServerResponse.schemaJson(JobStatusResponse)
+const encodeExistingBatch = HttpServerResponse.schemaJson(JobBatchResponse)
 
 const conceptTarget = (concept: string) => createHash("sha256").update(concept.trim().toLowerCase(), "utf8").digest("hex")
+
+/** What each job type's job is about, the same for a single create and a batch's items. */
+const flashcardTarget = (payload: { readonly deckId?: string | undefined }) => ({
+  targetType: "flashcard_deck",
+  targetId: payload.deckId ?? "unassigned"
+})
+const feynmanTarget = (payload: { readonly concept: string }) => ({
+  targetType: "learning_concept",
+  targetId: conceptTarget(payload.concept)
+})
+// An analysis is about the learner, whichever evaluations it reads.
+const analysisTarget = (userId: string) => ({ targetType: "learner", targetId: userId })
+
+/** The creation errors both endpoints answer, as public errors. */
+const creationErrors = {
+  UnknownJobType: fromUnknownJobType,
+  InvalidJobInput: fromInvalidJobInput,
+  IdempotencyKeyReused: fromIdempotencyKeyReused,
+  TooManyJobs: fromTooManyJobs,
+  QuotaExceeded: fromQuotaExceeded,
+  PersistenceError: fromPersistence
+} as const
 
 export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers) =>
   Effect.gen(function* () {
@@ -86,16 +109,33 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           Effect.flatMap((status) => encodeExisting(status, { status: 200 })),
           Effect.orDie
         )
-      }).pipe(
-        Effect.catchTags({
-          UnknownJobType: fromUnknownJobType,
-          InvalidJobInput: fromInvalidJobInput,
-          IdempotencyKeyReused: fromIdempotencyKeyReused,
-          TooManyJobs: fromTooManyJobs,
-          QuotaExceeded: fromQuotaExceeded,
-          PersistenceError: fromPersistence
+      }).pipe(Effect.catchTags(creationErrors))
+
+    const createBatch = (request: {
+      readonly jobType: string
+      readonly items: ReadonlyArray<{ readonly targetType: string; readonly targetId: string; readonly input: unknown }>
+      readonly idempotencyKey: string | undefined
+    }) =>
+      Effect.gen(function* () {
+        const user = yield* CurrentUser
+        yield* gate.ensureOpen
+        const { created, jobs } = yield* service.createJobBatch({
+          userId: user.userId,
+          jobType: request.jobType,
+          items: request.items,
+          idempotencyKey: request.idempotencyKey,
+          storedKeyOf: userKeyProvider
         })
-      )
+        yield* Effect.logInfo(created ? "job batch accepted" : "job batch returned for its idempotency key").pipe(
+          Effect.annotateLogs({ jobType: request.jobType, jobs: jobs.length, userId: user.userId })
+        )
+        if (created) return new AcceptedJobBatchResponse({ jobs: jobs.map(acceptedJobStatusResponse) })
+        // As for a single create, the 200 of an idempotent repeat is written out here.
+        return yield* Effect.forEach(jobs, statusOf).pipe(
+          Effect.flatMap((statuses) => encodeExistingBatch(new JobBatchResponse({ jobs: statuses }), { status: 200 })),
+          Effect.orDie
+        )
+      }).pipe(Effect.catchTags(creationErrors))
 
     return handlers
       .handle(
@@ -103,8 +143,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
         ({ headers, payload }) =>
           create({
             jobType: "flashcard_generation",
-            targetType: "flashcard_deck",
-            targetId: payload.deckId ?? "unassigned",
+            ...flashcardTarget(payload),
             input: payload,
             idempotencyKey: headers["idempotency-key"]
           }),
@@ -115,8 +154,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
         ({ headers, payload }) =>
           create({
             jobType: "feynman_evaluation",
-            targetType: "learning_concept",
-            targetId: conceptTarget(payload.concept),
+            ...feynmanTarget(payload),
             input: payload,
             idempotencyKey: headers["idempotency-key"]
           }),
@@ -128,10 +166,39 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           Effect.flatMap(CurrentUser, (user) =>
             create({
               jobType: "learning_analysis",
-              // An analysis is about the learner, whichever evaluations it reads.
-              targetType: "learner",
-              targetId: user.userId,
+              ...analysisTarget(user.userId),
               input: payload,
+              idempotencyKey: headers["idempotency-key"]
+            })),
+        { uninterruptible: true }
+      )
+      .handle(
+        "createFlashcardGenerationBatch",
+        ({ headers, payload }) =>
+          createBatch({
+            jobType: "flashcard_generation",
+            items: payload.items.map((item) => ({ ...flashcardTarget(item), input: item })),
+            idempotencyKey: headers["idempotency-key"]
+          }),
+        { uninterruptible: true }
+      )
+      .handle(
+        "createFeynmanEvaluationBatch",
+        ({ headers, payload }) =>
+          createBatch({
+            jobType: "feynman_evaluation",
+            items: payload.items.map((item) => ({ ...feynmanTarget(item), input: item })),
+            idempotencyKey: headers["idempotency-key"]
+          }),
+        { uninterruptible: true }
+      )
+      .handle(
+        "createLearningAnalysisBatch",
+        ({ headers, payload }) =>
+          Effect.flatMap(CurrentUser, (user) =>
+            createBatch({
+              jobType: "learning_analysis",
+              items: payload.items.map((item) => ({ ...analysisTarget(user.userId), input: item })),
               idempotencyKey: headers["idempotency-key"]
             })),
         { uninterruptible: true }

@@ -82,44 +82,60 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
     "ai-background": yield* openQueue("ai-background")
   } satisfies Record<QueueName, Queue<AiJobQueuePayloadEncoded>>
 
-  const add = (request: JobQueueAddRequest) => {
-    const queue = queues[request.queueName]
+  /** What BullMQ is told for one request: the same for a single add and a bulk add. */
+  const jobOptions = (request: JobQueueAddRequest) => {
     const setting = settings.queues[request.queueName]
-    const jobId = request.payload.dedupeKey
-    const timeoutMs = request.timeoutMs ?? settings.addTimeoutMs
-    return Effect.tryPromise({
-      try: async () => {
-        // `duplicate` is what the queue looked like just before the add: under a race both
-        // callers may hear `added`, but BullMQ still keeps one job for the id.
-        const existed = (await redis.commands.exists(queue.toKey(jobId))) === 1
-        await queue.add(request.payload.jobType, encodeQueuePayload(request.payload), {
-          jobId,
-          priority: queuePriorityFor(request.priority),
-          delay: Math.max(0, Math.round(request.delayMs ?? 0)),
-          attempts: setting.attempts,
-          backoff: { type: "exponential", delay: setting.backoffDelayMs },
-          removeOnComplete: true,
-          removeOnFail: true
-        })
-        return existed ? ("duplicate" as const) : ("added" as const)
-      },
-      // A failed add may still have run (or run later: ioredis keeps an abandoned command).
-      catch: (error) => new JobQueueUnavailable({ operation: "add", message: errorMessage(error), outcomeUnknown: true })
+    return {
+      jobId: request.payload.dedupeKey,
+      priority: queuePriorityFor(request.priority),
+      delay: Math.max(0, Math.round(request.delayMs ?? 0)),
+      attempts: setting.attempts,
+      backoff: { type: "exponential", delay: setting.backoffDelayMs },
+      removeOnComplete: true,
+      removeOnFail: true
+    }
+  }
+
+  /**
+   * An add whose outcome is unknown when it fails (it may still have run, or run later: ioredis
+   * keeps an abandoned command). It stays interruptible so the timeout can abandon it even when
+   * the caller runs uninterruptibly (a dispatcher finishing its batch on shutdown).
+   */
+  const adding = <A>(operation: string, timeoutMs: number, run: () => Promise<A>) =>
+    Effect.tryPromise({
+      try: run,
+      catch: (error) => new JobQueueUnavailable({ operation, message: errorMessage(error), outcomeUnknown: true })
     }).pipe(
-      // The add itself stays interruptible so the timeout can abandon it even when the caller
-      // runs uninterruptibly (a dispatcher finishing its batch on shutdown).
       Effect.interruptible,
       Effect.timeoutFail({
         duration: Duration.millis(timeoutMs),
         onTimeout: () =>
-          new JobQueueUnavailable({
-            operation: "add",
-            message: `no answer from Redis within ${timeoutMs} ms`,
-            outcomeUnknown: true
-          })
+          new JobQueueUnavailable({ operation, message: `no answer from Redis within ${timeoutMs} ms`, outcomeUnknown: true })
       })
     )
+
+  const add = (request: JobQueueAddRequest) => {
+    const queue = queues[request.queueName]
+    return adding("add", request.timeoutMs ?? settings.addTimeoutMs, async () => {
+      // `duplicate` is what the queue looked like just before the add: under a race both
+      // callers may hear `added`, but BullMQ still keeps one job for the id.
+      const existed = (await redis.commands.exists(queue.toKey(request.payload.dedupeKey))) === 1
+      await queue.add(request.payload.jobType, encodeQueuePayload(request.payload), jobOptions(request))
+      return existed ? ("duplicate" as const) : ("added" as const)
+    })
   }
+
+  // One pipeline per queue name (BullMQ's addBulk); the queues' pipelines go out together.
+  const addBulk = (requests: ReadonlyArray<JobQueueAddRequest>, options: { readonly timeoutMs?: number } = {}) =>
+    adding("addBulk", options.timeoutMs ?? settings.addTimeoutMs, () =>
+      Promise.all(allQueueNames.map((queueName) => {
+        const jobs = requests.filter((request) => request.queueName === queueName).map((request) => ({
+          name: request.payload.jobType,
+          data: encodeQueuePayload(request.payload),
+          opts: jobOptions(request)
+        }))
+        return jobs.length === 0 ? Promise.resolve([]) : queues[queueName].addBulk(jobs)
+      }))).pipe(Effect.asVoid)
 
   // Same connection as `add`, so this EXISTS runs after any add still waiting on it.
   const contains = (queueName: QueueName, queueJobId: string) =>
@@ -297,7 +313,7 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
     })
 
   yield* Effect.logDebug("BullMQ queues open").pipe(Effect.annotateLogs({ queues: allQueueNames.join(",") }))
-  return JobQueue.of({ add, consume, counts, contains, state })
+  return JobQueue.of({ add, addBulk, consume, counts, contains, state })
 })
 
 /** JobQueue on BullMQ; needs `RedisConnection` and `QueueSettings`. */

@@ -10,6 +10,7 @@ import {
   type NewAiJob
 } from "../../domain/AiJob.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
+import type { JobBatchRecord } from "../../domain/JobBatch.js"
 import { type FinishedArtifact, finishedEventFor } from "../../domain/JobFinishedEvent.js"
 import { JobNotFound, LockLost } from "../../domain/LifecycleErrors.js"
 import {
@@ -134,6 +135,29 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
         indexKey === undefined ? next : { ...next, aiJobByIdempotencyKey: HashMap.set(next.aiJobByIdempotencyKey, indexKey, row.id) }
       ] as const)
     })
+
+  // Atomic inside the caller's transaction, as the one multi-row INSERT is on MySQL.
+  const createJobs = (newJobs: ReadonlyArray<NewAiJob>) => Effect.forEach(newJobs, createJob)
+
+  const findByIds = (jobIds: ReadonlyArray<string>) =>
+    db.read((tables) => jobIds.flatMap((id) => Option.toArray(HashMap.get(tables.aiJob, id))))
+
+  const recordBatch = (batch: JobBatchRecord) =>
+    db.write("ai_job_batch.create", (tables) => {
+      const indexKey = idempotencyIndexKey(batch.userId, batch.jobType, batch.idempotencyKey)
+      if (HashMap.has(tables.aiJobBatchByIdempotencyKey, indexKey)) {
+        return Either.left(
+          new DuplicateIdempotencyKey({ userId: batch.userId, jobType: batch.jobType, idempotencyKey: batch.idempotencyKey })
+        )
+      }
+      return Either.right([
+        undefined,
+        { ...tables, aiJobBatchByIdempotencyKey: HashMap.set(tables.aiJobBatchByIdempotencyKey, indexKey, batch) }
+      ] as const)
+    })
+
+  const findBatchByIdempotencyKey = (userId: string, jobType: string, idempotencyKey: string) =>
+    db.read((tables) => HashMap.get(tables.aiJobBatchByIdempotencyKey, idempotencyIndexKey(userId, jobType, idempotencyKey)))
 
   const findByIdempotencyKey = (userId: string, jobType: string, idempotencyKey: string) =>
     db.read((tables) =>
@@ -336,7 +360,11 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
 
   return AiJobLifecycleRepository.of({
     createJob,
+    createJobs,
     findById,
+    findByIds,
+    recordBatch,
+    findBatchByIdempotencyKey,
     findRetriesOf,
     findByIdempotencyKey,
     lockJob,

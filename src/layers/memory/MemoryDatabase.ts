@@ -1,5 +1,6 @@
 import { Clock, Context, Effect, Either, FiberRef, HashMap, Layer, Option, Ref } from "effect"
 import type { AiJob } from "../../domain/AiJob.js"
+import type { JobBatchRecord } from "../../domain/JobBatch.js"
 import type { JobSnapshot } from "../../domain/JobSnapshot.js"
 import type { OutboxEvent } from "../../domain/OutboxEvent.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
@@ -53,6 +54,8 @@ export interface MemoryTables {
   readonly aiJob: HashMap.HashMap<string, AiJob>
   /** `user_id|job_type|idempotency_key` → job id */
   readonly aiJobByIdempotencyKey: HashMap.HashMap<string, string>
+  /** `ai_job_batch` by its unique key, `user_id|job_type|idempotency_key` */
+  readonly aiJobBatchByIdempotencyKey: HashMap.HashMap<string, JobBatchRecord>
   readonly aiJobSnapshot: HashMap.HashMap<string, JobSnapshot>
   readonly aiJobArtifact: HashMap.HashMap<string, ArtifactRow>
   readonly outboxEvent: HashMap.HashMap<string, OutboxEvent>
@@ -67,6 +70,7 @@ export interface MemoryTables {
 export const emptyTables: MemoryTables = {
   aiJob: HashMap.empty(),
   aiJobByIdempotencyKey: HashMap.empty(),
+  aiJobBatchByIdempotencyKey: HashMap.empty(),
   aiJobSnapshot: HashMap.empty(),
   aiJobArtifact: HashMap.empty(),
   outboxEvent: HashMap.empty(),

@@ -159,6 +159,32 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
       return outcome
     })
 
+  // All or nothing here (one STM transaction); callers may only count on what `addBulk` promises.
+  const addBulk = (requests: ReadonlyArray<JobQueueAddRequest>): Effect.Effect<void, JobQueueUnavailable> =>
+    Effect.gen(function* () {
+      const entries = requests.map((request) => ({ request, delayMs: Math.max(0, Math.round(request.delayMs ?? 0)) }))
+      const outcomes = yield* STM.commit(
+        STM.zipRight(
+          refuseWhenUnreachable("addBulk"),
+          STM.forEach(entries, ({ delayMs, request }) =>
+            STM.map(
+              insert(
+                request.queueName,
+                request.payload.dedupeKey,
+                encodeQueuePayload(request.payload),
+                queuePriorityFor(request.priority),
+                delayMs
+              ),
+              (outcome) => ({ outcome, delayMs, request })
+            ))
+        )
+      )
+      yield* Effect.forEach(outcomes, ({ delayMs, outcome, request }) =>
+        outcome === "added" && delayMs > 0
+          ? releaseLater(request.queueName, request.payload.dedupeKey, delayMs)
+          : Effect.void, { discard: true })
+    })
+
   const contains = (queueName: QueueName, queueJobId: string) =>
     STM.commit(
       STM.zipRight(
@@ -327,7 +353,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
     jobIds: (queueName) => STM.commit(TRef.get(states[queueName].entries)).pipe(Effect.map((entries) => [...HashMap.keys(entries)]))
   })
 
-  return Context.make(JobQueue, JobQueue.of({ add, consume, counts, contains, state })).pipe(Context.add(MemoryJobQueueControl, control))
+  return Context.make(JobQueue, JobQueue.of({ add, addBulk, consume, counts, contains, state })).pipe(Context.add(MemoryJobQueueControl, control))
 })
 
 /** The in-memory JobQueue and its control; needs `QueueSettings` (`QueueSettings.make()` in tests). */

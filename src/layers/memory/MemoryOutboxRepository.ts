@@ -1,6 +1,7 @@
 import { Clock, Effect, Either, HashMap, Layer, Option } from "effect"
 import { OutboxEvent, type NewOutboxEvent } from "../../domain/OutboxEvent.js"
 import type { OutboxBacklog, OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
+import { PersistenceError } from "../../domain/PersistenceError.js"
 import {
   type DeliveryOutcome,
   isBeforeCursor,
@@ -65,6 +66,20 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
   const createInTransaction = (event: NewOutboxEvent) =>
     db.write<{ readonly eventId: string; readonly duplicate: boolean }, never>("outbox_event.create", (tables, now) =>
       Either.right(insertOutboxEvent(tables, event, now)))
+
+  const createManyInTransaction = (events: ReadonlyArray<NewOutboxEvent>) =>
+    db.write<void, PersistenceError>("outbox_event.createMany", (tables, now) => {
+      let next = tables
+      for (const event of events) {
+        const [inserted, after] = insertOutboxEvent(next, event, now)
+        // The unique dedupe key refuses the whole statement, as MySQL's multi-row INSERT does.
+        if (inserted.duplicate) {
+          return Either.left(new PersistenceError({ operation: "outbox_event.createMany", message: "a dedupe key is already used" }))
+        }
+        next = after
+      }
+      return Either.right([undefined, next] as const)
+    })
 
   const claimBatch = (dispatcherId: string, limit: number, lane: OutboxLane = "enqueue") =>
     db.write("outbox_event.claimBatch", (tables, now) => {
@@ -254,6 +269,7 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
 
   return OutboxRepository.of({
     createInTransaction,
+    createManyInTransaction,
     findById,
     findByAggregate,
     claimBatch,

@@ -20,7 +20,7 @@ export const MemoryQuotas = Layer.effect(
         const startOfDay = new Date(Math.floor(now.getTime() / dayMillis) * dayMillis)
         const active = yield* jobs.countActive(userId)
         const today = yield* jobs.countCreatedSince(userId, startOfDay)
-        yield* admission(userId, limits, { active, today })
+        yield* admission(userId, limits, { active, today }, options?.jobs)
         const provider = options?.activeCredentialOf
         const credential = provider === undefined ? Option.none() : yield* credentials.findActive(userId, provider)
         return { activeCredentialId: Option.map(credential, (record) => record.id) }

@@ -20,6 +20,8 @@ export const makeMemorySnapshotRepository = Effect.gen(function* () {
       return Either.right([undefined, { ...tables, aiJobSnapshot: HashMap.set(tables.aiJobSnapshot, row.id, row) }] as const)
     })
 
+  const createMany = (snapshots: ReadonlyArray<NewJobSnapshot>) => Effect.forEach(snapshots, create, { discard: true })
+
   const findByJobId = (jobId: string) =>
     db.read((tables) =>
       Option.fromNullable(Array.from(HashMap.values(tables.aiJobSnapshot)).find((row) => row.jobId === jobId))
@@ -35,7 +37,7 @@ export const makeMemorySnapshotRepository = Effect.gen(function* () {
       return Either.right([expired.length, { ...tables, aiJobSnapshot: remaining }] as const)
     })
 
-  return SnapshotRepository.of({ create, findByJobId, deleteExpired })
+  return SnapshotRepository.of({ create, createMany, findByJobId, deleteExpired })
 })
 
 export const MemorySnapshotRepository = Layer.effect(SnapshotRepository, makeMemorySnapshotRepository)

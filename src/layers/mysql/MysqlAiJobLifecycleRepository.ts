@@ -7,6 +7,7 @@ import { AiJob } from "../../domain/AiJob.js"
 import type { JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
 import { fencedJobId } from "../../domain/AiJob.js"
 import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
+import type { JobBatchRecord } from "../../domain/JobBatch.js"
 import { FinishedArtifact, finishedEventFor } from "../../domain/JobFinishedEvent.js"
 import { JobSnapshot } from "../../domain/JobSnapshot.js"
 import {
@@ -34,8 +35,8 @@ import { UnitOfWork } from "../../services/UnitOfWork.js"
 import { makeMysqlOutboxRepository } from "./MysqlOutboxRepository.js"
 import { MysqlUnitOfWork } from "./MysqlUnitOfWork.js"
 import { sqlClock } from "./sqlClock.js"
-import { paddedForIn } from "./statementShapes.js"
-import { AiJobColumns, AiJobRow, changedRows, JsonColumn, NewAiJobRow, Total } from "./rows.js"
+import { insertRows, paddedForIn } from "./statementShapes.js"
+import { AiJobColumns, AiJobRow, changedRows, JobBatchRow, JsonColumn, NewAiJobRow, Total } from "./rows.js"
 import { isDuplicateKey, persistence } from "./sqlErrors.js"
 
 /** The rest of a `SELECT * FROM ai_job` (its WHERE, ORDER BY, LIMIT), for the lists whose clauses vary. */
@@ -96,6 +97,27 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     // The creation time is bound (not the server's clock) so the new row needs no read-back; it
     // is no lease time. MySQL's `INSERT ... SET`, column names from the row's keys.
     execute: ({ at, row }) => sql`INSERT INTO ai_job SET ${sql.update(row)}, created_at = ${at}, updated_at = ${at}`
+  })
+  const insertJobs = SqlSchema.void({
+    Request: Schema.Struct({ rows: Schema.Array(NewAiJobRow), at: Schema.DateFromSelf }),
+    execute: ({ at, rows }) =>
+      insertRows(sql, "ai_job", rows, [["created_at", sql`${at}`], ["updated_at", sql`${at}`]])
+  })
+  const selectJobsByIds = SqlSchema.findAll({
+    Request: Schema.Array(Schema.String),
+    Result: AiJobRow,
+    execute: (ids) => sql`SELECT * FROM ai_job WHERE id IN ${sql.in(paddedForIn(ids))}`
+  })
+  const insertBatch = SqlSchema.void({
+    Request: JobBatchRow,
+    execute: (row) => sql`INSERT INTO ai_job_batch SET ${sql.update(row)}, created_at = ${now}`
+  })
+  const findBatchByKey = SqlSchema.findOne({
+    Request: Schema.Struct({ userId: Schema.String, jobType: Schema.String, idempotencyKey: Schema.String }),
+    Result: JobBatchRow,
+    execute: (key) =>
+      sql`SELECT id, user_id, job_type, idempotency_key, request_hash, job_ids FROM ai_job_batch
+          WHERE user_id = ${key.userId} AND job_type = ${key.jobType} AND idempotency_key = ${key.idempotencyKey}`
   })
   const selectWithSnapshot = SqlSchema.findOne({
     Request: Schema.String,
@@ -223,6 +245,44 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
         )),
       persistence("ai_job.create")
     )
+
+  /** A unique key refused the row: `DuplicateIdempotencyKey`, naming the key the row carried. */
+  const duplicateKeyOf =
+    (job: { readonly userId: string; readonly jobType: string; readonly idempotencyKey: string | null }) =>
+    <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | DuplicateIdempotencyKey, R> =>
+      Effect.catchIf(self, (error: E) => isDuplicateKey(error), () =>
+        Effect.fail(
+          new DuplicateIdempotencyKey({ userId: job.userId, jobType: job.jobType, idempotencyKey: job.idempotencyKey ?? "" })
+        ))
+
+  const createJobs = (jobs: ReadonlyArray<NewAiJob>) =>
+    Effect.flatMap(clockDate, (at) => {
+      const rows = jobs.map(queuedJobFields)
+      return insertJobs({ rows, at }).pipe(
+        Effect.as(rows.map((row) => new AiJob({ ...row, createdAt: at, updatedAt: at }, { disableValidation: true })))
+      )
+    }).pipe(
+      // Only a job with a key can collide; name the first such job.
+      duplicateKeyOf(jobs.find((job) => job.idempotencyKey !== null) ?? { userId: "", jobType: "", idempotencyKey: null }),
+      persistence("ai_job.createMany")
+    )
+
+  const findByIds = (jobIds: ReadonlyArray<string>) =>
+    jobIds.length === 0
+      ? Effect.succeed([])
+      : selectJobsByIds(jobIds).pipe(
+        Effect.map((found) => {
+          const byId = new Map(found.map((job) => [job.id, job]))
+          return jobIds.flatMap((id) => byId.get(id) ?? [])
+        }),
+        persistence("ai_job.findByIds")
+      )
+
+  const recordBatch = (batch: JobBatchRecord) =>
+    insertBatch(batch).pipe(duplicateKeyOf(batch), persistence("ai_job_batch.create"))
+
+  const findBatchByIdempotencyKey = (userId: string, jobType: string, idempotencyKey: string) =>
+    findBatchByKey({ userId, jobType, idempotencyKey }).pipe(persistence("ai_job_batch.findByIdempotencyKey"))
 
   const findByIdempotencyKey = (userId: string, jobType: string, idempotencyKey: string) =>
     findJobByIdempotencyKey({ userId, jobType, idempotencyKey }).pipe(persistence("ai_job.findByIdempotencyKey"))
@@ -540,7 +600,11 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
 
   return AiJobLifecycleRepository.of({
     createJob,
+    createJobs,
     findById,
+    findByIds,
+    recordBatch,
+    findBatchByIdempotencyKey,
     findRetriesOf,
     findByIdempotencyKey,
     lockJob,

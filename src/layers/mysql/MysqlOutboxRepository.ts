@@ -14,7 +14,18 @@ import {
 import { sqlClock } from "./sqlClock.js"
 import { changedRows, NewOutboxEventRow, OutboxEventRow, Total } from "./rows.js"
 import { isDuplicateKey, persistence, retryOnLockContention } from "./sqlErrors.js"
-import { paddedForIn } from "./statementShapes.js"
+import { insertRows, paddedForIn } from "./statementShapes.js"
+
+/** Events by their delay, in order: each group is one INSERT (a create's events share one). */
+const groupByDelay = (events: ReadonlyArray<NewOutboxEvent>): ReadonlyArray<readonly [number, ReadonlyArray<NewOutboxEvent>]> => {
+  const groups = new Map<number, Array<NewOutboxEvent>>()
+  for (const event of events) {
+    const group = groups.get(event.delayMs)
+    if (group === undefined) groups.set(event.delayMs, [event])
+    else group.push(event)
+  }
+  return Array.from(groups)
+}
 
 const EventId = Schema.Struct({ id: Schema.String })
 /** A computed number column: mysql2 may hand a BIGINT or DECIMAL over as a string. */
@@ -117,6 +128,19 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
           Effect.map((row) => ({ eventId: Option.match(row, { onNone: () => event.id, onSome: (found) => found.id }), duplicate: true }))
         )),
       persistence("outbox_event.create")
+    )
+
+  // The events of one create share their delay, so `available_at` is one expression for every row.
+  const insertEvents = SqlSchema.void({
+    Request: Schema.Struct({ rows: Schema.Array(NewOutboxEventRow), delayMs: Schema.Number }),
+    execute: ({ delayMs, rows }) =>
+      insertRows(sql, "outbox_event", rows, [["available_at", plusMillis(delayMs)], ["created_at", now], ["updated_at", now]])
+  })
+
+  const createManyInTransaction = (events: ReadonlyArray<NewOutboxEvent>) =>
+    Effect.forEach(groupByDelay(events), ([delayMs, group]) =>
+      insertEvents({ rows: group.map(pendingEventFields), delayMs }), { discard: true }).pipe(
+      persistence("outbox_event.createMany")
     )
 
   /**
@@ -255,6 +279,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
 
   return OutboxRepository.of({
     createInTransaction,
+    createManyInTransaction,
     findById,
     findByAggregate,
     claimBatch,

@@ -66,14 +66,16 @@ export const MysqlQuotas = Layer.effect(
     const touchAndCount = (request: typeof GateRequest.Type) =>
       touchGate(request.userId).pipe(
         Effect.zipRight(countJobs(request)),
-        Effect.map(Option.getOrElse(() => ({ active: 0, today: 0, activeCredentialId: null }))),
-        Effect.tap(() =>
-          Effect.sync(() => {
-            if (knownGates.size >= knownGatesLimit) knownGates.clear()
-            knownGates.add(request.userId)
-          })
-        )
+        Effect.map(Option.getOrElse(() => ({ active: 0, today: 0, activeCredentialId: null })))
       )
+    // Only an admitted create keeps its gate row: a refused one rolls back, and with it a row it
+    // inserted. Remembered then, the user's next concurrent creates would each take a gap lock
+    // on the missing row before inserting it, and deadlock one another.
+    const remember = (userId: string) =>
+      Effect.sync(() => {
+        if (knownGates.size >= knownGatesLimit) knownGates.clear()
+        knownGates.add(userId)
+      })
     const counts = (request: typeof GateRequest.Type) =>
       Effect.suspend(() =>
         knownGates.has(request.userId)
@@ -85,8 +87,9 @@ export const MysqlQuotas = Layer.effect(
       counts({ userId, provider: options?.activeCredentialOf ?? null }).pipe(
         persistence("quotas.admit"),
         Effect.flatMap((found) =>
-          Effect.as(admission(userId, limits, found), { activeCredentialId: Option.fromNullable(found.activeCredentialId) })
-        )
+          Effect.as(admission(userId, limits, found, options?.jobs), { activeCredentialId: Option.fromNullable(found.activeCredentialId) })
+        ),
+        Effect.tap(() => remember(userId))
       )
     return Quotas.of({ admit })
   })

@@ -5,6 +5,7 @@ import { SnapshotRepository } from "../../services/SnapshotRepository.js"
 import { sqlClock } from "./sqlClock.js"
 import { changedRows, JobSnapshotRow, NewJobSnapshotRow } from "./rows.js"
 import { persistence } from "./sqlErrors.js"
+import { insertRows } from "./statementShapes.js"
 
 export const makeMysqlSnapshotRepository = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -21,6 +22,14 @@ export const makeMysqlSnapshotRepository = Effect.gen(function* () {
     execute: (row) => sql`INSERT INTO ai_job_snapshot SET ${sql.update(row)}, created_at = ${now}`
   })
 
+  const insertSnapshots = SqlSchema.void({
+    Request: Schema.Array(NewJobSnapshotRow),
+    execute: (rows) => insertRows(sql, "ai_job_snapshot", rows, [["created_at", now]])
+  })
+
+  const createMany = (snapshots: ReadonlyArray<NewJobSnapshot>) =>
+    snapshots.length === 0 ? Effect.void : insertSnapshots(snapshots).pipe(persistence("ai_job_snapshot.createMany"))
+
   const findByJobId = (jobId: string) => findSnapshot(jobId).pipe(persistence("ai_job_snapshot.findByJobId"))
 
   const create = (snapshot: NewJobSnapshot) =>
@@ -31,7 +40,7 @@ export const makeMysqlSnapshotRepository = Effect.gen(function* () {
       persistence("ai_job_snapshot.deleteExpired")
     )
 
-  return SnapshotRepository.of({ create, findByJobId, deleteExpired })
+  return SnapshotRepository.of({ create, createMany, findByJobId, deleteExpired })
 })
 
 export const MysqlSnapshotRepository = Layer.effect(SnapshotRepository, makeMysqlSnapshotRepository)

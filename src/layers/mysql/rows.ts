@@ -73,3 +73,16 @@ const JobSnapshotColumns = Schema.Struct({ ...JobSnapshot.fields, content: JsonC
 export const JobSnapshotRow = Schema.compose(JobSnapshotColumns, JobSnapshot)
 /** What `create` writes: every column but `created_at`, the database clock's. */
 export const NewJobSnapshotRow = JobSnapshotColumns.pipe(Schema.omit("createdAt"))
+
+/** `ai_job_batch.job_ids`: the batch's job ids, in request order, as a JSON array. */
+const JobIdsColumn = JsonColumn.pipe(Schema.compose(Schema.Array(Schema.String), { strict: false }))
+
+/** An `ai_job_batch` row without its `created_at` (the database clock's). */
+export const JobBatchRow = Schema.Struct({
+  id: Schema.String,
+  userId: Schema.String,
+  jobType: Schema.String,
+  idempotencyKey: Schema.String,
+  requestHash: Schema.String,
+  jobIds: JobIdsColumn
+})

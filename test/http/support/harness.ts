@@ -147,6 +147,22 @@ export const JobBody = Schema.Struct({
   )
 })
 
+/** The frozen `JobStatusResponse`'s fields: an answer may leave optional ones out, never add one. */
+export const frozenKeys: ReadonlyArray<string> = [
+  "jobId",
+  "jobType",
+  "lifecycleStatus",
+  "queueName",
+  "priority",
+  "progress",
+  "createdAt",
+  "startedAt",
+  "finishedAt",
+  "errorCode",
+  "publicErrorMessage",
+  "result"
+]
+
 export const PageBody = Schema.Struct({ items: Schema.Array(JobBody), nextCursor: Schema.NullOr(Schema.String) })
 
 export interface ApiHarnessOptions<ROut = never> {

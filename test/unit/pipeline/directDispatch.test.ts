@@ -51,6 +51,15 @@ const createJob = Effect.flatMap(AiJobService, (service) =>
   service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "deck", targetId: "deck-1", input: { message: "hi" } })
 ).pipe(Effect.map((created) => created.job))
 
+const createBatch = (count: number) =>
+  Effect.flatMap(AiJobService, (service) =>
+    service.createJobBatch({
+      userId: "user-1",
+      jobType: "synthetic_echo",
+      items: Array.from({ length: count }, (_, index) => ({ targetType: "deck", targetId: `deck-${index}`, input: { message: `hi ${index}` } }))
+    })
+  ).pipe(Effect.map((created) => created.jobs))
+
 const eventOf = (jobId: string) =>
   Effect.gen(function* () {
     const tables = yield* (yield* MemoryDatabase).snapshot
@@ -88,6 +97,31 @@ describe("the creator queues its own jobs; the dispatcher is the safety net (mem
       expect((yield* dispatcher.dispatchBatch).outcomes.published).toBe(1)
       expect((yield* eventOf(job.id)).status).toBe("published")
       expect(yield* queuedIds).toEqual([queueJobIdFor(job.id)])
+    }).pipe(Effect.provide(stack)))
+
+  it.scoped("a batch's jobs are on the queue (one bulk add) when createJobBatch returns; their events are marked published together", () =>
+    Effect.gen(function* () {
+      const jobs = yield* createBatch(3)
+      expect([...(yield* queuedIds)].sort()).toEqual(jobs.map((job) => queueJobIdFor(job.id)).sort())
+      yield* TestClock.adjust(Duration.millis(100))
+      yield* Effect.yieldNow()
+      for (const job of jobs) expect((yield* eventOf(job.id)).status).toBe("published")
+    }).pipe(Effect.provide(stack)))
+
+  it.scoped("a batch whose bulk add failed keeps its events pending: the dispatcher sweeps them after the grace", () =>
+    Effect.gen(function* () {
+      const control = yield* MemoryJobQueueControl
+      yield* control.setUnreachable(true)
+      const jobs = yield* createBatch(3)
+      yield* control.setUnreachable(false)
+      yield* TestClock.adjust(Duration.millis(100))
+      yield* Effect.yieldNow()
+      for (const job of jobs) expect((yield* eventOf(job.id)).status).toBe("pending")
+      const dispatcher = yield* makeDispatcher
+      expect((yield* dispatcher.dispatchBatch).claimed).toBe(0)
+      yield* TestClock.adjust(Duration.millis(graceMs))
+      expect((yield* dispatcher.dispatchBatch).outcomes.published).toBe(3)
+      expect([...(yield* queuedIds)].sort()).toEqual(jobs.map((job) => queueJobIdFor(job.id)).sort())
     }).pipe(Effect.provide(stack)))
 
   it.scoped("OUTBOX_DIRECT_PUBLISH=false: the creator leaves the queue alone, and the dispatcher publishes the event at once, without a grace", () =>

@@ -19,30 +19,17 @@ import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRe
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { CancelSignal } from "../../../src/services/CancelSignal.js"
-import { JobDefinitionRegistry } from "../../../src/services/JobDefinitionRegistry.js"
 import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { JobQueue, payloadFor } from "../../../src/services/JobQueue.js"
 import { definePromptTemplate } from "../../../src/services/PromptTemplates.js"
-import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
-import { awaitStatus, memoryEngineStack, settle, startEngine } from "../../support/engineStack.js"
+import { awaitStatus, memoryEngineStack, recordsOf, settle, startEngine } from "../../support/engineStack.js"
 
 const createEcho = (message = "hello", jobType = "synthetic_echo") =>
   Effect.flatMap(AiJobService, (service) =>
     service.createJob({ userId: "user-1", jobType, targetType: "test", targetId: "t", input: { message } })).pipe(
       Effect.map(({ job }) => job)
     )
-
-const recordsOf = (jobId: string) =>
-  Effect.gen(function* () {
-    const jobs = yield* AiJobLifecycleRepository
-    const registry = yield* JobDefinitionRegistry
-    const projectors = yield* ResultProjectors
-    const job = Option.getOrThrow(yield* jobs.findById(jobId))
-    const { definition } = yield* registry.get(job.jobType)
-    const projector = yield* projectors.get(definition.projector ?? job.jobType)
-    return yield* projector.records(job)
-  })
 
 const unavailable = new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503 from provider" })
 
