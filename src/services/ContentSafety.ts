@@ -1,6 +1,6 @@
 import { Config, ConfigError, Effect, Either, Layer } from "effect"
 import { ContentSafetyError } from "../domain/ExecutionError.js"
-import { foldedText, skeletonPatternSource, type TextSkeletons, textSkeletons } from "./textSkeleton.js"
+import { foldedText, skeletonPatternSource, type TextSkeletons, textSkeletons } from "../domain/textSkeleton.js"
 
 export interface ContentSafetyRules {
   /**
