@@ -17,7 +17,7 @@ import { memoryEngineStack, startEngine } from "../../support/engineStack.js"
 import { scratchMysqlLayer } from "../../support/scratchDatabase.js"
 
 /**
- * Issue 18, defect 2: a frozen owner's open transaction holds the rows its PROJECT wrote. The
+ * A frozen owner's open transaction holds the rows its PROJECT wrote. The
  * server ends that transaction once it has been idle longer than the bound, and the new owner's
  * PROJECT, whose lock waits time out meanwhile, retries within its lease and succeeds.
  */
