@@ -53,7 +53,7 @@ import { encodeQueuePayload, JobQueue, JobQueueUnavailable, payloadFor } from ".
 import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
 import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
 import { OutboxAdmin } from "../services/OutboxAdmin.js"
-import { QuotaLimitsConfig } from "../services/Quotas.js"
+import { QuotaLimitsConfig } from "../config/QuotaLimitsConfig.js"
 import type { FaultAction, ProviderTrouble } from "./faults.js"
 import type { DeliveryFaults } from "./faults.js"
 import type { Monitor } from "./invariants.js"

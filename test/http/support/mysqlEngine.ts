@@ -18,7 +18,7 @@ import { RedisCancelSignal } from "../../../src/layers/redis/RedisCancelSignal.j
 import { RedisJobEvents } from "../../../src/layers/redis/RedisJobEvents.js"
 import { RedisOutboxSignal } from "../../../src/layers/redis/RedisOutboxSignal.js"
 import { RedisWorkerDirectory } from "../../../src/layers/redis/RedisWorkerDirectory.js"
-import type { QuotaLimits } from "../../../src/services/Quotas.js"
+import type { QuotaLimits } from "../../../src/config/QuotaLimitsConfig.js"
 import { mysqlRepositories } from "../../support/foundationStack.js"
 import type { ScratchClientOptions } from "../../support/scratchDatabase.js"
 import { testRedisLayer, uniqueRedisPrefix } from "../../support/redis.js"

@@ -8,7 +8,7 @@ import { MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js
 import { MemoryWorkerDirectory } from "../../../src/layers/memory/MemoryWorkerDirectory.js"
 import { MysqlRepositories } from "../../../src/main/AppLayers.js"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
-import { QuotaLimitsConfig } from "../../../src/services/Quotas.js"
+import { QuotaLimitsConfig } from "../../../src/config/QuotaLimitsConfig.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
