@@ -22,6 +22,7 @@ import { EventTargets } from "../services/EventTargets.js"
 import { makeDomainEventTarget } from "../layers/bullmq/BullMqDomainEventTarget.js"
 import { WebhookHttpClient, webhookTargetsFromConfig } from "../layers/webhook/StandardWebhookTarget.js"
 import { WorkerServiceLive } from "../pipeline/worker.js"
+import { WorkerSettings } from "../config/WorkerSettings.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import { AiGateway } from "../services/AiGateway.js"
 import { AiGatewayTelemetryLive } from "../services/AiGatewayTelemetry.js"
@@ -367,7 +368,7 @@ export const DispatcherPart = OutboxDispatcherLive.pipe(Layer.provide(Layer.merg
  * Workers on `WORKER_QUEUES`, with the lock reaper and snapshot cleanup beside them, in a process
  * whose heap follows `WORKER_HEAP_GROWTH_PERCENT`.
  */
-export const WorkerPart = WorkerServiceLive.pipe(Layer.provide(WorkerHeapGrowth))
+export const WorkerPart = WorkerServiceLive.pipe(Layer.provide(WorkerHeapGrowth), Layer.provide(WorkerSettings.layer))
 
 /** Applies pending migrations before anything else starts (`MIGRATE_ON_START`, default true). */
 export const MigrationsOnStart = Layer.unwrapEffect(

@@ -3,7 +3,7 @@ import { ConfigProvider, Effect, Either, Option, Redacted } from "effect"
 import { httpTransportConfig } from "../../src/config/HttpTransportSettings.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../../src/config/EngineConfig.js"
 import { logLevelConfig } from "../../src/layers/logging.js"
-import { heapGrowthPercentConfig } from "../../src/main/heapGrowth.js"
+import { heapGrowthPercentConfig } from "../../src/config/WorkerSettings.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 
