@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either, Option, Redacted } from "effect"
 import { httpTransportConfig } from "../../src/config/HttpTransportSettings.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../../src/config/EngineConfig.js"
-import { logLevelConfig } from "../../src/layers/logging.js"
+import { logLevelConfig } from "../../src/config/LoggingSettings.js"
 import { heapGrowthPercentConfig } from "../../src/config/WorkerSettings.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
