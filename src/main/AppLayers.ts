@@ -5,7 +5,7 @@
  */
 import { HttpClient } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
-import { Config, type ConfigError, ConfigProvider, Effect, Layer, Option, Schema } from "effect"
+import { type ConfigError, ConfigProvider, Effect, Layer, Option, Schema } from "effect"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { AuthSettings } from "../config/AuthSettings.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
@@ -23,6 +23,8 @@ import { makeDomainEventTarget } from "../layers/bullmq/BullMqDomainEventTarget.
 import { WebhookHttpClient, webhookTargetsFromConfig } from "../layers/webhook/StandardWebhookTarget.js"
 import { WorkerServiceLive } from "../pipeline/worker.js"
 import { WorkerSettings } from "../config/WorkerSettings.js"
+import { GatewaySelection } from "../config/GatewaySelection.js"
+import { MigrationSettings } from "../config/MigrationSettings.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import { AiGateway } from "../services/AiGateway.js"
 import { AiGatewayTelemetryLive } from "../services/AiGatewayTelemetry.js"
@@ -216,21 +218,16 @@ export const DispatcherInfrastructure = Layer.mergeAll(
 
 // ---- The provider
 
-/**
- * `AI_GATEWAY`: `openai` (the OpenAI-compatible providers of `AI_PROVIDERS` / `AI_BASE_URL`) or
- * `synthetic`. Unset: `openai` when a provider has a key, otherwise `synthetic` (the embedded default).
- */
-export const gatewayKindConfig = Config.literal("openai", "synthetic")("AI_GATEWAY").pipe(Config.option)
-
+/** The gateway `GatewaySelection` names, or the one the providers' keys imply. */
 export const AiGatewayFromConfig = Layer.unwrapEffect(
   Effect.gen(function* () {
-    const kind = yield* gatewayKindConfig
+    const { kind } = yield* GatewaySelection
     const providers = yield* ProviderSettings
     const chosen = Option.getOrElse(kind, () => (ProviderSettings.anyKey(providers) ? "openai" as const : "synthetic" as const))
     yield* Effect.logInfo("AI gateway selected").pipe(Effect.annotateLogs({ gateway: chosen }))
     return chosen === "openai" ? OpenAiCompatibleGatewayLive : SyntheticGatewayLive
   })
-)
+).pipe(Layer.provide(GatewaySelection.layer))
 
 /**
  * Everything RESOLVE and EXECUTE need besides the gateway itself: ModelRouter, CredentialVault
@@ -372,8 +369,8 @@ export const WorkerPart = WorkerServiceLive.pipe(Layer.provide(WorkerHeapGrowth)
 
 /** Applies pending migrations before anything else starts (`MIGRATE_ON_START`, default true). */
 export const MigrationsOnStart = Layer.unwrapEffect(
-  Effect.map(Config.boolean("MIGRATE_ON_START").pipe(Config.withDefault(true)), (migrate) =>
-    migrate
+  Effect.map(MigrationSettings, ({ migrateOnStart }) =>
+    migrateOnStart
       ? Layer.effectDiscard(
         runMigrations.pipe(
           Effect.tap((applied) =>
@@ -383,4 +380,4 @@ export const MigrationsOnStart = Layer.unwrapEffect(
       ).pipe(Layer.provide(Layer.merge(MysqlFromConfig, NodeContext.layer)), Layer.provide(StorageConfig.layer))
       : Layer.empty
   )
-)
+).pipe(Layer.provide(MigrationSettings.layer))
