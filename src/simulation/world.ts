@@ -33,7 +33,7 @@ import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/Me
 import { makeMemoryBreakerStore, MemoryBreakerStore, MemoryCircuitBreaker } from "../layers/memory/MemoryCircuitBreaker.js"
 import { CircuitBreakerSettings } from "../config/CircuitBreakerSettings.js"
 import { type BreakerStore, type BreakerWrite, ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
-import { defaultPriceTable } from "../services/AiCostCalculator.js"
+import { defaultPriceTable } from "../config/PriceTableSettings.js"
 import { ProviderSettings } from "../config/ProviderSettings.js"
 import { makeDispatcher } from "../pipeline/dispatcher.js"
 import { makeEventDispatcher } from "../pipeline/eventDispatcher.js"
