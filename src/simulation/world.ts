@@ -9,6 +9,8 @@ import { jobCatalogLayer } from "../jobs/JobCatalogLive.js"
 import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import { CredentialVault } from "../services/CredentialVault.js"
+import { CredentialKeyringSettings } from "../config/CredentialKeyringSettings.js"
+import { ModelRouterSettings } from "../config/ModelRouterSettings.js"
 import { ModelRouter } from "../services/ModelRouter.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
 import { ContentSafety } from "../services/ContentSafety.js"
@@ -187,13 +189,14 @@ export const platformKeysOf = (failover: boolean): ReadonlyMap<string, Redacted.
 /** The providers, the route and their keys as configuration gives them, for the failover world. */
 const failoverProviders = Layer.mergeAll(
   ModelRouter.DefaultWithoutDependencies.pipe(
+    Layer.provide(ModelRouterSettings.layer),
     Layer.provide(
       Layer.setConfigProvider(
         ConfigProvider.fromMap(new Map([["AI_MODEL_ROUTES", JSON.stringify({ "*:platform_key": { fallbacks: failoverWorld.route.slice(1) } })]]))
       )
     )
   ),
-  CredentialVault.DefaultWithoutDependencies
+  CredentialVault.DefaultWithoutDependencies.pipe(Layer.provide(CredentialKeyringSettings.layer))
 ).pipe(
   Layer.provideMerge(
     ProviderSettings.make(
@@ -314,7 +317,9 @@ const workerLayer = (
     outages
   })
   // The failover world's vault reads the providers' keys from the shared settings.
-  const vault = settings.failover ? CredentialVault.DefaultWithoutDependencies : CredentialVault.Default
+  const vault = settings.failover
+    ? CredentialVault.DefaultWithoutDependencies.pipe(Layer.provide(CredentialKeyringSettings.layer))
+    : CredentialVault.Default
   return Layer.mergeAll(jobCatalogLayer(simulationCatalog), vault).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
