@@ -1,4 +1,4 @@
-import { ConfigProvider, Context, Effect, Either, Exit, FiberRef, HashMap, Layer, Option, Random, Redacted, Scope } from "effect"
+import { ConfigProvider, Context, Duration, Effect, Either, Exit, FiberRef, HashMap, Layer, Option, Random, Redacted, Scope } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { CredentialError, ProviderError } from "../domain/ExecutionError.js"
 import { allQueueNames } from "../domain/QueueName.js"
@@ -537,7 +537,7 @@ export const makeWorld = (options: {
           Context.add(DispatcherSettings, {
             ...DispatcherSettings.defaults,
             dispatcherId: id,
-            releaseIntervalMs: settings.dispatcherReleaseIntervalMs
+            releaseInterval: Duration.millis(settings.dispatcherReleaseIntervalMs)
           }),
           // Terminal events have no target here: the notify lane settles them.
           Context.add(EventTargets, []),
