@@ -2,7 +2,7 @@ import { type Job, Queue, Worker } from "bullmq"
 import { Deferred, Effect } from "effect"
 import { Redis } from "ioredis"
 import { newId } from "../src/domain/Ids.js"
-import { adrQueueSettings } from "../src/config/QueueSettings.js"
+import { queueDefaults } from "../src/config/QueueSettings.js"
 import { encodeQueuePayload, payloadFor, queueJobIdFor, queuePriorityFor } from "../src/services/JobQueue.js"
 import { monoMillis, runPaced } from "./infra.js"
 import { cpuMsPerJobSince } from "./procStat.js"
@@ -21,7 +21,7 @@ const connection = (redisUrl: string, name: string) =>
     (redis) => Effect.promise(() => redis.quit()).pipe(Effect.timeoutOption("2 seconds"), Effect.ignore)
   )
 
-const setting = adrQueueSettings["ai-interactive"]
+const setting = queueDefaults["ai-interactive"]
 
 /** A queue and a worker under `prefix`; `onProcess` is the processor (a no-op for the raw baselines). */
 export const rawQueue = (options: {

@@ -5,7 +5,7 @@ import type mysql from "mysql2/promise"
 import { newId } from "../src/domain/Ids.js"
 import { legacyStatusOf } from "../src/domain/LifecycleStatus.js"
 import { redactionVersion } from "../src/services/SnapshotBuilder.js"
-import { adrQueueSettings } from "../src/config/QueueSettings.js"
+import { queueDefaults } from "../src/config/QueueSettings.js"
 import { encodeQueuePayload, payloadFor, queueJobIdFor, queuePriorityFor } from "../src/services/JobQueue.js"
 import { benchChild } from "./childProcess.js"
 import { awaitTerminal } from "./engine.js"
@@ -25,7 +25,7 @@ import { ratio, round } from "./stats.js"
  * (the second stays 5 × the first) and the output says what was measured.
  */
 
-const setting = adrQueueSettings["ai-interactive"]
+const setting = queueDefaults["ai-interactive"]
 const targetType = "bench_memory"
 
 const precreate = (pool: mysql.Pool, queue: BullQueue, from: number, count: number) =>

@@ -28,7 +28,7 @@ import { availableParallelism, loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
 import { FetchHttpClient } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
-import { Config, Deferred, Effect, Fiber, Logger, LogLevel, Option, Redacted, Schema, Stream } from "effect"
+import { Config, Deferred, Duration, Effect, Fiber, Logger, LogLevel, Option, Redacted, Schema, Stream } from "effect"
 import { type AiJob, leaseOf } from "../src/domain/AiJob.js"
 import { signToken } from "../src/http/AuthTokens.js"
 import { jobStatusStream } from "../src/http/client.js"
@@ -376,7 +376,7 @@ const program = Effect.gen(function* () {
     `${measured.capProbe.perUser.refusal?.status ?? "200 (not refused)"} (Retry-After ${measured.capProbe.perUser.refusal?.retryAfter ?? "-"}); ` +
     `SSE_MAX_PER_PROCESS ${measured.capProbe.perProcess.cap}: stream ${measured.capProbe.perProcess.refusedAtStream} answered ` +
     `${measured.capProbe.perProcess.refusal?.status ?? "200 (not refused)"} (Retry-After ${measured.capProbe.perProcess.refusal?.retryAfter ?? "-"}); ` +
-    `SSE_MAX_DURATION_MS ${defaultLiveStreams.maxDurationMs}`,
+    `SSE_MAX_DURATION_MS ${Duration.toMillis(defaultLiveStreams.maxDuration)}`,
     `terminal status then close: ${measured.ended.terminal} of ${s.streams} streams` +
     (measured.ended.terminal === s.streams
       ? ""

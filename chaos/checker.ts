@@ -5,8 +5,7 @@ import { Effect, type ParseResult, Schema } from "effect"
  * What the chaos run checks in MySQL once the fleet has drained: every job terminal, exactly
  * one projection per succeeded job and none for the others, the outbox published, attempts
  * within their limit, one usage row per provider call. Each broken rule is one `Violation`;
- * a rule that a known defect of issue 18 breaks names that defect, so a failing run says
- * whether it is news.
+ * a rule that a known defect breaks names that defect, so a failing run says whether it is news.
  */
 
 export const rules = {
@@ -19,23 +18,23 @@ export const rules = {
   outboxUnpublished: { title: "outbox event left unpublished" },
   deadButDelivered: {
     title: "outbox event dead although its job was delivered",
-    defect: "issue 18 defect 3: an abandoned queue add ran after the event was counted as failed"
+    defect: "an abandoned queue add ran after the event was counted as failed"
   },
   usageNotUnique: {
     title: "two usage rows for one provider call",
-    defect: "issue 18 defect 6: attempt_no is \"existing rows + 1\", a zombie and its successor write the same number"
+    defect: "attempt_no is \"existing rows + 1\", a zombie and its successor write the same number"
   },
   cancelAnswerMismatch: {
     title: "cancel answered 409 although it stamped cancel_requested_at",
-    defect: "issue 18 defect 6: the cancel answer does not match what was written"
+    defect: "the cancel answer does not match what was written"
   },
   internalFailure: {
     title: "job failed for an internal reason that no crash of its worker explains",
-    defect: "issue 18 defect 1 (a SIGTERM hand-off used up an attempt) or defect 2 (a frozen owner's transaction failed the new owner)"
+    defect: "a SIGTERM hand-off used up an attempt, or a frozen owner's transaction failed the new owner"
   },
   serverError: {
     title: "a request answered 5xx other than 503",
-    defect: "issue 18 defect 4: a commit whose outcome is unknown answers 500 instead of 503"
+    defect: "a commit whose outcome is unknown answers 500 instead of 503"
   },
   unexpectedAnswer: { title: "a request answered 4xx that a well-behaved client never gets" },
   createHeldByRedis: { title: "a create sent while Redis was paused waited past the create deadline" },
@@ -61,9 +60,9 @@ export interface CheckContext {
    * internal code once their attempts run out. Without it, the internal-failure rule is skipped.
    */
   readonly crashedJobs?: ReadonlySet<string>
-  /** Jobs held by a worker when it was frozen (SIGSTOP), to name defect 2 in a message. */
+  /** Jobs held by a worker when it was frozen (SIGSTOP), to name that in a message: its transaction may fail the new owner. */
   readonly frozenJobs?: ReadonlySet<string>
-  /** Jobs held by a worker when it was asked to stop (SIGTERM), to name defect 1 in a message. */
+  /** Jobs held by a worker when it was asked to stop (SIGTERM), to name that in a message: a hand-off may use up an attempt. */
   readonly handedOffJobs?: ReadonlySet<string>
   /** What clients were answered besides success: 5xx other than 503, and 4xx. */
   readonly serverErrorAnswers?: ReadonlyArray<string>
@@ -87,7 +86,7 @@ export interface CheckReport {
   readonly attempts: number
   /**
    * Jobs that took more than one attempt although no worker holding them crashed, and how many
-   * of those a SIGTERM hand-off touched (issue 18 defect 1 counts a hand-off as an attempt).
+   * of those a SIGTERM hand-off touched (the known defect where a hand-off uses up an attempt).
    * Not a violation: a lease can also lapse on an overloaded machine.
    */
   readonly retakenWithoutCrash: { readonly jobs: number; readonly handedOff: number } | undefined
@@ -237,8 +236,8 @@ export const checkDatabase = (
       const code = job.errorCode ?? ""
       if (crashed !== undefined && job.lifecycleStatus === "failed" && code.startsWith("INTERNAL_") && !(code === "INTERNAL_WORKER_LOST" && crashed.has(job.id))) {
         const hints = [
-          ...(context.handedOffJobs?.has(job.id) === true ? ["its worker was stopped with SIGTERM while holding it (defect 1)"] : []),
-          ...(context.frozenJobs?.has(job.id) === true ? ["its worker was frozen with SIGSTOP while holding it (defect 2)"] : [])
+          ...(context.handedOffJobs?.has(job.id) === true ? ["its worker was stopped with SIGTERM while holding it: its hand-off may have used up an attempt"] : []),
+          ...(context.frozenJobs?.has(job.id) === true ? ["its worker was frozen with SIGSTOP while holding it: its open transaction may have failed the new owner"] : [])
         ]
         violations.push({
           rule: "internalFailure",

@@ -69,7 +69,7 @@ export const formatSummary = (summary: RunSummary): string => {
     ...(check.retakenWithoutCrash === undefined ? [] : [row(
       "more than one attempt, no crash",
       check.retakenWithoutCrash.jobs,
-      `${check.retakenWithoutCrash.handedOff} of them handed off by a SIGTERM (issue 18 defect 1 counts that as an attempt)`
+      `${check.retakenWithoutCrash.handedOff} of them handed off by a SIGTERM (the known defect where a hand-off uses up an attempt)`
     )]),
     "",
     "clients",

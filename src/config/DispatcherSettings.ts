@@ -1,5 +1,6 @@
 import { hostname } from "node:os"
-import { Config, Context, Effect, Layer, Option } from "effect"
+import { Config, Context, Duration, Effect, Layer, Option } from "effect"
+import { positiveMillisDuration } from "./configValues.js"
 import { newId } from "../domain/Ids.js"
 
 /** The dispatcher's knobs; lock TTL and poll interval come from `TimingConfig`. */
@@ -12,11 +13,11 @@ export interface DispatcherSettingsShape {
   readonly dispatchConcurrency: number
   /** docs/architecture.md §6.4: the failed dispatch that makes an event `dead`. */
   readonly maxAttempts: number
-  /** First retry delay after a failed add; doubles per failure (jittered), capped at `retryMaxDelayMs`. */
-  readonly retryBaseDelayMs: number
-  readonly retryMaxDelayMs: number
+  /** First retry delay after a failed add; doubles per failure (jittered), capped at `retryMaxDelay`. */
+  readonly retryBaseDelay: Duration.Duration
+  readonly retryMaxDelay: Duration.Duration
   /** docs/architecture.md §6.4: how often expired claims are released, at most (and at most half the claim TTL). */
-  readonly releaseIntervalMs: number
+  readonly releaseInterval: Duration.Duration
   /**
    * After an add whose outcome is unknown (timed out, connection lost), how many times to ask
    * whether the queue job exists before counting a failure; each ask is bounded by the queue's
@@ -29,9 +30,9 @@ const defaults: Omit<DispatcherSettingsShape, "dispatcherId"> = {
   batchSize: 100,
   dispatchConcurrency: 16,
   maxAttempts: 3,
-  retryBaseDelayMs: 1_000,
-  retryMaxDelayMs: 60_000,
-  releaseIntervalMs: 30_000,
+  retryBaseDelay: Duration.seconds(1),
+  retryMaxDelay: Duration.minutes(1),
+  releaseInterval: Duration.seconds(30),
   addChecks: 3
 }
 
@@ -49,19 +50,17 @@ export class DispatcherSettings extends Context.Tag("ai-job-engine/DispatcherSet
   DispatcherSettingsShape
 >() {
   /** `OUTBOX_BATCH_SIZE`, `OUTBOX_RETRY_BASE_MS`, `OUTBOX_RETRY_MAX_MS`; `DISPATCHER_ID` or a fresh id. */
-  static readonly layer = Layer.effect(
-    DispatcherSettings,
-    Effect.gen(function* () {
-      const config = yield* Config.all({
-        dispatcherId: Config.option(Config.nonEmptyString("DISPATCHER_ID")),
-        batchSize: positiveInt("OUTBOX_BATCH_SIZE", defaults.batchSize),
-        retryBaseDelayMs: positiveInt("OUTBOX_RETRY_BASE_MS", defaults.retryBaseDelayMs),
-        retryMaxDelayMs: positiveInt("OUTBOX_RETRY_MAX_MS", defaults.retryMaxDelayMs)
-      })
-      const dispatcherId = Option.isSome(config.dispatcherId) ? config.dispatcherId.value : yield* newDispatcherId
-      return { ...defaults, ...config, dispatcherId }
+  static readonly config = Effect.gen(function* () {
+    const config = yield* Config.all({
+      dispatcherId: Config.option(Config.nonEmptyString("DISPATCHER_ID")),
+      batchSize: positiveInt("OUTBOX_BATCH_SIZE", defaults.batchSize),
+      retryBaseDelay: positiveMillisDuration("OUTBOX_RETRY_BASE_MS", defaults.retryBaseDelay),
+      retryMaxDelay: positiveMillisDuration("OUTBOX_RETRY_MAX_MS", defaults.retryMaxDelay)
     })
-  )
+    const dispatcherId = Option.isSome(config.dispatcherId) ? config.dispatcherId.value : yield* newDispatcherId
+    return { ...defaults, ...config, dispatcherId }
+  })
+  static readonly layer = Layer.effect(DispatcherSettings, DispatcherSettings.config)
   static readonly defaults = defaults
   static readonly make = (overrides: Partial<DispatcherSettingsShape> = {}) =>
     Layer.effect(

@@ -52,7 +52,10 @@ const base64Key32 = (name: string) =>
     })
   )
 
-/** Where the state lives. Both unset means the embedded, in-memory engine. */
+/** The Redis keys' prefix when `REDIS_KEY_PREFIX` is unset. */
+export const defaultRedisPrefix = "aije"
+
+/** Where the state lives. Both URLs unset means the embedded, in-memory engine. */
 export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
   StorageConfig,
   {
@@ -65,6 +68,8 @@ export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
      * at 500 in flight: 10 left 160 jobs waiting to be locked and an interactive one 10 s behind them).
      */
     readonly databasePoolSize: number
+    /** `REDIS_KEY_PREFIX` (default `aije`): what every Redis key of this engine starts with. */
+    readonly redisKeyPrefix: string
   }
 >() {
   static readonly config = Config.all({
@@ -73,6 +78,13 @@ export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
     databasePoolSize: Config.integer("DATABASE_POOL_SIZE").pipe(
       Config.withDefault(10),
       Config.validate({ message: "DATABASE_POOL_SIZE must be a whole number from 1 to 1000", validation: (n) => n >= 1 && n <= 1_000 })
+    ),
+    redisKeyPrefix: Config.string("REDIS_KEY_PREFIX").pipe(
+      Config.withDefault(defaultRedisPrefix),
+      Config.validate({
+        message: "REDIS_KEY_PREFIX must be 1-64 letters, digits, '-', '_' or '.'",
+        validation: (value) => /^[A-Za-z0-9._-]{1,64}$/.test(value)
+      })
     )
   })
   static readonly layer = Layer.effect(StorageConfig, StorageConfig.config)

@@ -1,4 +1,5 @@
-import { Config } from "effect"
+import { Config, Duration } from "effect"
+import { positiveMillisDuration } from "./configValues.js"
 
 /**
  * How the HTTP server treats the transport itself: the largest request body it reads, how long
@@ -9,17 +10,17 @@ export interface HttpTransportSettings {
   /** `HTTP_MAX_BODY_BYTES`: a larger body is refused with 413 without being read past the limit. */
   readonly maxBodyBytes: number
   /** `HTTP_REQUEST_TIMEOUT_MS`: a request (headers and body) not received in this time is closed with 408. */
-  readonly requestTimeoutMs: number
+  readonly requestTimeout: Duration.Duration
   /** `HTTP_HEADERS_TIMEOUT_MS`: headers not received in this time are closed with 408. */
-  readonly headersTimeoutMs: number
+  readonly headersTimeout: Duration.Duration
   /** `CORS_ALLOWED_ORIGINS`: origins answered with CORS headers; empty turns CORS off. */
   readonly corsAllowedOrigins: ReadonlyArray<string>
 }
 
 export const defaultHttpTransport: HttpTransportSettings = {
   maxBodyBytes: 1_048_576,
-  requestTimeoutMs: 30_000,
-  headersTimeoutMs: 10_000,
+  requestTimeout: Duration.seconds(30),
+  headersTimeout: Duration.seconds(10),
   corsAllowedOrigins: []
 }
 
@@ -49,13 +50,13 @@ const corsOrigins = Config.string("CORS_ALLOWED_ORIGINS").pipe(
 
 export const httpTransportConfig: Config.Config<HttpTransportSettings> = Config.all({
   maxBodyBytes: positiveInteger("HTTP_MAX_BODY_BYTES", defaultHttpTransport.maxBodyBytes),
-  requestTimeoutMs: positiveInteger("HTTP_REQUEST_TIMEOUT_MS", defaultHttpTransport.requestTimeoutMs),
-  headersTimeoutMs: positiveInteger("HTTP_HEADERS_TIMEOUT_MS", defaultHttpTransport.headersTimeoutMs),
+  requestTimeout: positiveMillisDuration("HTTP_REQUEST_TIMEOUT_MS", defaultHttpTransport.requestTimeout),
+  headersTimeout: positiveMillisDuration("HTTP_HEADERS_TIMEOUT_MS", defaultHttpTransport.headersTimeout),
   corsAllowedOrigins: corsOrigins
 }).pipe(
   Config.validate({
     message: "HTTP_HEADERS_TIMEOUT_MS must not be longer than HTTP_REQUEST_TIMEOUT_MS",
-    validation: (settings) => settings.headersTimeoutMs <= settings.requestTimeoutMs
+    validation: (settings) => Duration.lessThanOrEqualTo(settings.headersTimeout, settings.requestTimeout)
   })
 )
 
@@ -63,8 +64,11 @@ export const httpTransportConfig: Config.Config<HttpTransportSettings> = Config.
  * Node's own timers, from the settings. Node checks them every `connectionsCheckingInterval`
  * (30 s by default), so the check runs often enough for the shorter of the two to hold.
  */
-export const nodeServerOptions = (settings: HttpTransportSettings) => ({
-  requestTimeout: settings.requestTimeoutMs,
-  headersTimeout: settings.headersTimeoutMs,
-  connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(settings.headersTimeoutMs / 4)))
-})
+export const nodeServerOptions = (settings: HttpTransportSettings) => {
+  const headersTimeout = Duration.toMillis(settings.headersTimeout)
+  return {
+    requestTimeout: Duration.toMillis(settings.requestTimeout),
+    headersTimeout,
+    connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(headersTimeout / 4)))
+  }
+}

@@ -1,5 +1,5 @@
-import { Config } from "effect"
-import { positiveMillis, positiveWhole } from "./configValues.js"
+import { Config, Duration } from "effect"
+import { positiveMillisDuration, positiveWhole } from "./configValues.js"
 
 /**
  * Bounds on the connections that follow a job (the SSE stream and the long poll): each holds a
@@ -12,13 +12,13 @@ export interface LiveStreamSettings {
   /** `SSE_MAX_PER_PROCESS`: streams and long polls open at once in this process (429 past it); keep it well under `ulimit -n`. */
   readonly maxPerProcess: number
   /** `SSE_MAX_DURATION_MS`: a stream is closed after this long (the client reconnects with `Last-Event-ID`). */
-  readonly maxDurationMs: number
+  readonly maxDuration: Duration.Duration
 }
 
-export const defaultLiveStreams: LiveStreamSettings = { maxPerUser: 32, maxPerProcess: 500, maxDurationMs: 30 * 60_000 }
+export const defaultLiveStreams: LiveStreamSettings = { maxPerUser: 32, maxPerProcess: 500, maxDuration: Duration.minutes(30) }
 
 export const liveStreamConfig: Config.Config<LiveStreamSettings> = Config.all({
   maxPerUser: positiveWhole("SSE_MAX_PER_USER", defaultLiveStreams.maxPerUser),
   maxPerProcess: positiveWhole("SSE_MAX_PER_PROCESS", defaultLiveStreams.maxPerProcess),
-  maxDurationMs: positiveMillis("SSE_MAX_DURATION_MS", defaultLiveStreams.maxDurationMs)
+  maxDuration: positiveMillisDuration("SSE_MAX_DURATION_MS", defaultLiveStreams.maxDuration)
 })

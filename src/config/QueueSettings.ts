@@ -21,8 +21,11 @@ export interface QueueSettingsShape {
   readonly shutdownGraceMs: number
 }
 
-/** The spec's queue settings, verbatim (docs/architecture.md §7.1). */
-export const adrQueueSettings: Readonly<Record<QueueName, QueueSetting>> = {
+/**
+ * Each queue's settings as the spec gives them (docs/architecture.md §7.1): every process uses the
+ * lock, attempts and backoff; the concurrency is `make`'s, a process defaults to `ioBoundConcurrency`.
+ */
+export const queueDefaults: Readonly<Record<QueueName, QueueSetting>> = {
   "ai-interactive": { concurrency: 2, lockDurationMs: 30_000, attempts: 2, backoffDelayMs: 2_000 },
   "ai-background": { concurrency: 1, lockDurationMs: 60_000, attempts: 3, backoffDelayMs: 5_000 }
 }
@@ -34,7 +37,7 @@ export const adrQueueSettings: Readonly<Record<QueueName, QueueSetting>> = {
 export const ioBoundConcurrency: Readonly<Record<QueueName, number>> = { "ai-interactive": 50, "ai-background": 20 }
 
 const defaults: QueueSettingsShape = {
-  queues: adrQueueSettings,
+  queues: queueDefaults,
   addTimeoutMs: 5_000,
   shutdownGraceMs: 30_000
 }
@@ -59,8 +62,8 @@ export class QueueSettings extends Context.Tag("ai-job-engine/QueueSettings")<Qu
   }).pipe(
     Config.map(({ addTimeoutMs, background, interactive, shutdownGraceMs }): QueueSettingsShape => ({
       queues: {
-        "ai-interactive": { ...adrQueueSettings["ai-interactive"], concurrency: interactive },
-        "ai-background": { ...adrQueueSettings["ai-background"], concurrency: background }
+        "ai-interactive": { ...queueDefaults["ai-interactive"], concurrency: interactive },
+        "ai-background": { ...queueDefaults["ai-background"], concurrency: background }
       },
       addTimeoutMs,
       shutdownGraceMs
@@ -78,8 +81,8 @@ export class QueueSettings extends Context.Tag("ai-job-engine/QueueSettings")<Qu
       addTimeoutMs: overrides.addTimeoutMs ?? defaults.addTimeoutMs,
       shutdownGraceMs: overrides.shutdownGraceMs ?? defaults.shutdownGraceMs,
       queues: {
-        "ai-interactive": { ...adrQueueSettings["ai-interactive"], ...overrides.queues?.["ai-interactive"] },
-        "ai-background": { ...adrQueueSettings["ai-background"], ...overrides.queues?.["ai-background"] }
+        "ai-interactive": { ...queueDefaults["ai-interactive"], ...overrides.queues?.["ai-interactive"] },
+        "ai-background": { ...queueDefaults["ai-background"], ...overrides.queues?.["ai-background"] }
       }
     })
 }

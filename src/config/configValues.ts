@@ -1,4 +1,4 @@
-import { Config } from "effect"
+import { Config, Duration } from "effect"
 
 /** A positive whole number read from `name`, `fallback` when unset; a bad value fails at start naming the variable. */
 export const positiveWhole = (name: string, fallback: number, unit?: string) =>
@@ -9,3 +9,7 @@ export const positiveWhole = (name: string, fallback: number, unit?: string) =>
 
 /** A positive whole number of milliseconds read from `name`. */
 export const positiveMillis = (name: string, fallback: number) => positiveWhole(name, fallback, "milliseconds")
+
+/** A positive duration read from `name` as a whole number of milliseconds (the variable keeps its `_MS` format). */
+export const positiveMillisDuration = (name: string, fallback: Duration.Duration) =>
+  positiveMillis(name, Duration.toMillis(fallback)).pipe(Config.map(Duration.millis))

@@ -1,4 +1,4 @@
-import { Clock, Effect, HashMap, Option, Ref, Schema, type Scope } from "effect"
+import { Clock, Duration, Effect, HashMap, Option, Ref, Schema, type Scope } from "effect"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { TooManyStreamsError } from "./ApiErrors.js"
 import { retryAfter } from "./errorMapping.js"
@@ -42,6 +42,7 @@ type RefusalLogs = Readonly<Record<TooManyLiveStreams["cap"], RefusalLog>>
 export class LiveStreamLimits extends Effect.Service<LiveStreamLimits>()("ai-job-engine/http/LiveStreamLimits", {
   effect: Effect.gen(function* () {
     const { liveStreams } = yield* ApiSettings
+    const maxDurationMillis = Duration.toMillis(liveStreams.maxDuration)
     const slots = yield* Ref.make<Slots>({ total: 0, perUser: HashMap.empty() })
     const quiet: RefusalLog = { lastLoggedAtMillis: Number.NEGATIVE_INFINITY, refusedSince: 0 }
     const refusals = yield* Ref.make<RefusalLogs>({ user: quiet, process: quiet })
@@ -100,9 +101,9 @@ export class LiveStreamLimits extends Effect.Service<LiveStreamLimits>()("ai-job
     /** Where a stream opened now by a token expiring at `tokenExpiresAtMillis` ends. */
     const streamEnd = (tokenExpiresAtMillis: number): Effect.Effect<StreamEnd> =>
       Effect.map(Clock.currentTimeMillis, (now): StreamEnd =>
-        tokenExpiresAtMillis <= now + liveStreams.maxDurationMs
+        tokenExpiresAtMillis <= now + maxDurationMillis
           ? { atMillis: tokenExpiresAtMillis, reason: "token expired" }
-          : { atMillis: now + liveStreams.maxDurationMs, reason: "SSE_MAX_DURATION_MS reached" })
+          : { atMillis: now + maxDurationMillis, reason: "SSE_MAX_DURATION_MS reached" })
 
     return { reserve, streamEnd }
   })

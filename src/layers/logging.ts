@@ -1,15 +1,5 @@
-import { Config, Console, Context, Effect, FiberRef, FiberRefs, Inspectable, Layer, Logger, LogLevel, Option, Tracer } from "effect"
-
-/**
- * Logs: `LOG_FORMAT=json` writes one JSON object a line (production, log shippers); anything
- * else, or unset, a readable terminal format. `LOG_LEVEL` (default Info) sets the minimum level.
- * Lines carry the annotations the engine sets (jobId, jobType, stage, attempt, workerId) and
- * never job input, snapshot content, provider output or keys. JSON lines written inside a span
- * carry its `trace_id` and `span_id`, so a log shipper can join them to the trace.
- */
-export const logFormatConfig = Config.literal("json", "pretty", "logfmt")("LOG_FORMAT").pipe(Config.withDefault("pretty"))
-
-export const logLevelConfig = Config.logLevel("LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info))
+import { Console, Context, Effect, FiberRef, FiberRefs, Inspectable, Layer, Logger, Option, Tracer } from "effect"
+import { LoggingSettings } from "../config/LoggingSettings.js"
 
 /** The span a log call runs in, if any (a remote parent counts: its ids are the trace's). */
 const activeSpan = (context: FiberRefs.FiberRefs): Option.Option<Tracer.AnySpan> =>
@@ -46,10 +36,16 @@ const writeLines = (lines: ReadonlyArray<string>) => Console.log(lines.join("\n"
 const batchedToStdout = (format: Logger.Logger<unknown, string>) =>
   Logger.replaceScoped(Logger.defaultLogger, Logger.batched(format, logBatchWindow, writeLines))
 
+/**
+ * Logs: `LOG_FORMAT=json` writes one JSON object a line (production, log shippers); anything
+ * else, or unset, a readable terminal format. `LOG_LEVEL` (default Info) sets the minimum level.
+ * Lines carry the annotations the engine sets (jobId, jobType, stage, attempt, workerId) and
+ * never job input, snapshot content, provider output or keys. JSON lines written inside a span
+ * carry its `trace_id` and `span_id`, so a log shipper can join them to the trace.
+ */
 export const LoggingLive = Layer.unwrapEffect(
   Effect.gen(function* () {
-    const format = yield* logFormatConfig
-    const level = yield* logLevelConfig
+    const { format, level } = yield* LoggingSettings
     const logger = format === "json"
       ? batchedToStdout(jsonLoggerWithTrace)
       : format === "logfmt"
@@ -57,4 +53,4 @@ export const LoggingLive = Layer.unwrapEffect(
       : Logger.pretty
     return Layer.merge(logger, Logger.minimumLogLevel(level))
   })
-)
+).pipe(Layer.provide(LoggingSettings.layer))

@@ -5,7 +5,7 @@
  */
 import { HttpClient } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
-import { Config, type ConfigError, ConfigProvider, Effect, Layer, Option, Schema } from "effect"
+import { type ConfigError, ConfigProvider, Effect, Layer, Option, Schema } from "effect"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { AuthSettings } from "../config/AuthSettings.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
@@ -22,6 +22,9 @@ import { EventTargets } from "../services/EventTargets.js"
 import { makeDomainEventTarget } from "../layers/bullmq/BullMqDomainEventTarget.js"
 import { WebhookHttpClient, webhookTargetsFromConfig } from "../layers/webhook/StandardWebhookTarget.js"
 import { WorkerServiceLive } from "../pipeline/worker.js"
+import { WorkerSettings } from "../config/WorkerSettings.js"
+import { GatewaySelection } from "../config/GatewaySelection.js"
+import { MigrationSettings } from "../config/MigrationSettings.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import { AiGateway } from "../services/AiGateway.js"
 import { AiGatewayTelemetryLive } from "../services/AiGatewayTelemetry.js"
@@ -34,7 +37,7 @@ import { ModelRouter } from "../services/ModelRouter.js"
 import { OutboxAdmin } from "../services/OutboxAdmin.js"
 import type { JobQueue } from "../services/JobQueue.js"
 import type { OutboxRepository } from "../services/OutboxRepository.js"
-import { QuotaLimitsConfig } from "../services/Quotas.js"
+import { QuotaLimitsConfig } from "../config/QuotaLimitsConfig.js"
 import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
 import { BullMqJobQueueLive } from "../layers/bullmq/BullMqJobQueue.js"
 import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
@@ -54,7 +57,7 @@ import { MemoryUsageLogRepository } from "../layers/memory/MemoryUsageLogReposit
 import { MemoryWorkerDirectory } from "../layers/memory/MemoryWorkerDirectory.js"
 import { MemoryJobStatistics } from "../layers/memory/MemoryJobStatistics.js"
 import { MysqlJobStatistics } from "../layers/mysql/MysqlJobStatistics.js"
-import { MysqlCredentialRepository } from "../layers/mysql/CredentialRepository.js"
+import { MysqlCredentialRepository } from "../layers/mysql/MysqlCredentialRepository.js"
 import { MysqlAiJobLifecycleRepository } from "../layers/mysql/MysqlAiJobLifecycleRepository.js"
 import { MysqlArtifactRepository } from "../layers/mysql/MysqlArtifactRepository.js"
 import { MysqlFromConfig } from "../layers/mysql/MysqlDatabase.js"
@@ -63,7 +66,7 @@ import { MysqlProjectionStore } from "../layers/mysql/MysqlProjectionStore.js"
 import { MysqlQuotas } from "../layers/mysql/MysqlQuotas.js"
 import { MysqlSnapshotRepository } from "../layers/mysql/MysqlSnapshotRepository.js"
 import { MysqlUnitOfWork } from "../layers/mysql/MysqlUnitOfWork.js"
-import { MysqlUsageLogRepository } from "../layers/mysql/UsageLogRepository.js"
+import { MysqlUsageLogRepository } from "../layers/mysql/MysqlUsageLogRepository.js"
 import { QueueSettings } from "../config/QueueSettings.js"
 import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
 import { ProviderSettings } from "../config/ProviderSettings.js"
@@ -215,21 +218,16 @@ export const DispatcherInfrastructure = Layer.mergeAll(
 
 // ---- The provider
 
-/**
- * `AI_GATEWAY`: `openai` (the OpenAI-compatible providers of `AI_PROVIDERS` / `AI_BASE_URL`) or
- * `synthetic`. Unset: `openai` when a provider has a key, otherwise `synthetic` (the embedded default).
- */
-export const gatewayKindConfig = Config.literal("openai", "synthetic")("AI_GATEWAY").pipe(Config.option)
-
+/** The gateway `GatewaySelection` names, or the one the providers' keys imply. */
 export const AiGatewayFromConfig = Layer.unwrapEffect(
   Effect.gen(function* () {
-    const kind = yield* gatewayKindConfig
+    const { kind } = yield* GatewaySelection
     const providers = yield* ProviderSettings
     const chosen = Option.getOrElse(kind, () => (ProviderSettings.anyKey(providers) ? "openai" as const : "synthetic" as const))
     yield* Effect.logInfo("AI gateway selected").pipe(Effect.annotateLogs({ gateway: chosen }))
     return chosen === "openai" ? OpenAiCompatibleGatewayLive : SyntheticGatewayLive
   })
-)
+).pipe(Layer.provide(GatewaySelection.layer))
 
 /**
  * Everything RESOLVE and EXECUTE need besides the gateway itself: ModelRouter, CredentialVault
@@ -367,12 +365,12 @@ export const DispatcherPart = OutboxDispatcherLive.pipe(Layer.provide(Layer.merg
  * Workers on `WORKER_QUEUES`, with the lock reaper and snapshot cleanup beside them, in a process
  * whose heap follows `WORKER_HEAP_GROWTH_PERCENT`.
  */
-export const WorkerPart = WorkerServiceLive.pipe(Layer.provide(WorkerHeapGrowth))
+export const WorkerPart = WorkerServiceLive.pipe(Layer.provide(WorkerHeapGrowth), Layer.provide(WorkerSettings.layer))
 
 /** Applies pending migrations before anything else starts (`MIGRATE_ON_START`, default true). */
 export const MigrationsOnStart = Layer.unwrapEffect(
-  Effect.map(Config.boolean("MIGRATE_ON_START").pipe(Config.withDefault(true)), (migrate) =>
-    migrate
+  Effect.map(MigrationSettings, ({ migrateOnStart }) =>
+    migrateOnStart
       ? Layer.effectDiscard(
         runMigrations.pipe(
           Effect.tap((applied) =>
@@ -382,4 +380,4 @@ export const MigrationsOnStart = Layer.unwrapEffect(
       ).pipe(Layer.provide(Layer.merge(MysqlFromConfig, NodeContext.layer)), Layer.provide(StorageConfig.layer))
       : Layer.empty
   )
-)
+).pipe(Layer.provide(MigrationSettings.layer))

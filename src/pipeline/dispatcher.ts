@@ -12,24 +12,24 @@ import { makeEventDispatcher } from "./eventDispatcher.js"
 
 /**
  * The delay before the `failure`-th retry (1-based), read off the retry Schedule: exponential
- * from `retryBaseDelayMs`, jittered, capped at `retryMaxDelayMs`.
+ * from `retryBaseDelay`, jittered, capped at `retryMaxDelay`.
  */
-export const dispatchRetrySchedule = (settings: Pick<DispatcherSettingsShape, "retryBaseDelayMs" | "retryMaxDelayMs">) =>
-  Schedule.exponential(Duration.millis(settings.retryBaseDelayMs), 2).pipe(
+export const dispatchRetrySchedule = (settings: Pick<DispatcherSettingsShape, "retryBaseDelay" | "retryMaxDelay">) =>
+  Schedule.exponential(settings.retryBaseDelay, 2).pipe(
     Schedule.jittered,
-    Schedule.union(Schedule.spaced(Duration.millis(settings.retryMaxDelayMs))),
+    Schedule.union(Schedule.spaced(settings.retryMaxDelay)),
     Schedule.delays
   )
 
 export const retryDelayMs = (
-  settings: Pick<DispatcherSettingsShape, "retryBaseDelayMs" | "retryMaxDelayMs">,
+  settings: Pick<DispatcherSettingsShape, "retryBaseDelay" | "retryMaxDelay">,
   failure: number
 ) =>
   Effect.gen(function* () {
     const now = yield* Clock.currentTimeMillis
     const delays = yield* Schedule.run(dispatchRetrySchedule(settings), now, Array.from({ length: Math.max(1, failure) }))
     return Option.match(Chunk.last(delays), {
-      onNone: () => settings.retryBaseDelayMs,
+      onNone: () => Duration.toMillis(settings.retryBaseDelay),
       onSome: (delay) => Math.round(Duration.toMillis(delay))
     })
   })
@@ -199,7 +199,7 @@ export const makeDispatcher = Effect.gen(function* () {
 
   const dispatchLoop = Effect.forever(Effect.zipRight(drain, wake))
 
-  /** Every `releaseIntervalMs`, claims older than the lock TTL go back to pending (§6.4). */
+  /** Every `releaseInterval`, claims older than the lock TTL go back to pending (§6.4). */
   const releaseLoop = outbox.releaseExpiredLocks(timing.outboxLockTtlMs).pipe(
     Effect.tap((released) =>
       released > 0
@@ -213,7 +213,7 @@ export const makeDispatcher = Effect.gen(function* () {
       Effect.logWarning("Releasing expired outbox claims failed").pipe(Effect.annotateLogs({ error: error.message }))
     ),
     // Derived from the claim's TTL too, so an abandoned claim is back within about 1.5 TTL.
-    Effect.repeat(Schedule.spaced(Duration.millis(Math.min(settings.releaseIntervalMs, Math.max(1, timing.outboxLockTtlMs / 2))))),
+    Effect.repeat(Schedule.spaced(Duration.min(settings.releaseInterval, Duration.millis(Math.max(1, timing.outboxLockTtlMs / 2))))),
     Effect.asVoid
   )
 

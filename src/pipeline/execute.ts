@@ -9,7 +9,7 @@ import { stageDuration, timed } from "../services/EngineMetrics.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
 import { type CapacityOutcome, ProviderCapacity, type CapacityWaitExceeded } from "../services/ProviderCapacity.js"
 import { type Admission, type BreakerOutcome, ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
-import { recordUsage, usageEntryOf } from "./complete.js"
+import { recordUsage, usageEntryOf } from "./usage.js"
 import type { ExecutedJob, ResolvedJob, ResolvedTarget } from "./RunningJob.js"
 
 /** Completion tokens expected when the route sets no `maxTokens`. */

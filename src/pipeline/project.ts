@@ -7,7 +7,7 @@ import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.j
 import { ArtifactRepository } from "../services/ArtifactRepository.js"
 import { ResultProjectors } from "../services/ResultProjectors.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
-import { recordUsageWithResult } from "./complete.js"
+import { recordUsageWithResult } from "./usage.js"
 import { persistenceAsInternal } from "./internalErrors.js"
 import type { ExecutedJob } from "./RunningJob.js"
 import { stageDuration, timed } from "../services/EngineMetrics.js"

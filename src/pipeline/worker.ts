@@ -1,31 +1,16 @@
-import { Chunk, Clock, Config, Duration, Effect, Layer, Schedule, Stream } from "effect"
+import { Chunk, Clock, Duration, Effect, Layer, Schedule, Stream } from "effect"
 import { hostname } from "node:os"
-import { allQueueNames, type QueueName } from "../domain/QueueName.js"
+import type { QueueName } from "../domain/QueueName.js"
+import { WorkerSettings } from "../config/WorkerSettings.js"
 import { JobQueue } from "../services/JobQueue.js"
 import { WorkerDirectory } from "../services/WorkerDirectory.js"
 import { makeExecutionEngine } from "./engine.js"
 import { runReaper } from "./reaper.js"
-import { workerIdFromConfig } from "./workerIdentity.js"
 
 /** A worker refreshes its presence key (TTL 90 s) every 30 s (docs/architecture.md §4.3). */
 const directoryBeatMs = 30_000
 /** The changes to the running set within this span make one beat. */
 const directoryCoalesceMs = 250
-
-/** `WORKER_QUEUES`: the queues this process serves, comma-separated (default both). */
-export const workerQueuesConfig = Config.string("WORKER_QUEUES").pipe(
-  Config.withDefault(allQueueNames.join(",")),
-  Config.validate({
-    message: `WORKER_QUEUES must name one or more of ${allQueueNames.join(", ")}, comma-separated`,
-    validation: (value) => {
-      const names = value.split(",").map((name) => name.trim()).filter((name) => name.length > 0)
-      return names.length > 0 && names.every((name) => allQueueNames.some((known) => known === name))
-    }
-  }),
-  Config.map((value) =>
-    allQueueNames.filter((known) => value.split(",").map((name) => name.trim()).includes(known))
-  )
-)
 
 /**
  * A worker (docs/architecture.md §7.4) consumes its queues and hands each delivery to its
@@ -79,8 +64,7 @@ export const runWorker = (options: { readonly workerId: string; readonly queues:
  */
 export const WorkerServiceLive = Layer.scopedDiscard(
   Effect.gen(function* () {
-    const workerId = yield* workerIdFromConfig
-    const queues = yield* workerQueuesConfig
+    const { queues, workerId } = yield* WorkerSettings
     yield* runWorker({ workerId, queues })
     yield* Effect.forkScoped(runReaper)
   })

@@ -1,34 +1,6 @@
-import { Config, Effect, Layer, Option, Schema } from "effect"
+import { Effect, Layer, Option } from "effect"
+import { defaultPriceTable, type ModelPrice, PriceTableSettings } from "../config/PriceTableSettings.js"
 import type { TokenUsage } from "./AiGateway.js"
-
-/** Prices in micro-units (millionths of the currency unit) per million tokens. */
-export interface ModelPrice {
-  readonly inputMicrosPerMillionTokens: number
-  readonly outputMicrosPerMillionTokens: number
-}
-
-/**
- * Defaults in micro-USD per million tokens (DeepSeek's list prices, cache-miss input). Operators
- * override or extend them with `AI_PRICE_TABLE`.
- */
-export const defaultPriceTable: Readonly<Record<string, ModelPrice>> = {
-  "deepseek-chat": { inputMicrosPerMillionTokens: 280_000, outputMicrosPerMillionTokens: 420_000 },
-  "deepseek-reasoner": { inputMicrosPerMillionTokens: 280_000, outputMicrosPerMillionTokens: 420_000 },
-  synthetic: { inputMicrosPerMillionTokens: 0, outputMicrosPerMillionTokens: 0 }
-}
-
-const Price = Schema.Struct({
-  inputMicrosPerMillionTokens: Schema.NonNegativeInt,
-  outputMicrosPerMillionTokens: Schema.NonNegativeInt
-})
-
-/** `AI_PRICE_TABLE`: JSON `{ "<model>": { "inputMicrosPerMillionTokens": n, "outputMicrosPerMillionTokens": n } }`. */
-export const PriceTableJson = Schema.parseJson(Schema.Record({ key: Schema.String, value: Price }))
-
-export const priceTableConfig = Schema.Config("AI_PRICE_TABLE", PriceTableJson).pipe(
-  Config.option,
-  Config.map(Option.match({ onNone: () => defaultPriceTable, onSome: (table) => ({ ...defaultPriceTable, ...table }) }))
-)
 
 /** Cost rounded up to whole micro-units, so that many tiny calls never sum to nothing. */
 export const costOf = (price: ModelPrice, usage: { readonly promptTokens: number; readonly completionTokens: number }) =>
@@ -56,7 +28,8 @@ const makeAiCostCalculator = (table: Readonly<Record<string, ModelPrice>>) => {
  * `AI_PRICE_TABLE` over the defaults; `withTable` takes a table as given.
  */
 export class AiCostCalculator extends Effect.Service<AiCostCalculator>()("ai-job-engine/AiCostCalculator", {
-  effect: Effect.map(priceTableConfig, makeAiCostCalculator)
+  effect: Effect.map(PriceTableSettings, makeAiCostCalculator),
+  dependencies: [PriceTableSettings.layer]
 }) {
   static readonly withTable = (table: Readonly<Record<string, ModelPrice>> = defaultPriceTable): Layer.Layer<AiCostCalculator> =>
     Layer.succeed(AiCostCalculator, AiCostCalculator.make(makeAiCostCalculator(table)))

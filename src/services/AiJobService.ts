@@ -20,7 +20,7 @@ import { Quotas } from "./Quotas.js"
 import { SnapshotBuilder } from "./SnapshotBuilder.js"
 import { SnapshotRepository } from "./SnapshotRepository.js"
 import { UnitOfWork } from "./UnitOfWork.js"
-import { adrQueueSettings } from "../config/QueueSettings.js"
+import { queueDefaults } from "../config/QueueSettings.js"
 import { currentTraceParent } from "../domain/TraceContext.js"
 import { increment, jobsCreated } from "./EngineMetrics.js"
 
@@ -225,7 +225,7 @@ export const makeAiJobService = Effect.gen(function* () {
           promptVersion: overrides.promptVersion ?? registered.promptVersion ?? "v1",
           inputSchemaVersion: definition.input.schemaVersion,
           outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,
-          maxAttempts: adrQueueSettings[definition.queue.queueName].attempts,
+          maxAttempts: queueDefaults[definition.queue.queueName].attempts,
           traceParent,
           retriedFromJobId: request.retryOf ?? null
         },

@@ -1,19 +1,7 @@
-import { Config, ConfigError, Effect, Either, Layer } from "effect"
+import { Effect, Either, Layer } from "effect"
+import { type ContentSafetyRules, ContentSafetySettings } from "../config/ContentSafetySettings.js"
 import { ContentSafetyError } from "../domain/ExecutionError.js"
-import { foldedText, skeletonPatternSource, type TextSkeletons, textSkeletons } from "./textSkeleton.js"
-
-export interface ContentSafetyRules {
-  /**
-   * Matched anywhere in a string, on the `textSkeletons` of both term and string: NFKC, invisible
-   * characters removed, Unicode TR39 confusables mapped, case folded.
-   */
-  readonly blockedTerms: ReadonlyArray<string>
-  /**
-   * Regular expressions (source text, `iu` flags), matched on the string as sent, on its
-   * `foldedText`, and (with their literal characters skeletonised) on its `textSkeletons`.
-   */
-  readonly blockedPatterns: ReadonlyArray<string>
-}
+import { foldedText, skeletonPatternSource, type TextSkeletons, textSkeletons } from "../domain/textSkeleton.js"
 
 /** One pattern as written, and its skeleton forms (absent when one does not compile). */
 interface CompiledPattern {
@@ -97,41 +85,6 @@ const makeRuleBasedContentSafety = (rules: ContentSafetyRules) =>
     }
   })
 
-const listOf = (value: string, separator: RegExp) => value.split(separator).map((s) => s.trim()).filter((s) => s.length > 0)
-
-/**
- * `CONTENT_SAFETY_BLOCKED_TERMS`: comma-separated terms. `CONTENT_SAFETY_BLOCKED_PATTERNS`: a JSON
- * array of regular expressions, or one per line. Both optional (no rules: everything passes).
- */
-export const contentSafetyConfig = Config.all({
-  blockedTerms: Config.string("CONTENT_SAFETY_BLOCKED_TERMS").pipe(Config.withDefault(""), Config.map((v) => listOf(v, /,/))),
-  blockedPatterns: Config.string("CONTENT_SAFETY_BLOCKED_PATTERNS").pipe(
-    Config.withDefault(""),
-    Config.mapOrFail((value): Either.Either<ReadonlyArray<string>, ConfigError.ConfigError> => {
-      const trimmed = value.trim()
-      let patterns: ReadonlyArray<string>
-      if (trimmed.startsWith("[")) {
-        let parsed: unknown
-        try {
-          parsed = JSON.parse(trimmed)
-        } catch {
-          parsed = undefined
-        }
-        if (!Array.isArray(parsed) || !parsed.every((p): p is string => typeof p === "string")) {
-          return Either.left(ConfigError.InvalidData([], "CONTENT_SAFETY_BLOCKED_PATTERNS must be a JSON array of strings"))
-        }
-        patterns = parsed
-      } else {
-        patterns = listOf(trimmed, /\n/)
-      }
-      const bad = patterns.findIndex((p) => Either.isLeft(compile(p)))
-      return bad >= 0
-        ? Either.left(ConfigError.InvalidData([], `CONTENT_SAFETY_BLOCKED_PATTERNS: pattern #${bad + 1} is not a valid regular expression`))
-        : Either.right(patterns)
-    })
-  )
-})
-
 /**
  * Checks a job's input before the provider call and its output after it, when the definition's
  * `security.contentSafetyCheck` asks (docs/architecture.md §14.6). `content` is any JSON value;
@@ -142,7 +95,8 @@ export const contentSafetyConfig = Config.all({
  * given. A moderation API would be a second layer of this service.
  */
 export class ContentSafety extends Effect.Service<ContentSafety>()("ai-job-engine/ContentSafety", {
-  effect: Effect.flatMap(contentSafetyConfig, makeRuleBasedContentSafety)
+  effect: Effect.flatMap(ContentSafetySettings, makeRuleBasedContentSafety),
+  dependencies: [ContentSafetySettings.layer]
 }) {
   static readonly withRules = (rules: ContentSafetyRules): Layer.Layer<ContentSafety> =>
     Layer.effect(ContentSafety, Effect.map(makeRuleBasedContentSafety(rules), ContentSafety.make))

@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
-import { Config, ConfigError, Effect, Either, Layer, Option, Redacted } from "effect"
+import { Effect, Either, Layer, Option, Redacted } from "effect"
+import { CredentialKeyringSettings, keyFromBase64 } from "../config/CredentialKeyringSettings.js"
 import { CredentialError } from "../domain/ExecutionError.js"
 import { newId } from "../domain/Ids.js"
 import { type CredentialMode, userKeyProvider } from "../domain/CredentialMode.js"
@@ -29,46 +30,6 @@ export interface CredentialKeyring {
   readonly currentVersion: number
   readonly keys: ReadonlyMap<number, Redacted.Redacted<Buffer>>
 }
-
-const keyFromBase64 = (value: string): Option.Option<Buffer> => {
-  const buffer = Buffer.from(value.trim(), "base64")
-  return buffer.length === 32 ? Option.some(buffer) : Option.none()
-}
-
-/** Parses `version:base64key,version:base64key`; a malformed entry fails naming the variable only. */
-const parsePreviousKeys = (value: Redacted.Redacted<string>): Either.Either<ReadonlyArray<readonly [number, Buffer]>, string> => {
-  const entries: Array<readonly [number, Buffer]> = []
-  for (const part of Redacted.value(value).split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
-    const separator = part.indexOf(":")
-    const version = Number(part.slice(0, separator))
-    const key = keyFromBase64(part.slice(separator + 1))
-    if (separator <= 0 || !Number.isInteger(version) || version < 1 || Option.isNone(key)) {
-      return Either.left("CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS must be version:base64key pairs (32-byte keys), comma separated")
-    }
-    entries.push([version, key.value])
-  }
-  return Either.right(entries)
-}
-
-/**
- * `CREDENTIAL_ENCRYPTION_KEY` (current, see ProviderConfig), `CREDENTIAL_ENCRYPTION_KEY_VERSION`
- * (default 1) and `CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS` (`2:base64,1:base64`, optional).
- * No current key: the keyring is empty, storing fails and stored keys cannot be read.
- */
-export const keyringConfig = Config.all({
-  currentVersion: Config.integer("CREDENTIAL_ENCRYPTION_KEY_VERSION").pipe(
-    Config.withDefault(1),
-    Config.validate({ message: "CREDENTIAL_ENCRYPTION_KEY_VERSION must be a whole number ≥ 1", validation: (n) => n >= 1 })
-  ),
-  previous: Config.option(Config.redacted("CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS")).pipe(
-    Config.mapOrFail((value) =>
-      Option.match(value, {
-        onNone: () => Either.right<ReadonlyArray<readonly [number, Buffer]>>([]),
-        onSome: (v) => Either.mapLeft(parsePreviousKeys(v), (message) => ConfigError.InvalidData([], message))
-      })
-    )
-  )
-})
 
 export const makeKeyring = (
   current: Option.Option<{ readonly version: number; readonly key: Redacted.Redacted<string> }>,
@@ -334,7 +295,7 @@ export class CredentialVault extends Effect.Service<CredentialVault>()("ai-job-e
   effect: Effect.gen(function* () {
     const provider = yield* ProviderConfig
     const providers = yield* ProviderSettings
-    const ring = yield* keyringConfig
+    const ring = yield* CredentialKeyringSettings
     const keyring = makeKeyring(
       Option.map(provider.credentialEncryptionKey, (key) => ({ version: ring.currentVersion, key })),
       ring.previous.map(([version, buffer]) => [version, Redacted.make(buffer.toString("base64"))] as const)
@@ -344,7 +305,7 @@ export class CredentialVault extends Effect.Service<CredentialVault>()("ai-job-e
     )
     return yield* makeCredentialVault({ keyring, platformKey: Option.none(), platformKeys, platformProvider: providers.defaultProvider })
   }),
-  dependencies: [ProviderSettings.layer]
+  dependencies: [ProviderSettings.layer, CredentialKeyringSettings.layer]
 }) {
   static readonly withOptions = (options: CredentialVaultOptions): Layer.Layer<CredentialVault, never, CredentialRepository> =>
     Layer.effect(CredentialVault, Effect.map(makeCredentialVault(options), CredentialVault.make))

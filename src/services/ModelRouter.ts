@@ -1,6 +1,7 @@
-import { Array as Arr, Config, ConfigError, Effect, Option, Schema } from "effect"
+import { Array as Arr, ConfigError, Effect, Option, Schema } from "effect"
 import { ProviderConfig } from "../config/EngineConfig.js"
 import { duplicateTopLevelKeys } from "../config/jsonObjectKeys.js"
+import { ModelRouterSettings } from "../config/ModelRouterSettings.js"
 import { ProviderName, ProviderSettings } from "../config/ProviderSettings.js"
 import { type CredentialMode, userKeyProvider } from "../domain/CredentialMode.js"
 
@@ -104,18 +105,6 @@ const makeModelRouter = (options: ModelRouterOptions) => {
   }
 }
 
-/** `AI_TEMPERATURE` (default 0.7), `AI_MAX_TOKENS`, `AI_MODEL_ROUTES`; the default provider is `ProviderSettings`'. */
-export const modelRouterConfig = Config.all({
-  temperature: Config.number("AI_TEMPERATURE").pipe(
-    Config.withDefault(0.7),
-    Config.validate({ message: "AI_TEMPERATURE must be between 0 and 2", validation: (t) => t >= 0 && t <= 2 })
-  ),
-  maxTokens: Config.option(
-    Config.integer("AI_MAX_TOKENS").pipe(Config.validate({ message: "AI_MAX_TOKENS must be positive", validation: (n) => n > 0 }))
-  ),
-  routes: Config.option(Config.string("AI_MODEL_ROUTES"))
-})
-
 const routesInvalid = (message: string) => Effect.fail(ConfigError.InvalidData(["AI_MODEL_ROUTES"], message))
 
 /** The routes, each provider they name checked against `AI_PROVIDERS`: start-up refuses a route to nowhere. */
@@ -153,7 +142,7 @@ export class ModelRouter extends Effect.Service<ModelRouter>()("ai-job-engine/Mo
   effect: Effect.gen(function* () {
     const provider = yield* ProviderConfig
     const providers = yield* ProviderSettings
-    const config = yield* modelRouterConfig
+    const config = yield* ModelRouterSettings
     const routes = Option.isSome(config.routes)
       ? yield* checkedRoutes(config.routes.value, new Set(providers.providers.keys()))
       : {}
@@ -169,5 +158,5 @@ export class ModelRouter extends Effect.Service<ModelRouter>()("ai-job-engine/Mo
       fallbackMaxWaitMs: providers.fallbackMaxWaitMs
     })
   }),
-  dependencies: [ProviderSettings.layer]
+  dependencies: [ProviderSettings.layer, ModelRouterSettings.layer]
 }) {}

@@ -1,29 +1,7 @@
-import { Config, Context, Effect, Layer, type Option } from "effect"
+import { Context, Effect, type Option } from "effect"
+import type { QuotaLimits } from "../config/QuotaLimitsConfig.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
-
-export interface QuotaLimits {
-  /** Queued + running jobs one user may have. */
-  readonly maxActiveJobsPerUser: number
-  /** Jobs one user may create per UTC day. */
-  readonly dailyJobQuota: number
-}
-
-export class QuotaLimitsConfig extends Context.Tag("ai-job-engine/QuotaLimits")<QuotaLimitsConfig, QuotaLimits>() {
-  static readonly config = Config.all({
-    maxActiveJobsPerUser: Config.integer("MAX_ACTIVE_JOBS_PER_USER").pipe(
-      Config.withDefault(5),
-      Config.validate({ message: "MAX_ACTIVE_JOBS_PER_USER must be a positive whole number", validation: (n) => n > 0 })
-    ),
-    dailyJobQuota: Config.integer("DAILY_JOB_QUOTA").pipe(
-      Config.withDefault(200),
-      Config.validate({ message: "DAILY_JOB_QUOTA must be a positive whole number", validation: (n) => n > 0 })
-    )
-  })
-  static readonly layer = Layer.effect(QuotaLimitsConfig, QuotaLimitsConfig.config)
-  static readonly make = (limits: Partial<QuotaLimits> = {}) =>
-    Layer.succeed(QuotaLimitsConfig, { maxActiveJobsPerUser: 5, dailyJobQuota: 200, ...limits })
-}
 
 /** What the admission read found besides the counts. */
 export interface Admitted {

@@ -4,7 +4,7 @@ import { feynmanEvaluationDefinition } from "../jobs/feynman_evaluation/definiti
 import { flashcardGenerationDefinition } from "../jobs/flashcard_generation/definition.js"
 import { syntheticEchoDefinition } from "../jobs/synthetic_echo/definition.js"
 import type { TimingConfig } from "../config/EngineConfig.js"
-import { adrQueueSettings } from "../config/QueueSettings.js"
+import { queueDefaults } from "../config/QueueSettings.js"
 import { makeSimulatedClock } from "./clock.js"
 import { makeSimulationScheduler } from "./scheduler.js"
 import { circuitBreakerDefaults } from "../config/CircuitBreakerSettings.js"
@@ -145,7 +145,7 @@ export const livenessBoundMs = (settings: SimulationSettings, failover = false):
   const lostDelivery = timing.queuedRedispatchMs + timing.reaperIntervalMs
   const lostClaim = timing.outboxLockTtlMs + settings.dispatcherReleaseIntervalMs + timing.outboxPollMs
   const redelivery = Math.max(
-    ...Object.values(adrQueueSettings).map((queue) => queue.backoffDelayMs * 2 ** (queue.attempts - 1))
+    ...Object.values(queueDefaults).map((queue) => queue.backoffDelayMs * 2 ** (queue.attempts - 1))
   )
   const execution = Math.max(
     ...definitions.map((definition) =>

@@ -1,4 +1,4 @@
-import { ConfigProvider, Context, Effect, Either, Exit, FiberRef, HashMap, Layer, Option, Random, Redacted, Scope } from "effect"
+import { ConfigProvider, Context, Duration, Effect, Either, Exit, FiberRef, HashMap, Layer, Option, Random, Redacted, Scope } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { CredentialError, ProviderError } from "../domain/ExecutionError.js"
 import { allQueueNames } from "../domain/QueueName.js"
@@ -9,6 +9,8 @@ import { jobCatalogLayer } from "../jobs/JobCatalogLive.js"
 import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import { CredentialVault } from "../services/CredentialVault.js"
+import { CredentialKeyringSettings } from "../config/CredentialKeyringSettings.js"
+import { ModelRouterSettings } from "../config/ModelRouterSettings.js"
 import { ModelRouter } from "../services/ModelRouter.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
 import { ContentSafety } from "../services/ContentSafety.js"
@@ -33,7 +35,7 @@ import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/Me
 import { makeMemoryBreakerStore, MemoryBreakerStore, MemoryCircuitBreaker } from "../layers/memory/MemoryCircuitBreaker.js"
 import { CircuitBreakerSettings } from "../config/CircuitBreakerSettings.js"
 import { type BreakerStore, type BreakerWrite, ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
-import { defaultPriceTable } from "../services/AiCostCalculator.js"
+import { defaultPriceTable } from "../config/PriceTableSettings.js"
 import { ProviderSettings } from "../config/ProviderSettings.js"
 import { makeDispatcher } from "../pipeline/dispatcher.js"
 import { makeEventDispatcher } from "../pipeline/eventDispatcher.js"
@@ -53,7 +55,7 @@ import { encodeQueuePayload, JobQueue, JobQueueUnavailable, payloadFor } from ".
 import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
 import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
 import { OutboxAdmin } from "../services/OutboxAdmin.js"
-import { QuotaLimitsConfig } from "../services/Quotas.js"
+import { QuotaLimitsConfig } from "../config/QuotaLimitsConfig.js"
 import type { FaultAction, ProviderTrouble } from "./faults.js"
 import type { DeliveryFaults } from "./faults.js"
 import type { Monitor } from "./invariants.js"
@@ -187,13 +189,14 @@ export const platformKeysOf = (failover: boolean): ReadonlyMap<string, Redacted.
 /** The providers, the route and their keys as configuration gives them, for the failover world. */
 const failoverProviders = Layer.mergeAll(
   ModelRouter.DefaultWithoutDependencies.pipe(
+    Layer.provide(ModelRouterSettings.layer),
     Layer.provide(
       Layer.setConfigProvider(
         ConfigProvider.fromMap(new Map([["AI_MODEL_ROUTES", JSON.stringify({ "*:platform_key": { fallbacks: failoverWorld.route.slice(1) } })]]))
       )
     )
   ),
-  CredentialVault.DefaultWithoutDependencies
+  CredentialVault.DefaultWithoutDependencies.pipe(Layer.provide(CredentialKeyringSettings.layer))
 ).pipe(
   Layer.provideMerge(
     ProviderSettings.make(
@@ -314,7 +317,9 @@ const workerLayer = (
     outages
   })
   // The failover world's vault reads the providers' keys from the shared settings.
-  const vault = settings.failover ? CredentialVault.DefaultWithoutDependencies : CredentialVault.Default
+  const vault = settings.failover
+    ? CredentialVault.DefaultWithoutDependencies.pipe(Layer.provide(CredentialKeyringSettings.layer))
+    : CredentialVault.Default
   return Layer.mergeAll(jobCatalogLayer(simulationCatalog), vault).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
@@ -532,7 +537,7 @@ export const makeWorld = (options: {
           Context.add(DispatcherSettings, {
             ...DispatcherSettings.defaults,
             dispatcherId: id,
-            releaseIntervalMs: settings.dispatcherReleaseIntervalMs
+            releaseInterval: Duration.millis(settings.dispatcherReleaseIntervalMs)
           }),
           // Terminal events have no target here: the notify lane settles them.
           Context.add(EventTargets, []),

@@ -3,7 +3,7 @@ import { createHash } from "node:crypto"
 import { existsSync } from "node:fs"
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import { ReadinessProbeLive } from "../../src/main/AppLayers.js"
 import {
   apiLayer,
@@ -280,7 +280,7 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
 
 layer(
   apiLayer(memoryEngine(), {
-    transport: { requestTimeoutMs: 1_500, headersTimeoutMs: 1_000, corsAllowedOrigins: ["https://app.example", "https://admin.example"] }
+    transport: { requestTimeout: Duration.millis(1_500), headersTimeout: Duration.seconds(1), corsAllowedOrigins: ["https://app.example", "https://admin.example"] }
   }),
   { excludeTestServices: true, ...timeout }
 )("transport settings: timeouts and CORS origins", (it) => {

@@ -203,7 +203,7 @@ describe("live streams are bounded", () => {
 
   it.live("a stream ends after SSE_MAX_DURATION_MS; the long poll answers when its token expires", () =>
     Effect.gen(function* () {
-      const live = yield* liveApi({ liveStreams: { maxDurationMs: 400 } })
+      const live = yield* liveApi({ liveStreams: { maxDuration: Duration.millis(400) } })
       const token = yield* tokenFor("long-lived-user")
       const job = yield* live.create(token)
       const stream = yield* openStream(live.api.baseUrl, token, job.jobId)

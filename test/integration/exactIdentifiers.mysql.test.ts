@@ -14,7 +14,7 @@ import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
 import { CredentialRepository } from "../../src/services/CredentialRepository.js"
-import { QuotaLimitsConfig } from "../../src/services/Quotas.js"
+import { QuotaLimitsConfig } from "../../src/config/QuotaLimitsConfig.js"
 import { jobCreation, mysqlCreationRepositories } from "../support/foundationStack.js"
 import { acquireScratchDatabase } from "../support/scratchDatabase.js"
 

@@ -1,6 +1,6 @@
 import { Effect, Layer } from "effect"
 import { MysqlJobStatistics } from "../../src/layers/mysql/MysqlJobStatistics.js"
-import { MysqlUsageLogRepository } from "../../src/layers/mysql/UsageLogRepository.js"
+import { MysqlUsageLogRepository } from "../../src/layers/mysql/MysqlUsageLogRepository.js"
 import { jobStatisticsContract } from "../contract/JobStatistics.contract.js"
 import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
 import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"

@@ -16,9 +16,9 @@ import { MysqlSnapshotRepository } from "../../src/layers/mysql/MysqlSnapshotRep
 import { MysqlUnitOfWork } from "../../src/layers/mysql/MysqlUnitOfWork.js"
 import { MemoryQuotas } from "../../src/layers/memory/MemoryQuotas.js"
 import { MemoryCredentialRepository } from "../../src/layers/memory/MemoryCredentialRepository.js"
-import { MysqlCredentialRepository } from "../../src/layers/mysql/CredentialRepository.js"
+import { MysqlCredentialRepository } from "../../src/layers/mysql/MysqlCredentialRepository.js"
 import { MysqlQuotas } from "../../src/layers/mysql/MysqlQuotas.js"
-import { QuotaLimitsConfig, type QuotaLimits } from "../../src/services/Quotas.js"
+import { QuotaLimitsConfig, type QuotaLimits } from "../../src/config/QuotaLimitsConfig.js"
 import { projectorKeysOnly } from "./projectorKeys.js"
 
 /** Limits no contract test reaches; the quota tests set their own. */

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, Option, Redacted } from "effect"
+import { ConfigProvider, Duration, Effect, Either, Option, Redacted } from "effect"
 import { httpTransportConfig } from "../../src/config/HttpTransportSettings.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../../src/config/EngineConfig.js"
-import { logLevelConfig } from "../../src/layers/logging.js"
-import { heapGrowthPercentConfig } from "../../src/main/heapGrowth.js"
+import { logLevelConfig } from "../../src/config/LoggingSettings.js"
+import { heapGrowthPercentConfig } from "../../src/config/WorkerSettings.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 
@@ -84,8 +84,8 @@ describe("configuration", () => {
     Effect.gen(function* () {
       expect(yield* httpTransportConfig.pipe(withEnv({}))).toEqual({
         maxBodyBytes: 1_048_576,
-        requestTimeoutMs: 30_000,
-        headersTimeoutMs: 10_000,
+        requestTimeout: Duration.seconds(30),
+        headersTimeout: Duration.seconds(10),
         corsAllowedOrigins: []
       })
       const listed = yield* httpTransportConfig.pipe(withEnv({ CORS_ALLOWED_ORIGINS: "https://a.example, http://localhost:5173" }))

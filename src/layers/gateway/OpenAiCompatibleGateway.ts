@@ -8,7 +8,7 @@ import {
   ProviderError,
   ValidationError
 } from "../../domain/ExecutionError.js"
-import { pauseUntilFromHeaders } from "../../domain/ProviderRateLimitHeaders.js"
+import { pauseUntilFromHeaders } from "../rateLimitHeaders.js"
 import { estimatedUsage } from "../../domain/TokenEstimate.js"
 import { scrubSecrets } from "../../domain/SecretScrubbing.js"
 import { AiGateway, type GatewayError, type GenerateRequest, type GenerateResult } from "../../services/AiGateway.js"

@@ -1,4 +1,5 @@
-import { Cause, Config, Context, Effect, Layer, Option, Random, Ref } from "effect"
+import { Cause, Context, Duration, Effect, Layer, Option, Random, Ref } from "effect"
+import { SyntheticGatewaySettings } from "../../config/SyntheticGatewaySettings.js"
 import { canonicalJson, sha256Hex } from "../../domain/CanonicalJson.js"
 import { ProviderError, ValidationError } from "../../domain/ExecutionError.js"
 import { AiGateway, type GatewayError, type GenerateRequest, type GenerateResult } from "../../services/AiGateway.js"
@@ -186,29 +187,14 @@ export const SyntheticGatewayLayer = (options: SyntheticGatewayOptions) =>
     )
   )
 
-/**
- * `SYNTHETIC_SEED` (default `synthetic`), `SYNTHETIC_LATENCY_MS` (`50` or `20-200`, default 0),
- * `SYNTHETIC_FAILURE_RATE` (0..1, default 0): the embedded default's provider.
- */
-export const syntheticGatewayConfig = Config.all({
-  seed: Config.string("SYNTHETIC_SEED").pipe(Config.withDefault("synthetic")),
-  latency: Config.string("SYNTHETIC_LATENCY_MS").pipe(
-    Config.withDefault("0"),
-    Config.validate({ message: "SYNTHETIC_LATENCY_MS must be N or MIN-MAX milliseconds", validation: (v) => /^\d+(-\d+)?$/.test(v.trim()) })
-  ),
-  failureRate: Config.number("SYNTHETIC_FAILURE_RATE").pipe(
-    Config.withDefault(0),
-    Config.validate({ message: "SYNTHETIC_FAILURE_RATE must be between 0 and 1", validation: (r) => r >= 0 && r <= 1 })
-  )
-})
-
+/** The synthetic gateway as `SyntheticGatewaySettings` (the environment's, by default) describe it. */
 export const SyntheticGatewayLive = Layer.unwrapEffect(
-  Effect.map(syntheticGatewayConfig, ({ failureRate, latency, seed }) => {
-    const [min, max] = latency.trim().split("-").map(Number)
-    return SyntheticGatewayLayer({
+  Effect.map(SyntheticGatewaySettings, ({ failureRate, latency, seed }) =>
+    SyntheticGatewayLayer({
       seed,
       failureRate,
-      latencyMs: max === undefined ? (min ?? 0) : { min: min ?? 0, max: Math.max(min ?? 0, max) }
-    })
-  })
-)
+      latencyMs: Duration.isDuration(latency)
+        ? Duration.toMillis(latency)
+        : { min: Duration.toMillis(latency.min), max: Duration.toMillis(latency.max) }
+    }))
+).pipe(Layer.provide(SyntheticGatewaySettings.layer))

@@ -1,7 +1,8 @@
 import { Effect, Layer, Option } from "effect"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { CredentialRepository } from "../../services/CredentialRepository.js"
-import { admission, QuotaLimitsConfig, Quotas } from "../../services/Quotas.js"
+import { QuotaLimitsConfig } from "../../config/QuotaLimitsConfig.js"
+import { admission, Quotas } from "../../services/Quotas.js"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 
 const dayMillis = 24 * 60 * 60 * 1000

@@ -1,6 +1,7 @@
 import { SqlClient, SqlSchema, type Statement } from "@effect/sql"
 import { Effect, Layer, Option, Schema } from "effect"
-import { admission, QuotaLimitsConfig, Quotas } from "../../services/Quotas.js"
+import { QuotaLimitsConfig } from "../../config/QuotaLimitsConfig.js"
+import { admission, Quotas } from "../../services/Quotas.js"
 import { sqlClock } from "./sqlClock.js"
 import { persistence } from "./sqlErrors.js"
 

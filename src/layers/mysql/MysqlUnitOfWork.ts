@@ -58,11 +58,12 @@ const sessionBounds = Effect.gen(function* () {
 })
 
 /**
- * The driver's connection under an `@effect/sql-mysql2` one (its `conn` field): the pool hands the
- * same one out again and again, so it is what session settings belong to. Undefined if a later
- * version hides it: every transaction then sends its session bounds again, as before.
+ * The driver's connection under an `@effect/sql-mysql2` one (its `conn` field, private in the
+ * library's 0.53.0 `ConnectionImpl`, public in the engine's client): the pool hands the same one out
+ * again and again, so it is what session settings belong to. Undefined if a later version hides
+ * it: every transaction then sends its session bounds again (test/integration/mysqlClientFork.mysql.test.ts fails).
  */
-const driverConnectionOf = (conn: Connection): object | undefined => {
+export const driverConnectionOf = (conn: Connection): object | undefined => {
   const driver: unknown = (conn as unknown as { readonly conn?: unknown }).conn
   return typeof driver === "object" && driver !== null ? driver : undefined
 }

@@ -16,7 +16,13 @@ import * as Mysql from "mysql2"
  * read's largest cost after garbage collection); here the parser runs without one and the few
  * Buffer values of a row become UTF-8 text in place, before the names are transformed. Nothing
  * else differs: statements, prepared-statement caching, spans and the compiler are the library's.
+ *
+ * It mirrors `@effect/sql-mysql2` 0.53.0 (`MysqlClient.make` and its `ConnectionImpl`, whose
+ * private `conn` field `MysqlUnitOfWork` also reads on the library's own connections);
+ * test/integration/mysqlClientFork.mysql.test.ts fails when the installed version differs or moves that field.
  */
+export const mirroredSqlMysql2Version = "0.53.0"
+
 export interface EngineMysqlOptions {
   readonly host: string
   readonly port: number

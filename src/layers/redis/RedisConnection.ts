@@ -1,6 +1,6 @@
-import { Config, Context, Duration, Effect, Layer, Option, Redacted, Runtime, type Scope } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Runtime, type Scope } from "effect"
 import { Redis, type RedisOptions } from "ioredis"
-import { StorageConfig } from "../../config/EngineConfig.js"
+import { defaultRedisPrefix, StorageConfig } from "../../config/EngineConfig.js"
 
 /**
  * What a connection is for:
@@ -51,24 +51,13 @@ export class RedisConnection extends Context.Tag("ai-job-engine/RedisConnection"
   static readonly fromConfig = Layer.unwrapEffect(
     Effect.gen(function* () {
       const storage = yield* StorageConfig
-      const prefix = yield* redisPrefixConfig
       return Option.match(storage.redisUrl, {
         onNone: () => Layer.die(new Error("REDIS_URL is not set: the Redis layers need it")),
-        onSome: (url) => RedisConnection.layer({ url, prefix })
+        onSome: (url) => RedisConnection.layer({ url, prefix: storage.redisKeyPrefix })
       })
     })
   )
 }
-
-export const defaultRedisPrefix = "aije"
-
-export const redisPrefixConfig = Config.string("REDIS_KEY_PREFIX").pipe(
-  Config.withDefault(defaultRedisPrefix),
-  Config.validate({
-    message: "REDIS_KEY_PREFIX must be 1-64 letters, digits, '-', '_' or '.'",
-    validation: (value) => /^[A-Za-z0-9._-]{1,64}$/.test(value)
-  })
-)
 
 const optionsFor = (kind: RedisConnectionKind, commandTimeoutMs: number | undefined): RedisOptions => ({
   lazyConnect: false,

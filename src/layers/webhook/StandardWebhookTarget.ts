@@ -3,7 +3,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Effect, Redacted } from "effect"
 import { createHash, createHmac } from "node:crypto"
 import { webhookEndpointsConfig, type WebhookEndpoint } from "../../config/EventDeliverySettings.js"
-import { pauseUntilFromHeaders } from "../../domain/ProviderRateLimitHeaders.js"
+import { pauseUntilFromHeaders } from "../rateLimitHeaders.js"
 import { type EventDelivery, EventDeliveryFailed, type EventTarget } from "../../services/EventTargets.js"
 
 /**

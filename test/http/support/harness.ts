@@ -33,7 +33,7 @@ import { MemoryUsageLogRepository } from "../../../src/layers/memory/MemoryUsage
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { JobDefinitionRegistry } from "../../../src/services/JobDefinitionRegistry.js"
-import type { QuotaLimits } from "../../../src/services/Quotas.js"
+import type { QuotaLimits } from "../../../src/config/QuotaLimitsConfig.js"
 import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
 import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
 import { memoryRepositoriesWith } from "../../support/foundationStack.js"

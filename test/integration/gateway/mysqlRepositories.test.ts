@@ -1,6 +1,6 @@
 import { Layer } from "effect"
-import { MysqlCredentialRepository } from "../../../src/layers/mysql/CredentialRepository.js"
-import { MysqlUsageLogRepository } from "../../../src/layers/mysql/UsageLogRepository.js"
+import { MysqlCredentialRepository } from "../../../src/layers/mysql/MysqlCredentialRepository.js"
+import { MysqlUsageLogRepository } from "../../../src/layers/mysql/MysqlUsageLogRepository.js"
 import { credentialAndUsageContract } from "../../contract/CredentialAndUsage.contract.js"
 import { scratchMysqlLayer } from "../../support/scratchDatabase.js"
 

@@ -33,7 +33,7 @@ layer(jobCreation(mysqlRepositories("dispatcher_pause")).pipe(Layer.orDie), { ex
           redis,
           addTimeoutMs: 500,
           // Without the check, two unanswered adds would make an event dead well within the pause.
-          settings: { retryBaseDelayMs: 50, retryMaxDelayMs: 100, maxAttempts: 2 }
+          settings: { retryBaseDelay: Duration.millis(50), retryMaxDelay: Duration.millis(100), maxAttempts: 2 }
         })
         const observer = yield* Layer.build(BullMqJobQueueLive.pipe(Layer.provide(Layer.merge(redis, QueueSettings.make()))))
         const queue = Layer.succeedContext(observer)

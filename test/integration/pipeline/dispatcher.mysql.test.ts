@@ -120,7 +120,7 @@ layer(base, { excludeTestServices: true, timeout: Duration.seconds(120) })("Outb
         redis: freshRedis,
         counter,
         timing: { outboxLockTtlMs: 800 },
-        settings: { releaseIntervalMs: 200 }
+        settings: { releaseInterval: Duration.millis(200) }
       })
       yield* Effect.sleep(Duration.millis(300))
       expect((yield* eventRow(eventId)).status).toBe("processing")
@@ -141,7 +141,7 @@ layer(base, { excludeTestServices: true, timeout: Duration.seconds(120) })("Outb
         dispatcherId: "unreachable-d",
         redis: deadRedisLayer(prefix),
         addTimeoutMs: 300,
-        settings: { retryBaseDelayMs: 1_500 }
+        settings: { retryBaseDelay: Duration.millis(1_500) }
       }).pipe(Scope.extend(down))
       const retrying = yield* waitUntil(eventRow(eventId), (event) => event.attemptCount === 1)
       expect(retrying.status).toBe("pending")
@@ -168,7 +168,7 @@ layer(base, { excludeTestServices: true, timeout: Duration.seconds(120) })("Outb
         dispatcherId: "doomed-d",
         redis: deadRedisLayer(prefix),
         addTimeoutMs: 200,
-        settings: { retryBaseDelayMs: 50 }
+        settings: { retryBaseDelay: Duration.millis(50) }
       }).pipe(Scope.extend(down))
       const dead = yield* waitUntil(eventRow(eventId), (event) => event.status === "dead")
       expect(dead.attemptCount).toBe(3)

@@ -8,7 +8,7 @@ import { MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js
 import { MemoryWorkerDirectory } from "../../../src/layers/memory/MemoryWorkerDirectory.js"
 import { MysqlRepositories } from "../../../src/main/AppLayers.js"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
-import { QuotaLimitsConfig } from "../../../src/services/Quotas.js"
+import { QuotaLimitsConfig } from "../../../src/config/QuotaLimitsConfig.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
@@ -17,7 +17,7 @@ import { memoryEngineStack, startEngine } from "../../support/engineStack.js"
 import { scratchMysqlLayer } from "../../support/scratchDatabase.js"
 
 /**
- * Issue 18, defect 2: a frozen owner's open transaction holds the rows its PROJECT wrote. The
+ * A frozen owner's open transaction holds the rows its PROJECT wrote. The
  * server ends that transaction once it has been idle longer than the bound, and the new owner's
  * PROJECT, whose lock waits time out meanwhile, retries within its lease and succeeds.
  */

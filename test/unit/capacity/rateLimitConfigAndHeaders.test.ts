@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either } from "effect"
 import { ProviderLimitsConfig } from "../../../src/config/ProviderLimitsConfig.js"
-import { pauseUntilFromHeaders } from "../../../src/domain/ProviderRateLimitHeaders.js"
+import { pauseUntilFromHeaders } from "../../../src/layers/rateLimitHeaders.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 

@@ -14,7 +14,7 @@ import { MemorySnapshotRepository } from "../../../src/layers/memory/MemorySnaps
 import { MemoryUnitOfWork } from "../../../src/layers/memory/MemoryUnitOfWork.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
-import { QuotaLimitsConfig } from "../../../src/services/Quotas.js"
+import { QuotaLimitsConfig } from "../../../src/config/QuotaLimitsConfig.js"
 import { jobCreation } from "../../support/foundationStack.js"
 
 // The simulation's planted bug must break exactly the lease guard and nothing else; the same

@@ -21,7 +21,7 @@ import { recordingSpans } from "../../support/recordingSpans.js"
 
 /** The embedded stack: memory repositories, job creation, the memory queue, all on TestClock. */
 const stack = (settings: Partial<DispatcherSettings["Type"]> = {}, timing: Partial<TimingConfig["Type"]> = {}) =>
-  DispatcherSettings.make({ dispatcherId: "dispatcher-a", retryBaseDelayMs: 1_000, ...settings }).pipe(
+  DispatcherSettings.make({ dispatcherId: "dispatcher-a", retryBaseDelay: Duration.seconds(1), ...settings }).pipe(
     Layer.provideMerge(Layer.mergeAll(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())), TimingConfig.make(timing))),
     Layer.provideMerge(jobCreation(memoryRepositories)),
     Layer.provideMerge(LogCaptureLayer),
@@ -227,7 +227,7 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
       expect(yield* statusOf(quiet)).toBe("published")
     }).pipe(Effect.provide(stack({ batchSize: 2 }))))
 
-  it.scoped("releases expired claims every min(releaseIntervalMs, half the claim TTL) and dispatches them at once", () =>
+  it.scoped("releases expired claims every min(releaseInterval, half the claim TTL) and dispatches them at once", () =>
     Effect.gen(function* () {
       const outbox = yield* OutboxRepository
       const dispatcher = yield* makeDispatcher
@@ -245,7 +245,7 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
       const released = yield* logLines("Released expired outbox claims")
       expect(released).toHaveLength(1)
       expect(released[0]).toContain("released=1")
-    }).pipe(Effect.provide(stack({ releaseIntervalMs: 4_000 }, { outboxLockTtlMs: 10_000, outboxPollMs: 600_000 }))))
+    }).pipe(Effect.provide(stack({ releaseInterval: Duration.seconds(4) }, { outboxLockTtlMs: 10_000, outboxPollMs: 600_000 }))))
 
   it.scoped("stopping gives this dispatcher's unfinished claims back at once", () =>
     Effect.gen(function* () {
@@ -290,7 +290,7 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
         expect(next).toBeGreaterThanOrEqual(low!)
         expect(next).toBeLessThanOrEqual(high!)
       }
-    }).pipe(Effect.provide(stack({ retryBaseDelayMs: 10_000, retryMaxDelayMs: 60_000, maxAttempts: 5 }))))
+    }).pipe(Effect.provide(stack({ retryBaseDelay: Duration.seconds(10), retryMaxDelay: Duration.minutes(1), maxAttempts: 5 }))))
 })
 
 describe("what the dispatcher tells about each event and its loops (memory, TestClock)", () => {
@@ -401,7 +401,7 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
       expect(yield* queuedIds).toStrictEqual([queueJobIdFor(job.id)])
       const [failed] = yield* logLines("Releasing expired outbox claims failed")
       expect(failed).toContain("error=db down")
-    }).pipe(Effect.provide(stack({ releaseIntervalMs: 60_000 }, { outboxLockTtlMs: 2_000, outboxPollMs: 600_000 }))))
+    }).pipe(Effect.provide(stack({ releaseInterval: Duration.minutes(1) }, { outboxLockTtlMs: 2_000, outboxPollMs: 600_000 }))))
 
   it.scoped("stopping with no claims left says nothing of them; a failed give-back is logged and the stop still completes", () =>
     Effect.gen(function* () {

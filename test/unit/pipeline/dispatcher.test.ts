@@ -20,7 +20,7 @@ import { jobCreation, memoryRepositories } from "../../support/foundationStack.j
 const stack = (settings: Partial<DispatcherSettings["Type"]> = {}, timing: Partial<TimingConfig["Type"]> = {}) =>
   Layer.mergeAll(
     OutboxAdmin.Default,
-    DispatcherSettings.make({ dispatcherId: "dispatcher-a", retryBaseDelayMs: 1_000, ...settings })
+    DispatcherSettings.make({ dispatcherId: "dispatcher-a", retryBaseDelay: Duration.seconds(1), ...settings })
   ).pipe(
     Layer.provideMerge(Layer.mergeAll(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())), TimingConfig.make(timing))),
     Layer.provideMerge(jobCreation(memoryRepositories)),
@@ -258,7 +258,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
 
   it.effect("the retry delay follows the exponential, jittered, capped Schedule", () =>
     Effect.gen(function* () {
-      const settings = { retryBaseDelayMs: 1_000, retryMaxDelayMs: 5_000 }
+      const settings = { retryBaseDelay: Duration.seconds(1), retryMaxDelay: Duration.seconds(5) }
       const first = yield* retryDelayMs(settings, 1)
       const second = yield* retryDelayMs(settings, 2)
       const fifth = yield* retryDelayMs(settings, 5)

@@ -3,10 +3,10 @@ import { ConfigProvider, Effect, Exit, Layer, Scope, TestClock } from "effect"
 import { hostname } from "node:os"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
 import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
-import { runWorker, WorkerServiceLive, workerQueuesConfig } from "../../../src/pipeline/worker.js"
+import { runWorker, WorkerServiceLive } from "../../../src/pipeline/worker.js"
+import { WorkerSettings, workerIdFromConfig, workerQueuesConfig } from "../../../src/config/WorkerSettings.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
-import { workerIdFromConfig } from "../../../src/pipeline/workerIdentity.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { WorkerDirectory } from "../../../src/services/WorkerDirectory.js"
 import { awaitStatus, memoryEngineStack, settle } from "../../support/engineStack.js"
@@ -148,7 +148,7 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
       const orphan = yield* createEcho("orphan")
       yield* outbox.claimBatch("gone", 10)
       yield* jobs.lockJob(orphan.id, "dead-worker", 1_000)
-      yield* Layer.build(WorkerServiceLive).pipe(withEnv({ WORKER_ID: "worker-layer", WORKER_QUEUES: "ai-interactive" }))
+      yield* Layer.build(WorkerServiceLive.pipe(Layer.provide(WorkerSettings.layer))).pipe(withEnv({ WORKER_ID: "worker-layer", WORKER_QUEUES: "ai-interactive" }))
       yield* settle
       expect((yield* liveWorkers).map((worker) => [worker.instanceId, worker.queues])).toStrictEqual([["worker-layer", ["ai-interactive"]]])
       // The reaper (every 5 s, grace 5 s) queues the orphan again; with no dispatcher here the event waits in the outbox.
