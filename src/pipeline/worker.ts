@@ -1,4 +1,4 @@
-import { Clock, Config, Duration, Effect, Layer, Schedule, Stream } from "effect"
+import { Chunk, Clock, Config, Duration, Effect, Layer, Schedule, Stream } from "effect"
 import { hostname } from "node:os"
 import { allQueueNames, type QueueName } from "../domain/QueueName.js"
 import { JobQueue } from "../services/JobQueue.js"
@@ -62,11 +62,11 @@ export const runWorker = (options: { readonly workerId: string; readonly queues:
     yield* Effect.forkScoped(Effect.repeat(beat, Schedule.spaced(directoryBeatMs)))
     // Locks and releases show within `directoryCoalesceMs`, not at the next periodic beat: one
     // beat per change carried every running id, which at hundreds of jobs in flight cost more than the jobs.
-    // A change is beaten at once; the changes of the next window wait in the subscription and go in
-    // one beat (a chunk per pull, not a timed window per change: two changes a job).
     yield* Effect.forkScoped(
       Stream.drop(engine.runningChanges, 1).pipe(
-        Stream.runForEachChunk(() => Effect.zipRight(beat, Effect.sleep(Duration.millis(directoryCoalesceMs))))
+        Stream.groupedWithin(Number.MAX_SAFE_INTEGER, Duration.millis(directoryCoalesceMs)),
+        Stream.filter(Chunk.isNonEmpty),
+        Stream.runForEach(() => beat)
       )
     )
     yield* Effect.logInfo("worker started").pipe(Effect.annotateLogs({ workerId: options.workerId, queues: options.queues.join(",") }))
