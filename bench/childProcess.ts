@@ -7,6 +7,8 @@ import { Deferred, Effect, Queue, Schema } from "effect"
  * over Node's IPC channel: messages from the child are decoded with `message` and land in a
  * queue; closing the scope asks the child to stop, then kills it if it does not exit in time.
  */
+const cpuProfileDirectory = process.env["BENCH_CPU_PROF"] || undefined
+
 export const benchChild = <A, I>(options: {
   readonly entry: string
   readonly args: ReadonlyArray<string>
@@ -20,7 +22,13 @@ export const benchChild = <A, I>(options: {
     const child = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const process: ChildProcess = fork(fileURLToPath(new URL(options.entry, import.meta.url)), [...options.args], {
-          execArgv: [...(options.exposeGc === true ? ["--expose-gc"] : []), "--import", "tsx"],
+          execArgv: [
+            ...(options.exposeGc === true ? ["--expose-gc"] : []),
+            // BENCH_CPU_PROF=/some/dir: each bench child writes a V8 CPU profile there when it stops.
+            ...(cpuProfileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${cpuProfileDirectory}`]),
+            "--import",
+            "tsx"
+          ],
           stdio: ["ignore", "inherit", "inherit", "ipc"]
         })
         process.on("message", (raw) => {

@@ -87,14 +87,27 @@ export const verifyHs256 = (
 
 const decodeClaims = Schema.decodeUnknownEither(TokenClaims)
 
-/** An HS256 token's caller: its verified claims through the schema (`sub`, `role`, `exp`). */
-export const signedInUserOfHs256 = (jws: CompactJws, key: KeyObject, nowMillis: number): Either.Either<SignedInUser, string> =>
+/** An accepted HS256 token: its caller, and the verified claims (whose time checks may be made again later). */
+export interface AcceptedHs256Token {
+  readonly user: SignedInUser
+  readonly claims: Record<string, unknown>
+}
+
+/** An HS256 token's caller with its verified claims, through the schema (`sub`, `role`, `exp`). */
+export const acceptedHs256Token = (jws: CompactJws, key: KeyObject, nowMillis: number): Either.Either<AcceptedHs256Token, string> =>
   Either.flatMap(verifyHs256Jws(jws, key, nowMillis), (verified) => {
     const claims = decodeClaims(verified)
     return Either.isLeft(claims)
       ? Either.left("claims do not match (sub, role, exp)")
-      : Either.right({ userId: claims.right.sub, role: claims.right.role, expiresAtMillis: claims.right.exp * 1000 })
+      : Either.right({
+        user: { userId: claims.right.sub, role: claims.right.role, expiresAtMillis: claims.right.exp * 1000 },
+        claims: verified
+      })
   })
+
+/** An HS256 token's caller: its verified claims through the schema (`sub`, `role`, `exp`). */
+export const signedInUserOfHs256 = (jws: CompactJws, key: KeyObject, nowMillis: number): Either.Either<SignedInUser, string> =>
+  Either.map(acceptedHs256Token(jws, key, nowMillis), (accepted) => accepted.user)
 
 /**
  * Verifies an HS256 token: signature (HS256 only: `alg: none` and every other algorithm are

@@ -2,11 +2,11 @@ import type { KeyObject } from "node:crypto"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Effect, Either, Option } from "effect"
 import { AuthSettings } from "../config/AuthSettings.js"
-import { hs256KeyOf, InvalidToken, type SignedInUser, signedInUserOfHs256 } from "./AuthTokens.js"
+import { type AcceptedHs256Token, acceptedHs256Token, hs256KeyOf, InvalidToken, type SignedInUser, signedInUserOfHs256 } from "./AuthTokens.js"
 import { type IdentityTokenPolicy, identityTokenPolicy, type IdentityTokenRefusal, verifyIdentityToken } from "./identityTokens.js"
 import { type IdentityProviderKeys, makeIdentityProviderKeys } from "./IdentityProviderKeys.js"
 import type { KeySet } from "./jwks.js"
-import { type CompactJws, readCompactJws } from "./jwtCompact.js"
+import { checkTimeClaims, type CompactJws, readCompactJws } from "./jwtCompact.js"
 
 /**
  * Every bearer token the API takes (routes, admin routes, live streams, `/metrics`) is checked
@@ -41,6 +41,9 @@ export const verifyBearer = (token: string, context: VerificationContext): Eithe
 const invalid = (refusal: BearerRefusal) =>
   new InvalidToken({ reason: refusal._tag === "UnknownKid" ? "no key of the identity provider has the token's kid" : refusal.reason })
 
+/** How many accepted HS256 tokens a process remembers (a few hundred bytes each). */
+const acceptedHs256Capacity = 4096
+
 export class TokenVerifier extends Effect.Service<TokenVerifier>()("ai-job-engine/http/TokenVerifier", {
   scoped: Effect.gen(function* () {
     const settings = yield* AuthSettings
@@ -55,11 +58,34 @@ export class TokenVerifier extends Effect.Service<TokenVerifier>()("ai-job-engin
       })
     )
 
+    // HS256 tokens this process accepted: a token's signature and claims hold as long as the key
+    // does, so one seen again (every request of a client carries the same) is checked against the
+    // clock only, the time checks of a first sight with the same refusals. The oldest go first.
+    const hs256Alone = hs256Key !== undefined && (Option.isNone(provider) || !provider.value.policy.isAllowed("HS256"))
+    const acceptedHs256 = new Map<string, AcceptedHs256Token>()
+    const remember = (token: string, accepted: AcceptedHs256Token) => {
+      if (acceptedHs256.size >= acceptedHs256Capacity) acceptedHs256.delete(acceptedHs256.keys().next().value ?? "")
+      acceptedHs256.set(token, accepted)
+    }
+
     const verify = (token: string): Effect.Effect<SignedInUser, InvalidToken> =>
       Effect.flatMap(Clock.currentTimeMillis, (nowMillis) => {
         if (token.length === 0) return new InvalidToken({ reason: "empty" })
+        const seen = acceptedHs256.get(token)
+        if (seen !== undefined) {
+          const timely = checkTimeClaims(seen.claims, nowMillis, 0)
+          if (Either.isRight(timely)) return Effect.succeed(seen.user)
+          acceptedHs256.delete(token)
+          return new InvalidToken({ reason: timely.left })
+        }
         const jws = readCompactJws(token)
         if (Either.isLeft(jws)) return new InvalidToken({ reason: jws.left })
+        if (hs256Alone && jws.right.alg === "HS256") {
+          const accepted = acceptedHs256Token(jws.right, hs256Key, nowMillis)
+          if (Either.isLeft(accepted)) return new InvalidToken({ reason: accepted.left })
+          remember(token, accepted.right)
+          return Effect.succeed(accepted.right.user)
+        }
         const check = (keys: KeySet | undefined) =>
           verifyJws(jws.right, {
             hs256Key,

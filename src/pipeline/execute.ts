@@ -189,7 +189,8 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
         // every timer is due at once and timers run before sockets are read).
         const budgetSpent = Effect.sleep(Duration.millis(Math.max(0, budgetMs))).pipe(
           Effect.zipRight(gateway.settle ?? Effect.void),
-          Effect.zipRight(Effect.fail(new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })))
+          // Made when the budget is spent, not on every call (an error's stack is costly to capture).
+          Effect.zipRight(Effect.failSync(() => new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })))
         )
         const exit: CallExit = yield* Effect.exit(restore(gateway.generate({
           job: { id: job.id, type: job.jobType, attemptNo: callNo, leaseNo: resolved.lease.leaseNo },

@@ -1,4 +1,4 @@
-import { Duration, Effect, Metric, MetricBoundaries } from "effect"
+import { Duration, Effect, Metric, MetricBoundaries, MetricKey, MetricLabel } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { allOutboxLanes, type OutboxLane } from "../domain/OutboxEvent.js"
 import { OutboxRepository } from "./OutboxRepository.js"
@@ -12,8 +12,26 @@ import { OutboxRepository } from "./OutboxRepository.js"
 /** Seconds: 5 ms .. about 5.5 min, doubling (17 buckets). */
 const secondsBuckets = MetricBoundaries.exponential({ start: 0.005, factor: 2, count: 17 })
 
-const counter = (name: string, description: string) => Metric.counter(name, { description, incremental: true })
-const seconds = (name: string, description: string) => Metric.histogram(name, secondsBuckets, description)
+/** Each metric's key, so a tagged metric can be made from its tagged key (see `tagged`). */
+const metricKeys = new WeakMap<object, MetricKey.MetricKey.Untyped>()
+
+const remembered = <M extends object>(key: MetricKey.MetricKey.Untyped, metric: M): M => {
+  metricKeys.set(metric, key)
+  return metric
+}
+
+const counter = (name: string, description: string) => {
+  const key = MetricKey.counter(name, { description, incremental: true })
+  return remembered(key, Metric.fromMetricKey(key))
+}
+const seconds = (name: string, description: string) => {
+  const key = MetricKey.histogram(name, secondsBuckets, description)
+  return remembered(key, Metric.fromMetricKey(key))
+}
+const gauge = (name: string, description: string) => {
+  const key = MetricKey.gauge(name, { description })
+  return remembered(key, Metric.fromMetricKey(key))
+}
 
 export const jobsCreated = counter("ai_jobs_created_total", "Jobs created, by job type")
 export const jobsFinished = counter(
@@ -32,22 +50,14 @@ export const providerCallDuration = seconds(
 export const providerTokens = counter("ai_provider_tokens_total", "Tokens reported by the provider, by provider, model and direction")
 export const providerCost = counter("ai_provider_cost_total", "Cost of provider calls in the price table's units, by provider and model")
 
-export const activeJobs = Metric.gauge("ai_worker_active_jobs", { description: "Jobs this worker process is running now" })
+export const activeJobs = gauge("ai_worker_active_jobs", "Jobs this worker process is running now")
 
-export const outboxPending = Metric.gauge("ai_outbox_pending", {
-  description: "Job enqueue events not yet published to their queue (pending or claimed)"
-})
-export const outboxDead = Metric.gauge("ai_outbox_dead", { description: "Job enqueue events that failed for good" })
-export const outboxOldestPendingAge = Metric.gauge("ai_outbox_oldest_pending_age_seconds", {
-  description: "Age of the oldest unpublished job enqueue event (0 when none)"
-})
-export const eventsPending = Metric.gauge("ai_events_pending", {
-  description: "Job completion events not yet delivered to every target (pending or claimed)"
-})
-export const eventsDead = Metric.gauge("ai_events_dead", { description: "Job completion events whose delivery was given up" })
-export const eventsOldestPendingAge = Metric.gauge("ai_events_oldest_pending_age_seconds", {
-  description: "Age of the oldest undelivered job completion event (0 when none)"
-})
+export const outboxPending = gauge("ai_outbox_pending", "Job enqueue events not yet published to their queue (pending or claimed)")
+export const outboxDead = gauge("ai_outbox_dead", "Job enqueue events that failed for good")
+export const outboxOldestPendingAge = gauge("ai_outbox_oldest_pending_age_seconds", "Age of the oldest unpublished job enqueue event (0 when none)")
+export const eventsPending = gauge("ai_events_pending", "Job completion events not yet delivered to every target (pending or claimed)")
+export const eventsDead = gauge("ai_events_dead", "Job completion events whose delivery was given up")
+export const eventsOldestPendingAge = gauge("ai_events_oldest_pending_age_seconds", "Age of the oldest undelivered job completion event (0 when none)")
 export const dispatchLatency = seconds("ai_outbox_dispatch_latency_seconds", "From the create's commit to the event's publication")
 export const dispatchedEvents = counter("ai_outbox_published_total", "Outbox events published to the queue")
 
@@ -84,7 +94,12 @@ export const tagged = <Type, In, Out>(
   // The map under `metric` only ever holds `metric` tagged, so it has `metric`'s type.
   const cached = byLabels.get(key) as Metric.Metric<Type, In, Out> | undefined
   if (cached !== undefined) return cached
-  const made = entries.reduce((m, [name, value]) => Metric.tagged(m, name, value), metric)
+  // `Metric.tagged` adds its labels on every update (a fresh array each time), so its registry
+  // lookup, which hashes the key, is never cached; a metric of the tagged key looks it up once.
+  const metricKey = metricKeys.get(metric)
+  const made = metricKey === undefined
+    ? entries.reduce((m, [name, value]) => Metric.tagged(m, name, value), metric)
+    : (Metric.fromMetricKey(MetricKey.taggedWithLabels(metricKey, entries.map(([name, value]) => MetricLabel.make(name, value)))) as unknown as Metric.Metric<Type, In, Out>)
   byLabels.set(key, made)
   return made
 }

@@ -48,7 +48,10 @@ export const queuePriorityFor = (priority: number): number => {
   return Math.min(priorityBounds.max, Math.max(priorityBounds.min, finite)) + 1
 }
 
-/** The payload for a job row, built the same way by every producer. */
+/**
+ * The payload for a job row, built the same way by every producer. Not validated here: every
+ * payload is encoded (and so checked) on its way to the queue, and a create should not pay twice.
+ */
 export const payloadFor = (job: {
   readonly jobId: string
   readonly jobType: string
@@ -64,7 +67,7 @@ export const payloadFor = (job: {
     dedupeKey: job.redispatchOf === undefined ? queueJobIdFor(job.jobId) : `${queueJobIdFor(job.jobId)}-r${job.redispatchOf}`,
     createdAt: job.createdAt,
     ...(job.traceParent === undefined ? {} : { traceParent: job.traceParent })
-  })
+  }, true)
 
 /** A request to put one job on a queue. The queue job id is the payload's `dedupeKey` (see `payloadFor`). */
 export interface JobQueueAddRequest {

@@ -141,12 +141,12 @@ export const startProgram = (
   entry: EntryPoint,
   name: string,
   env: NodeJS.ProcessEnv,
-  options: { readonly ready?: RegExp } = {}
+  options: { readonly ready?: RegExp; readonly nodeOptions?: ReadonlyArray<string> } = {}
 ): Effect.Effect<RunningProgram, ProcessTestError, Scope.Scope> =>
   Effect.gen(function* () {
     const port = yield* freePort
     const [command, args] = nodeProgram(entry)
-    const program = yield* spawnProgram(name, command, args, { ...env, PORT: String(port) })
+    const program = yield* spawnProgram(name, command, [...(options.nodeOptions ?? []), ...args], { ...env, PORT: String(port) })
     const baseUrl = `http://127.0.0.1:${port}`
     if (entry === "api" || entry === "all-in-one") yield* awaitHealthy(program, baseUrl)
     if (options.ready !== undefined) yield* program.waitForOutput(options.ready, Duration.seconds(30))
