@@ -259,7 +259,7 @@ const program = Effect.gen(function* () {
         Effect.flatMap(leaseFor(job), (lease) => Effect.zipRight(repository.extendLocks([{ lease, progress, reportCancel: false }], ttlMs), announce(job, progress))))
     }
     yield* phase("succeeded", running, (job) =>
-      Effect.flatMap(leaseFor(job), (lease) => Effect.tap(repository.markSucceeded(lease, "0".repeat(64)), (done) => announce(done))))
+      Effect.flatMap(leaseFor(job), (lease) => Effect.tap(repository.markSucceeded(lease, "0".repeat(64), { locked: job }), (done) => announce(done))))
     const driveSeconds = ((yield* monoMillis) - driveStarted) / 1000
     const changes = jobs.length * (2 + s.progressSteps)
 

@@ -12,8 +12,8 @@ export interface PreparedJob {
   readonly job: AiJob
   readonly lease: JobLease
   readonly registered: RegisteredJobType
-  /** The snapshot, when PREPARE's lock read it with the row; RESOLVE reads it otherwise. */
-  readonly snapshot?: Option.Option<JobSnapshot>
+  /** The input snapshot, read with the lock (none once it expired or was never written). */
+  readonly snapshot: Option.Option<JobSnapshot>
 }
 
 /** A target of the route with the key this job presents to its provider. */

@@ -30,7 +30,8 @@ import { recordUsage } from "./usage.js"
 import { execute } from "./execute.js"
 import { executeProgressRange, type LeaseHold, makeLeaseKeeper } from "./LeaseKeeper.js"
 import { defectsAsInternal } from "./internalErrors.js"
-import { prepare } from "./prepare.js"
+import { makeGroupCommit } from "./groupCommit.js"
+import { makeGroupLock, prepare } from "./prepare.js"
 import { project } from "./project.js"
 import { resolve } from "./resolve.js"
 import { loggedRetries, retrySchedule } from "./retrySchedule.js"
@@ -98,6 +99,10 @@ export const makeExecutionEngine = (workerId: string) =>
     const timing = yield* TimingConfig
     const gatewaySettles = Context.get(context, AiGateway).settle ?? Effect.void
     const keeper = yield* makeLeaseKeeper
+    // Deliveries that arrive together are locked by one statement, and projections that finish
+    // together commit in one transaction; a lone one goes at once (docs/architecture.md §8.1, §8.4).
+    const lockQueued = yield* makeGroupLock(workerId, timing.jobLockTtlMs)
+    const commit = yield* makeGroupCommit
     // The ids, and a count of the changes to them that the worker directory listens to: it
     // hears of every lock and release at once, and a change costs no copy of the set.
     const running = new Set<string>()
@@ -148,7 +153,7 @@ export const makeExecutionEngine = (workerId: string) =>
             Effect.gen(function* () {
               const executed = yield* restore(Effect.retry(attempt, loggedRetries(schedule, prepared.job.jobType)))
               yield* reach(progressAt.VALIDATED)
-              return yield* project(executed).pipe(
+              return yield* project(executed, commit).pipe(
                 defectsAsInternal,
                 Effect.retry(schedule),
                 // The projection rolled back for good: its call's usage row is written on its own.
@@ -230,17 +235,11 @@ export const makeExecutionEngine = (workerId: string) =>
         if (stopping) {
           return yield* Effect.fail(new JobHandedOff({ jobId, reason: "worker stopping", consumerStopping: true }))
         }
-        // The run's span continues the trace stored with the job (its create request's), so every
-        // stage of every run joins that one trace. The payload carries it; an older producer's
-        // payload does not, and the job is read for it before the span starts.
-        const loaded = traceParent !== undefined
-          ? undefined
-          : yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(jobId)).pipe(Effect.catchAll(giveBack(jobId)))
-        const parent = loaded === undefined
-          ? storedParent(traceParent)
-          : Option.flatMap(loaded, (job) => storedParent(job.traceParent))
+        // The run's span continues the trace stored with the job (its create request's), carried
+        // by the payload, so every stage of every run joins that one trace.
+        const parent = storedParent(traceParent)
         yield* Effect.gen(function* () {
-          const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs, loaded).pipe(
+          const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs, lockQueued).pipe(
             Effect.catchAll(giveBack(jobId))
           )
           if (Option.isNone(prepared)) return

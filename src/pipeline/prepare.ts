@@ -1,4 +1,4 @@
-import { Effect, Option } from "effect"
+import { Deferred, Effect, Exit, Option } from "effect"
 import { type AiJob, leaseOf } from "../domain/AiJob.js"
 import type {
   AttemptsExhausted,
@@ -8,24 +8,77 @@ import type {
 } from "../domain/LifecycleErrors.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { progressAt } from "../domain/JobEvent.js"
-import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import {
+  AiJobLifecycleRepository,
+  type LockedWithSnapshot,
+  type QueuedLockRequest
+} from "../services/AiJobLifecycleRepository.js"
+import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { jobQueueWait, observe, stageDuration, timed } from "../services/EngineMetrics.js"
 import { jobEventOf, JobEvents } from "../services/JobEvents.js"
 import { JobDefinitionRegistry, type RegisteredJobType } from "../services/JobDefinitionRegistry.js"
 import type { JobSnapshot } from "../domain/JobSnapshot.js"
 import type { AiJobQueuePayload } from "../services/JobQueue.js"
+import { asCaller, type CallerContext, captureCaller, CarriedFiberRefs, makeGroupRunner } from "./groupRunner.js"
 import type { PreparedJob } from "./RunningJob.js"
 
 const skip = (reason: string) =>
   Effect.as(Effect.logInfo(`delivery skipped: ${reason}`), Option.none<PreparedJob>())
 
+/** Locks one delivery's job if it is still queued: with the other deliveries waiting now, or alone. */
+export type LockQueued = (request: QueuedLockRequest) => Effect.Effect<Option.Option<LockedWithSnapshot>, PersistenceError>
+
+/** `LockQueued` for one delivery at a time: a group of one. */
+export const lockAlone = (jobs: AiJobLifecycleRepository["Type"], workerId: string, lockTtlMs: number): LockQueued => (request) =>
+  Effect.map(jobs.lockQueued([request], workerId, lockTtlMs, progressAt.PREPARE), (answers) => answers[0] ?? Option.none())
+
+/** The most deliveries one locking statement takes. */
+export const maxLockGroupSize = 64
+
+interface WaitingLock {
+  readonly request: QueuedLockRequest
+  readonly answer: Deferred.Deferred<Option.Option<LockedWithSnapshot>, PersistenceError>
+  readonly caller: CallerContext<never>
+}
+
 /**
- * PREPARE (docs/architecture.md §8.1): look the job type up, load the job, and lock it, either
- * `queued → running` or by taking over a `running` job whose lock expired (§4.4). Any other
- * state is a duplicate or stale delivery: nothing to do, and the delivery is acknowledged.
+ * `LockQueued` for a worker's deliveries (docs/architecture.md §8.1): one that finds no lock in
+ * flight is locked at once, alone; those that arrive while one is in flight are locked together
+ * by the next statement. A failed statement fails each of its deliveries, as their own would.
+ */
+export const makeGroupLock = (workerId: string, lockTtlMs: number) =>
+  Effect.gen(function* () {
+    const jobs = yield* AiJobLifecycleRepository
+    const carried = yield* CarriedFiberRefs
+    const submit = yield* makeGroupRunner<WaitingLock>(
+      (group) =>
+        asCaller(
+          group[0].caller,
+          Effect.flatMap(
+            Effect.exit(jobs.lockQueued(group.map((waiting) => waiting.request), workerId, lockTtlMs, progressAt.PREPARE)),
+            (exit) =>
+              Effect.forEach(group, (waiting, index) =>
+                Deferred.done(waiting.answer, Exit.map(exit, (answers) => answers[index] ?? Option.none())), { discard: true })
+          )
+        ),
+      maxLockGroupSize
+    )
+    return ((request) =>
+      Effect.gen(function* () {
+        const answer = yield* Deferred.make<Option.Option<LockedWithSnapshot>, PersistenceError>()
+        yield* submit({ request, answer, caller: yield* captureCaller<never>(carried) })
+        return yield* Deferred.await(answer)
+      })) satisfies LockQueued
+  })
+
+/**
+ * PREPARE (docs/architecture.md §8.1): look the job type up, lock the job, either
+ * `queued → running` (through `lockQueued`, in a group with the deliveries that arrived
+ * together) or by taking over a `running` job whose lock expired (§4.4), and read its snapshot.
+ * Any other state is a duplicate or stale delivery: nothing to do, and the delivery is acknowledged.
  */
 export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false })(
-  function* (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number, loaded?: Option.Option<AiJob>) {
+  function* (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number, lockQueued?: LockQueued) {
     const registry = yield* JobDefinitionRegistry
     const jobs = yield* AiJobLifecycleRepository
     const events = yield* JobEvents
@@ -37,16 +90,12 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
       yield* Effect.logError("delivery names a job type this worker does not know")
       return Option.none<PreparedJob>()
     }
-    // No read yet (the payload carried the trace context): the common case first, a queued job
-    // locked and read back with its snapshot; anything else is read and judged below.
-    if (loaded === undefined) {
-      const fast = yield* jobs.lockQueued(payload.jobId, payload.jobType, workerId, lockTtlMs, progressAt.PREPARE)
-      if (Option.isSome(fast)) {
-        return yield* lockedFromQueue(fast.value.job, registered.value, fast.value.snapshot)
-      }
+    // The common case first, a queued job locked and read back with its snapshot; anything else is read and judged below.
+    const fast = yield* (lockQueued ?? lockAlone(jobs, workerId, lockTtlMs))({ jobId: payload.jobId, jobType: payload.jobType })
+    if (Option.isSome(fast)) {
+      return yield* lockedFromQueue(fast.value.job, registered.value, fast.value.snapshot)
     }
-    // The run may have read the job already (for its trace context): one read per delivery.
-    const found = loaded ?? (yield* jobs.findById(payload.jobId))
+    const found = yield* jobs.findById(payload.jobId)
     if (Option.isNone(found)) return yield* skip("no such job")
     const job = found.value
     if (job.jobType !== payload.jobType) return yield* skip("the delivery's job type does not match the job")
@@ -60,12 +109,13 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
         : jobs.takeOver(job.id, workerId, lockTtlMs, progressAt.PREPARE)
     return yield* locked.pipe(
       Effect.flatMap((lockedJob) =>
-        job.lifecycleStatus === "queued"
-          ? lockedFromQueue(lockedJob, registered.value)
-          : Effect.zipRight(
-            events.publish(jobEventOf(lockedJob)),
-            logLocked("expired lock taken over", preparedOf(lockedJob, registered.value))
-          )
+        Effect.flatMap(snapshotOf(lockedJob), (snapshot) =>
+          job.lifecycleStatus === "queued"
+            ? lockedFromQueue(lockedJob, registered.value, snapshot)
+            : Effect.zipRight(
+              events.publish(jobEventOf(lockedJob)),
+              logLocked("expired lock taken over", preparedOf(lockedJob, registered.value, snapshot))
+            ))
       ),
       Effect.catchTags({
         JobLockConflict: () => skip("another worker holds the job"),
@@ -79,11 +129,23 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
   timed(stageDuration, { stage: "prepare" })
 )
 
-const preparedOf = (job: AiJob, registered: RegisteredJobType, snapshot?: Option.Option<JobSnapshot>): Option.Option<PreparedJob> => {
+/**
+ * The snapshot of a job locked without one (a takeover, a lone lock after a lost race). When it
+ * cannot be read the lock is released before the delivery goes back, so the next one takes the
+ * job at once in the same attempt.
+ */
+const snapshotOf = (locked: AiJob) =>
+  Effect.flatMap(SnapshotRepository, (snapshots) =>
+    snapshots.findByJobId(locked.id).pipe(
+      Effect.tapError(() => {
+        const lease = leaseOf(locked)
+        return lease === undefined ? Effect.void : Effect.ignore(Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.releaseLock(lease)))
+      })
+    ))
+
+const preparedOf = (job: AiJob, registered: RegisteredJobType, snapshot: Option.Option<JobSnapshot>): Option.Option<PreparedJob> => {
   const lease = leaseOf(job)
-  return lease === undefined
-    ? Option.none<PreparedJob>()
-    : Option.some<PreparedJob>({ job, lease, registered, ...(snapshot === undefined ? {} : { snapshot }) })
+  return lease === undefined ? Option.none<PreparedJob>() : Option.some<PreparedJob>({ job, lease, registered, snapshot })
 }
 
 const logLocked = (message: string, prepared: Option.Option<PreparedJob>): Effect.Effect<Option.Option<PreparedJob>> =>
@@ -92,7 +154,7 @@ const logLocked = (message: string, prepared: Option.Option<PreparedJob>): Effec
     : Effect.succeed(prepared)
 
 /** A queued job this worker just locked: its job event, its time in the queue, its log line. */
-const lockedFromQueue = (job: AiJob, registered: RegisteredJobType, snapshot?: Option.Option<JobSnapshot>) =>
+const lockedFromQueue = (job: AiJob, registered: RegisteredJobType, snapshot: Option.Option<JobSnapshot>) =>
   Effect.gen(function* () {
     yield* Effect.flatMap(JobEvents, (events) => events.publish(jobEventOf(job)))
     if (job.startedAt !== null) yield* observe(jobQueueWait, { job_type: job.jobType }, waitSeconds(job.createdAt, job.startedAt))

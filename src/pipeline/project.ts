@@ -9,18 +9,20 @@ import { ResultProjectors } from "../services/ResultProjectors.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
 import { recordUsageWithResult } from "./usage.js"
 import { persistenceAsInternal } from "./internalErrors.js"
+import type { Commit } from "./groupCommit.js"
 import type { ExecutedJob } from "./RunningJob.js"
 import { stageDuration, timed } from "../services/EngineMetrics.js"
 
 /**
- * PROJECT (docs/architecture.md §11.2): one transaction holding the projector's business rows,
+ * PROJECT (docs/architecture.md §11.2): one transaction (`commit`: the worker's group commit,
+ * which may share it with other jobs' projections; by default one of its own) holding the projector's business rows,
  * the artifacts, the usage row of the call that produced the output, and the fenced
  * `markSucceeded`. A worker that lost its lease fails the fence and the whole projection rolls
  * back (§4.6), which this stage reports as `LockLost`; so does a cancellable job whose cancel was
  * requested first (`CancelRequestedBeforeSuccess`, §10). A repeated projection writes nothing new.
  */
 export const project = Effect.fn("pipeline.project", { captureStackTrace: false })(
-  function* (executed: ExecutedJob) {
+  function* (executed: ExecutedJob, commit?: Commit) {
     const projectors = yield* ResultProjectors
     const artifacts = yield* ArtifactRepository
     const jobs = yield* AiJobLifecycleRepository
@@ -31,7 +33,7 @@ export const project = Effect.fn("pipeline.project", { captureStackTrace: false 
       Effect.mapError(() => new InternalError({ code: "INTERNAL_ERROR", message: `no projector registered as ${key}` }))
     )
     const timing = yield* TimingConfig
-    return yield* unitOfWork.transaction(
+    return yield* (commit ?? unitOfWork.transaction)(
       Effect.gen(function* () {
         const projection = yield* projector.project(job, executed.output)
         const recorded = yield* artifacts.record(job.id, projection.artifacts)

@@ -2,7 +2,6 @@ import { Array as Arr, Effect, Option } from "effect"
 import { CredentialError, InternalError } from "../domain/ExecutionError.js"
 import { CredentialVault } from "../services/CredentialVault.js"
 import { ModelRouter, targetsOf } from "../services/ModelRouter.js"
-import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { persistenceAsInternal } from "./internalErrors.js"
 import type { PreparedJob, ResolvedJob } from "./RunningJob.js"
 import { stageDuration, timed } from "../services/EngineMetrics.js"
@@ -14,13 +13,11 @@ import { stageDuration, timed } from "../services/EngineMetrics.js"
  */
 export const resolve = Effect.fn("pipeline.resolve", { captureStackTrace: false })(
   function* (prepared: PreparedJob) {
-    const snapshots = yield* SnapshotRepository
     const vault = yield* CredentialVault
     const router = yield* ModelRouter
     const { job } = prepared
 
-    const snapshot = prepared.snapshot ??
-      (yield* snapshots.findByJobId(job.id).pipe(Effect.catchTag("PersistenceError", persistenceAsInternal)))
+    const snapshot = prepared.snapshot
     if (Option.isNone(snapshot)) {
       return yield* Effect.fail(
         new InternalError({ code: "INTERNAL_ERROR", message: `job ${job.id} has no input snapshot (expired or never written)` })

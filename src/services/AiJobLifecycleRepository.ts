@@ -68,6 +68,12 @@ export const queuedJobFields = (job: NewAiJob): Omit<AiJob, "createdAt" | "updat
   retriedFromJobId: job.retriedFromJobId ?? null
 })
 
+/** One delivery's ask of `lockQueued`: the job, if it is still queued and of this type. */
+export interface QueuedLockRequest {
+  readonly jobId: string
+  readonly jobType: string
+}
+
 /** A job `lockQueued` locked, with its input snapshot (none once it expired or was never written). */
 export interface LockedWithSnapshot {
   readonly job: AiJob
@@ -147,18 +153,20 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       progress?: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | PersistenceError>
     /**
-     * PREPARE's common case (docs/architecture.md §8.1): `queued → running` for a job of
-     * `jobType`, in the compare-and-set `lockJob` makes, then the locked row and its snapshot
-     * read in one round trip. None when nothing matched (the job is not queued, of another type,
-     * or missing) and nothing was written: the caller reads the row to learn why.
+     * PREPARE's common case (docs/architecture.md §8.1), for the deliveries that arrived together:
+     * `queued → running` for each requested job still queued and of its `jobType`, with the
+     * locked rows and their snapshots read back, as one compare-and-set for the whole group.
+     * Answers in the order given: None where nothing matched (the job is not queued, of another
+     * type, missing, held by a concurrent write, or requested twice in the group) and nothing
+     * was written, so the caller reads the row to learn why. `progress` rides along (raised, never
+     * lowered), as on `takeOver` and `extendLocks`.
      */
     readonly lockQueued: (
-      jobId: string,
-      jobType: string,
+      requests: ReadonlyArray<QueuedLockRequest>,
       workerId: string,
       lockTtlMs: number,
       progress?: number
-    ) => Effect.Effect<Option.Option<LockedWithSnapshot>, PersistenceError>
+    ) => Effect.Effect<ReadonlyArray<Option.Option<LockedWithSnapshot>>, PersistenceError>
     /**
      * Take a `running` job (docs/architecture.md §4.4) whose lock has expired (a crashed worker's:
      * a new attempt, refused with `AttemptsExhausted` when none is left) or was released (a
@@ -188,16 +196,16 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     /**
      * Fenced on the lease. With `honourCancel` (a cancellable job type) it also requires that no
      * cancel was requested, refusing with `CancelRequestedBeforeSuccess` (docs/architecture.md §10).
-     * `locked`, the job as this lease locked it, spares the store a read-back: the answer is
-     * `locked` with the columns this write sets. `artifacts`, what the projection in the same
+     * `locked` is the job as this lease locked it: the answer is `locked` with the columns this
+     * write sets, so the store reads nothing back. `artifacts`, what the projection in the same
      * transaction recorded (in ordinal order), spares it reading them for the terminal event.
      */
     readonly markSucceeded: (
       lease: JobLease,
       outputHash: string,
-      options?: {
+      options: {
+        readonly locked: AiJob
         readonly honourCancel?: boolean
-        readonly locked?: AiJob
         readonly artifacts?: ReadonlyArray<FinishedArtifact>
       }
     ) => Effect.Effect<AiJob, TerminalWriteError | CancelRequestedBeforeSuccess>

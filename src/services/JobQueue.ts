@@ -19,8 +19,8 @@ export const AiJobQueuePayload = Schema.Struct({
   createdAt: Schema.Date,
   /**
    * The job's stored trace context (`ai_job.trace_parent`: ids only), so a worker starts the
-   * run's span in the job's trace without reading the row first; null when the job stores none.
-   * Absent from an older producer's payload: the worker then reads the job for it.
+   * run's span in the job's trace without reading the row; null (or absent) when the job stores
+   * none, and the run starts a trace of its own.
    */
   traceParent: Schema.optional(Schema.NullOr(Schema.String))
 })
@@ -58,7 +58,7 @@ export const payloadFor = (job: {
   readonly createdAt: Date
   /** A reaper's redispatch: a queue job of its own, since the lost worker's may still be active. */
   readonly redispatchOf?: string | undefined
-  /** The job's stored trace context (null: none stored); left out, the worker reads the job for it. */
+  /** The job's stored trace context; null or left out: none, and the run starts a trace of its own. */
   readonly traceParent?: string | null | undefined
 }) =>
   AiJobQueuePayload.make({

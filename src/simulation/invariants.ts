@@ -21,6 +21,7 @@ export const currentWriter = FiberRef.unsafeMake("shared")
  * PROJECT's (a worker opens no other).
  */
 export interface RunRecord {
+  readonly jobId: string
   lease: { readonly jobId: string; readonly owner: string; readonly leaseNo: number; readonly attempt: number } | undefined
   projectSaw: MemoryTables | undefined
 }
@@ -28,7 +29,17 @@ export interface RunRecord {
 /** The delivery a worker fiber works for (forked fibers share it); unset outside deliveries. */
 export const currentRun = FiberRef.unsafeMake<RunRecord | undefined>(undefined)
 
-export const newRunRecord = (): RunRecord => ({ lease: undefined, projectSaw: undefined })
+export const newRunRecord = (jobId: string): RunRecord => ({ jobId, lease: undefined, projectSaw: undefined })
+
+/**
+ * The deliveries in progress, by process and job: a grouped commit (or lock) is made in the
+ * committer's fiber as its first member's run, so the other jobs it writes are looked up here.
+ */
+export const activeRuns = new Map<string, RunRecord>()
+export const activeRunKey = (writer: string, jobId: string) => `${writer}\u0000${jobId}`
+
+const runOfJob = (run: RunRecord | undefined, writer: string, jobId: string): RunRecord | undefined =>
+  run !== undefined && run.jobId === jobId ? run : activeRuns.get(activeRunKey(writer, jobId))
 
 const decodeEnqueuePayload = Schema.decodeUnknownOption(EnqueuePayload)
 
@@ -180,7 +191,8 @@ export const makeMonitor = (options: MonitorOptions) => {
     }
   }
 
-  const jobTransition = (previous: AiJob, job: AiJob, writer: string, run: RunRecord | undefined) => {
+  const jobTransition = (previous: AiJob, job: AiJob, writer: string, committedAs: RunRecord | undefined) => {
+    const run = runOfJob(committedAs, writer, job.id)
     const from = previous.lifecycleStatus
     const to = job.lifecycleStatus
     const name = trace.alias(job.id)

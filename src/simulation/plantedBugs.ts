@@ -190,10 +190,11 @@ export const snapshotAsInput = (
   jobs: {
     ...jobs,
     lockQueued: (...args) =>
-      Effect.map(jobs.lockQueued(...args), Option.map((locked) => ({
-        ...locked,
-        snapshot: Option.map(locked.snapshot, (snapshot) => inputAsContent(snapshot, locked.job))
-      })))
+      Effect.map(jobs.lockQueued(...args), (answers) =>
+        answers.map(Option.map((locked) => ({
+          ...locked,
+          snapshot: Option.map(locked.snapshot, (snapshot) => inputAsContent(snapshot, locked.job))
+        }))))
   },
   snapshots: {
     ...snapshots,

@@ -9,7 +9,7 @@ import { encodeQueuePayload, type JobDelivery, type JobQueue, JobQueueUnavailabl
 import type { CrashPoint, DeliveryFaults } from "./faults.js"
 import type { ProviderCall } from "./callChecks.js"
 import { currentAdmission } from "./failoverChecks.js"
-import { currentRun, currentWriter, newRunRecord } from "./invariants.js"
+import { activeRunKey, activeRuns, currentRun, currentWriter, newRunRecord } from "./invariants.js"
 
 /** Where an armed process dies: a worker's crash point, or a dispatcher between claim and add. */
 export type ArmedPoint = CrashPoint | "after-claim"
@@ -382,7 +382,16 @@ export const processQueue = (shared: JobQueue["Type"], process: SimProcess): Job
             ? stopHere
             : Effect.raceFirst(
               process.gate.await.pipe(
-                Effect.zipRight(Effect.locally(handler(delivery), currentRun, newRunRecord())),
+                Effect.zipRight(Effect.suspend(() => {
+                  const record = newRunRecord(delivery.payload.jobId)
+                  const key = activeRunKey(process.id, delivery.payload.jobId)
+                  activeRuns.set(key, record)
+                  return Effect.locally(handler(delivery), currentRun, record).pipe(
+                    Effect.ensuring(Effect.sync(() => {
+                      if (activeRuns.get(key) === record) activeRuns.delete(key)
+                    }))
+                  )
+                })),
                 Effect.zipRight(Effect.suspend(() => (process.isCrashed() ? Effect.interrupt : Effect.void)))
               ),
               Effect.zipRight(Deferred.await(process.crashed), Effect.interrupt)

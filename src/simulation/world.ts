@@ -44,6 +44,7 @@ import { EventTargets } from "../services/EventTargets.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
 import { runReaper } from "../pipeline/reaper.js"
 import { runWorker } from "../pipeline/worker.js"
+import { CarriedFiberRefs, carry } from "../pipeline/groupRunner.js"
 import { AiGateway } from "../services/AiGateway.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../services/AiJobService.js"
@@ -75,7 +76,7 @@ import {
   takeOverWithoutAttempt
 } from "./plantedBugs.js"
 import { sealedEchoJobType } from "./sealedEcho.js"
-import { invariantNames } from "./invariants.js"
+import { currentRun, invariantNames } from "./invariants.js"
 import { type BreakerStoreWrite, currentAdmission } from "./failoverChecks.js"
 import {
   makeProcess,
@@ -515,6 +516,8 @@ export const makeWorld = (options: {
         if (projectPause !== null) process.armProjectPause(projectPause(process))
         yield* runWorker({ workerId: id, queues: allQueueNames }).pipe(
           Effect.provide(Context.merge(shared, own)),
+          // A grouped lock or commit runs in the committer's fiber, as its first submitter's run.
+          Effect.provideService(CarriedFiberRefs, [carry(currentRun)]),
           Scope.extend(process.scope)
         )
         workers[slot] = process

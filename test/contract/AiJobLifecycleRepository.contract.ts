@@ -119,7 +119,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(running.lockedBy).toBe("worker-a")
           expect(running.attemptCount).toBe(1)
           expect(running.startedAt).not.toBeNull()
-          const done = yield* repo.markSucceeded(leaseFor(running), "a".repeat(64))
+          const done = yield* repo.markSucceeded(leaseFor(running), "a".repeat(64), { locked: running })
           expect(done.lifecycleStatus).toBe("succeeded")
           expect(done.status).toBe("completed")
           expect(done.progress).toBe(100)
@@ -131,7 +131,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         Effect.gen(function* () {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
-          const locked = Option.getOrThrow(yield* repo.lockQueued(job.id, job.jobType, "worker-a", ttl, 10))
+          const locked = Option.getOrThrow((yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-a", ttl, 10))[0]!)
           expect(locked.job.lifecycleStatus).toBe("running")
           expect(locked.job.status).toBe("processing")
           expect(locked.job.lockedBy).toBe("worker-a")
@@ -152,12 +152,48 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           const queued = yield* reload(job.id)
-          expect(yield* repo.lockQueued(job.id, "another_type", "worker-a", ttl)).toEqual(Option.none())
+          expect(yield* repo.lockQueued([{ jobId: job.id, jobType: "another_type" }], "worker-a", ttl)).toEqual([Option.none()])
           expect(yield* reload(job.id)).toStrictEqual(queued)
-          const first = Option.getOrThrow(yield* repo.lockQueued(job.id, job.jobType, "worker-a", ttl))
-          expect(yield* repo.lockQueued(job.id, job.jobType, "worker-b", ttl)).toEqual(Option.none())
+          const first = Option.getOrThrow((yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-a", ttl))[0]!)
+          expect(yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-b", ttl)).toEqual([Option.none()])
           expect(yield* reload(job.id)).toStrictEqual(first.job)
-          expect(yield* repo.lockQueued(`missing-${yield* newId}`, job.jobType, "worker-a", ttl)).toEqual(Option.none())
+          expect(yield* repo.lockQueued([{ jobId: `missing-${yield* newId}`, jobType: job.jobType }], "worker-a", ttl)).toEqual([Option.none()])
+        }))
+
+      it.effect("lockQueued locks a group in one go: each queued job of its type once, in the order asked, and nothing else", () =>
+        Effect.gen(function* () {
+          const repo = yield* AiJobLifecycleRepository
+          const [a, b, c, held, elsewhere] = yield* Effect.all([freshJob, freshJob, freshJob, freshJob, freshJob])
+          // Already this worker's (an earlier lease) and another worker's: neither is locked again.
+          const heldBefore = yield* repo.lockJob(held!.id, "worker-g", ttl)
+          const elsewhereBefore = yield* repo.lockJob(elsewhere!.id, "worker-h", ttl)
+          const missing = `missing-${yield* newId}`
+          const answers = yield* repo.lockQueued([
+            { jobId: c!.id, jobType: c!.jobType },
+            { jobId: held!.id, jobType: held!.jobType },
+            { jobId: a!.id, jobType: a!.jobType },
+            { jobId: b!.id, jobType: "another_type" },
+            { jobId: missing, jobType: a!.jobType },
+            { jobId: a!.id, jobType: a!.jobType },
+            { jobId: elsewhere!.id, jobType: elsewhere!.jobType }
+          ], "worker-g", ttl, 10)
+          expect(answers.map(Option.isSome)).toEqual([true, false, true, false, false, false, false])
+          for (const [index, job] of [[0, c!], [2, a!]] as const) {
+            const locked = Option.getOrThrow(answers[index]!)
+            expect(locked.job.id).toBe(job.id)
+            expect([locked.job.lifecycleStatus, locked.job.status, locked.job.lockedBy]).toEqual(["running", "processing", "worker-g"])
+            expect([locked.job.attemptCount, locked.job.leaseNo, locked.job.progress]).toEqual([1, 1, 10])
+            expect(locked.job.lockUntil!.getTime() - locked.job.lockedAt!.getTime()).toBe(ttl)
+            // Exactly the stored row, and its snapshot.
+            expect(yield* reload(job.id)).toStrictEqual(locked.job)
+            expect(locked.snapshot).toStrictEqual(yield* Effect.flatMap(SnapshotRepository, (snapshots) => snapshots.findByJobId(job.id)))
+            // Its lease is the row's: it can write.
+            const done = yield* repo.markSucceeded(leaseFor(locked.job), "9".repeat(64), { locked: locked.job })
+            expect(done).toStrictEqual(yield* reload(job.id))
+          }
+          expect((yield* reload(b!.id)).lifecycleStatus).toBe("queued")
+          expect(yield* reload(held!.id)).toStrictEqual(heldBefore)
+          expect(yield* reload(elsewhere!.id)).toStrictEqual(elsewhereBefore)
         }))
 
       it.effect("createJob and markSucceeded(…, locked) answer exactly the row they stored, without reading it back", () =>
@@ -225,14 +261,14 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const lease = leaseFor(running)
           yield* repo.requestCancel(running.id)
           const honourCancel = { honourCancel: true }
-          yield* refusedWithoutChange(running.id, "CancelRequestedBeforeSuccess", repo.markSucceeded(lease, "e".repeat(64), honourCancel))
+          yield* refusedWithoutChange(running.id, "CancelRequestedBeforeSuccess", repo.markSucceeded(lease, "e".repeat(64), { ...honourCancel, locked: running }))
           const cancelled = yield* repo.markCancelled(byLease(lease))
           expect([cancelled.lifecycleStatus, cancelled.outputHash]).toStrictEqual(["cancelled", null])
           // The lease comes first: another owner's refusal is still a lost lock.
           const other = yield* repo.lockJob((yield* freshJob).id, "worker-b", ttl)
           yield* repo.requestCancel(other.id)
-          yield* refusedWithoutChange(other.id, "LockLost", repo.markSucceeded({ ...leaseFor(other), workerId: "worker-z" }, "f", honourCancel))
-          const ignoring = yield* repo.markSucceeded(leaseFor(other), "f".repeat(64), { honourCancel: false })
+          yield* refusedWithoutChange(other.id, "LockLost", repo.markSucceeded({ ...leaseFor(other), workerId: "worker-z" }, "f", { ...honourCancel, locked: other }))
+          const ignoring = yield* repo.markSucceeded(leaseFor(other), "f".repeat(64), { locked: other, honourCancel: false })
           expect(ignoring.lifecycleStatus).toBe("succeeded")
         }))
 
@@ -246,7 +282,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
                 Effect.either(repo.requestCancel(running.id)),
                 Effect.zipRight(
                   Effect.sleep(`${round % 3} millis`),
-                  Effect.either(repo.markSucceeded(leaseFor(running), "d".repeat(64), { honourCancel: true }))
+                  Effect.either(repo.markSucceeded(leaseFor(running), "d".repeat(64), { locked: running, honourCancel: true }))
                 )
               ],
               { concurrency: "unbounded" }
@@ -272,18 +308,18 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const queued = yield* freshJob
           const notALease = { jobId: queued.id, workerId: "worker-a", attempt: 0, leaseNo: 0 }
           // queued → succeeded / failed / cancelled-by-worker: a job must be locked first.
-          yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markSucceeded(notALease, "h"))
+          yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markSucceeded(notALease, "h", { locked: queued }))
           yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markFailed(byLease(notALease), failure))
           yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markCancelled(byLease(notALease)))
 
           // Terminal states never change.
           const succeeded = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl).pipe(
-            Effect.flatMap((job) => repo.markSucceeded(leaseFor(job), "h"))
+            Effect.flatMap((job) => repo.markSucceeded(leaseFor(job), "h", { locked: job }))
           )
           const lastLease = { jobId: succeeded.id, workerId: "worker-a", attempt: 1, leaseNo: 1 }
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.lockJob(succeeded.id, "worker-b", ttl))
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.takeOver(succeeded.id, "worker-b", ttl))
-          yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markSucceeded(lastLease, "h2"))
+          yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markSucceeded(lastLease, "h2", { locked: succeeded }))
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markFailed(byLease(lastLease), failure))
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markCancelled(byLease(lastLease)))
           yield* refusedWithoutChange(succeeded.id, "JobNotCancellable", repo.requestCancel(succeeded.id))
@@ -294,14 +330,14 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           )
           const failedLease = { jobId: failed.id, workerId: "worker-a", attempt: 1, leaseNo: 1 }
           yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.lockJob(failed.id, "worker-b", ttl))
-          yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.markSucceeded(failedLease, "h"))
+          yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.markSucceeded(failedLease, "h", { locked: failed }))
           yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.markCancelled(byLease(failedLease)))
           yield* refusedWithoutChange(failed.id, "JobNotCancellable", repo.requestCancel(failed.id))
 
           const cancelled = yield* repo.requestCancel((yield* freshJob).id)
           const cancelledLease = { jobId: cancelled.id, workerId: "worker-a", attempt: 0, leaseNo: 0 }
           yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.lockJob(cancelled.id, "worker-b", ttl))
-          yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.markSucceeded(cancelledLease, "h"))
+          yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.markSucceeded(cancelledLease, "h", { locked: cancelled }))
           yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.markFailed(byLease(cancelledLease), failure))
           yield* refusedWithoutChange(cancelled.id, "JobAlreadyCancelled", repo.requestCancel(cancelled.id))
 
@@ -344,9 +380,9 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           expect(taken.attemptCount).toBe(2)
           yield* refusedWithoutChange(job.id, "LockLost", beatOne(zombie, ttl))
           yield* refusedWithoutChange(job.id, "LockLost", beatOne(zombie, ttl, 50))
-          yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(zombie, "zombie"))
+          yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(zombie, "zombie", { locked: job }))
           yield* refusedWithoutChange(job.id, "LockLost", repo.markFailed(byLease(zombie), failure))
-          const done = yield* repo.markSucceeded(leaseFor(taken), "b".repeat(64))
+          const done = yield* repo.markSucceeded(leaseFor(taken), "b".repeat(64), { locked: taken })
           expect(done.lifecycleStatus).toBe("succeeded")
           expect(done.outputHash).toBe("b".repeat(64))
         }))
@@ -401,7 +437,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
             const [cancel] = yield* Effect.all(
               [
                 Effect.either(repo.requestCancel(running.id)),
-                Effect.zipRight(Effect.sleep(`${round % 3} millis`), Effect.either(repo.markSucceeded(leaseFor(running), "d".repeat(64))))
+                Effect.zipRight(Effect.sleep(`${round % 3} millis`), Effect.either(repo.markSucceeded(leaseFor(running), "d".repeat(64), { locked: running })))
               ],
               { concurrency: "unbounded" }
             )
@@ -417,6 +453,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const locked = yield* repo.lockJob((yield* freshJob).id, "worker-0", ttl * 100)
           expect(locked.attemptCount).toBe(1)
           let lease = leaseFor(locked)
+          let held = locked
           // More hand-offs than the job has attempts.
           for (let handOff = 1; handOff <= locked.maxAttempts + 2; handOff++) {
             const previous = lease
@@ -430,13 +467,14 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
             expect(taken.attemptCount).toBe(1)
             expect(taken.leaseNo).toBe(previous.leaseNo + 1)
             lease = leaseFor(taken)
+            held = taken
             // The worker that gave the job back can no longer write to it.
             yield* refusedWithoutChange(locked.id, "LockLost", beatOne(previous, ttl))
-            yield* refusedWithoutChange(locked.id, "LockLost", repo.markSucceeded(previous, "old"))
+            yield* refusedWithoutChange(locked.id, "LockLost", repo.markSucceeded(previous, "old", { locked }))
             yield* refusedWithoutChange(locked.id, "LockLost", repo.markFailed(byLease(previous), failure))
             yield* refusedWithoutChange(locked.id, "LockLost", repo.releaseLock(previous))
           }
-          const done = yield* repo.markSucceeded(lease, "c".repeat(64))
+          const done = yield* repo.markSucceeded(lease, "c".repeat(64), { locked: held })
           expect(done.lifecycleStatus).toBe("succeeded")
           expect(done.attemptCount).toBe(1)
         }))
@@ -500,7 +538,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const finished = yield* lock()
           yield* repo.requestCancel(cancelled.id)
           yield* repo.requestCancel(ignoring.id)
-          yield* repo.markSucceeded(leaseFor(finished), "f".repeat(64))
+          yield* repo.markSucceeded(leaseFor(finished), "f".repeat(64), { locked: finished })
           yield* harness.advance(ttl * 2)
           const rescued = yield* repo.takeOver(takenOver.id, "worker-b", ttl)
           const before = yield* Effect.forEach([takenOver.id, finished.id], reload)

@@ -57,7 +57,7 @@ export const jobStatisticsContract = (harness: {
             latencyMs: 5,
             errorCode: null
           })
-          yield* lifecycle.markSucceeded(lease, "hash")
+          yield* lifecycle.markSucceeded(lease, "hash", { locked: running })
 
           expect(yield* countOf("queued")).toBe(queuedBefore + 1)
           expect(yield* countOf("succeeded")).toBe(succeededBefore + 1)

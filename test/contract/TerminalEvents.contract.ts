@@ -92,7 +92,7 @@ export const terminalEventsContract = (harness: TerminalEventsHarness) =>
                 { artifactType: "flashcard", artifactId: `${job.id}-2`, ordinal: 2 },
                 { artifactType: "flashcard", artifactId: `${job.id}-1`, ordinal: 1 }
               ]),
-              repo.markSucceeded(leaseFor(job), "a".repeat(64))
+              repo.markSucceeded(leaseFor(job), "a".repeat(64), { locked: job })
             )
           )
           const { body, event } = yield* theTerminalEvent(job.id)
@@ -183,7 +183,7 @@ export const terminalEventsContract = (harness: TerminalEventsHarness) =>
           const result = yield* Effect.either(
             unitOfWork.transaction(
               Effect.zipRight(
-                repo.markSucceeded(leaseFor(job), "c".repeat(64)),
+                repo.markSucceeded(leaseFor(job), "c".repeat(64), { locked: job }),
                 Effect.fail(new PersistenceError({ operation: "test", message: "roll back" }))
               )
             )
@@ -202,9 +202,9 @@ export const terminalEventsContract = (harness: TerminalEventsHarness) =>
           const job = yield* running()
           const stale = { ...leaseFor(job), leaseNo: job.leaseNo + 1 }
           expect(Either.isLeft(yield* Effect.either(repo.markFailed(byLease(stale), failure)))).toBe(true)
-          expect(Either.isLeft(yield* Effect.either(repo.markSucceeded(stale, "d".repeat(64))))).toBe(true)
+          expect(Either.isLeft(yield* Effect.either(repo.markSucceeded(stale, "d".repeat(64), { locked: job })))).toBe(true)
           expect(yield* terminalEventsOf(job.id)).toHaveLength(0)
-          yield* repo.markSucceeded(leaseFor(job), "d".repeat(64))
+          yield* repo.markSucceeded(leaseFor(job), "d".repeat(64), { locked: job })
           expect(Either.isLeft(yield* Effect.either(repo.markFailed(byLease(leaseFor(job)), failure)))).toBe(true)
           expect(Either.isLeft(yield* Effect.either(repo.requestCancel(job.id)))).toBe(true)
           expect((yield* theTerminalEvent(job.id)).event.eventType).toBe("ai.job.succeeded")

@@ -95,7 +95,7 @@ describe("operator console in Chromium", () => {
           const lease = leaseOf(running)
           if (lease === undefined) return yield* Effect.dieMessage("a running job without a lease")
           yield* api.run(
-            Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.markSucceeded(lease, "console-hash")).pipe(Effect.orDie, Effect.tap(announce))
+            Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.markSucceeded(lease, "console-hash", { locked: running })).pipe(Effect.orDie, Effect.tap(announce))
           )
           yield* waitForText(page, "#job-status", "succeeded")
           yield* waitForText(page, "#live-mode", "finished")

@@ -175,7 +175,7 @@ layer(apiLayer(engine, { probe: ReadinessProbeLive }), { excludeTestServices: tr
             ),
           { concurrency: "unbounded" }
         )
-        const finish = Effect.zipRight(Effect.sleep(`${round % 5} millis`), Effect.either(repo.markSucceeded(lease, "0".repeat(64))))
+        const finish = Effect.zipRight(Effect.sleep(`${round % 5} millis`), Effect.either(repo.markSucceeded(lease, "0".repeat(64), { locked: running })))
         const [answers] = yield* Effect.all([cancels, finish], { concurrency: "unbounded" })
         const accepted = answers.filter((answer) => answer.status >= 200 && answer.status < 300)
         const refused = answers.filter((answer) => answer.status === 409)

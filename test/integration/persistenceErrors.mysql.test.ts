@@ -54,7 +54,7 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
           ["ai_job.takeOver", repo.takeOver(job.id, "worker-b", 1_000)],
           ["ai_job.extendLocks", repo.extendLocks([{ lease, progress: 10, reportCancel: true }], 1_000)],
           ["ai_job.releaseLock", repo.releaseLock(lease)],
-          ["ai_job.markSucceeded", repo.markSucceeded(lease, "a".repeat(64))],
+          ["ai_job.markSucceeded", repo.markSucceeded(lease, "a".repeat(64), { locked: running })],
           ["ai_job.markFailed", repo.markFailed(byLease(lease), { errorCode: "X", publicErrorMessage: "x", internalErrorMessage: "x" })],
           ["ai_job.markCancelled", repo.markCancelled(byLease(lease))],
           ["ai_job.requestCancel", repo.requestCancel(job.id)],

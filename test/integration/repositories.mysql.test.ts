@@ -8,6 +8,7 @@ import { outboxClaimsContract } from "../contract/OutboxRepository.claims.contra
 import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
 import { MysqlProjectionStore } from "../../src/layers/mysql/MysqlProjectionStore.js"
 import { quotasContract } from "../contract/Quotas.contract.js"
+import { groupCommitContract } from "../contract/GroupCommit.contract.js"
 import { terminalEventsContract } from "../contract/TerminalEvents.contract.js"
 import { MysqlArtifactRepository } from "../../src/layers/mysql/MysqlArtifactRepository.js"
 import { jobCreation, mysqlRepositories } from "../support/foundationStack.js"
@@ -34,6 +35,14 @@ outboxRepositoryContract({
 terminalEventsContract({
   name: "mysql",
   layer: jobCreation(Layer.fresh(MysqlArtifactRepository).pipe(Layer.provideMerge(mysqlRepositories("terminal_events")))).pipe(Layer.orDie),
+  advance: realSleep,
+  liveClock: true,
+  lockTtlMs: 300
+})
+
+groupCommitContract({
+  name: "mysql",
+  layer: jobCreation(Layer.fresh(MysqlArtifactRepository).pipe(Layer.provideMerge(mysqlRepositories("group_commit")))).pipe(Layer.orDie),
   advance: realSleep,
   liveClock: true,
   lockTtlMs: 300

@@ -32,7 +32,8 @@ describe("PersistenceError names the write that failed (memory), as on MySQL", (
           targetId: "t-1",
           input: { message: "hello" }
         })
-        const lease = leaseOf(yield* repo.lockJob(job.id, "worker-a", 60_000))!
+        const running = yield* repo.lockJob(job.id, "worker-a", 60_000)
+        const lease = leaseOf(running)!
         yield* failEveryWrite
         const id = yield* newId
         const event = { id, eventType: "ai.job.enqueue", aggregateType: "AiJob", aggregateId: id, dedupeKey: id, payload: {}, delayMs: 0 }
@@ -42,7 +43,7 @@ describe("PersistenceError names the write that failed (memory), as on MySQL", (
           ["ai_job.takeOver", repo.takeOver(job.id, "worker-b", 1_000)],
           ["ai_job.extendLocks", repo.extendLocks([{ lease, progress: 10, reportCancel: true }], 1_000)],
           ["ai_job.releaseLock", repo.releaseLock(lease)],
-          ["ai_job.markSucceeded", repo.markSucceeded(lease, "a".repeat(64))],
+          ["ai_job.markSucceeded", repo.markSucceeded(lease, "a".repeat(64), { locked: running })],
           ["ai_job.markFailed", repo.markFailed(byLease(lease), { errorCode: "X", publicErrorMessage: "x", internalErrorMessage: "x" })],
           ["ai_job.markCancelled", repo.markCancelled(byLease(lease))],
           ["ai_job.requestCancel", repo.requestCancel(job.id)],

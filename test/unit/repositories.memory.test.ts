@@ -8,6 +8,7 @@ import { outboxClaimsContract } from "../contract/OutboxRepository.claims.contra
 import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
 import { MemoryProjectionStore } from "../../src/layers/memory/MemoryProjectionStore.js"
 import { quotasContract } from "../contract/Quotas.contract.js"
+import { groupCommitContract } from "../contract/GroupCommit.contract.js"
 import { terminalEventsContract } from "../contract/TerminalEvents.contract.js"
 import { MemoryArtifactRepository } from "../../src/layers/memory/MemoryArtifactRepository.js"
 import { jobCreation, memoryRepositories, memoryRepositoriesWith } from "../support/foundationStack.js"
@@ -23,6 +24,10 @@ const harness = {
 lifecycleRepositoryContract(harness)
 outboxRepositoryContract(harness)
 terminalEventsContract({
+  ...harness,
+  layer: jobCreation(Layer.fresh(MemoryArtifactRepository).pipe(Layer.provideMerge(memoryRepositories))).pipe(Layer.orDie)
+})
+groupCommitContract({
   ...harness,
   layer: jobCreation(Layer.fresh(MemoryArtifactRepository).pipe(Layer.provideMerge(memoryRepositories))).pipe(Layer.orDie)
 })

@@ -30,6 +30,7 @@ import {
   type HeldLease,
   type LeaseBeat,
   type LockedWithSnapshot,
+  type QueuedLockRequest,
   queuedJobFields
 } from "../../services/AiJobLifecycleRepository.js"
 import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
@@ -186,16 +187,25 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
     guarded("ai_job.lock", jobId, (current) => lockGuard(jobId, current), (job, now) =>
       lockedRow(job, now, workerId, lockTtlMs, progress))
 
-  const lockQueued = (jobId: string, jobType: string, workerId: string, lockTtlMs: number, progress?: number) =>
-    db.write("ai_job.lock", (tables, now) => {
-      const current = HashMap.get(tables.aiJob, jobId)
-      if (Option.isNone(current) || current.value.lifecycleStatus !== "queued" || current.value.jobType !== jobType) {
-        return Either.right([Option.none<LockedWithSnapshot>(), tables] as const)
-      }
-      const job = lockedRow(current.value, now, workerId, lockTtlMs, progress)
-      const snapshot = Option.fromNullable(Array.from(HashMap.values(tables.aiJobSnapshot)).find((row) => row.jobId === jobId))
-      return Either.right([Option.some<LockedWithSnapshot>({ job, snapshot }), withJob(tables, job)] as const)
-    })
+  /** Every request judged and locked in one serialized write, as MySQL's one locking transaction. */
+  const lockQueued = (requests: ReadonlyArray<QueuedLockRequest>, workerId: string, lockTtlMs: number, progress?: number) =>
+    requests.length === 0
+      ? Effect.succeed([])
+      : db.write("ai_job.lock", (tables, now) => {
+        let next = tables
+        const answers = requests.map(({ jobId, jobType }) => {
+          // Judged on the rows as this write leaves them: a second request for a job finds it running.
+          const current = HashMap.get(next.aiJob, jobId)
+          if (Option.isNone(current) || current.value.lifecycleStatus !== "queued" || current.value.jobType !== jobType) {
+            return Option.none<LockedWithSnapshot>()
+          }
+          const job = lockedRow(current.value, now, workerId, lockTtlMs, progress)
+          const snapshot = Option.fromNullable(Array.from(HashMap.values(tables.aiJobSnapshot)).find((row) => row.jobId === jobId))
+          next = withJob(next, job)
+          return Option.some<LockedWithSnapshot>({ job, snapshot })
+        })
+        return Either.right([answers, next] as const)
+      })
 
   const takeOver = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
     guarded("ai_job.takeOver", jobId, (current, now) => takeOverGuard(jobId, current, now), (job, now) =>
@@ -247,15 +257,15 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
   const markSucceeded = (
     lease: JobLease,
     outputHash: string,
-    options?: { readonly honourCancel?: boolean; readonly artifacts?: ReadonlyArray<FinishedArtifact> }
+    options: { readonly locked: AiJob; readonly honourCancel?: boolean; readonly artifacts?: ReadonlyArray<FinishedArtifact> }
   ) =>
     guardedWithEvent(
       "ai_job.markSucceeded",
       lease.jobId,
       // Unfenced (the deliberate bug) drops the whole `WHERE`, the cancel condition with it.
-      (current) => Either.flatMap(leaseCheck(lease, current, "succeeded"), noCancelRequested(!unfenced && options?.honourCancel === true)),
+      (current) => Either.flatMap(leaseCheck(lease, current, "succeeded"), noCancelRequested(!unfenced && options.honourCancel === true)),
       (job, now) => changed(job, now, { lifecycleStatus: "succeeded", progress: 100, outputHash, finishedAt: now, lockUntil: null }),
-      options?.artifacts
+      options.artifacts
     )
 
   const markFailed = (fence: JobFence, failure: JobFailure) =>

@@ -29,6 +29,7 @@ import {
   type HeldLease,
   type LeaseBeat,
   type LockedWithSnapshot,
+  type QueuedLockRequest,
   queuedJobFields
 } from "../../services/AiJobLifecycleRepository.js"
 import { UnitOfWork } from "../../services/UnitOfWork.js"
@@ -51,6 +52,9 @@ const JobWithSnapshotRow = Schema.Struct({
   snapshotExpiresAt: Schema.NullOr(Schema.DateFromSelf),
   snapshotCreatedAt: Schema.NullOr(Schema.DateFromSelf)
 })
+
+/** A queued row read to be locked in a group, with the database's time to lock it at. */
+const QueuedForLockRow = Schema.Struct({ ...JobWithSnapshotRow.fields, lockTime: Schema.DateFromSelf })
 
 /** Who holds a row now, read by a beat whose extension matched fewer rows than it held. */
 const LeaseState = Schema.Struct({
@@ -129,30 +133,43 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
           WHERE j.id = ${jobId}`
   })
   /** The job and its snapshot, as two domain values; the columns were decoded once, by the row schema. */
-  const findLockedWithSnapshot = (jobId: string) =>
-    Effect.map(selectWithSnapshot(jobId), Option.map((row): LockedWithSnapshot => {
-      const {
-        snapshotContent,
-        snapshotCreatedAt,
-        snapshotExpiresAt,
-        snapshotRedactionVersion,
-        snapshotRowId,
-        ...columns
-      } = row
-      return {
-        job: new AiJob(columns, { disableValidation: true }),
-        snapshot: snapshotRowId === null || snapshotRedactionVersion === null || snapshotExpiresAt === null || snapshotCreatedAt === null
-          ? Option.none()
-          : Option.some(new JobSnapshot({
-            id: snapshotRowId,
-            jobId,
-            content: snapshotContent,
-            redactionVersion: snapshotRedactionVersion,
-            expiresAt: snapshotExpiresAt,
-            createdAt: snapshotCreatedAt
-          }, { disableValidation: true }))
-      }
-    }))
+  const lockedWithSnapshotOf = (row: typeof JobWithSnapshotRow.Type): LockedWithSnapshot => {
+    const {
+      snapshotContent,
+      snapshotCreatedAt,
+      snapshotExpiresAt,
+      snapshotRedactionVersion,
+      snapshotRowId,
+      ...columns
+    } = row
+    return {
+      job: new AiJob(columns, { disableValidation: true }),
+      snapshot: snapshotRowId === null || snapshotRedactionVersion === null || snapshotExpiresAt === null || snapshotCreatedAt === null
+        ? Option.none()
+        : Option.some(new JobSnapshot({
+          id: snapshotRowId,
+          jobId: columns.id,
+          content: snapshotContent,
+          redactionVersion: snapshotRedactionVersion,
+          expiresAt: snapshotExpiresAt,
+          createdAt: snapshotCreatedAt
+        }, { disableValidation: true }))
+    }
+  }
+  const findLockedWithSnapshot = (jobId: string) => Effect.map(selectWithSnapshot(jobId), Option.map(lockedWithSnapshotOf))
+  const selectQueuedForLockRows = SqlSchema.findAll({
+    Request: Schema.Array(Schema.String),
+    Result: QueuedForLockRow,
+    execute: (ids) =>
+      sql`SELECT j.*, s.id AS snapshot_row_id, s.content AS snapshot_content, s.redaction_version AS snapshot_redaction_version,
+            s.expires_at AS snapshot_expires_at, s.created_at AS snapshot_created_at, ${now} AS lock_time
+          FROM ai_job j LEFT JOIN ai_job_snapshot s ON s.job_id = j.id
+          WHERE j.id IN ${sql.in(paddedForIn(ids))} AND j.lifecycle_status = 'queued'
+          ORDER BY j.id FOR UPDATE SKIP LOCKED`
+  })
+  const selectQueuedForLock = (ids: ReadonlyArray<string>) =>
+    Effect.map(selectQueuedForLockRows(ids), (rows) =>
+      rows.map(({ lockTime, ...row }) => ({ locked: lockedWithSnapshotOf(row), lockedAt: lockTime })))
   const readLeaseStates = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
     Result: LeaseState,
@@ -306,21 +323,79 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       () => new JobLockConflict({ jobId })
     )
 
-  const lockQueued = (jobId: string, jobType: string, workerId: string, lockTtlMs: number, progress?: number) =>
+  const lockOneQueued = (request: QueuedLockRequest, workerId: string, lockTtlMs: number, progress: number | undefined) =>
     changedRows(
       sql`UPDATE ai_job SET ${firstLockSet(workerId, lockTtlMs, progress)}
-          WHERE id = ${jobId} AND job_type = ${jobType} AND lifecycle_status = 'queued'`.raw
+          WHERE id = ${request.jobId} AND job_type = ${request.jobType} AND lifecycle_status = 'queued'`.raw
     ).pipe(
       Effect.flatMap((changed) =>
         changed === 0
           ? Effect.succeed(Option.none<LockedWithSnapshot>())
-          : Effect.flatMap(findLockedWithSnapshot(jobId), (found) =>
+          : Effect.flatMap(findLockedWithSnapshot(request.jobId), (found) =>
             Option.isSome(found)
               ? Effect.succeed(found)
-              : Effect.fail(new PersistenceError({ operation: "ai_job.lock", message: `job ${jobId} vanished after its update` })))
+              : Effect.fail(new PersistenceError({ operation: "ai_job.lock", message: `job ${request.jobId} vanished after its update` })))
       ),
       persistence("ai_job.lock")
     )
+
+  /**
+   * Several deliveries at once: the queued rows (with their snapshots and the database's time)
+   * read under `FOR UPDATE SKIP LOCKED`, then one UPDATE locks them all with that time, and one
+   * COMMIT. A row another transaction holds is skipped, not waited for: its delivery reads the
+   * row and judges it as a lone one does. The answers are built from the rows read, as `lockedRow`
+   * would leave them, so nothing is read back.
+   */
+  const lockGroupQueued = (requests: ReadonlyArray<QueuedLockRequest>, workerId: string, lockTtlMs: number, progress: number | undefined) =>
+    unitOfWork.transaction(Effect.gen(function* () {
+      const rows = yield* selectQueuedForLock(requests.map((request) => request.jobId)).pipe(persistence("ai_job.lock"))
+      const wanted = new Map<string, string>()
+      for (const request of requests) if (!wanted.has(request.jobId)) wanted.set(request.jobId, request.jobType)
+      const ours = rows.filter((row) => wanted.get(row.locked.job.id) === row.locked.job.jobType)
+      const at = ours[0]?.lockedAt
+      if (at === undefined) return requests.map(() => Option.none<LockedWithSnapshot>())
+      const lockUntil = new Date(at.getTime() + Math.round(lockTtlMs))
+      const ids = ours.map((row) => row.locked.job.id)
+      const changed = yield* changedRows(
+        sql`UPDATE ai_job SET ${status("running")}, ${raisedProgress(progress)}, locked_by = ${workerId}, locked_at = ${at},
+              lock_until = ${lockUntil}, started_at = COALESCE(started_at, ${at}),
+              attempt_count = attempt_count + 1, lease_no = lease_no + 1, updated_at = ${at}
+            WHERE id IN ${sql.in(paddedForIn(ids))} AND lifecycle_status = 'queued'`.raw
+      ).pipe(persistence("ai_job.lock"))
+      if (changed !== ids.length) {
+        return yield* Effect.fail(new PersistenceError({ operation: "ai_job.lock", message: `locked ${changed} of ${ids.length} rows held for the lock` }))
+      }
+      const locked = new Map(ours.map(({ locked: { job, snapshot } }): [string, LockedWithSnapshot] => [job.id, {
+        job: new AiJob({
+          ...job,
+          lifecycleStatus: "running",
+          status: legacyStatusOf.running,
+          progress: progress === undefined ? job.progress : Math.max(job.progress, clampProgress(progress)),
+          lockedBy: workerId,
+          lockedAt: at,
+          lockUntil,
+          startedAt: job.startedAt ?? at,
+          attemptCount: job.attemptCount + 1,
+          leaseNo: job.leaseNo + 1,
+          updatedAt: at
+        }, { disableValidation: true }),
+        snapshot
+      }]))
+      return requests.map((request) => {
+        const found = locked.get(request.jobId)
+        // Each job is answered once: a second request for it in the group finds it taken.
+        if (found === undefined) return Option.none<LockedWithSnapshot>()
+        locked.delete(request.jobId)
+        return Option.some(found)
+      })
+    }))
+
+  const lockQueued = (requests: ReadonlyArray<QueuedLockRequest>, workerId: string, lockTtlMs: number, progress?: number) =>
+    requests.length === 0
+      ? Effect.succeed([])
+      : requests.length === 1
+      ? Effect.map(lockOneQueued(requests[0]!, workerId, lockTtlMs, progress), (locked) => [locked])
+      : lockGroupQueued(requests, workerId, lockTtlMs, progress)
 
   const takeOver = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
     compareAndSet(
@@ -334,21 +409,6 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
             AND (locked_by IS NULL OR ((lock_until IS NULL OR lock_until < ${now}) AND attempt_count < max_attempts))`.raw,
       (current) => takeOverGuard(jobId, current, endOfTime),
       () => new JobLockConflict({ jobId })
-    )
-
-  const leaseUpdate = <E>(
-    operation: string,
-    lease: JobLease,
-    set: Fragment,
-    whyRefused: (current: Option.Option<AiJob>) => Either.Either<AiJob, E>,
-    condition: Fragment = sql`TRUE`
-  ) =>
-    compareAndSet<E | LockLost>(
-      operation,
-      lease.jobId,
-      sql`UPDATE ai_job SET ${set}, updated_at = ${now} WHERE ${leaseWhere(lease)} AND ${condition}`.raw,
-      whyRefused,
-      () => new LockLost({ ...lease })
     )
 
   /**
@@ -411,52 +471,39 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const markSucceeded = (
     lease: JobLease,
     outputHash: string,
-    options?: { readonly honourCancel?: boolean; readonly locked?: AiJob; readonly artifacts?: ReadonlyArray<FinishedArtifact> }
-  ) => atomically(Effect.flatMap(succeed(lease, outputHash, options), (job) => withFinishedEvent(job, options?.artifacts)))
+    options: { readonly locked: AiJob; readonly honourCancel?: boolean; readonly artifacts?: ReadonlyArray<FinishedArtifact> }
+  ) => atomically(Effect.flatMap(succeed(lease, outputHash, options), (job) => withFinishedEvent(job, options.artifacts)))
 
-  const succeed = (
-    lease: JobLease,
-    outputHash: string,
-    options?: { readonly honourCancel?: boolean; readonly locked?: AiJob }
-  ) => {
-    const honourCancel = options?.honourCancel === true
+  const succeed = (lease: JobLease, outputHash: string, options: { readonly locked: AiJob; readonly honourCancel?: boolean }) => {
+    const honourCancel = options.honourCancel === true
     const cancelCondition = honourCancel ? sql`cancel_requested_at IS NULL` : sql`TRUE`
-    const locked = options?.locked
-    return locked !== undefined && locked.id === lease.jobId
-      ? Effect.flatMap(clockDate, (at) =>
-        changedRows(
-          sql`UPDATE ai_job SET ${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${at},
-                lock_until = NULL, updated_at = ${at}
-              WHERE ${leaseWhere(lease)} AND ${cancelCondition}`.raw
-        ).pipe(
-          persistence("ai_job.markSucceeded"),
-          Effect.flatMap((changed) => (changed > 0 ? Effect.void : Effect.fail(new LockLost({ ...lease })))),
-          // Matched: the row is the locked job with exactly these columns changed, so it is not read back.
-          Effect.as(new AiJob({
-            ...locked,
-            lifecycleStatus: "succeeded",
-            status: legacyStatusOf.succeeded,
-            progress: 100,
-            outputHash,
-            finishedAt: at,
-            lockUntil: null,
-            updatedAt: at
-          }, { disableValidation: true })),
-          // Refused: read the row so the guard names why, as without `locked`.
-          Effect.catchTag("LockLost", () =>
-            Effect.flatMap(findById(lease.jobId), (current) =>
-              Either.match(succeedGuard(lease, current, honourCancel), {
-                onLeft: Effect.fail,
-                onRight: () => Effect.fail(new LockLost({ ...lease }))
-              })))
-        ))
-      : leaseUpdate(
-      "ai_job.markSucceeded",
-      lease,
-      sql`${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${now}, lock_until = NULL`,
-      (current) => succeedGuard(lease, current, honourCancel),
-      cancelCondition
-    )
+    return Effect.flatMap(clockDate, (at) =>
+      changedRows(
+        sql`UPDATE ai_job SET ${status("succeeded")}, progress = 100, output_hash = ${outputHash}, finished_at = ${at},
+              lock_until = NULL, updated_at = ${at}
+            WHERE ${leaseWhere(lease)} AND ${cancelCondition}`.raw
+      ).pipe(
+        persistence("ai_job.markSucceeded"),
+        Effect.flatMap((changed) => (changed > 0 ? Effect.void : Effect.fail(new LockLost({ ...lease })))),
+        // Matched: the row is the locked job with exactly these columns changed, so it is not read back.
+        Effect.as(new AiJob({
+          ...options.locked,
+          lifecycleStatus: "succeeded",
+          status: legacyStatusOf.succeeded,
+          progress: 100,
+          outputHash,
+          finishedAt: at,
+          lockUntil: null,
+          updatedAt: at
+        }, { disableValidation: true })),
+        // Refused: read the row so the guard names why.
+        Effect.catchTag("LockLost", () =>
+          Effect.flatMap(findById(lease.jobId), (current) =>
+            Either.match(succeedGuard(lease, current, honourCancel), {
+              onLeft: Effect.fail,
+              onRight: () => Effect.fail(new LockLost({ ...lease }))
+            })))
+      ))
   }
 
   const terminalByFence = (

@@ -335,7 +335,7 @@ export const markSucceeded = (jobId: string, output: unknown): Effect.Effect<AiJ
       Effect.gen(function* () {
         const result = yield* projector.project(running, output)
         yield* artifacts.record(running.id, result.artifacts)
-        return yield* repo.markSucceeded(lease, "0".repeat(64))
+        return yield* repo.markSucceeded(lease, "0".repeat(64), { locked: running })
       })
     )
   }).pipe(Effect.orDie)

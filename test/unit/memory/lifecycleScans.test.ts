@@ -25,7 +25,7 @@ describe("MemoryAiJobLifecycleRepository scans", () => {
       yield* repo.releaseLock(leaseOf(released)!)
       yield* createJob
       const done = yield* repo.lockJob((yield* createJob).id, "worker-a", 1)
-      yield* repo.markSucceeded(leaseOf(done)!, "h")
+      yield* repo.markSucceeded(leaseOf(done)!, "h", { locked: done })
       const expired = (grace: number, limit = 100) => Effect.map(repo.findExpiredLocks(grace, limit), (rows) => rows.map((row) => row.id))
       // Now 100: the first lock ends at 1000, the second at 1100.
       yield* TestClock.setTime(1_500)
@@ -66,7 +66,7 @@ describe("MemoryAiJobLifecycleRepository scans", () => {
       const running = yield* repo.lockJob((yield* create("user-a")).id, "worker-a", 60_000)
       yield* TestClock.setTime(2_000)
       const done = yield* repo.lockJob((yield* create("user-a")).id, "worker-a", 60_000)
-      yield* repo.markSucceeded(leaseOf(done)!, "h")
+      yield* repo.markSucceeded(leaseOf(done)!, "h", { locked: done })
       yield* repo.requestCancel((yield* create("user-a")).id)
       yield* create("user-b")
       expect(running.lifecycleStatus).toBe("running")

@@ -76,7 +76,7 @@ describe("MemoryAiJobLifecycleRepository with fencing disabled (the simulation's
         const beats = yield* repo.extendLocks([{ lease: stale, progress: 40, reportCancel: true }], ttl)
         expect(beats).toStrictEqual([expected("Extended", "Lost")])
         expect(yield* tagOf(repo.releaseLock(stale))).toBe(expected("done", "LockLost"))
-        expect(yield* tagOf(repo.markSucceeded(stale, "zombie"))).toBe(expected("done", "LockLost"))
+        expect(yield* tagOf(repo.markSucceeded(stale, "zombie", { locked: job }))).toBe(expected("done", "LockLost"))
         const row = yield* repo.findById(job.id)
         expect(row._tag === "Some" && row.value.lifecycleStatus).toBe(expected("succeeded", "running"))
       }).pipe(Effect.provide(stack(options))))
@@ -99,7 +99,7 @@ describe("MemoryAiJobLifecycleRepository with fencing disabled (the simulation's
         yield* repo.requestCancel(running.id)
         const beats = yield* repo.extendLocks([{ lease: leaseFor(running), progress: 0, reportCancel: true }], ttl)
         expect(beats).toStrictEqual(["CancelRequested"])
-        expect(yield* tagOf(repo.markSucceeded(leaseFor(running), "h", { honourCancel: true })))
+        expect(yield* tagOf(repo.markSucceeded(leaseFor(running), "h", { locked: running, honourCancel: true })))
           .toBe(expected("done", "CancelRequestedBeforeSuccess"))
       }).pipe(Effect.provide(stack(options))))
 
@@ -109,7 +109,7 @@ describe("MemoryAiJobLifecycleRepository with fencing disabled (the simulation's
         const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
         const ghost = { ...leaseFor(running), jobId: `missing-${yield* newId}` }
         expect(yield* repo.extendLocks([{ lease: ghost, progress: 0, reportCancel: true }], ttl)).toStrictEqual(["Lost"])
-        expect(yield* tagOf(repo.markSucceeded(ghost, "h"))).toBe("JobNotFound")
+        expect(yield* tagOf(repo.markSucceeded(ghost, "h", { locked: running }))).toBe("JobNotFound")
         expect(yield* tagOf(repo.markFailed(byLease(ghost), { errorCode: "X", publicErrorMessage: "x", internalErrorMessage: "x" })))
           .toBe("JobNotFound")
       }).pipe(Effect.provide(stack(options))))

@@ -31,7 +31,7 @@ const finish = (jobId: string) =>
   Effect.gen(function* () {
     const repo = yield* AiJobLifecycleRepository
     const running = yield* repo.lockJob(jobId, "worker-a", 60_000)
-    return yield* repo.markSucceeded(leaseOf(running)!, "h")
+    return yield* repo.markSucceeded(leaseOf(running)!, "h", { locked: running })
   })
 
 const usageRow = (jobId: string, attemptNo: number, totalTokens: number, costMicros: number) =>

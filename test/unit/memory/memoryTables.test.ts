@@ -36,7 +36,7 @@ const succeed = (jobId: string) =>
   Effect.gen(function* () {
     const repo = yield* AiJobLifecycleRepository
     const running = yield* repo.lockJob(jobId, "worker-a", 1_000)
-    return yield* repo.markSucceeded(leaseOf(running)!, "a".repeat(64))
+    return yield* repo.markSucceeded(leaseOf(running)!, "a".repeat(64), { locked: running })
   })
 
 describe("MemoryArtifactRepository", () => {

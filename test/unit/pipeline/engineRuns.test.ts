@@ -12,6 +12,7 @@ import { defineJobType } from "../../../src/domain/JobType.js"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
 import { makeExecutionEngine } from "../../../src/pipeline/engine.js"
 import { AiGateway, type GatewayError } from "../../../src/services/AiGateway.js"
+import { CredentialVault } from "../../../src/services/CredentialVault.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
@@ -21,7 +22,6 @@ import { payloadFor } from "../../../src/services/JobQueue.js"
 import { reportProgress } from "../../../src/services/JobProgress.js"
 import { definePromptTemplate } from "../../../src/services/PromptTemplates.js"
 import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
-import { SnapshotRepository } from "../../../src/services/SnapshotRepository.js"
 import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
@@ -157,8 +157,10 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
   it.scoped("no database to read the job with gives the delivery back; so does a stopping worker, without touching the job", () =>
     Effect.gen(function* () {
       const engine = yield* makeExecutionEngine("worker-flaky").pipe(
+        // The lock lost the job (a row another transaction held), then the read of it fails.
         Effect.updateService(AiJobLifecycleRepository, (jobs) => ({
           ...jobs,
+          lockQueued: (requests) => Effect.succeed(requests.map(() => Option.none())),
           findById: () => Effect.fail(new PersistenceError({ operation: "ai_job.read", message: "db down" }))
         }))
       )
@@ -173,7 +175,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       expect(warned[0]).toContain("workerId=worker-flaky")
       expect(warned[0]).toContain(`jobId=${job.id}`)
 
-      // With its trace context in the payload no read comes first: the lock itself fails.
+      // The lock itself fails.
       const lockless = yield* makeExecutionEngine("worker-lockless").pipe(
         Effect.updateService(AiJobLifecycleRepository, (jobs) => ({
           ...jobs,
@@ -225,15 +227,16 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
     Effect.gen(function* () {
       const control = yield* SyntheticGatewayControl
       let reads = 0
+      // RESOLVE's own read: the keys (the snapshot came with PREPARE's lock).
       const failReads = (failures: number) =>
-        Effect.updateService(SnapshotRepository, (snapshots) => ({
-          ...snapshots,
-          findByJobId: (jobId) =>
+        Effect.updateService(CredentialVault, (vault) => CredentialVault.make({
+          ...vault,
+          resolve: (request) =>
             Effect.suspend(() => {
               reads += 1
               return reads <= failures
-                ? Effect.fail(new PersistenceError({ operation: "ai_job_snapshot.read", message: "db down" }))
-                : snapshots.findByJobId(jobId)
+                ? Effect.fail(new PersistenceError({ operation: "ai_credential.read", message: "db down" }))
+                : vault.resolve(request)
             })
         }))
       const once = yield* makeExecutionEngine("worker-resolve").pipe(failReads(1))
@@ -247,7 +250,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       yield* joinMoving(yield* Effect.fork(always.run(deliveryOf(doomed))))
       const failed = yield* jobNow(doomed.id)
       expect([failed.lifecycleStatus, failed.errorCode, reads]).toStrictEqual(["failed", "INTERNAL_PERSISTENCE", 2])
-      expect(failed.internalErrorMessage).toBe("InternalError INTERNAL_PERSISTENCE after 0 provider call(s): ai_job_snapshot.read: db down")
+      expect(failed.internalErrorMessage).toBe("InternalError INTERNAL_PERSISTENCE after 0 provider call(s): ai_credential.read: db down")
       expect((yield* control.calls).filter((call) => call.jobId === doomed.id)).toStrictEqual([])
     }).pipe(Effect.provide(memoryEngineStack())))
 

@@ -52,7 +52,7 @@ const succeededJob = Effect.gen(function* () {
   const repo = yield* AiJobLifecycleRepository
   const { job } = yield* service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "deck", targetId: "d-1", input: { message: "secret input" } })
   const running = yield* repo.lockJob(job.id, "worker-a", 60_000)
-  yield* repo.markSucceeded(leaseOf(running)!, "a".repeat(64), { artifacts: [{ artifactType: "synthetic_echo_result", artifactId: "r-1" }] })
+  yield* repo.markSucceeded(leaseOf(running)!, "a".repeat(64), { locked: running, artifacts: [{ artifactType: "synthetic_echo_result", artifactId: "r-1" }] })
   return job
 })
 

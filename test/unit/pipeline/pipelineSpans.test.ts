@@ -82,31 +82,6 @@ describe("the pipeline's spans (memory layers, a recording tracer)", () => {
       expect(runSpan?.traceId).not.toBe(named(seen, "an unrelated caller")[0]?.traceId)
     }).pipe(Effect.provide(memoryEngineStack())))
 
-  it.scoped("a run whose payload predates trace contexts joins the trace stored with the job, read before the span starts", () =>
-    Effect.gen(function* () {
-      const { job } = yield* Effect.flatMap(AiJobService, (service) =>
-        service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message: "old payload" } })
-          .pipe(Effect.withSpan("http.server POST")))
-      const [, storedTrace, storedSpan] = (job.traceParent ?? "").split("-")
-      expect(storedTrace).toMatch(/^[0-9a-f]{32}$/)
-      const engine = yield* makeExecutionEngine("worker-old-payload")
-      const delivery = {
-        queueName: job.queueName,
-        queueJobId: `aijob-${job.id}`,
-        payload: payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt }),
-        attempt: 1,
-        maxAttempts: 3,
-        signal: new AbortController().signal
-      }
-      const { seen } = yield* recordingSpans(Effect.gen(function* () {
-        const run = yield* Effect.fork(engine.run(delivery))
-        for (let step = 0; step < 200 && Option.isNone(yield* Fiber.poll(run)); step++) yield* TestClock.adjust(50)
-        return yield* Fiber.join(run)
-      }))
-      const [runSpan] = named(seen, "pipeline.run")
-      expect([runSpan?.traceId, runSpan?.parentSpanId]).toStrictEqual([storedTrace, storedSpan])
-    }).pipe(Effect.provide(memoryEngineStack())))
-
   it.scoped("the dispatcher's publish is a producer span in the job's trace; its polls are not traced", () =>
     Effect.gen(function* () {
       const { job } = yield* Effect.flatMap(AiJobService, (service) =>

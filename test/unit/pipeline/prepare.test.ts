@@ -1,5 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Metric, Option, TestClock } from "effect"
+import { Effect, Either, Metric, Option, TestClock } from "effect"
+import { PersistenceError } from "../../../src/domain/PersistenceError.js"
+import { SnapshotRepository } from "../../../src/services/SnapshotRepository.js"
 import { prepare } from "../../../src/pipeline/prepare.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { jobQueueWait, tagged } from "../../../src/services/EngineMetrics.js"
@@ -26,7 +28,7 @@ describe("PREPARE locks a job or skips the delivery", () => {
         expect([prepared.job.lifecycleStatus, prepared.job.progress, prepared.lease.workerId, prepared.lease.attempt])
           .toStrictEqual(["running", 5, "worker-1", 1])
         expect(prepared.registered.definition.jobType).toBe("synthetic_echo")
-        expect(Option.map(prepared.snapshot ?? Option.none(), (snapshot) => snapshot.content)).toStrictEqual(
+        expect(Option.map(prepared.snapshot, (snapshot) => snapshot.content)).toStrictEqual(
           Option.some({ message: "lock me" })
         )
         expect((yield* jobNow(job.id)).lockUntil!.getTime()).toBe(14_000 + 60_000)
@@ -39,21 +41,25 @@ describe("PREPARE locks a job or skips the delivery", () => {
       })
     ))
 
-  it.scoped("a job already read by the run (for its trace context) is locked from that read, the snapshot left to RESOLVE", () =>
-    withEvents((published) =>
-      Effect.gen(function* () {
-        const job = yield* createEcho("read first")
-        const loaded = yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(job.id))
-        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-1", 60_000, loaded))
-        expect([prepared.job.lifecycleStatus, prepared.job.progress, prepared.lease.attempt]).toStrictEqual(["running", 5, 1])
-        expect(prepared.snapshot).toBeUndefined()
-        expect(published.map((event) => [event.lifecycleStatus, event.progress])).toStrictEqual([["running", 5]])
-        // A read that found nothing is trusted: no second read, nothing locked.
-        const other = yield* createEcho("read as missing")
-        expect(yield* prepare(payloadOf(other), "worker-1", 60_000, Option.none())).toStrictEqual(Option.none())
-        expect((yield* jobNow(other.id)).lifecycleStatus).toBe("queued")
-      })
-    ))
+  it.scoped("a job taken over is read with its snapshot; when the snapshot cannot be read the lock is released and the delivery given back", () =>
+    Effect.gen(function* () {
+      const jobs = yield* AiJobLifecycleRepository
+      const orphan = yield* createEcho("orphaned")
+      yield* jobs.lockJob(orphan.id, "w1", 1_000)
+      yield* TestClock.adjust(2_000)
+      const unreadable = yield* Effect.either(prepare(payloadOf(orphan), "w2", 1_000).pipe(
+        Effect.updateService(SnapshotRepository, (snapshots) => ({
+          ...snapshots,
+          findByJobId: () => Effect.fail(new PersistenceError({ operation: "ai_job_snapshot.read", message: "connection reset" }))
+        }))
+      ))
+      expect(Either.isLeft(unreadable) && unreadable.left.operation).toBe("ai_job_snapshot.read")
+      // Released: the next delivery takes it at once, in the same attempt.
+      expect([(yield* jobNow(orphan.id)).lockedBy, (yield* jobNow(orphan.id)).attemptCount]).toStrictEqual([null, 2])
+      const prepared = Option.getOrThrow(yield* prepare(payloadOf(orphan), "w3", 1_000))
+      expect([prepared.lease.workerId, prepared.lease.attempt]).toStrictEqual(["w3", 2])
+      expect(Option.map(prepared.snapshot, (snapshot) => snapshot.content)).toStrictEqual(Option.some({ message: "orphaned" }))
+    }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a running job whose lock expired is taken over in a new attempt, its event published", () =>
     withEvents((published) =>
@@ -65,7 +71,8 @@ describe("PREPARE locks a job or skips the delivery", () => {
         const before = published.length
         const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-2", 60_000))
         expect([prepared.lease.workerId, prepared.lease.attempt, prepared.job.progress]).toStrictEqual(["worker-2", 2, 5])
-        expect(prepared.snapshot).toBeUndefined()
+        // Read after the takeover: RESOLVE has it as after a first lock.
+        expect(Option.map(prepared.snapshot, (snapshot) => snapshot.content)).toStrictEqual(Option.some({ message: "orphaned" }))
         expect(published.slice(before).map((event) => [event.lifecycleStatus, event.attempt])).toStrictEqual([["running", 2]])
       })
     ))
@@ -105,10 +112,7 @@ describe("PREPARE locks a job or skips the delivery", () => {
         expect(cancelledRow.lifecycleStatus).toBe("cancelled")
         const before = published.length
         expect(yield* skipped(payloadOf(cancelled))).toBe(true)
-        // The already-read path skips alike.
-        expect(Option.isNone(yield* prepare(payloadOf(cancelled), "worker-9", 60_000, Option.some(cancelledRow)))).toBe(true)
-        expect(Option.isNone(yield* prepare(payloadOf(queued, "flashcard_generation"), "worker-9", 60_000, Option.some(queued))))
-          .toBe(true)
+        expect(Option.isNone(yield* prepare(payloadOf(queued, "flashcard_generation"), "worker-9", 60_000))).toBe(true)
         expect(yield* jobNow(cancelled.id)).toStrictEqual(cancelledRow)
         expect(yield* jobNow(queued.id)).toStrictEqual(queued)
         expect(published.slice(before)).toStrictEqual([])
@@ -135,10 +139,10 @@ describe("PREPARE locks a job or skips the delivery", () => {
       yield* prepare(payloadOf(queued), "worker-1", 60_000)
       const [locked] = yield* logged('message="job locked"')
       expect(locked).toContain("attempt=1")
-      // Read first (a payload without trace context): locked from the read, logged and timed alike.
+      // Locked after the group's statement lost it (read, then locked alone): logged and timed alike.
       const read = yield* createEcho("read first")
       const waitBefore = (yield* queueWait).count
-      yield* prepare(payloadOf(read), "worker-1", 60_000, Option.some(read))
+      yield* prepare(payloadOf(read), "worker-1", 60_000, () => Effect.succeed(Option.none()))
       expect(yield* logged('message="job locked"')).toHaveLength(2)
       expect((yield* queueWait).count - waitBefore).toBe(1)
       expect(yield* logged("expired lock taken over")).toStrictEqual([])
@@ -166,13 +170,18 @@ describe("PREPARE locks a job or skips the delivery", () => {
 
       // Read as queued, changed before the lock: a stale read is skipped, nothing written.
       const stale = yield* createEcho("stale read")
-      yield* jobs.requestCancel(stale.id)
+      const cancelledAfterRead = Effect.updateService(AiJobLifecycleRepository, (repo) => ({
+        ...repo,
+        findById: (jobId: string) => Effect.tap(repo.findById(jobId), () => repo.requestCancel(jobId).pipe(Effect.ignore))
+      }))
+      expect(Option.isNone(yield* prepare(payloadOf(stale), "worker-9", 60_000, () => Effect.succeed(Option.none())).pipe(cancelledAfterRead)))
+        .toBe(true)
       const staleRow = yield* jobNow(stale.id)
-      expect(Option.isNone(yield* prepare(payloadOf(stale), "worker-9", 60_000, Option.some(stale)))).toBe(true)
+      expect(staleRow.lifecycleStatus).toBe("cancelled")
       expect(yield* logged("delivery skipped: the job left the state this delivery expected")).toHaveLength(1)
       expect(yield* jobNow(stale.id)).toStrictEqual(staleRow)
       const vanished = { ...stale, id: "vanished-job" }
-      expect(Option.isNone(yield* prepare(payloadOf(vanished), "worker-9", 60_000, Option.some(vanished)))).toBe(true)
+      expect(Option.isNone(yield* prepare(payloadOf(vanished), "worker-9", 60_000))).toBe(true)
       expect(yield* logged("delivery skipped: no such job")).toHaveLength(2)
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 })

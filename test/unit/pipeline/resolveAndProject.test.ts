@@ -70,28 +70,19 @@ describe("RESOLVE (memory layers)", () => {
         Effect.updateService(SnapshotRepository, (snapshots) => ({ ...snapshots, findByJobId: () => Effect.die("read again") }))
       )
       expect(resolved.content).toStrictEqual({ message: "from the lock's read" })
-      const { snapshot: _, ...withoutSnapshot } = prepared
-      expect((yield* resolve(withoutSnapshot)).content).toStrictEqual({ message: "from the store" })
+      expect((yield* resolve(prepared)).content).toStrictEqual({ message: "from the store" })
       expect([resolved.credential.mode, resolved.route.model]).toStrictEqual(["platform_key", "deepseek-chat"])
     }).pipe(Effect.provide(memoryEngineStack())))
 
-  it.scoped("a missing snapshot and a storage failure are INTERNAL errors", () =>
+  it.scoped("a missing snapshot and a vault's storage failure are INTERNAL errors", () =>
     Effect.gen(function* () {
       const prepared = yield* preparedEcho("gone")
-      const { snapshot: _, ...unread } = prepared
       const missing = yield* Effect.flip(resolve({ ...prepared, snapshot: Option.none() }))
       expect([missing.code, missing.message]).toStrictEqual([
         "INTERNAL_ERROR",
         `job ${prepared.job.id} has no input snapshot (expired or never written)`
       ])
-      const unreadable = yield* Effect.flip(resolve(unread).pipe(
-        Effect.updateService(SnapshotRepository, (snapshots) => ({
-          ...snapshots,
-          findByJobId: () => Effect.fail(down("ai_job_snapshot.read"))
-        }))
-      ))
-      expect([unreadable.code, unreadable.message]).toStrictEqual(["INTERNAL_PERSISTENCE", "ai_job_snapshot.read: connection reset"])
-      const noVault = yield* Effect.flip(resolve(unread).pipe(
+      const noVault = yield* Effect.flip(resolve(prepared).pipe(
         Effect.updateService(CredentialVault, (vault) => CredentialVault.make({ ...vault, resolve: () => Effect.fail(down("ai_credential.read")) }))
       ))
       expect([noVault.code, noVault.message]).toStrictEqual(["INTERNAL_PERSISTENCE", "ai_credential.read: connection reset"])
