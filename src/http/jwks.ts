@@ -96,7 +96,7 @@ const curveNames: Readonly<Record<string, string>> = { "P-256": "prime256v1", "P
  * key that does not match what its `kty` and `crv` say.
  */
 const importKey = (jwk: Readonly<Record<string, unknown>>): KeyObject | undefined => {
-  if (Boolean(jwk.d)) return undefined
+  if (jwk.d) return undefined
   if (Array.isArray(jwk.key_ops) && jwk.key_ops.some((op) => op !== "verify")) return undefined
   const material = decodePublicJwk(jwk)
   if (Either.isLeft(material)) return undefined

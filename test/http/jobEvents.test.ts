@@ -231,7 +231,7 @@ describe("live streams are bounded", () => {
       const open = (token: string, jobId: string) =>
         Effect.tap(openStream(live.api.baseUrl, token, jobId), (stream) => stream.status === 200 ? stream.readUntil(/event: status/) : Effect.void)
       const refusedWith = (status: number, headers: Headers, text: string) =>
-        Effect.gen(function* () {
+        Effect.sync(() => {
           expect(status).toBe(429)
           expect(headers.get("retry-after")).toBe("5")
           expect(JSON.parse(text)).toMatchObject({ code: "TOO_MANY_STREAMS" })
