@@ -11,12 +11,12 @@
  *    request and requests per second (0 s skips it).
  * Prints the figures and writes bench/results/auth.json.
  */
-import { createSecretKey } from "node:crypto"
-import { mkdir, writeFile } from "node:fs/promises"
-import { fileURLToPath } from "node:url"
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Effect, Layer, Logger, LogLevel, Redacted } from "effect"
 import { createLocalJWKSet, jwtVerify } from "jose"
+import { createSecretKey } from "node:crypto"
+import { mkdir, writeFile } from "node:fs/promises"
+import { fileURLToPath } from "node:url"
 import { AuthSettings } from "../src/config/AuthSettings.js"
 import { signToken } from "../src/http/AuthTokens.js"
 import { TokenVerifier } from "../src/http/TokenVerifier.js"
@@ -70,15 +70,21 @@ const microsPerAsyncCall = (run: () => Promise<unknown>, iterations: number, rou
     return round(median(perRound), 2)
   })
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const s = yield* settings
   const idp = yield* startIdentityProvider(keys)
   const expiresInSeconds = 3600
   const exp = Math.floor(Date.now() / 1000) + expiresInSeconds
   const tokens: ReadonlyArray<readonly [string, string]> = [
     ["HS256", yield* signToken({ sub: userId, role: "USER", expiresInSeconds }, Redacted.make(benchJwtSecret))],
-    ...(yield* Effect.forEach(keys, (key) =>
-      Effect.map(signWith(key, { iss: idp.issuer, aud: audience, sub: userId, exp }), (token) => [key.alg, token] as const)))
+    ...(yield* Effect.forEach(
+      keys,
+      (key) =>
+        Effect.map(
+          signWith(key, { iss: idp.issuer, aud: audience, sub: userId, exp }),
+          (token) => [key.alg, token] as const
+        )
+    ))
   ]
 
   yield* step(`verification alone: ${s.rounds} rounds of ${s.iterations} tokens per kind`)
@@ -100,14 +106,22 @@ const program = Effect.gen(function* () {
       () =>
         kind === "HS256"
           ? jwtVerify(token, secretKey, { algorithms: ["HS256"], requiredClaims: ["sub", "exp"] })
-          : jwtVerify(token, jwks, { issuer: idp.issuer, audience, algorithms: ["RS256", "ES256", "EdDSA"], requiredClaims: ["sub", "exp"] }),
+          : jwtVerify(token, jwks, {
+            issuer: idp.issuer,
+            audience,
+            algorithms: ["RS256", "ES256", "EdDSA"],
+            requiredClaims: ["sub", "exp"]
+          }),
       Math.max(1, Math.floor(s.iterations / 4)),
       s.rounds
     )
     verification.push({ kind, engineMicros, joseMicros })
   }
   const hs256Micros = verification[0]?.engineMicros ?? 0
-  const verificationWithRatio = verification.map((row) => ({ ...row, timesHs256: ratio(row.engineMicros, hs256Micros, 1) }))
+  const verificationWithRatio = verification.map((row) => ({
+    ...row,
+    timesHs256: ratio(row.engineMicros, hs256Micros, 1)
+  }))
   const afterVerification = idp.served()
 
   let statusRead: ReadonlyArray<HttpRun & { readonly kind: string; readonly extraCpuMsPerRequest: number }> = []
@@ -136,7 +150,11 @@ const program = Effect.gen(function* () {
   const results = {
     at: new Date().toISOString(),
     verification: verificationWithRatio,
-    keySetFetches: { afterFirstTokens: fetched, afterVerification, verifications: s.iterations * s.rounds * tokens.length },
+    keySetFetches: {
+      afterFirstTokens: fetched,
+      afterVerification,
+      verifications: s.iterations * s.rounds * tokens.length
+    },
     statusRead
   }
   yield* Effect.promise(() => mkdir(fileURLToPath(new URL("./results/", import.meta.url)), { recursive: true }))
@@ -145,7 +163,10 @@ const program = Effect.gen(function* () {
     "",
     "Bearer token verification per request (CPU µs, median of rounds; keys cached)",
     ...verificationWithRatio.map((row) =>
-      `  ${row.kind.padEnd(6)} engine ${String(row.engineMicros).padStart(7)} µs (${row.timesHs256} × HS256)   jose jwtVerify ${String(row.joseMicros).padStart(7)} µs`),
+      `  ${row.kind.padEnd(6)} engine ${
+        String(row.engineMicros).padStart(7)
+      } µs (${row.timesHs256} × HS256)   jose jwtVerify ${String(row.joseMicros).padStart(7)} µs`
+    ),
     `  key set fetched ${afterVerification.jwks} time(s) in ${results.keySetFetches.verifications} verifications`,
     ...(statusRead.length === 0
       ? []
@@ -153,7 +174,12 @@ const program = Effect.gen(function* () {
         "",
         "GET /api/ai/jobs/:jobId on the engine's API (server CPU per request; extra over HS256)",
         ...statusRead.map((run) =>
-          `  ${run.kind.padEnd(11)} ${String(run.requestsPerSecond).padStart(6)} req/s  p50 ${run.latencyP50Ms} ms  p99 ${run.latencyP99Ms} ms  CPU ${run.cpuMsPerRequest} ms/req (${run.extraCpuMsPerRequest >= 0 ? "+" : ""}${run.extraCpuMsPerRequest})  non-2xx ${run.non2xx}`)
+          `  ${run.kind.padEnd(11)} ${
+            String(run.requestsPerSecond).padStart(6)
+          } req/s  p50 ${run.latencyP50Ms} ms  p99 ${run.latencyP99Ms} ms  CPU ${run.cpuMsPerRequest} ms/req (${
+            run.extraCpuMsPerRequest >= 0 ? "+" : ""
+          }${run.extraCpuMsPerRequest})  non-2xx ${run.non2xx}`
+        )
       ]),
     `results: ${resultsFile}`
   ]

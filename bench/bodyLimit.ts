@@ -7,14 +7,14 @@
  * the API's own event-loop delay beside it (a busy machine delays /healthz too). Needs no
  * database or Redis.
  */
+import { NodeRuntime } from "@effect/platform-node"
+import { Config, Effect, Redacted, Schema } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { readFile } from "node:fs/promises"
 import { Agent, request as httpRequest } from "node:http"
 import { createServer } from "node:net"
 import { availableParallelism, loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
-import { NodeRuntime } from "@effect/platform-node"
-import { Config, Effect, Redacted, Schema } from "effect"
 import { signToken } from "../src/http/AuthTokens.js"
 import { round, summarize } from "./stats.js"
 
@@ -73,7 +73,9 @@ const startApi = (port: number) =>
       })
   )
 
-const EventLoopDelay = Schema.parseJson(Schema.Struct({ p50Ms: Schema.Number, p99Ms: Schema.Number, maxMs: Schema.Number }))
+const EventLoopDelay = Schema.parseJson(
+  Schema.Struct({ p50Ms: Schema.Number, p99Ms: Schema.Number, maxMs: Schema.Number })
+)
 
 /** Asks the API process for its event-loop delay since the last ask (see `eventLoopDelay.ts`). */
 const eventLoopDelayOf = (child: ChildProcess) =>
@@ -109,7 +111,7 @@ const healthz = (port: number) =>
   })
 
 const waitUntilUp = (port: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     for (let attempt = 0; attempt < 300; attempt++) {
       if ((yield* healthz(port)) >= 0) return
       yield* Effect.sleep("100 millis")
@@ -122,7 +124,15 @@ const ClientsReport = Schema.parseJson(
 )
 
 /** Runs the senders in their own process; their report once they are done. */
-const runClients = (args: { readonly port: number; readonly token: string; readonly clients: number; readonly bytes: number; readonly seconds: number }) =>
+const runClients = (
+  args: {
+    readonly port: number
+    readonly token: string
+    readonly clients: number
+    readonly bytes: number
+    readonly seconds: number
+  }
+) =>
   Effect.async<string>((resume) => {
     const child = spawn(
       process.execPath,
@@ -140,10 +150,10 @@ const runClients = (args: { readonly port: number; readonly token: string; reado
 
 /** Polls /healthz every 10 ms while `busy` runs; the latencies and the failures. */
 const probeWhile = <A, E>(port: number, busy: Effect.Effect<A, E>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const latencies: Array<number> = []
     let failures = 0
-    const probe = Effect.gen(function* () {
+    const probe = Effect.gen(function*() {
       while (true) {
         const latency = yield* healthz(port)
         if (latency < 0) failures++
@@ -157,9 +167,9 @@ const probeWhile = <A, E>(port: number, busy: Effect.Effect<A, E>) =>
 
 /** The highest RSS of `pid` seen while `busy` runs (sampled every 50 ms). */
 const peakWhile = <A, E>(pid: number, busy: Effect.Effect<A, E>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     let peak = 0
-    const sample = Effect.gen(function* () {
+    const sample = Effect.gen(function*() {
       while (true) {
         peak = Math.max(peak, yield* residentBytes(pid))
         yield* Effect.sleep("50 millis")
@@ -169,7 +179,7 @@ const peakWhile = <A, E>(pid: number, busy: Effect.Effect<A, E>) =>
     return { result, peak: Math.max(peak, yield* residentBytes(pid)) }
   })
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const { clients, bodyBytes, seconds } = yield* settings
   const port = yield* freePort
   const child = yield* startApi(port)
@@ -183,11 +193,17 @@ const program = Effect.gen(function* () {
   const idleLoop = yield* eventLoopDelayOf(child)
   const idleRss = idle.peak
 
-  const token = yield* signToken({ sub: "bench-body-limit", role: "USER", expiresInSeconds: 3600 }, Redacted.make(secret))
+  const token = yield* signToken(
+    { sub: "bench-body-limit", role: "USER", expiresInSeconds: 3600 },
+    Redacted.make(secret)
+  )
   // Warm-up (not measured): the first refusals compile their code paths.
   yield* runClients({ port, token, clients, bytes: bodyBytes, seconds: 2 })
   yield* eventLoopDelayOf(child)
-  const loaded = yield* peakWhile(pid, probeWhile(port, runClients({ port, token, clients, bytes: bodyBytes, seconds })))
+  const loaded = yield* peakWhile(
+    pid,
+    probeWhile(port, runClients({ port, token, clients, bytes: bodyBytes, seconds }))
+  )
   const loadedLoop = yield* eventLoopDelayOf(child)
   const { answers, written } = loaded.result.result
   const health = loaded.result.health
@@ -196,11 +212,19 @@ const program = Effect.gen(function* () {
   const rssRatio = round(loaded.peak / idleRss, 2)
   const healthOk = health.p99Ms < 100 && loaded.result.failures === 0
   const lines = [
-    `body-limit: ${clients} clients sending ${round(bodyBytes / megabyte, 0)} MB bodies (chunked and Content-Length, alternating) for ${seconds} s, against the embedded engine (HTTP_MAX_BODY_BYTES default)`,
-    `  answers: ${Object.entries(answers).map(([kind, n]) => `${kind} ×${n}`).join(", ")}; ${mb(written)} MiB written by the clients in all`,
-    `  RSS idle ${mb(idleRss)} MiB, peak under load ${mb(loaded.peak)} MiB: peak/idle ${rssRatio} (target < 2) ${rssRatio < 2 ? "PASS" : "FAIL"}`,
+    `body-limit: ${clients} clients sending ${
+      round(bodyBytes / megabyte, 0)
+    } MB bodies (chunked and Content-Length, alternating) for ${seconds} s, against the embedded engine (HTTP_MAX_BODY_BYTES default)`,
+    `  answers: ${Object.entries(answers).map(([kind, n]) => `${kind} ×${n}`).join(", ")}; ${
+      mb(written)
+    } MiB written by the clients in all`,
+    `  RSS idle ${mb(idleRss)} MiB, peak under load ${mb(loaded.peak)} MiB: peak/idle ${rssRatio} (target < 2) ${
+      rssRatio < 2 ? "PASS" : "FAIL"
+    }`,
     `  /healthz idle:  ${idle.result.health.count} answers, p50 ${idle.result.health.p50Ms} ms, p99 ${idle.result.health.p99Ms} ms`,
-    `  /healthz load:  ${health.count} answers, ${loaded.result.failures} failed, p50 ${health.p50Ms} ms, p99 ${health.p99Ms} ms, max ${health.maxMs} ms (target p99 < 100 ms) ${healthOk ? "PASS" : "FAIL"}`,
+    `  /healthz load:  ${health.count} answers, ${loaded.result.failures} failed, p50 ${health.p50Ms} ms, p99 ${health.p99Ms} ms, max ${health.maxMs} ms (target p99 < 100 ms) ${
+      healthOk ? "PASS" : "FAIL"
+    }`,
     `  API event-loop delay: idle p99 ${idleLoop.p99Ms} ms (max ${idleLoop.maxMs}), under load p99 ${loadedLoop.p99Ms} ms (max ${loadedLoop.maxMs})`,
     `  load average (1 min) at the end: ${round(loadavg()[0] ?? 0, 2)} on ${availableParallelism()} cores`
   ]

@@ -7,12 +7,18 @@
  *
  * argv[2]: JSON `{ port, token, clients, bytes, seconds }`.
  */
-import { request as httpRequest } from "node:http"
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Schema } from "effect"
+import { request as httpRequest } from "node:http"
 
 const Args = Schema.parseJson(
-  Schema.Struct({ port: Schema.Int, token: Schema.String, clients: Schema.Int, bytes: Schema.Int, seconds: Schema.Number })
+  Schema.Struct({
+    port: Schema.Int,
+    token: Schema.String,
+    clients: Schema.Int,
+    bytes: Schema.Int,
+    seconds: Schema.Number
+  })
 )
 
 const filler = Buffer.alloc(64 * 1024, " ")
@@ -31,7 +37,14 @@ const sendBody = (port: number, token: string, bytes: number, chunked: boolean) 
     const headers: Record<string, string> = { "content-type": "application/json", authorization: `Bearer ${token}` }
     if (chunked) headers["transfer-encoding"] = "chunked"
     else headers["content-length"] = String(bytes)
-    const client = httpRequest({ host: "127.0.0.1", port, path: "/api/ai/flashcard-generations", method: "POST", headers, agent: false })
+    const client = httpRequest({
+      host: "127.0.0.1",
+      port,
+      path: "/api/ai/flashcard-generations",
+      method: "POST",
+      headers,
+      agent: false
+    })
     client.on("response", (response) => {
       answered = true
       response.resume()
@@ -54,13 +67,13 @@ const sendBody = (port: number, token: string, bytes: number, chunked: boolean) 
     return Effect.sync(() => client.destroy())
   })
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const { port, token, clients, bytes, seconds } = yield* Schema.decodeUnknown(Args)(process.argv[2] ?? "")
   const deadline = performance.now() + seconds * 1000
   const answers: Record<string, number> = {}
   let written = 0
   const sender = (index: number) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       for (let attempt = 0; performance.now() < deadline; attempt++) {
         const chunked = (index + attempt) % 2 === 0
         const result = yield* sendBody(port, token, bytes, chunked)

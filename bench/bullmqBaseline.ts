@@ -1,8 +1,8 @@
 import { type Job, Queue, Worker } from "bullmq"
 import { Deferred, Effect } from "effect"
 import { Redis } from "ioredis"
-import { newId } from "../src/domain/Ids.js"
 import { queueDefaults } from "../src/config/QueueSettings.js"
+import { newId } from "../src/domain/Ids.js"
 import { encodeQueuePayload, payloadFor, queueJobIdFor, queuePriorityFor } from "../src/services/JobQueue.js"
 import { monoMillis, runPaced } from "./infra.js"
 import { cpuMsPerJobSince } from "./procStat.js"
@@ -31,7 +31,7 @@ export const rawQueue = (options: {
   readonly concurrency: number
   readonly onProcess: (job: Job) => void | Promise<void>
 }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const producer = yield* connection(options.redisUrl, "bench-raw-producer")
     const consumer = yield* connection(options.redisUrl, "bench-raw-consumer")
     const queue = yield* Effect.acquireRelease(
@@ -57,19 +57,20 @@ export const rawQueue = (options: {
     queue.on("error", () => {})
     yield* Effect.promise(() => worker.waitUntilReady())
     /** Adds the job `jobId` with the engine's payload and options (its fixed id makes a second add a no-op). */
-    const addJob = (jobId: string) => Effect.suspend(() => {
-      const payload = encodeQueuePayload(payloadFor({ jobId, jobType: "synthetic_echo", createdAt: new Date() }))
-      return Effect.promise(() =>
-        queue.add("synthetic_echo", payload, {
-          jobId: queueJobIdFor(jobId),
-          priority: queuePriorityFor(50),
-          attempts: setting.attempts,
-          backoff: { type: "exponential", delay: setting.backoffDelayMs },
-          removeOnComplete: true,
-          removeOnFail: true
-        })
-      )
-    })
+    const addJob = (jobId: string) =>
+      Effect.suspend(() => {
+        const payload = encodeQueuePayload(payloadFor({ jobId, jobType: "synthetic_echo", createdAt: new Date() }))
+        return Effect.promise(() =>
+          queue.add("synthetic_echo", payload, {
+            jobId: queueJobIdFor(jobId),
+            priority: queuePriorityFor(50),
+            attempts: setting.attempts,
+            backoff: { type: "exponential", delay: setting.backoffDelayMs },
+            removeOnComplete: true,
+            removeOnFail: true
+          })
+        )
+      })
     const add = Effect.flatMap(newId, addJob)
     return { add, addJob, worker }
   })
@@ -91,7 +92,7 @@ export const runBullMqThroughput = (options: {
   readonly concurrency: number
 }) =>
   Effect.scoped(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       let processed = 0
       let target = Number.POSITIVE_INFINITY
       const done = yield* Deferred.make<number>()
@@ -109,7 +110,10 @@ export const runBullMqThroughput = (options: {
       // Warm-up, not measured.
       const warmup = Math.min(200, options.jobs)
       target = warmup
-      yield* Effect.forEach(Array.from({ length: warmup }), () => add, { concurrency: options.concurrency, discard: true })
+      yield* Effect.forEach(Array.from({ length: warmup }), () => add, {
+        concurrency: options.concurrency,
+        discard: true
+      })
       yield* Deferred.await(done).pipe(Effect.timeout("30 seconds"), Effect.orDie)
 
       const measured = yield* Deferred.make<number>()
@@ -122,7 +126,10 @@ export const runBullMqThroughput = (options: {
       })
       const cpuBefore = process.cpuUsage()
       const started = yield* monoMillis
-      yield* Effect.forEach(Array.from({ length: options.jobs }), () => add, { concurrency: options.concurrency, discard: true })
+      yield* Effect.forEach(Array.from({ length: options.jobs }), () => add, {
+        concurrency: options.concurrency,
+        discard: true
+      })
       const finished = yield* Deferred.await(measured).pipe(Effect.timeout("120 seconds"), Effect.orDie)
       const cpuMsPerJob = cpuMsPerJobSince(cpuBefore, options.jobs)
       const seconds = (finished - started) / 1000
@@ -152,7 +159,7 @@ export const runBullMqPaced = (options: {
   readonly concurrency: number
 }) =>
   Effect.scoped(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const latencies: Array<number> = []
       const jobs = Math.max(20, Math.round(options.ratePerSecond * options.seconds))
       const all = yield* Deferred.make<void>()
@@ -169,6 +176,10 @@ export const runBullMqPaced = (options: {
       })
       yield* runPaced(jobs, options.ratePerSecond, () => add)
       yield* Deferred.await(all).pipe(Effect.timeout("60 seconds"), Effect.orDie)
-      return { ratePerSecond: round(options.ratePerSecond, 1), jobs, addToActive: summarize(latencies) } satisfies BullMqPaced
+      return {
+        ratePerSecond: round(options.ratePerSecond, 1),
+        jobs,
+        addToActive: summarize(latencies)
+      } satisfies BullMqPaced
     })
   )

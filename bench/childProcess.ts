@@ -1,6 +1,6 @@
+import { Deferred, Effect, Queue, Schema } from "effect"
 import { type ChildProcess, fork, type Serializable } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import { Deferred, Effect, Queue, Schema } from "effect"
 
 /**
  * A bench child process (a TypeScript entry run through tsx) as a scoped resource, talking
@@ -15,7 +15,7 @@ export const benchChild = <A, I>(options: {
   readonly message: Schema.Schema<A, I>
   readonly exposeGc?: boolean
 }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const inbox = yield* Queue.unbounded<A>()
     const exited = yield* Deferred.make<number | null>()
     const decode = Schema.decodeUnknownOption(options.message)
@@ -39,7 +39,7 @@ export const benchChild = <A, I>(options: {
         return process
       }),
       (process) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           if (process.connected) process.send({ type: "stop" })
           const code = yield* Deferred.await(exited).pipe(Effect.timeoutOption("10 seconds"))
           if (code._tag === "None") process.kill("SIGKILL")
@@ -47,14 +47,17 @@ export const benchChild = <A, I>(options: {
     )
     /** The next message the child sends that satisfies `accept`; other messages are dropped. */
     const next = <B extends A>(accept: (message: A) => message is B, timeoutSeconds: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         while (true) {
           const message = yield* Queue.take(inbox)
           if (accept(message)) return message
         }
       }).pipe(
         Effect.raceFirst(
-          Effect.flatMap(Deferred.await(exited), (code) => Effect.dieMessage(`${options.entry} exited early (code ${code})`))
+          Effect.flatMap(
+            Deferred.await(exited),
+            (code) => Effect.dieMessage(`${options.entry} exited early (code ${code})`)
+          )
         ),
         Effect.timeoutFail({
           duration: `${timeoutSeconds} seconds`,
@@ -68,7 +71,7 @@ export const benchChild = <A, I>(options: {
 
 /** In a child: messages from the parent, decoded, as a queue (filled for the scope's lifetime). */
 export const parentMessages = <A, I>(message: Schema.Schema<A, I>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const inbox = yield* Queue.unbounded<A>()
     const decode = Schema.decodeUnknownOption(message)
     const listener = (raw: unknown) => {

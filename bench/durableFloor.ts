@@ -1,6 +1,6 @@
-import { createHash, randomUUID } from "node:crypto"
 import { Deferred, Effect, Either, Schema } from "effect"
 import type mysql from "mysql2/promise"
+import { createHash, randomUUID } from "node:crypto"
 import { decodeQueuePayloadEither } from "../src/services/JobQueue.js"
 import { rawQueue } from "./bullmqBaseline.js"
 import { committed } from "./floorTransaction.js"
@@ -77,7 +77,12 @@ const createJob = async (connection: mysql.PoolConnection, phase: string, index:
         id, event_type, aggregate_type, aggregate_id, dedupe_key, payload, status, attempt_count,
         available_at, created_at, updated_at)
       VALUES (?, 'ai.job.enqueue', 'AiJob', ?, ?, ?, 'pending', 0, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`,
-      [randomUUID(), jobId, `ai.job.enqueue:${jobId}`, JSON.stringify({ jobId, jobType: "synthetic_echo", queueName: "ai-interactive" })]
+      [
+        randomUUID(),
+        jobId,
+        `ai.job.enqueue:${jobId}`,
+        JSON.stringify({ jobId, jobType: "synthetic_echo", queueName: "ai-interactive" })
+      ]
     )
     return jobId
   })
@@ -141,22 +146,27 @@ export const runDurableFloor = (options: {
   readonly halfLoad: { readonly ratePerSecond: number; readonly seconds: number }
 }) =>
   Effect.scoped(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       // The engine's pool sizes: 10 autocommit connections and 10 for transactions.
       const pool = yield* rawPool(options.databaseUrl, 10)
       const transactions = yield* rawPool(options.databaseUrl, 10)
       transactions.pool.on("connection", (connection) => {
         connection.query("SET autocommit = 0")
       })
-      yield* Effect.forEach(Object.entries(tables), ([copy, original]) => query(pool, `CREATE TABLE ${copy} LIKE ${original}`), { discard: true })
+      yield* Effect.forEach(Object.entries(tables), ([copy, original]) =>
+        query(pool, `CREATE TABLE ${copy} LIKE ${original}`), { discard: true })
       yield* Effect.addFinalizer(() =>
-        Effect.forEach(Object.keys(tables), (copy) => query(pool, `DROP TABLE IF EXISTS ${copy}`), { discard: true }).pipe(Effect.ignore)
+        Effect.forEach(Object.keys(tables), (copy) =>
+          query(pool, `DROP TABLE IF EXISTS ${copy}`), { discard: true }).pipe(Effect.ignore)
       )
       // Every user has a gate row already, as a user the engine's process has admitted before.
       yield* query(
         pool,
-        `INSERT INTO bench_floor_gate (user_id, updated_at) VALUES ${Array.from({ length: users }, () => "(?, UTC_TIMESTAMP(3))").join(", ")}`,
-        Array.from({ length: users }, (_, i) => userOf(i))
+        `INSERT INTO bench_floor_gate (user_id, updated_at) VALUES ${
+          Array.from({ length: users }, () => "(?, UTC_TIMESTAMP(3))").join(", ")
+        }`,
+        Array.from({ length: users }, (_, i) =>
+          userOf(i))
       )
 
       let completed = 0
@@ -170,15 +180,21 @@ export const runDurableFloor = (options: {
         concurrency: options.concurrency,
         onProcess: async (job) => {
           const payload = decodeQueuePayloadEither(job.data)
-          if (Either.isLeft(payload)) throw new Error("floor payload did not decode")
+          if (Either.isLeft(payload)) {
+            throw new Error("floor payload did not decode")
+          }
           await runJob(pool, transactions, payload.right.jobId, workerId)
           completed += 1
-          if (completed >= target) Deferred.unsafeDone(finished, Effect.succeed(performance.now()))
+          if (completed >= target) {
+            Deferred.unsafeDone(finished, Effect.succeed(performance.now()))
+          }
         }
       })
       const create = (phase: string) => (index: number) =>
         Effect.acquireUseRelease(
-          Effect.promise(() => transactions.getConnection()),
+          Effect.promise(() =>
+            transactions.getConnection()
+          ),
           (connection) => Effect.promise(() => createJob(connection, phase, index)),
           (connection) => Effect.sync(() => connection.release())
         ).pipe(Effect.flatMap(addJob), Effect.asVoid)
@@ -190,7 +206,7 @@ export const runDurableFloor = (options: {
           return Deferred.await(deferred).pipe(Effect.timeout("120 seconds"), Effect.orDie)
         })
       const run = (phase: string, count: number) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const done = yield* expect(count)
           yield* Effect.forEach(Array.from({ length: count }, (_, i) => i), create(phase), {
             concurrency: options.concurrency,
@@ -225,7 +241,11 @@ export const runDurableFloor = (options: {
         cpuMsPerJob,
         statementsPerJob: 12,
         commitsPerJob: 3,
-        halfLoad: { ratePerSecond: round(rate, 1), jobs: halfJobs, commitToRunning: summarize(delays.map((row) => row.delayMs)) }
+        halfLoad: {
+          ratePerSecond: round(rate, 1),
+          jobs: halfJobs,
+          commitToRunning: summarize(delays.map((row) => row.delayMs))
+        }
       } satisfies DurableFloor
     })
   )

@@ -3,8 +3,8 @@ import type mysql from "mysql2/promise"
 import { AiJobService } from "../src/services/AiJobService.js"
 import { monoMillis, queryAs, runPaced, wallMillis } from "./infra.js"
 import { cpuMsPerJobSince } from "./procStat.js"
-import { perJobCounts, round, type LatencySummary, summarize } from "./stats.js"
 import { commitsOf, diffCounts, type SqlCounter, type SqlCounts } from "./sqlCounter.js"
+import { type LatencySummary, perJobCounts, round, summarize } from "./stats.js"
 
 /** Distinct users, so per-user admission (a gate row lock and two counts) is realistic, not one hot row. */
 const benchUsers = 1_000
@@ -23,7 +23,7 @@ const TerminalCount = Schema.Struct({ done: Schema.Number, failed: Schema.Number
 
 /** Waits (polling the bench's own pool, never the engine's) until `count` jobs of `phase` are terminal. */
 export const awaitTerminal = (pool: mysql.Pool, targetType: string, count: number, timeout: Duration.DurationInput) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     while (true) {
       const [row] = yield* queryAs(
         pool,
@@ -101,9 +101,14 @@ export type ServerStatus = Readonly<Record<(typeof serverStatusNames)[number], n
 /** MariaDB's server-wide counters (every client of the server, so only a cross-check). */
 export const serverStatus = (pool: mysql.Pool) =>
   Effect.map(
-    queryAs(pool, ServerStatusRow, `SHOW GLOBAL STATUS WHERE Variable_name IN (${serverStatusNames.map(() => "?").join(", ")})`, [
-      ...serverStatusNames
-    ]),
+    queryAs(
+      pool,
+      ServerStatusRow,
+      `SHOW GLOBAL STATUS WHERE Variable_name IN (${serverStatusNames.map(() => "?").join(", ")})`,
+      [
+        ...serverStatusNames
+      ]
+    ),
     (rows): ServerStatus => {
       const value = (name: string) => Number(rows.find((row) => row.Variable_name === name)?.Value ?? 0)
       return {
@@ -137,8 +142,17 @@ const outboxPerJob = (counter: SqlCounter, before: ReadonlyMap<string, number>, 
 }
 
 /** Statements per job since `before`, by shape (most frequent first; below 0.01 a job left out). */
-const shapesPerJob = (counter: SqlCounter, before: ReadonlyMap<string, number>, jobs: number): Readonly<Record<string, number>> =>
-  Object.fromEntries(perJobCounts(Array.from(counter.byStatement(), ([shape, total]) => [shape, total - (before.get(shape) ?? 0)] as const), jobs))
+const shapesPerJob = (
+  counter: SqlCounter,
+  before: ReadonlyMap<string, number>,
+  jobs: number
+): Readonly<Record<string, number>> =>
+  Object.fromEntries(
+    perJobCounts(
+      Array.from(counter.byStatement(), ([shape, total]) => [shape, total - (before.get(shape) ?? 0)] as const),
+      jobs
+    )
+  )
 
 /** Where commit → running goes: the outbox hop (commit → published) and the queue hop (published → locked). */
 export interface LatencyBreakdown {
@@ -203,7 +217,7 @@ export const runEngineBench = (options: {
   readonly concurrency: number
   readonly halfLoadSeconds: number
 }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const service = yield* AiJobService
     const { concurrency, counter, jobs, pool } = options
     // A create that fails is retried, as a client would on a 503, and every failure is counted
@@ -227,7 +241,10 @@ export const runEngineBench = (options: {
 
     // Warm-up (JIT, pools, prepared statements): not measured.
     const warmup = Math.min(200, jobs)
-    yield* Effect.forEach(Array.from({ length: warmup }, (_, i) => i), (i) => create("warmup", i), { concurrency, discard: true })
+    yield* Effect.forEach(Array.from({ length: warmup }, (_, i) => i), (i) => create("warmup", i), {
+      concurrency,
+      discard: true
+    })
     yield* awaitTerminal(pool, "bench_warmup", warmup, "60 seconds")
 
     // One producer: creates one after another, as a single client would send them.
@@ -256,7 +273,10 @@ export const runEngineBench = (options: {
     const startedWall = yield* wallMillis
     const cpuBefore = process.cpuUsage()
     const started = yield* monoMillis
-    yield* Effect.forEach(Array.from({ length: jobs }, (_, i) => i), (i) => create("full", i), { concurrency, discard: true })
+    yield* Effect.forEach(Array.from({ length: jobs }, (_, i) => i), (i) => create("full", i), {
+      concurrency,
+      discard: true
+    })
     const created = yield* monoMillis
     const fullDone = yield* awaitTerminal(pool, "bench_full", jobs, "240 seconds")
     const cpuMsPerJob = cpuMsPerJobSince(cpuBefore, jobs)
@@ -284,7 +304,9 @@ export const runEngineBench = (options: {
       outboxStatementsPerJob: outboxPerJob(counter, shapesBefore, jobs),
       statementsPerJobByShape: statementShapes,
       serverStatusPerJob: Object.fromEntries(
-        Object.entries(statusAfter).map(([name, value]) => [name, round((value - (statusBefore[name as keyof ServerStatus] ?? 0)) / jobs, 2)])
+        Object.entries(statusAfter).map((
+          [name, value]
+        ) => [name, round((value - (statusBefore[name as keyof ServerStatus] ?? 0)) / jobs, 2)])
       )
     }
 

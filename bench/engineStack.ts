@@ -1,8 +1,8 @@
 import { NodeContext } from "@effect/platform-node"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { allQueueNames } from "../src/domain/QueueName.js"
-import { ConfigLive, engineServices, LiveInfrastructure } from "../src/main/AppLayers.js"
 import { SyntheticGatewayLayer } from "../src/layers/gateway/SyntheticGateway.js"
+import { ConfigLive, engineServices, LiveInfrastructure } from "../src/main/AppLayers.js"
 import { makeDispatcher } from "../src/pipeline/dispatcher.js"
 import { runWorker } from "../src/pipeline/worker.js"
 import type { BenchTarget } from "./infra.js"
@@ -45,7 +45,7 @@ export const benchEngineLayer = (target: BenchTarget, options: { readonly worker
 
 /** The real dispatcher (its background loops) and one worker on every queue, in the caller's scope. */
 export const startDispatcherAndWorker = (workerId: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const dispatcher = yield* makeDispatcher
     yield* dispatcher.run
     return yield* runWorker({ workerId, queues: allQueueNames })

@@ -11,7 +11,13 @@ histogram.enable()
 process.on("SIGUSR2", () => {
   const ms = (nanoseconds: number) => Math.round(nanoseconds / 1e4) / 100
   process.stderr.write(
-    `event-loop-delay ${JSON.stringify({ p50Ms: ms(histogram.percentile(50)), p99Ms: ms(histogram.percentile(99)), maxMs: ms(histogram.max) })}\n`
+    `event-loop-delay ${
+      JSON.stringify({
+        p50Ms: ms(histogram.percentile(50)),
+        p99Ms: ms(histogram.percentile(99)),
+        maxMs: ms(histogram.max)
+      })
+    }\n`
   )
   histogram.reset()
 })

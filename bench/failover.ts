@@ -9,12 +9,12 @@
  * FAILOVER_PHASE_SECONDS (default 60) sets each phase's length, FAILOVER_RATE (default 20) the
  * jobs a second.
  */
-import { mkdir, writeFile } from "node:fs/promises"
-import { loadavg } from "node:os"
-import { fileURLToPath } from "node:url"
 import { FetchHttpClient } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Duration, Effect, Schedule, Schema } from "effect"
+import { mkdir, writeFile } from "node:fs/promises"
+import { loadavg } from "node:os"
+import { fileURLToPath } from "node:url"
 import { makeAiJobClient } from "../src/http/client.js"
 import {
   dispatcherStarted,
@@ -54,11 +54,21 @@ const JobRow = Schema.Struct({
   ms: Schema.NullOr(Schema.Union(Schema.Number, Schema.NumberFromString))
 })
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const s = yield* settings
   const loadAverageStart = round(loadavg()[0] ?? 0, 2)
-  const primary = yield* startSwitchableProvider({ name: "primary", apiKey: "sk-bench-primary-000000000001", latencyMs: providerLatencyMs, content: answerForPrompt })
-  const backup = yield* startSwitchableProvider({ name: "backup", apiKey: "sk-bench-backup-0000000000002", latencyMs: providerLatencyMs, content: answerForPrompt })
+  const primary = yield* startSwitchableProvider({
+    name: "primary",
+    apiKey: "sk-bench-primary-000000000001",
+    latencyMs: providerLatencyMs,
+    content: answerForPrompt
+  })
+  const backup = yield* startSwitchableProvider({
+    name: "backup",
+    apiKey: "sk-bench-backup-0000000000002",
+    latencyMs: providerLatencyMs,
+    content: answerForPrompt
+  })
   const storage = yield* engineStorage("bench_failover")
   const pool = yield* rawPool(storage.databaseUrl, 2)
   const env = engineEnv(storage, {
@@ -70,7 +80,9 @@ const program = Effect.gen(function* () {
     PRIMARY_KEY: primary.apiKey,
     BACKUP_KEY: backup.apiKey,
     AI_PROVIDER: "primary",
-    AI_MODEL_ROUTES: JSON.stringify({ "*:platform_key": { fallbacks: [{ provider: "backup", model: "backup-model" }] } }),
+    AI_MODEL_ROUTES: JSON.stringify({
+      "*:platform_key": { fallbacks: [{ provider: "backup", model: "backup-model" }] }
+    }),
     MAX_ACTIVE_JOBS_PER_USER: "1000000",
     DAILY_JOB_QUOTA: "1000000",
     JOB_LOCK_TTL_MS: "15000",
@@ -90,8 +102,14 @@ const program = Effect.gen(function* () {
     ],
     { concurrency: "unbounded" }
   )
-  const clients = yield* Effect.forEach(Array.from({ length: s.users }, (_, i) => i), (i) =>
-    Effect.flatMap(tokenFor(storage, `bench-failover-user-${i}`), (token) => makeAiJobClient({ baseUrl: api.baseUrl, token })))
+  const clients = yield* Effect.forEach(
+    Array.from({ length: s.users }, (_, i) => i),
+    (i) =>
+      Effect.flatMap(
+        tokenFor(storage, `bench-failover-user-${i}`),
+        (token) => makeAiJobClient({ baseUrl: api.baseUrl, token })
+      )
+  )
 
   const created: Record<Phase, Array<string>> = { before: [], during: [], after: [] }
   let index = 0
@@ -132,7 +150,10 @@ const program = Effect.gen(function* () {
        FROM ai_job WHERE id IN (${ids.map(() => "?").join(",")})`,
       [...ids]
     )
-  const unfinished = Effect.map(rowsOf(all), (rows) => rows.filter((row) => !["succeeded", "failed", "cancelled"].includes(row.status)).length)
+  const unfinished = Effect.map(
+    rowsOf(all),
+    (rows) => rows.filter((row) => !["succeeded", "failed", "cancelled"].includes(row.status)).length
+  )
   yield* unfinished.pipe(
     Effect.repeat({ until: (left) => left === 0, schedule: Schedule.spaced(Duration.seconds(1)) }),
     Effect.timeout(Duration.minutes(5))
@@ -156,17 +177,30 @@ const program = Effect.gen(function* () {
   const failed = figures.reduce((sum, row) => sum + row.failed, 0)
 
   const lines = [
-    `bench:failover: ${all.length} jobs at ${s.rate}/s, provider answers in ${providerLatencyMs} ms, a ${round(outageMinutes * 60, 0)} s outage of the primary in the middle`,
-    ...figures.map((row) => `  ${row.phase.padEnd(6)} the outage: ${row.jobs} jobs, create → succeeded p50 ${row.p50Ms} ms, p95 ${row.p95Ms} ms, ${row.failed} not succeeded`),
-    `  calls to the dead primary: ${deadCalls} in ${round(outageMinutes, 2)} min = ${deadCallsPerMinute} a minute; calls to the backup: ${backupCalls}`,
+    `bench:failover: ${all.length} jobs at ${s.rate}/s, provider answers in ${providerLatencyMs} ms, a ${
+      round(outageMinutes * 60, 0)
+    } s outage of the primary in the middle`,
+    ...figures.map((row) =>
+      `  ${
+        row.phase.padEnd(6)
+      } the outage: ${row.jobs} jobs, create → succeeded p50 ${row.p50Ms} ms, p95 ${row.p95Ms} ms, ${row.failed} not succeeded`
+    ),
+    `  calls to the dead primary: ${deadCalls} in ${
+      round(outageMinutes, 2)
+    } min = ${deadCallsPerMinute} a minute; calls to the backup: ${backupCalls}`,
     `  [${failed <= maxFailedJobs ? "MET" : "MISSED"}] jobs failed: ${failed} (target ${maxFailedJobs})`,
-    `  [${deadCallsPerMinute <= maxDeadCallsPerMinute ? "MET" : "MISSED"}] calls to the dead provider: ${deadCallsPerMinute} a minute (target ≤ ${maxDeadCallsPerMinute})`,
+    `  [${
+      deadCallsPerMinute <= maxDeadCallsPerMinute ? "MET" : "MISSED"
+    }] calls to the dead provider: ${deadCallsPerMinute} a minute (target ≤ ${maxDeadCallsPerMinute})`,
     `  load average ${loadAverageStart} → ${round(loadavg()[0] ?? 0, 2)} (2 cores)`
   ]
   yield* Effect.sync(() => console.log(lines.join("\n")))
   yield* Effect.promise(async () => {
     await mkdir(fileURLToPath(new URL("./results/", import.meta.url)), { recursive: true })
-    await writeFile(resultsFile, JSON.stringify({ figures, deadCalls, deadCallsPerMinute, backupCalls, failed }, null, 2))
+    await writeFile(
+      resultsFile,
+      JSON.stringify({ figures, deadCalls, deadCallsPerMinute, backupCalls, failed }, null, 2)
+    )
   })
 })
 

@@ -29,7 +29,9 @@ export interface HttpRun {
 const cannon = (options: autocannon.Options) =>
   Effect.async<autocannon.Result, Error>((resume) => {
     const instance = autocannon(options, (error, result) =>
-      error === null || error === undefined ? resume(Effect.succeed(result)) : resume(Effect.fail(new Error(String(error)))))
+      error === null || error === undefined
+        ? resume(Effect.succeed(result))
+        : resume(Effect.fail(new Error(String(error)))))
     return Effect.sync(() => instance.stop())
   })
 
@@ -49,14 +51,23 @@ export const runStatusReads = (options: {
   readonly seconds: number
 }) =>
   Effect.scoped(
-    Effect.gen(function* () {
-      const args: HttpServerArgs = { mode: options.mode, target: options.target, identityProvider: options.identityProvider }
-      const child = yield* benchChild({ entry: "./httpServer.ts", args: [JSON.stringify(args)], message: HttpServerReady })
+    Effect.gen(function*() {
+      const args: HttpServerArgs = {
+        mode: options.mode,
+        target: options.target,
+        identityProvider: options.identityProvider
+      }
+      const child = yield* benchChild({
+        entry: "./httpServer.ts",
+        args: [JSON.stringify(args)],
+        message: HttpServerReady
+      })
       const { port } = yield* child.next(isReady, 60)
       const jobId = "id" in options.job
         ? options.job.id
         : yield* createJob(`http://127.0.0.1:${port}`, options.tokens[0] ?? "", options.job.create)
-      return yield* Effect.forEach(options.tokens, (token) => readUnderLoad({ ...options, port, pid: child.pid, jobId, token }))
+      return yield* Effect.forEach(options.tokens, (token) =>
+        readUnderLoad({ ...options, port, pid: child.pid, jobId, token }))
     })
   ).pipe(Effect.orDie)
 
@@ -80,14 +91,16 @@ const readUnderLoad = (options: {
   readonly connections: number
   readonly seconds: number
 }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const request = {
       url: `http://127.0.0.1:${options.port}/api/ai/jobs/${encodeURIComponent(options.jobId)}`,
       connections: options.connections,
       headers: { authorization: `Bearer ${options.token}` }
     }
     const warmup = yield* cannon({ ...request, duration: 2 })
-    if (warmup["2xx"] === 0) return yield* Effect.dieMessage(`${options.mode}: no 2xx answer during warm-up (non-2xx: ${warmup.non2xx})`)
+    if (warmup["2xx"] === 0) {
+      return yield* Effect.dieMessage(`${options.mode}: no 2xx answer during warm-up (non-2xx: ${warmup.non2xx})`)
+    }
     const cpuBefore = processUsage(options.pid).cpuSeconds
     const result = yield* cannon({ ...request, duration: options.seconds })
     const cpuSeconds = processUsage(options.pid).cpuSeconds - cpuBefore
@@ -110,8 +123,11 @@ export const runHttpBench = (options: {
   readonly connections: number
   readonly seconds: number
 }) =>
-  Effect.gen(function* () {
-    const token = yield* signToken({ sub: options.userId, role: "USER", expiresInSeconds: 3600 }, Redacted.make(benchJwtSecret))
+  Effect.gen(function*() {
+    const token = yield* signToken(
+      { sub: options.userId, role: "USER", expiresInSeconds: 3600 },
+      Redacted.make(benchJwtSecret)
+    )
     const runOne = (mode: HttpServerMode) =>
       Effect.flatMap(runStatusReads({ ...options, mode, job: { id: options.jobId }, tokens: [token] }), ([run]) =>
         run === undefined ? Effect.dieMessage(`${mode}: no run`) : Effect.succeed(run))

@@ -16,28 +16,37 @@
  *
  * argv[2]: JSON `{ mode, target }`.
  */
-import { createServer } from "node:http"
-import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpServer, HttpServerResponse } from "@effect/platform"
+import {
+  HttpApi,
+  HttpApiBuilder,
+  HttpApiEndpoint,
+  HttpApiGroup,
+  HttpServer,
+  HttpServerResponse
+} from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Context, Effect, Layer, Logger, LogLevel, Queue, Schema } from "effect"
 import type mysql from "mysql2/promise"
+import { createServer } from "node:http"
 import { ApiSettings } from "../src/config/ApiSettings.js"
 import { AuthSettings } from "../src/config/AuthSettings.js"
-import { ReadinessProbeLive } from "../src/main/AppLayers.js"
 import { apiServer } from "../src/http/server.js"
+import { binaryStringsAsText } from "../src/layers/mysql/mysqlClient.js"
+import { ReadinessProbeLive } from "../src/main/AppLayers.js"
 import { parentMessages, toParent } from "./childProcess.js"
 import { benchEngineLayer, benchJwtSecret } from "./engineStack.js"
 import { HttpServerArgs, HttpServerCommand } from "./httpProtocol.js"
-import type { MemoryReading } from "./memoryProtocol.js"
 import { type BenchTarget, rawPool } from "./infra.js"
-import { binaryStringsAsText } from "../src/layers/mysql/mysqlClient.js"
+import type { MemoryReading } from "./memoryProtocol.js"
 
 const engineServer = (target: BenchTarget, options: Pick<HttpServerArgs, "identityProvider" | "liveStreams">) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { identityProvider } = options
     const auth = AuthSettings.make({
       jwtSecret: benchJwtSecret,
-      identityProvider: identityProvider === undefined ? undefined : { issuer: identityProvider.issuer, audiences: [identityProvider.audience] }
+      identityProvider: identityProvider === undefined
+        ? undefined
+        : { issuer: identityProvider.issuer, audiences: [identityProvider.audience] }
     })
     const server = apiServer().pipe(
       Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
@@ -55,27 +64,39 @@ const readJob = async (pool: mysql.Pool, jobId: string): Promise<string | undefi
   binaryStringsAsText(jobs)
   const job: unknown = Array.isArray(jobs) ? jobs[0] : undefined
   if (job === undefined) return undefined
-  const succeeded = typeof job === "object" && job !== null && "lifecycle_status" in job && job.lifecycle_status === "succeeded"
+  const succeeded = typeof job === "object" && job !== null && "lifecycle_status" in job &&
+    job.lifecycle_status === "succeeded"
   const [artifacts] = succeeded
-    ? await pool.execute("SELECT * FROM ai_job_artifact WHERE job_id = ? ORDER BY ordinal, artifact_type, artifact_id", [jobId])
+    ? await pool.execute(
+      "SELECT * FROM ai_job_artifact WHERE job_id = ? ORDER BY ordinal, artifact_type, artifact_id",
+      [jobId]
+    )
     : [[]]
   binaryStringsAsText(artifacts)
   return JSON.stringify({ job, artifacts })
 }
 
 class FloorApi extends HttpApi.make("floor").add(
-  HttpApiGroup.make("jobs").add(HttpApiEndpoint.get("getJob", "/api/ai/jobs/:jobId").setPath(Schema.Struct({ jobId: Schema.String })))
+  HttpApiGroup.make("jobs").add(
+    HttpApiEndpoint.get("getJob", "/api/ai/jobs/:jobId").setPath(Schema.Struct({ jobId: Schema.String }))
+  )
 ) {}
 
 const platformServer = (target: BenchTarget) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const pool = yield* rawPool(target.databaseUrl, 10)
     const handlers = HttpApiBuilder.group(FloorApi, "jobs", (group) =>
       group.handleRaw("getJob", ({ path }) =>
-        Effect.map(Effect.promise(() => readJob(pool, path.jobId)), (body) =>
-          body === undefined
-            ? HttpServerResponse.text('{"code":"JOB_NOT_FOUND"}', { status: 404, contentType: "application/json" })
-            : HttpServerResponse.text(body, { contentType: "application/json" }))))
+        Effect.map(
+          Effect.promise(() => readJob(pool, path.jobId)),
+          (body) =>
+            body === undefined
+              ? HttpServerResponse.text("{\"code\":\"JOB_NOT_FOUND\"}", {
+                status: 404,
+                contentType: "application/json"
+              })
+              : HttpServerResponse.text(body, { contentType: "application/json" })
+        )))
     const server = HttpApiBuilder.serve().pipe(
       Layer.provide(HttpApiBuilder.api(FloorApi).pipe(Layer.provide(handlers))),
       Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
@@ -89,13 +110,15 @@ const jobPath = /^\/api\/ai\/jobs\/([^/?]+)$/
 const eventsPath = /^\/api\/ai\/jobs\/([^/?]+)\/events$/
 
 const bareServer = (target: BenchTarget) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const pool = yield* rawPool(target.databaseUrl, 10)
     const server = createServer((request, response) => {
       // The SSE bench's baseline: one status frame from the row, then the connection held open.
       const events = eventsPath.exec(request.url ?? "")
       if (request.method === "GET" && events !== null) {
-        void pool.execute("SELECT lifecycle_status, progress FROM ai_job WHERE id = ?", [decodeURIComponent(events[1] ?? "")])
+        void pool.execute("SELECT lifecycle_status, progress FROM ai_job WHERE id = ?", [
+          decodeURIComponent(events[1] ?? "")
+        ])
           .then(([rows]) => {
             response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
             response.write(`event: status\ndata: ${JSON.stringify(Array.isArray(rows) ? rows[0] ?? null : null)}\n\n`)
@@ -109,8 +132,9 @@ const bareServer = (target: BenchTarget) =>
         return
       }
       readJob(pool, decodeURIComponent(match[1] ?? "")).then((body) => {
-        if (body === undefined) response.writeHead(404, { "content-type": "application/json" }).end('{"code":"JOB_NOT_FOUND"}')
-        else response.writeHead(200, { "content-type": "application/json" }).end(body)
+        if (body === undefined) {
+          response.writeHead(404, { "content-type": "application/json" }).end("{\"code\":\"JOB_NOT_FOUND\"}")
+        } else response.writeHead(200, { "content-type": "application/json" }).end(body)
       }).catch(() => {
         response.writeHead(500).end()
       })
@@ -127,7 +151,7 @@ const bareServer = (target: BenchTarget) =>
 
 /** The process's memory after two full GCs (when started with `--expose-gc`). */
 const memoryReading = (label: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     yield* Effect.sleep("50 millis")
     globalThis.gc?.()
     globalThis.gc?.()
@@ -143,7 +167,7 @@ const memoryReading = (label: string) =>
     } satisfies MemoryReading
   })
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const args = yield* Schema.decodeUnknown(Schema.parseJson(HttpServerArgs))(process.argv[2] ?? "")
   const inbox = yield* parentMessages(HttpServerCommand)
   const port = args.mode === "engine"

@@ -1,10 +1,10 @@
-import { Duration, Effect, Fiber, Layer, Redacted, Schema } from "effect"
 import { NodeContext } from "@effect/platform-node"
+import { Duration, Effect, Fiber, Layer, Redacted, Schema } from "effect"
 import { Redis } from "ioredis"
 import mysql from "mysql2/promise"
-import { mysqlClientLayer } from "../src/layers/mysql/MysqlDatabase.js"
-import { binaryStringsAsText } from "../src/layers/mysql/mysqlClient.js"
 import { runMigrations } from "../src/layers/mysql/migrate.js"
+import { binaryStringsAsText } from "../src/layers/mysql/mysqlClient.js"
+import { mysqlClientLayer } from "../src/layers/mysql/MysqlDatabase.js"
 
 /** What one bench run owns: a migrated scratch database and a Redis key prefix. */
 export interface BenchTarget {
@@ -68,7 +68,7 @@ export const queryAs = <A, I>(
  * drops the database when the scope closes.
  */
 export const scratchDatabase = (serverUrl: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const admin = yield* rawPool(serverUrl, 1)
     const databaseName = `bench_${suffix()}`
     yield* Effect.acquireRelease(
@@ -77,7 +77,9 @@ export const scratchDatabase = (serverUrl: string) =>
     )
     const databaseUrl = databaseUrlFor(serverUrl, databaseName)
     yield* runMigrations.pipe(
-      Effect.provide(Layer.merge(mysqlClientLayer(Redacted.make(databaseUrl), { maxConnections: 1 }), NodeContext.layer)),
+      Effect.provide(
+        Layer.merge(mysqlClientLayer(Redacted.make(databaseUrl), { maxConnections: 1 }), NodeContext.layer)
+      ),
       Effect.orDie
     )
     return { databaseName, databaseUrl }
@@ -118,8 +120,12 @@ export const monoMillis = Effect.sync(() => performance.now())
  * Starts `start(i)` for each i below `count` on a fixed schedule, `ratePerSecond` from now, each in
  * a fiber of its own so a slow one never delays the next; waits until every one has ended.
  */
-export const runPaced = <E, R>(count: number, ratePerSecond: number, start: (index: number) => Effect.Effect<unknown, E, R>) =>
-  Effect.gen(function* () {
+export const runPaced = <E, R>(
+  count: number,
+  ratePerSecond: number,
+  start: (index: number) => Effect.Effect<unknown, E, R>
+) =>
+  Effect.gen(function*() {
     const paceStart = yield* monoMillis
     const fibers: Array<Fiber.RuntimeFiber<unknown, E>> = []
     for (let i = 0; i < count; i++) {

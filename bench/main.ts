@@ -8,11 +8,11 @@
  * half-load rate, the hand-written floor (the engine's statements with mysql2 and BullMQ, at full
  * and half load), HTTP, and worker memory, which gets whatever budget is left.
  */
+import { NodeRuntime } from "@effect/platform-node"
+import { Effect, Logger, LogLevel, Schema } from "effect"
 import { mkdir, writeFile } from "node:fs/promises"
 import { availableParallelism, loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
-import { NodeRuntime } from "@effect/platform-node"
-import { Effect, Logger, LogLevel, Schema } from "effect"
 import { runBullMqPaced, runBullMqThroughput } from "./bullmqBaseline.js"
 import { runDurableFloor } from "./durableFloor.js"
 import { runEngineBench } from "./engine.js"
@@ -30,7 +30,7 @@ const resultsFile = fileURLToPath(new URL("./results/latest.json", import.meta.u
 
 const step = (label: string) => Effect.sync(() => process.stderr.write(`bench: ${label}\n`))
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const settings = yield* loadBenchSettings
   const began = yield* monoMillis
   const elapsed = Effect.map(monoMillis, (now) => (now - began) / 1000)
@@ -53,11 +53,15 @@ const program = Effect.gen(function* () {
   })
 
   yield* step(`raw MySQL: ${settings.jobs} create-shaped transactions`)
-  const mysql = yield* runMysqlBaseline({ databaseUrl: database.databaseUrl, transactions: settings.jobs, concurrency: settings.concurrency })
+  const mysql = yield* runMysqlBaseline({
+    databaseUrl: database.databaseUrl,
+    transactions: settings.jobs,
+    concurrency: settings.concurrency
+  })
 
   yield* step(`engine end to end: ${settings.jobs} jobs at full load, then half load`)
   const counter = makeSqlCounter()
-  const engine = yield* Effect.gen(function* () {
+  const engine = yield* Effect.gen(function*() {
     yield* startDispatcherAndWorker("bench-worker")
     return yield* runEngineBench({
       pool,
@@ -81,7 +85,9 @@ const program = Effect.gen(function* () {
     concurrency: settings.concurrency
   })
 
-  yield* step(`hand-written floor (mysql2 + BullMQ, the engine's statements): ${settings.jobs} jobs, then ${engine.halfLoad.targetPerSecond}/s`)
+  yield* step(
+    `hand-written floor (mysql2 + BullMQ, the engine's statements): ${settings.jobs} jobs, then ${engine.halfLoad.targetPerSecond}/s`
+  )
   const floor = yield* runDurableFloor({
     databaseUrl: database.databaseUrl,
     redisUrl: settings.redisUrl,
@@ -101,7 +107,9 @@ const program = Effect.gen(function* () {
     if (job === undefined) {
       skipped.push("HTTP: no succeeded job to read")
     } else {
-      yield* step(`HTTP: GET /api/ai/jobs/:jobId, ${settings.httpSeconds} s each against the engine API and a bare handler`)
+      yield* step(
+        `HTTP: GET /api/ai/jobs/:jobId, ${settings.httpSeconds} s each against the engine API and a bare handler`
+      )
       http = yield* runHttpBench({
         target,
         jobId: job.id,

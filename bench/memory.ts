@@ -2,11 +2,11 @@ import { Queue as BullQueue } from "bullmq"
 import { Effect } from "effect"
 import { Redis } from "ioredis"
 import type mysql from "mysql2/promise"
+import { queueDefaults } from "../src/config/QueueSettings.js"
 import { newId } from "../src/domain/Ids.js"
 import { legacyStatusOf } from "../src/domain/LifecycleStatus.js"
-import { redactionVersion } from "../src/services/SnapshotBuilder.js"
-import { queueDefaults } from "../src/config/QueueSettings.js"
 import { encodeQueuePayload, payloadFor, queueJobIdFor, queuePriorityFor } from "../src/services/JobQueue.js"
+import { redactionVersion } from "../src/services/SnapshotBuilder.js"
 import { benchChild } from "./childProcess.js"
 import { awaitTerminal } from "./engine.js"
 import type { BenchTarget } from "./infra.js"
@@ -29,7 +29,7 @@ const setting = queueDefaults["ai-interactive"]
 const targetType = "bench_memory"
 
 const precreate = (pool: mysql.Pool, queue: BullQueue, from: number, count: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const chunk = 500
     for (let start = from; start < from + count; start += chunk) {
       const size = Math.min(chunk, from + count - start)
@@ -43,9 +43,27 @@ const precreate = (pool: mysql.Pool, queue: BullQueue, from: number, count: numb
              queue_name, priority, progress, input, credential_mode, credential_id, prompt_version, input_schema_version,
              output_schema_version, attempt_count, max_attempts, created_at, updated_at) VALUES ?`,
           [jobs.map(({ index, jobId }) => [
-            jobId, `bench-user-${index % 1000}`, "synthetic_echo", targetType, String(index), null, legacyStatusOf.queued,
-            "queued", "ai-interactive", 50, 0, JSON.stringify({ message: `memory job ${index}` }), "platform_key", null, "v1",
-            "synthetic_echo.input.v1", "synthetic_echo.output.v1", 0, setting.attempts, now, now
+            jobId,
+            `bench-user-${index % 1000}`,
+            "synthetic_echo",
+            targetType,
+            String(index),
+            null,
+            legacyStatusOf.queued,
+            "queued",
+            "ai-interactive",
+            50,
+            0,
+            JSON.stringify({ message: `memory job ${index}` }),
+            "platform_key",
+            null,
+            "v1",
+            "synthetic_echo.input.v1",
+            "synthetic_echo.output.v1",
+            0,
+            setting.attempts,
+            now,
+            now
           ])]
         )
       )
@@ -53,7 +71,12 @@ const precreate = (pool: mysql.Pool, queue: BullQueue, from: number, count: numb
         pool.query(
           "INSERT INTO ai_job_snapshot (id, job_id, content, redaction_version, expires_at, created_at) VALUES ?",
           [jobs.map(({ index, jobId, snapshotId }) => [
-            snapshotId, jobId, JSON.stringify({ message: `memory job ${index}` }), redactionVersion, expires, now
+            snapshotId,
+            jobId,
+            JSON.stringify({ message: `memory job ${index}` }),
+            redactionVersion,
+            expires,
+            now
           ])]
         )
       )
@@ -107,14 +130,18 @@ export const runMemoryBench = (options: {
   readonly budgetSeconds: number
 }) =>
   Effect.scoped(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const began = yield* monoMillis
       const connection = yield* Effect.acquireRelease(
-        Effect.sync(() => new Redis(options.target.redisUrl, { maxRetriesPerRequest: null, connectionName: "bench-memory-feeder" })),
+        Effect.sync(() =>
+          new Redis(options.target.redisUrl, { maxRetriesPerRequest: null, connectionName: "bench-memory-feeder" })
+        ),
         (redis) => Effect.promise(() => redis.quit()).pipe(Effect.timeoutOption("2 seconds"), Effect.ignore)
       )
       const queue = yield* Effect.acquireRelease(
-        Effect.sync(() => new BullQueue("ai-interactive", { connection, prefix: `${options.target.redisPrefix}:bull` })),
+        Effect.sync(() =>
+          new BullQueue("ai-interactive", { connection, prefix: `${options.target.redisPrefix}:bull` })
+        ),
         (queue) => Effect.promise(() => queue.close()).pipe(Effect.timeoutOption("5 seconds"), Effect.ignore)
       )
       const child = yield* benchChild({
@@ -124,7 +151,8 @@ export const runMemoryBench = (options: {
         exposeGc: true
       })
       const started = yield* child.next(isReading, 60)
-      const measure = (label: string) => Effect.zipRight(child.send({ type: "measure", label }), child.next(isReading, 30))
+      const measure = (label: string) =>
+        Effect.zipRight(child.send({ type: "measure", label }), child.next(isReading, 30))
 
       // Probe: a small batch gives the worker's rate, from which the two points are sized.
       const probe = 1_000
@@ -136,7 +164,10 @@ export const runMemoryBench = (options: {
       const fits = Math.max(0, Math.floor(rate * left * 0.9))
       const scale = Math.min(1, fits / options.secondJobs)
       const plannedSecond = Math.max(probe + 500, Math.floor(options.secondJobs * scale / 100) * 100)
-      const firstJobs = Math.max(probe, Math.floor(plannedSecond * (options.firstJobs / options.secondJobs) / 100) * 100)
+      const firstJobs = Math.max(
+        probe,
+        Math.floor(plannedSecond * (options.firstJobs / options.secondJobs) / 100) * 100
+      )
 
       const firstStart = yield* monoMillis
       yield* precreate(options.pool, queue, probe, firstJobs - probe)
@@ -159,7 +190,8 @@ export const runMemoryBench = (options: {
         heapUsedMb: mb(reading.heapUsedBytes)
       })
       return {
-        measured: `worker alone (child process, runWorker only, concurrency ${options.concurrency}) running pre-created ` +
+        measured:
+          `worker alone (child process, runWorker only, concurrency ${options.concurrency}) running pre-created ` +
           `synthetic_echo jobs to succeeded; memoryUsage() after 2 forced GCs (gc exposed: ${first.gcExposed})` +
           (scale < 1 || secondJobs < options.secondJobs
             ? `; scaled down from ${options.firstJobs}/${options.secondJobs} to ${firstJobs}/${secondJobs} jobs to fit the time budget ` +

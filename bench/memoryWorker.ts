@@ -15,7 +15,7 @@ import { benchEngineLayer } from "./engineStack.js"
 import { MemoryCommand, MemoryWorkerArgs } from "./memoryProtocol.js"
 
 const reading = (label: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     // The synthetic gateway records every call for tests; that log is the test tool's, not the
     // worker's, so it is emptied before each reading.
     const control = yield* SyntheticGatewayControl
@@ -35,10 +35,10 @@ const reading = (label: string) =>
     }
   })
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const args = yield* Schema.decodeUnknown(Schema.parseJson(MemoryWorkerArgs))(process.argv[2] ?? "")
   const inbox = yield* parentMessages(MemoryCommand)
-  yield* Effect.gen(function* () {
+  yield* Effect.gen(function*() {
     yield* runWorker({ workerId: "bench-memory-worker", queues: ["ai-interactive"] })
     yield* toParent(yield* reading("started"))
     while (true) {

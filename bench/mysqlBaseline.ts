@@ -1,6 +1,6 @@
-import { randomUUID } from "node:crypto"
 import { Effect } from "effect"
 import type mysql from "mysql2/promise"
+import { randomUUID } from "node:crypto"
 import { monoMillis, query, rawPool } from "./infra.js"
 import { round } from "./stats.js"
 
@@ -54,14 +54,19 @@ const createShape = (connection: mysql.PoolConnection, index: number) =>
     }
   })
 
-export const runMysqlBaseline = (options: { readonly databaseUrl: string; readonly transactions: number; readonly concurrency: number }) =>
+export const runMysqlBaseline = (
+  options: { readonly databaseUrl: string; readonly transactions: number; readonly concurrency: number }
+) =>
   Effect.scoped(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const pool = yield* rawPool(options.databaseUrl, 10)
       yield* query(pool, "CREATE TABLE bench_raw_job LIKE ai_job")
       yield* query(pool, "CREATE TABLE bench_raw_outbox LIKE outbox_event")
       yield* Effect.addFinalizer(() =>
-        Effect.zipRight(query(pool, "DROP TABLE IF EXISTS bench_raw_job"), query(pool, "DROP TABLE IF EXISTS bench_raw_outbox"))
+        Effect.zipRight(
+          query(pool, "DROP TABLE IF EXISTS bench_raw_job"),
+          query(pool, "DROP TABLE IF EXISTS bench_raw_outbox")
+        )
           .pipe(Effect.ignore)
       )
       const run = (count: number, offset: number) =>

@@ -1,5 +1,5 @@
-import { createConnection, createServer, type Socket } from "node:net"
 import { Effect } from "effect"
+import { createConnection, createServer, type Socket } from "node:net"
 import { diffCounts, emptyCounts, type SqlCounts } from "./sqlCounter.js"
 
 /**
@@ -21,7 +21,13 @@ export interface WireCounts extends SqlCounts {
   readonly byText: Readonly<Record<string, number>>
 }
 
-export const emptyWireCounts: WireCounts = { ...emptyCounts, roundTrips: 0, prepares: 0, outboxStatements: 0, byText: {} }
+export const emptyWireCounts: WireCounts = {
+  ...emptyCounts,
+  roundTrips: 0,
+  prepares: 0,
+  outboxStatements: 0,
+  byText: {}
+}
 
 export const diffWireCounts = (after: WireCounts, before: WireCounts): WireCounts => ({
   ...diffCounts(after, before),
@@ -59,7 +65,9 @@ const textPrefixBytes = 512
  */
 const statementsOf = (text: string): ReadonlyArray<string> => {
   const control = /^\s*(SET|BEGIN|START|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b[^;'"`]*;/i.exec(text)
-  return control === null ? [text] : [control[0].slice(0, -1), ...statementsOf(text.slice(control[0].length))].filter((t) => t.trim() !== "")
+  return control === null
+    ? [text]
+    : [control[0].slice(0, -1), ...statementsOf(text.slice(control[0].length))].filter((t) => t.trim() !== "")
 }
 
 /** Calls `onPacket(sequence, payload)` for each whole MySQL packet (3-byte length, sequence id, payload) of a byte stream. */
@@ -86,7 +94,10 @@ const textOf = (payload: Buffer) => payload.toString("utf8", 1, Math.min(payload
  * its executes will name. mysql2 waits for each answer before the next command, so the next
  * sequence-1 packet from the server answers the prepare just sent.
  */
-const conversation = (onStatement: (text: string) => void, onCommand: (kind: "query" | "prepare" | "execute") => void) => {
+const conversation = (
+  onStatement: (text: string) => void,
+  onCommand: (kind: "query" | "prepare" | "execute") => void
+) => {
   const prepared = new Map<number, string>()
   let awaitingPrepare: string | undefined
   const fromClient = packetReader((sequence, payload) => {

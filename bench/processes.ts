@@ -9,13 +9,13 @@
  * statements per job beyond the event's own INSERT, and commit → running (database clock). Prints issue 14's targets as
  * [MET]/[MISSED] with the reason (and the second round's CPU per job); writes bench/results/processes.json. Figures, not a test.
  */
+import { FetchHttpClient } from "@effect/platform"
+import { NodeRuntime } from "@effect/platform-node"
+import { Config, Duration, Effect, type Fiber, Schedule, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { mkdir, writeFile } from "node:fs/promises"
 import { availableParallelism, loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
-import { FetchHttpClient } from "@effect/platform"
-import { NodeRuntime } from "@effect/platform-node"
-import { Config, Duration, Effect, type Fiber, Schedule, Schema } from "effect"
 import { makeAiJobClient } from "../src/http/client.js"
 import {
   dispatcherStarted,
@@ -82,19 +82,30 @@ interface PhaseResult {
   readonly seconds: number
   readonly perSecond: number
   readonly cpuMsPerJob: Readonly<Record<string, number>>
-  readonly perProcess: Readonly<Record<string, {
+  readonly perProcess: Readonly<
+    Record<string, {
+      readonly statements: number
+      readonly commits: number
+      readonly roundTrips: number
+      readonly outbox: number
+      /** Statements per job by the start of their text, the most frequent first (0.01 and up). */
+      readonly byText: ReadonlyArray<readonly [string, number]>
+    }>
+  >
+  readonly perJob: {
     readonly statements: number
-    readonly commits: number
     readonly roundTrips: number
-    readonly outbox: number
-    /** Statements per job by the start of their text, the most frequent first (0.01 and up). */
-    readonly byText: ReadonlyArray<readonly [string, number]>
-  }>>
-  readonly perJob: { readonly statements: number; readonly roundTrips: number; readonly prepares: number; readonly commits: number; readonly outboxStatements: number; readonly selects: number; readonly inserts: number; readonly updates: number }
+    readonly prepares: number
+    readonly commits: number
+    readonly outboxStatements: number
+    readonly selects: number
+    readonly inserts: number
+    readonly updates: number
+  }
   readonly commitToRunningMs: { readonly p50: number; readonly p99: number }
 }
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const s = yield* settings
   const loadAverageStart = round(loadavg()[0] ?? 0, 2)
   const storage = yield* engineStorage("bench_processes")
@@ -103,8 +114,14 @@ const program = Effect.gen(function* () {
 
   const names = ["api", "dispatcher", "worker-1", "worker-2"] as const
   const counters = Object.fromEntries(
-    yield* Effect.forEach(names, (name) =>
-      Effect.map(startMysqlWireCounter({ host: direct.hostname, port: Number(direct.port || 3306) }), (counter) => [name, counter] as const))
+    yield* Effect.forEach(
+      names,
+      (name) =>
+        Effect.map(
+          startMysqlWireCounter({ host: direct.hostname, port: Number(direct.port || 3306) }),
+          (counter) => [name, counter] as const
+        )
+    )
   )
   const envOf = (name: (typeof names)[number], extra: Readonly<Record<string, string>> = {}) => {
     const proxied = new URL(storage.databaseUrl)
@@ -124,23 +141,45 @@ const program = Effect.gen(function* () {
     })
   }
   const profiled = (name: string) =>
-    s.cpuProfileDirectory === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${s.cpuProfileDirectory}`, `--cpu-prof-name=${name}.cpuprofile`]
+    s.cpuProfileDirectory === ""
+      ? []
+      : ["--cpu-prof", `--cpu-prof-dir=${s.cpuProfileDirectory}`, `--cpu-prof-name=${name}.cpuprofile`]
   yield* step("starting API, dispatcher and two workers")
   const [api, dispatcher, worker1, worker2] = yield* Effect.all(
     [
       startProgram("api", "api", envOf("api"), { nodeOptions: profiled("api") }),
-      startProgram("dispatcher", "dispatcher", envOf("dispatcher"), { ready: dispatcherStarted, nodeOptions: profiled("dispatcher") }),
-      startProgram("worker", "worker-1", envOf("worker-1", { WORKER_ID: "bench-worker-1" }), { ready: workerStarted, nodeOptions: profiled("worker-1") }),
-      startProgram("worker", "worker-2", envOf("worker-2", { WORKER_ID: "bench-worker-2" }), { ready: workerStarted, nodeOptions: profiled("worker-2") })
+      startProgram("dispatcher", "dispatcher", envOf("dispatcher"), {
+        ready: dispatcherStarted,
+        nodeOptions: profiled("dispatcher")
+      }),
+      startProgram("worker", "worker-1", envOf("worker-1", { WORKER_ID: "bench-worker-1" }), {
+        ready: workerStarted,
+        nodeOptions: profiled("worker-1")
+      }),
+      startProgram("worker", "worker-2", envOf("worker-2", { WORKER_ID: "bench-worker-2" }), {
+        ready: workerStarted,
+        nodeOptions: profiled("worker-2")
+      })
     ],
     { concurrency: "unbounded" }
   )
-  const pids: Record<string, number> = { api: api.pid, dispatcher: dispatcher.pid, "worker-1": worker1.pid, "worker-2": worker2.pid }
+  const pids: Record<string, number> = {
+    api: api.pid,
+    dispatcher: dispatcher.pid,
+    "worker-1": worker1.pid,
+    "worker-2": worker2.pid
+  }
   const database = mariadbPid()
   if (database !== undefined) pids["mariadb (whole server)"] = database
 
-  const clients = yield* Effect.forEach(Array.from({ length: s.users }, (_, i) => i), (i) =>
-    Effect.flatMap(tokenFor(storage, `bench-processes-user-${i}`), (token) => makeAiJobClient({ baseUrl: api.baseUrl, token })))
+  const clients = yield* Effect.forEach(
+    Array.from({ length: s.users }, (_, i) => i),
+    (i) =>
+      Effect.flatMap(
+        tokenFor(storage, `bench-processes-user-${i}`),
+        (token) => makeAiJobClient({ baseUrl: api.baseUrl, token })
+      )
+  )
   let created = 0
   const create = Effect.suspend(() => {
     const i = created++
@@ -160,14 +199,21 @@ const program = Effect.gen(function* () {
     const client = clients[batchesSent++ % clients.length]
     if (client === undefined) return Effect.die(new Error("no client"))
     const items = Array.from({ length: s.batchSize }, (_, k) => flashcardRequest(first + k))
-    return client.jobs.createFlashcardGenerationBatch({ payload: { items }, headers: { "idempotency-key": `bench-batch-${first}` } }).pipe(
+    return client.jobs.createFlashcardGenerationBatch({
+      payload: { items },
+      headers: { "idempotency-key": `bench-batch-${first}` }
+    }).pipe(
       Effect.retry(Schedule.intersect(Schedule.exponential("50 millis"), Schedule.recurs(5))),
       Effect.map((answer) => answer.jobs.map((job) => job.jobId)),
       Effect.orDie
     )
   })
-  const awaitAllTerminal = Effect.gen(function* () {
-    const [row] = yield* queryAs(pool, Terminal, `SELECT COUNT(*) AS n FROM ai_job WHERE lifecycle_status IN ('succeeded', 'failed', 'cancelled')`)
+  const awaitAllTerminal = Effect.gen(function*() {
+    const [row] = yield* queryAs(
+      pool,
+      Terminal,
+      `SELECT COUNT(*) AS n FROM ai_job WHERE lifecycle_status IN ('succeeded', 'failed', 'cancelled')`
+    )
     if ((row?.n ?? 0) < created) return yield* Effect.fail("not yet" as const)
   }).pipe(
     Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("180 seconds"))),
@@ -175,7 +221,7 @@ const program = Effect.gen(function* () {
   )
 
   const runPhase = (load: Load, jobs: number, drive: Effect.Effect<ReadonlyArray<string>>) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* step(`${load}: ${jobs} jobs`)
       const countsBefore = Object.fromEntries(names.map((name) => [name, counters[name]?.snapshot()]))
       const cpuBefore = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSecondsOf(pid)]))
@@ -183,8 +229,11 @@ const program = Effect.gen(function* () {
       const ids = yield* drive
       yield* awaitAllTerminal
       const seconds = (performance.now() - began) / 1000
-      const cpuMsPerJob = Object.fromEntries(Object.entries(pids).map(([name, pid]) =>
-        [name, round(((cpuSecondsOf(pid) - (cpuBefore[name] ?? 0)) * 1000) / jobs, 2)]))
+      const cpuMsPerJob = Object.fromEntries(
+        Object.entries(pids).map((
+          [name, pid]
+        ) => [name, round(((cpuSecondsOf(pid) - (cpuBefore[name] ?? 0)) * 1000) / jobs, 2)])
+      )
       const engineCpu = names.reduce((sum, name) => sum + (cpuMsPerJob[name] ?? 0), 0)
       const counts = new Map<string, WireCounts>(names.flatMap((name) => {
         const before = countsBefore[name]
@@ -237,35 +286,50 @@ const program = Effect.gen(function* () {
   yield* Effect.forEach(Array.from({ length: 200 }), () => create, { concurrency: s.producers, discard: true })
   yield* awaitAllTerminal
 
-  const oneProducer = yield* runPhase("one producer", s.oneProducerJobs,
-    Effect.forEach(Array.from({ length: s.oneProducerJobs }), () => create))
-  const full = yield* runPhase("full load", s.jobs,
-    Effect.forEach(Array.from({ length: s.jobs }), () => create, { concurrency: s.producers }))
+  const oneProducer = yield* runPhase(
+    "one producer",
+    s.oneProducerJobs,
+    Effect.forEach(Array.from({ length: s.oneProducerJobs }), () => create)
+  )
+  const full = yield* runPhase(
+    "full load",
+    s.jobs,
+    Effect.forEach(Array.from({ length: s.jobs }), () => create, { concurrency: s.producers })
+  )
   // Half load: one create every 2 / (full rate) seconds, each on its own fiber so a slow answer
   // does not hold the next one back.
   const halfRate = full.perSecond / 2
   const halfJobs = Math.max(100, Math.min(s.jobs, Math.round(halfRate * 10)))
-  const half = yield* runPhase("half load", halfJobs, Effect.gen(function* () {
-    const interval = Duration.millis(1000 / Math.max(1, halfRate))
-    const fibers: Array<Fiber.RuntimeFiber<string>> = []
-    for (let i = 0; i < halfJobs; i++) {
-      fibers.push(yield* Effect.fork(create))
-      yield* Effect.sleep(interval)
-    }
-    return yield* Effect.forEach(fibers, (fiber) => fiber.await.pipe(Effect.flatMap((exit) => exit)))
-  }))
+  const half = yield* runPhase(
+    "half load",
+    halfJobs,
+    Effect.gen(function*() {
+      const interval = Duration.millis(1000 / Math.max(1, halfRate))
+      const fibers: Array<Fiber.RuntimeFiber<string>> = []
+      for (let i = 0; i < halfJobs; i++) {
+        fibers.push(yield* Effect.fork(create))
+        yield* Effect.sleep(interval)
+      }
+      return yield* Effect.forEach(fibers, (fiber) => fiber.await.pipe(Effect.flatMap((exit) => exit)))
+    })
+  )
 
   const batchCount = Math.max(1, Math.round(s.jobs / s.batchSize))
-  const batches = yield* runPhase(`batches of ${s.batchSize}`, batchCount * s.batchSize,
+  const batches = yield* runPhase(
+    `batches of ${s.batchSize}`,
+    batchCount * s.batchSize,
     Effect.map(
       Effect.forEach(Array.from({ length: batchCount }), () => createBatch, { concurrency: s.batchProducers }),
       (lists) => lists.flat()
-    ))
+    )
+  )
 
   const phases = [oneProducer, half, full, batches]
   const loadAverageEnd = round(loadavg()[0] ?? 0, 2)
   const busy = Math.max(loadAverageStart, loadAverageEnd) > availableParallelism()
-  const busyNote = busy ? `; load average ${loadAverageStart} → ${loadAverageEnd} on ${availableParallelism()} CPUs: other work shared the machine` : ""
+  const busyNote = busy
+    ? `; load average ${loadAverageStart} → ${loadAverageEnd} on ${availableParallelism()} CPUs: other work shared the machine`
+    : ""
   const targets = [
     ...phases.map((p) => ({
       name: `≤ ${maxStatementsPerJob} statements per job at ${p.load}`,
@@ -288,12 +352,18 @@ const program = Effect.gen(function* () {
       why: `by process: ${names.map((name) => `${name} ${p.perProcess[name]?.outbox}`).join(", ")}`
     })),
     ...phases.map((p) => {
-      const apiAndWorkers = round(["api", "worker-1", "worker-2"].reduce((sum, name) => sum + (p.cpuMsPerJob[name] ?? 0), 0), 2)
+      const apiAndWorkers = round(
+        ["api", "worker-1", "worker-2"].reduce((sum, name) => sum + (p.cpuMsPerJob[name] ?? 0), 0),
+        2
+      )
       return {
         name: `≤ ${maxCpuMsPerJob} ms CPU per job across API + workers at ${p.load}`,
         met: apiAndWorkers <= maxCpuMsPerJob,
-        value: `${apiAndWorkers} ms (API ${p.cpuMsPerJob["api"]}, workers ${round((p.cpuMsPerJob["worker-1"] ?? 0) + (p.cpuMsPerJob["worker-2"] ?? 0), 2)}; dispatcher ${p.cpuMsPerJob["dispatcher"]} besides)`,
-        why: `one process's hand-written floor of the same statements (npm run bench) is the figure to hold it against${busyNote}`
+        value: `${apiAndWorkers} ms (API ${p.cpuMsPerJob["api"]}, workers ${
+          round((p.cpuMsPerJob["worker-1"] ?? 0) + (p.cpuMsPerJob["worker-2"] ?? 0), 2)
+        }; dispatcher ${p.cpuMsPerJob["dispatcher"]} besides)`,
+        why:
+          `one process's hand-written floor of the same statements (npm run bench) is the figure to hold it against${busyNote}`
       }
     }),
     {
@@ -346,7 +416,8 @@ const program = Effect.gen(function* () {
     `| load | jobs | jobs/s | statements/job | round trips/job (prepares) | commits/job | outbox statements/job | commit → running p50 / p99 ms |`,
     "|---|---|---|---|---|---|---|---|",
     ...phases.map((p) =>
-      `| ${p.load} | ${p.jobs} | ${p.perSecond} | ${p.perJob.statements} | ${p.perJob.roundTrips} (${p.perJob.prepares}) | ${p.perJob.commits} | ${p.perJob.outboxStatements} | ${p.commitToRunningMs.p50} / ${p.commitToRunningMs.p99} |`),
+      `| ${p.load} | ${p.jobs} | ${p.perSecond} | ${p.perJob.statements} | ${p.perJob.roundTrips} (${p.perJob.prepares}) | ${p.perJob.commits} | ${p.perJob.outboxStatements} | ${p.commitToRunningMs.p50} / ${p.commitToRunningMs.p99} |`
+    ),
     "",
     `CPU ms per job by process:`,
     "",
@@ -355,18 +426,26 @@ const program = Effect.gen(function* () {
     ...phases.map((p) => `| ${p.load} | ${processNames.map((name) => p.cpuMsPerJob[name]).join(" | ")} |`),
     "",
     ...[full, batches].flatMap((p) => [
-      `statements per job by process (${p.load}): ${names.map((name) => `${name} ${p.perProcess[name]?.statements}`).join(", ")}`,
-      ...names.flatMap((name) => (p.perProcess[name]?.byText ?? []).map(([text, perJob]) => `  ${name} ${perJob.toFixed(2)}  ${text}`))
+      `statements per job by process (${p.load}): ${
+        names.map((name) => `${name} ${p.perProcess[name]?.statements}`).join(", ")
+      }`,
+      ...names.flatMap((name) =>
+        (p.perProcess[name]?.byText ?? []).map(([text, perJob]) => `  ${name} ${perJob.toFixed(2)}  ${text}`)
+      )
     ]),
     "",
-    ...targets.map((t) => `[${t.met ? "MET" : "MISSED"}] ${t.name}: ${t.value}${t.met ? "" : `\n         why: ${t.why}`}`)
+    ...targets.map((t) =>
+      `[${t.met ? "MET" : "MISSED"}] ${t.name}: ${t.value}${t.met ? "" : `\n         why: ${t.why}`}`
+    )
   ]
   yield* Effect.sync(() => process.stdout.write(lines.join("\n") + "\n\nwritten: bench/results/processes.json\n"))
   if (s.cpuProfileDirectory !== "") {
     // A profile is written on a clean exit only: stop each program as an operator would.
     const programs = [api, dispatcher, worker1, worker2]
     yield* Effect.forEach(programs, (program) => program.signal("SIGTERM"), { discard: true })
-    yield* Effect.forEach(programs, (program) => Effect.ignore(program.awaitExit(Duration.seconds(30))), { discard: true })
+    yield* Effect.forEach(programs, (program) => Effect.ignore(program.awaitExit(Duration.seconds(30))), {
+      discard: true
+    })
     yield* step(`CPU profiles written to ${s.cpuProfileDirectory}`)
   }
 }).pipe(Effect.scoped, Effect.provide(FetchHttpClient.layer))

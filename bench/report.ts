@@ -28,7 +28,13 @@ export interface BenchResults {
   readonly bullmqHalfLoad: BullMqPaced
   /** The engine's statements and commits by hand (mysql2 + BullMQ, no Effect on the job's path): what the design costs on this machine. */
   readonly floor: DurableFloor
-  readonly http: { readonly engine: HttpRun; readonly platform: HttpRun; readonly bare: HttpRun; readonly connections: number; readonly seconds: number } | null
+  readonly http: {
+    readonly engine: HttpRun
+    readonly platform: HttpRun
+    readonly bare: HttpRun
+    readonly connections: number
+    readonly seconds: number
+  } | null
   readonly memory: MemoryResult | null
   readonly skipped: ReadonlyArray<string>
   readonly durationSeconds: number
@@ -74,22 +80,33 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
       target: "≥ 0.35",
       value: `${throughputRatio} (${fmt(full.throughputPerSecond)} / ${fmt(r.bullmq.throughputPerSecond)} jobs/s)`,
       met: throughputRatio >= 0.35,
-      note: `the same ${floor.statementsPerJob} statements and ${floor.commitsPerJob} commits a job written by hand (mysql2 + BullMQ, no Effect on the job's path) ` +
+      note:
+        `the same ${floor.statementsPerJob} statements and ${floor.commitsPerJob} commits a job written by hand (mysql2 + BullMQ, no Effect on the job's path) ` +
         `reach ${fmt(floor.throughputPerSecond)} jobs/s = ${floorRatio} × BullMQ in this run` +
-        (floorRatio < 0.35 ? ": below the target before any engine code runs, so it is out of reach for this design on this machine" : "") +
+        (floorRatio < 0.35
+          ? ": below the target before any engine code runs, so it is out of reach for this design on this machine"
+          : "") +
         `; the engine reaches ${ratio(full.throughputPerSecond, floor.throughputPerSecond)} × that floor. ` +
         `A job costs ${full.sqlPerJob.statements} SQL statements and ${full.sqlPerJob.commits} commits (raw BullMQ: none); ` +
-        `at this machine's raw commit rate (${fmt(r.mysql.transactionsPerSecond)} 2-insert transactions/s) MySQL alone caps it at ` +
+        `at this machine's raw commit rate (${
+          fmt(r.mysql.transactionsPerSecond)
+        } 2-insert transactions/s) MySQL alone caps it at ` +
         `~${fmt(mysqlCeiling)} jobs/s = ${ratio(mysqlCeiling, r.bullmq.throughputPerSecond)} × BullMQ`
     },
     {
       name: "CPU per job end to end, one process ≤ 2 ms in Node",
       target: "≤ 2 ms",
-      value: `${full.cpuMsPerJob} ms (hand-written floor ${floor.cpuMsPerJob} ms, raw BullMQ ${r.bullmq.cpuMsPerJob} ms)`,
+      value:
+        `${full.cpuMsPerJob} ms (hand-written floor ${floor.cpuMsPerJob} ms, raw BullMQ ${r.bullmq.cpuMsPerJob} ms)`,
       met: full.cpuMsPerJob <= 2,
-      note: `the engine spends ${ratio(full.cpuMsPerJob, floor.cpuMsPerJob, 1)} × the hand-written floor of the same statements ` +
+      note:
+        `the engine spends ${
+          ratio(full.cpuMsPerJob, floor.cpuMsPerJob, 1)
+        } × the hand-written floor of the same statements ` +
         `(${floor.cpuMsPerJob} ms a job, of which BullMQ alone ${r.bullmq.cpuMsPerJob} ms)` +
-        `; to meet the target the engine could add only ${round(Math.max(0, 2 - floor.cpuMsPerJob), 2)} ms a job to the drivers' own work` +
+        `; to meet the target the engine could add only ${
+          round(Math.max(0, 2 - floor.cpuMsPerJob), 2)
+        } ms a job to the drivers' own work` +
         "; the engine's figure includes this bench's SQL-counting tracer"
     },
     {
@@ -134,14 +151,17 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
       target: "≥ 0.5",
       value: `${floorThroughputRatio} (${fmt(full.throughputPerSecond)} / ${fmt(floor.throughputPerSecond)} jobs/s)`,
       met: floorThroughputRatio >= 0.5,
-      note: `the engine spends ${full.cpuMsPerJob} ms of Node CPU and ${full.sqlPerJob.commits} commits a job; the floor ${floor.cpuMsPerJob} ms and ${floor.commitsPerJob} commits`
+      note:
+        `the engine spends ${full.cpuMsPerJob} ms of Node CPU and ${full.sqlPerJob.commits} commits a job; the floor ${floor.cpuMsPerJob} ms and ${floor.commitsPerJob} commits`
     },
     {
       name: "one process: Node CPU per job ≤ 2.5 × the hand-written floor",
       target: "≤ 2.5",
       value: `${floorCpuRatio} (${full.cpuMsPerJob} / ${floor.cpuMsPerJob} ms a job)`,
       met: floorCpuRatio <= 2.5,
-      note: `to meet it the engine may spend ${round(2.5 * floor.cpuMsPerJob, 2)} ms a job; the figure includes this bench's SQL-counting tracer`
+      note: `to meet it the engine may spend ${
+        round(2.5 * floor.cpuMsPerJob, 2)
+      } ms a job; the figure includes this bench's SQL-counting tracer`
     }
   )
   if (r.http !== null) {
@@ -149,10 +169,14 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
     targets.push({
       name: "status read ≥ 0.8 × the one-endpoint HttpApi floor",
       target: "≥ 0.8",
-      value: `${statusRatio} (${fmt(r.http.engine.requestsPerSecond, 0)} / ${fmt(r.http.platform.requestsPerSecond, 0)} req/s; ` +
+      value:
+        `${statusRatio} (${fmt(r.http.engine.requestsPerSecond, 0)} / ${
+          fmt(r.http.platform.requestsPerSecond, 0)
+        } req/s; ` +
         `CPU ${r.http.engine.cpuMsPerRequest} / ${r.http.platform.cpuMsPerRequest} ms a request)`,
       met: statusRatio >= 0.8,
-      note: "beyond the floor's handler the engine verifies an HS256 JWT, runs its middleware (request span, metrics, " +
+      note:
+        "beyond the floor's handler the engine verifies an HS256 JWT, runs its middleware (request span, metrics, " +
         "security headers, body guard, error mapping) and encodes the full status Schema"
     })
   }
@@ -161,11 +185,17 @@ export const targetsOf = (r: BenchResults): ReadonlyArray<Target> => {
     targets.push({
       name: "HTTP ≥ 0.5 × bare handler",
       target: "≥ 0.5",
-      value: `${httpRatio} (${fmt(r.http.engine.requestsPerSecond, 0)} / ${fmt(r.http.bare.requestsPerSecond, 0)} req/s)`,
+      value: `${httpRatio} (${fmt(r.http.engine.requestsPerSecond, 0)} / ${
+        fmt(r.http.bare.requestsPerSecond, 0)
+      } req/s)`,
       met: httpRatio >= 0.5,
       note: `HttpApi alone (one endpoint, the bare handler's SELECTs, no auth or middleware) answers ` +
-        `${fmt(r.http.platform.requestsPerSecond, 0)} req/s = ${ratio(r.http.platform.requestsPerSecond, r.http.bare.requestsPerSecond)} × bare; ` +
-        `the engine's API is ${ratio(r.http.engine.requestsPerSecond, r.http.platform.requestsPerSecond)} × that: per request it also ` +
+        `${fmt(r.http.platform.requestsPerSecond, 0)} req/s = ${
+          ratio(r.http.platform.requestsPerSecond, r.http.bare.requestsPerSecond)
+        } × bare; ` +
+        `the engine's API is ${
+          ratio(r.http.engine.requestsPerSecond, r.http.platform.requestsPerSecond)
+        } × that: per request it also ` +
         "verifies an HS256 JWT (node:crypto), runs its middleware (metrics, security headers, body guard, error mapping), " +
         "reads through @effect/sql and decodes and encodes Schemas"
     })
@@ -188,45 +218,155 @@ export const rowsOf = (r: BenchResults): ReadonlyArray<Row> => {
   const bq = r.bullmqHalfLoad.addToActive
   const floor = r.floor
   const rows: Array<Row> = [
-    { figure: `raw BullMQ: ${fmt(r.bullmq.jobs, 0)} jobs, first add → last completion`, value: `${fmt(r.bullmq.throughputPerSecond)} jobs/s`, baseline: "(baseline)", ratio: "1" },
-    { figure: "raw MySQL: BEGIN + 2 INSERT + COMMIT (mysql2)", value: `${fmt(r.mysql.transactionsPerSecond)} tx/s`, baseline: "(baseline)", ratio: "1" },
-    { figure: "hand-written floor: the engine's statements with mysql2 + BullMQ", value: `${fmt(floor.throughputPerSecond)} jobs/s`, baseline: `${fmt(r.bullmq.throughputPerSecond)} BullMQ`, ratio: String(ratio(floor.throughputPerSecond, r.bullmq.throughputPerSecond)) },
-    { figure: "engine end to end (createJob → succeeded)", value: `${fmt(full.throughputPerSecond)} jobs/s`, baseline: `${fmt(r.bullmq.throughputPerSecond)} BullMQ`, ratio: String(ratio(full.throughputPerSecond, r.bullmq.throughputPerSecond)) },
-    { figure: "engine end to end vs the hand-written floor", value: `${fmt(full.throughputPerSecond)} jobs/s`, baseline: `${fmt(floor.throughputPerSecond)} floor`, ratio: String(ratio(full.throughputPerSecond, floor.throughputPerSecond)) },
-    { figure: "Node CPU per job, one process: engine / floor", value: `${full.cpuMsPerJob} ms`, baseline: `${floor.cpuMsPerJob} ms floor (BullMQ alone ${r.bullmq.cpuMsPerJob} ms)`, ratio: String(ratio(full.cpuMsPerJob, floor.cpuMsPerJob, 2)) },
-    { figure: "engine createJob rate (during full load)", value: `${fmt(full.createPerSecond)} jobs/s`, baseline: `${fmt(r.mysql.transactionsPerSecond)} MySQL`, ratio: String(ratio(full.createPerSecond, r.mysql.transactionsPerSecond)) },
-    { figure: "engine end to end vs raw MySQL create shape", value: `${fmt(full.throughputPerSecond)} jobs/s`, baseline: `${fmt(r.mysql.transactionsPerSecond)} MySQL`, ratio: String(ratio(full.throughputPerSecond, r.mysql.transactionsPerSecond)) },
-    { figure: "full load: commit → running p50 / p99", value: `${full.commitToRunning.p50Ms} / ${full.commitToRunning.p99Ms} ms`, baseline: "", ratio: "" },
-    { figure: "full load: commit → succeeded p50 / p99", value: `${full.commitToSucceeded.p50Ms} / ${full.commitToSucceeded.p99Ms} ms`, baseline: "", ratio: "" },
-    { figure: `half load (${fmt(half.achievedPerSecond)}/s): commit → running p50 / p99`, value: `${half.commitToRunning.p50Ms} / ${half.commitToRunning.p99Ms} ms`, baseline: `${bq.p50Ms} / ${bq.p99Ms} ms BullMQ add→active`, ratio: `${ratio(half.commitToRunning.p50Ms, Math.max(bq.p50Ms, 0.1), 1)} / ${ratio(half.commitToRunning.p99Ms, Math.max(bq.p99Ms, 0.1), 1)}` },
-    { figure: `hand-written floor at ${fmt(floor.halfLoad.ratePerSecond)}/s: commit → running p50 / p99`, value: `${floor.halfLoad.commitToRunning.p50Ms} / ${floor.halfLoad.commitToRunning.p99Ms} ms`, baseline: "", ratio: "" },
-    { figure: "half load, dispatcher-published jobs: commit → published (outbox hop) p50 / p99", value: `${half.breakdown.commitToPublished.p50Ms} / ${half.breakdown.commitToPublished.p99Ms} ms`, baseline: "", ratio: "" },
-    { figure: "half load, dispatcher-published jobs: published → running (queue hop) p50 / p99", value: `${half.breakdown.publishedToRunning.p50Ms} / ${half.breakdown.publishedToRunning.p99Ms} ms`, baseline: "", ratio: "" },
-    { figure: "half load: commit → succeeded p50 / p99", value: `${half.commitToSucceeded.p50Ms} / ${half.commitToSucceeded.p99Ms} ms`, baseline: "", ratio: "" },
-    { figure: "SQL statements per job (counted)", value: String(full.sqlPerJob.statements), baseline: `${r.mysql.statementsPerTransaction} create shape`, ratio: String(ratio(full.sqlPerJob.statements, r.mysql.statementsPerTransaction, 2)) },
-    { figure: "  of which SELECT / INSERT / UPDATE", value: `${full.sqlPerJob.selects} / ${full.sqlPerJob.inserts} / ${full.sqlPerJob.updates}`, baseline: "0 / 2 / 0", ratio: "" },
-    { figure: "commits per job (COMMIT + autocommitted writes)", value: `${full.sqlPerJob.commits}`, baseline: `${r.mysql.commitsPerTransaction} create shape`, ratio: String(ratio(full.sqlPerJob.commits, r.mysql.commitsPerTransaction, 2)) },
+    {
+      figure: `raw BullMQ: ${fmt(r.bullmq.jobs, 0)} jobs, first add → last completion`,
+      value: `${fmt(r.bullmq.throughputPerSecond)} jobs/s`,
+      baseline: "(baseline)",
+      ratio: "1"
+    },
+    {
+      figure: "raw MySQL: BEGIN + 2 INSERT + COMMIT (mysql2)",
+      value: `${fmt(r.mysql.transactionsPerSecond)} tx/s`,
+      baseline: "(baseline)",
+      ratio: "1"
+    },
+    {
+      figure: "hand-written floor: the engine's statements with mysql2 + BullMQ",
+      value: `${fmt(floor.throughputPerSecond)} jobs/s`,
+      baseline: `${fmt(r.bullmq.throughputPerSecond)} BullMQ`,
+      ratio: String(ratio(floor.throughputPerSecond, r.bullmq.throughputPerSecond))
+    },
+    {
+      figure: "engine end to end (createJob → succeeded)",
+      value: `${fmt(full.throughputPerSecond)} jobs/s`,
+      baseline: `${fmt(r.bullmq.throughputPerSecond)} BullMQ`,
+      ratio: String(ratio(full.throughputPerSecond, r.bullmq.throughputPerSecond))
+    },
+    {
+      figure: "engine end to end vs the hand-written floor",
+      value: `${fmt(full.throughputPerSecond)} jobs/s`,
+      baseline: `${fmt(floor.throughputPerSecond)} floor`,
+      ratio: String(ratio(full.throughputPerSecond, floor.throughputPerSecond))
+    },
+    {
+      figure: "Node CPU per job, one process: engine / floor",
+      value: `${full.cpuMsPerJob} ms`,
+      baseline: `${floor.cpuMsPerJob} ms floor (BullMQ alone ${r.bullmq.cpuMsPerJob} ms)`,
+      ratio: String(ratio(full.cpuMsPerJob, floor.cpuMsPerJob, 2))
+    },
+    {
+      figure: "engine createJob rate (during full load)",
+      value: `${fmt(full.createPerSecond)} jobs/s`,
+      baseline: `${fmt(r.mysql.transactionsPerSecond)} MySQL`,
+      ratio: String(ratio(full.createPerSecond, r.mysql.transactionsPerSecond))
+    },
+    {
+      figure: "engine end to end vs raw MySQL create shape",
+      value: `${fmt(full.throughputPerSecond)} jobs/s`,
+      baseline: `${fmt(r.mysql.transactionsPerSecond)} MySQL`,
+      ratio: String(ratio(full.throughputPerSecond, r.mysql.transactionsPerSecond))
+    },
+    {
+      figure: "full load: commit → running p50 / p99",
+      value: `${full.commitToRunning.p50Ms} / ${full.commitToRunning.p99Ms} ms`,
+      baseline: "",
+      ratio: ""
+    },
+    {
+      figure: "full load: commit → succeeded p50 / p99",
+      value: `${full.commitToSucceeded.p50Ms} / ${full.commitToSucceeded.p99Ms} ms`,
+      baseline: "",
+      ratio: ""
+    },
+    {
+      figure: `half load (${fmt(half.achievedPerSecond)}/s): commit → running p50 / p99`,
+      value: `${half.commitToRunning.p50Ms} / ${half.commitToRunning.p99Ms} ms`,
+      baseline: `${bq.p50Ms} / ${bq.p99Ms} ms BullMQ add→active`,
+      ratio: `${ratio(half.commitToRunning.p50Ms, Math.max(bq.p50Ms, 0.1), 1)} / ${
+        ratio(half.commitToRunning.p99Ms, Math.max(bq.p99Ms, 0.1), 1)
+      }`
+    },
+    {
+      figure: `hand-written floor at ${fmt(floor.halfLoad.ratePerSecond)}/s: commit → running p50 / p99`,
+      value: `${floor.halfLoad.commitToRunning.p50Ms} / ${floor.halfLoad.commitToRunning.p99Ms} ms`,
+      baseline: "",
+      ratio: ""
+    },
+    {
+      figure: "half load, dispatcher-published jobs: commit → published (outbox hop) p50 / p99",
+      value: `${half.breakdown.commitToPublished.p50Ms} / ${half.breakdown.commitToPublished.p99Ms} ms`,
+      baseline: "",
+      ratio: ""
+    },
+    {
+      figure: "half load, dispatcher-published jobs: published → running (queue hop) p50 / p99",
+      value: `${half.breakdown.publishedToRunning.p50Ms} / ${half.breakdown.publishedToRunning.p99Ms} ms`,
+      baseline: "",
+      ratio: ""
+    },
+    {
+      figure: "half load: commit → succeeded p50 / p99",
+      value: `${half.commitToSucceeded.p50Ms} / ${half.commitToSucceeded.p99Ms} ms`,
+      baseline: "",
+      ratio: ""
+    },
+    {
+      figure: "SQL statements per job (counted)",
+      value: String(full.sqlPerJob.statements),
+      baseline: `${r.mysql.statementsPerTransaction} create shape`,
+      ratio: String(ratio(full.sqlPerJob.statements, r.mysql.statementsPerTransaction, 2))
+    },
+    {
+      figure: "  of which SELECT / INSERT / UPDATE",
+      value: `${full.sqlPerJob.selects} / ${full.sqlPerJob.inserts} / ${full.sqlPerJob.updates}`,
+      baseline: "0 / 2 / 0",
+      ratio: ""
+    },
+    {
+      figure: "commits per job (COMMIT + autocommitted writes)",
+      value: `${full.sqlPerJob.commits}`,
+      baseline: `${r.mysql.commitsPerTransaction} create shape`,
+      ratio: String(ratio(full.sqlPerJob.commits, r.mysql.commitsPerTransaction, 2))
+    },
     ...(["oneProducer", "halfLoad", "fullLoad"] as const).map((phase): Row => {
       const run = r.engine[phase]
       return {
-        figure: `statements / commits / outbox statements per job, ${phase === "oneProducer" ? "1 producer" : phase === "halfLoad" ? "half load" : "full load"}`,
+        figure: `statements / commits / outbox statements per job, ${
+          phase === "oneProducer" ? "1 producer" : phase === "halfLoad" ? "half load" : "full load"
+        }`,
         value: `${run.sqlPerJob.statements} / ${run.sqlPerJob.commits} / ${run.outboxStatementsPerJob}`,
         baseline: "≤ 12 / ≤ 3 / ≤ 0.2",
         ratio: ""
       }
     }),
-    { figure: `1 producer (${fmt(r.engine.oneProducer.createPerSecond)}/s): commit → running p50 / p99`, value: `${r.engine.oneProducer.commitToRunning.p50Ms} / ${r.engine.oneProducer.commitToRunning.p99Ms} ms`, baseline: "", ratio: "" },
-    { figure: "  cross-check, server-wide: Questions / Com_commit per job", value: `${full.serverStatusPerJob["Questions"] ?? 0} / ${full.serverStatusPerJob["Com_commit"] ?? 0}`, baseline: "", ratio: "" }
+    {
+      figure: `1 producer (${fmt(r.engine.oneProducer.createPerSecond)}/s): commit → running p50 / p99`,
+      value: `${r.engine.oneProducer.commitToRunning.p50Ms} / ${r.engine.oneProducer.commitToRunning.p99Ms} ms`,
+      baseline: "",
+      ratio: ""
+    },
+    {
+      figure: "  cross-check, server-wide: Questions / Com_commit per job",
+      value: `${full.serverStatusPerJob["Questions"] ?? 0} / ${full.serverStatusPerJob["Com_commit"] ?? 0}`,
+      baseline: "",
+      ratio: ""
+    }
   ]
   if (r.http !== null) {
     rows.push({
       figure: `HTTP GET /api/ai/jobs/:jobId (${r.http.connections} conns, ${r.http.seconds} s)`,
-      value: `${fmt(r.http.engine.requestsPerSecond, 0)} req/s (p99 ${r.http.engine.latencyP99Ms} ms, CPU ${r.http.engine.cpuMsPerRequest} ms/req)`,
-      baseline: `${fmt(r.http.bare.requestsPerSecond, 0)} bare (p99 ${r.http.bare.latencyP99Ms} ms, CPU ${r.http.bare.cpuMsPerRequest} ms/req)`,
+      value: `${
+        fmt(r.http.engine.requestsPerSecond, 0)
+      } req/s (p99 ${r.http.engine.latencyP99Ms} ms, CPU ${r.http.engine.cpuMsPerRequest} ms/req)`,
+      baseline: `${
+        fmt(r.http.bare.requestsPerSecond, 0)
+      } bare (p99 ${r.http.bare.latencyP99Ms} ms, CPU ${r.http.bare.cpuMsPerRequest} ms/req)`,
       ratio: String(ratio(r.http.engine.requestsPerSecond, r.http.bare.requestsPerSecond))
     }, {
       figure: "  HttpApi alone, the bare handler's SELECTs (the framework's floor)",
-      value: `${fmt(r.http.platform.requestsPerSecond, 0)} req/s (p99 ${r.http.platform.latencyP99Ms} ms, CPU ${r.http.platform.cpuMsPerRequest} ms/req)`,
+      value: `${
+        fmt(r.http.platform.requestsPerSecond, 0)
+      } req/s (p99 ${r.http.platform.latencyP99Ms} ms, CPU ${r.http.platform.cpuMsPerRequest} ms/req)`,
       baseline: `${fmt(r.http.bare.requestsPerSecond, 0)} bare`,
       ratio: String(ratio(r.http.platform.requestsPerSecond, r.http.bare.requestsPerSecond))
     })
@@ -234,8 +374,18 @@ export const rowsOf = (r: BenchResults): ReadonlyArray<Row> => {
   if (r.memory !== null) {
     const m = r.memory
     rows.push(
-      { figure: `worker RSS after ${fmt(m.first.jobs, 0)} jobs`, value: `${m.first.rssMb} MB (heap ${m.first.heapUsedMb} MB)`, baseline: `${m.start.rssMb} MB idle`, ratio: String(ratio(m.first.rssMb, m.start.rssMb)) },
-      { figure: `worker RSS after ${fmt(m.second.jobs, 0)} jobs`, value: `${m.second.rssMb} MB (heap ${m.second.heapUsedMb} MB)`, baseline: `${m.first.rssMb} MB at ${fmt(m.first.jobs, 0)}`, ratio: String(ratio(m.second.rssMb, m.first.rssMb)) }
+      {
+        figure: `worker RSS after ${fmt(m.first.jobs, 0)} jobs`,
+        value: `${m.first.rssMb} MB (heap ${m.first.heapUsedMb} MB)`,
+        baseline: `${m.start.rssMb} MB idle`,
+        ratio: String(ratio(m.first.rssMb, m.start.rssMb))
+      },
+      {
+        figure: `worker RSS after ${fmt(m.second.jobs, 0)} jobs`,
+        value: `${m.second.rssMb} MB (heap ${m.second.heapUsedMb} MB)`,
+        baseline: `${m.first.rssMb} MB at ${fmt(m.first.jobs, 0)}`,
+        ratio: String(ratio(m.second.rssMb, m.first.rssMb))
+      }
     )
   }
   return rows
@@ -252,7 +402,9 @@ export const renderTable = (rows: ReadonlyArray<Row>): string => {
     baseline: Math.max(...all.map((row) => row.baseline.length))
   }
   const line = (row: Row) =>
-    `${pad(row.figure, widths.figure)} | ${pad(row.value, widths.value)} | ${pad(row.baseline, widths.baseline)} | ${row.ratio}`
+    `${pad(row.figure, widths.figure)} | ${pad(row.value, widths.value)} | ${
+      pad(row.baseline, widths.baseline)
+    } | ${row.ratio}`
   return [line(header), "-".repeat(widths.figure + widths.value + widths.baseline + 14), ...rows.map(line)].join("\n")
 }
 
@@ -262,28 +414,40 @@ export const renderReport = (r: BenchResults): string => {
     "",
     `AI job engine benchmark: ${r.machine.cpus} CPUs, Node ${r.machine.node}, ${r.durationSeconds} s, ` +
     `load average ${r.machine.loadAverageStart} at start, ${r.machine.loadAverageEnd} at end` +
-    (Math.max(r.machine.loadAverageStart, r.machine.loadAverageEnd) > r.machine.cpus ? " (machine busy with other work: figures are noisy)" : ""),
+    (Math.max(r.machine.loadAverageStart, r.machine.loadAverageEnd) > r.machine.cpus
+      ? " (machine busy with other work: figures are noisy)"
+      : ""),
     `N = ${r.bullmq.jobs} jobs, concurrency ${r.bullmq.concurrency} (producers, worker, creators, HTTP connections)`,
     "",
     renderTable(rowsOf(r)),
     "",
     "Targets:",
-    ...targets.map((t) => `  [${t.met ? "MET" : "MISSED"}] ${t.name}: ${t.value}${t.met || t.note === "" ? "" : `\n           why: ${t.note}`}`)
+    ...targets.map((t) =>
+      `  [${t.met ? "MET" : "MISSED"}] ${t.name}: ${t.value}${
+        t.met || t.note === "" ? "" : `\n           why: ${t.note}`
+      }`
+    )
   ]
   lines.push(
     "",
     "SQL statements per job at full load, by shape (BEGIN/COMMIT not listed):",
-    ...Object.entries(r.engine.fullLoad.statementsPerJobByShape).map(([shape, n]) => `  ${String(n).padStart(5)}  ${shape}`)
+    ...Object.entries(r.engine.fullLoad.statementsPerJobByShape).map(([shape, n]) =>
+      `  ${String(n).padStart(5)}  ${shape}`
+    )
   )
   const failures = Object.entries(r.engine.createFailures)
   if (failures.length > 0) {
     lines.push(
       "",
-      `createJob failures (retried by the bench, like a client retrying a 503): ${failures.map(([k, v]) => `${k} × ${v}`).join(", ")}`
+      `createJob failures (retried by the bench, like a client retrying a 503): ${
+        failures.map(([k, v]) => `${k} × ${v}`).join(", ")
+      }`
     )
   }
   if (r.engine.fullLoad.notSucceeded + r.engine.halfLoad.notSucceeded > 0) {
-    lines.push(`jobs that did not succeed: ${r.engine.fullLoad.notSucceeded} (full load), ${r.engine.halfLoad.notSucceeded} (half load)`)
+    lines.push(
+      `jobs that did not succeed: ${r.engine.fullLoad.notSucceeded} (full load), ${r.engine.halfLoad.notSucceeded} (half load)`
+    )
   }
   if (r.memory !== null) lines.push("", `memory: ${r.memory.measured}`)
   for (const skipped of r.skipped) lines.push(`skipped: ${skipped}`)

@@ -122,7 +122,8 @@ export interface SqlCounter {
 
 /** `UPDATE ai_job SET lifecycle_status = ...` → `UPDATE ai_job SET lifecycle_status`: enough to tell statements apart. */
 const shapeOf = (text: string, autocommit: boolean) =>
-  text.replace(/\s+/g, " ").trim().split(" ").slice(0, 5).join(" ").replace(/[(,].*$/, "") + (autocommit ? " [autocommit]" : "")
+  text.replace(/\s+/g, " ").trim().split(" ").slice(0, 5).join(" ").replace(/[(,].*$/, "") +
+  (autocommit ? " [autocommit]" : "")
 
 export const makeSqlCounter = (): SqlCounter => {
   const counts: Mutable<SqlCounts> = { ...emptyCounts }

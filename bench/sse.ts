@@ -22,13 +22,14 @@
  * Each open stream is a socket on both sides: the file descriptor limit (`ulimit -n`) must exceed
  * the stream count with room to spare; the bench says so and stops when it does not.
  */
+import { FetchHttpClient } from "@effect/platform"
+import { NodeRuntime } from "@effect/platform-node"
+import { Config, Deferred, Duration, Effect, Fiber, Logger, LogLevel, Option, Redacted, Schema, Stream } from "effect"
 import { mkdir, readFile, writeFile } from "node:fs/promises"
 import { type ClientRequest, get } from "node:http"
 import { availableParallelism, loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
-import { FetchHttpClient } from "@effect/platform"
-import { NodeRuntime } from "@effect/platform-node"
-import { Config, Deferred, Duration, Effect, Fiber, Logger, LogLevel, Option, Redacted, Schema, Stream } from "effect"
+import { defaultLiveStreams } from "../src/config/LiveStreamSettings.js"
 import { type AiJob, leaseOf } from "../src/domain/AiJob.js"
 import { signToken } from "../src/http/AuthTokens.js"
 import { jobStatusStream } from "../src/http/client.js"
@@ -36,7 +37,6 @@ import { AiJobLifecycleRepository } from "../src/services/AiJobLifecycleReposito
 import { AiJobService } from "../src/services/AiJobService.js"
 import { jobEventOf, JobEvents } from "../src/services/JobEvents.js"
 import { benchChild } from "./childProcess.js"
-import { defaultLiveStreams } from "../src/config/LiveStreamSettings.js"
 import { benchEngineLayer, benchJwtSecret } from "./engineStack.js"
 import { HttpServerReady } from "./httpProtocol.js"
 import { monoMillis, redisNamespace, scratchDatabase } from "./infra.js"
@@ -66,17 +66,26 @@ const processCapHeadroom = 10
 
 /** One stream opened with node:http: its status and Retry-After, held open until `close`. */
 const openRaw = (baseUrl: string, token: string, jobId: string) =>
-  Effect.async<{ readonly status: number; readonly retryAfter: string | undefined; readonly close: () => void }, Error>((resume) => {
-    const request = get(`${baseUrl}/api/ai/jobs/${encodeURIComponent(jobId)}/events`, { headers: { authorization: `Bearer ${token}` } }, (response) => {
-      const retryAfter = response.headers["retry-after"]
-      resume(Effect.succeed({ status: response.statusCode ?? 0, retryAfter, close: () => request.destroy() }))
-    })
-    request.once("error", (error) => resume(Effect.fail(error)))
-  })
+  Effect.async<{ readonly status: number; readonly retryAfter: string | undefined; readonly close: () => void }, Error>(
+    (resume) => {
+      const request = get(`${baseUrl}/api/ai/jobs/${encodeURIComponent(jobId)}/events`, {
+        headers: { authorization: `Bearer ${token}` }
+      }, (response) => {
+        const retryAfter = response.headers["retry-after"]
+        resume(Effect.succeed({ status: response.statusCode ?? 0, retryAfter, close: () => request.destroy() }))
+      })
+      request.once("error", (error) => resume(Effect.fail(error)))
+    }
+  )
 
 /** Opens streams with `tokenFor(k)` until one is refused (at most `limit` tries); returns how many opened and the refusal. */
-const openUntilRefused = (baseUrl: string, jobId: string, tokenFor: (k: number) => Effect.Effect<string>, limit: number) =>
-  Effect.gen(function* () {
+const openUntilRefused = (
+  baseUrl: string,
+  jobId: string,
+  tokenFor: (k: number) => Effect.Effect<string>,
+  limit: number
+) =>
+  Effect.gen(function*() {
     const opened: Array<() => void> = []
     yield* Effect.addFinalizer(() => Effect.sync(() => opened.forEach((close) => close())))
     for (let k = 0; k < limit; k++) {
@@ -110,14 +119,20 @@ interface StreamRecord {
 
 const mib = (bytes: number) => round(bytes / 1024 / 1024, 1)
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const s = yield* settings
   const loadStart = loadavg()[0] ?? 0
   const limit = yield* openFilesLimit
-  yield* step(`open files limit ${Option.getOrElse(Option.map(limit, String), () => "unknown")}; ${s.streams} streams on ${s.jobs} jobs`)
+  yield* step(
+    `open files limit ${
+      Option.getOrElse(Option.map(limit, String), () => "unknown")
+    }; ${s.streams} streams on ${s.jobs} jobs`
+  )
   if (Option.isSome(limit) && limit.value < s.streams + 200) {
     return yield* Effect.dieMessage(
-      `ulimit -n is ${limit.value}: ${s.streams} streams need more than ${s.streams + 200} (raise it, or set BENCH_SSE_STREAMS lower)`
+      `ulimit -n is ${limit.value}: ${s.streams} streams need more than ${
+        s.streams + 200
+      } (raise it, or set BENCH_SSE_STREAMS lower)`
     )
   }
 
@@ -126,7 +141,7 @@ const program = Effect.gen(function* () {
   const target = { ...database, redisUrl: s.redisUrl, redisPrefix }
   /** The API alone in a child process, for the caller's scope; `measure` reads its memory. */
   const startServer = (mode: "engine" | "bare") =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const server = yield* benchChild({
         entry: "./httpServer.ts",
         args: [JSON.stringify({ mode, target, liveStreams: caps })],
@@ -134,20 +149,23 @@ const program = Effect.gen(function* () {
         exposeGc: true
       })
       const { port } = yield* server.next(isListening, 60)
-      const measure = (label: string) => Effect.zipRight(server.send({ type: "measure", label }), server.next(isReading, 60))
+      const measure = (label: string) =>
+        Effect.zipRight(server.send({ type: "measure", label }), server.next(isReading, 60))
       return { baseUrl: `http://127.0.0.1:${port}`, measure }
     })
   // The streams' users: each holds at most the per-user cap (a job's streams all belong to its owner).
   const streamsPerJob = Math.ceil(s.streams / Math.max(1, s.jobs))
   if (streamsPerJob > s.maxPerUser) {
-    return yield* Effect.dieMessage(`${streamsPerJob} streams per job exceed SSE_MAX_PER_USER ${s.maxPerUser}: raise it or BENCH_SSE_JOBS`)
+    return yield* Effect.dieMessage(
+      `${streamsPerJob} streams per job exceed SSE_MAX_PER_USER ${s.maxPerUser}: raise it or BENCH_SSE_JOBS`
+    )
   }
   const jobsPerUser = Math.max(1, Math.floor(s.maxPerUser / streamsPerJob))
   const userOf = (jobIndex: number) => `bench-sse-user-${Math.floor(jobIndex / jobsPerUser)}`
   const caps = { maxPerUser: s.maxPerUser, maxPerProcess: s.streams + processCapHeadroom }
   const tokens = new Map<string, string>()
   const tokenOf = (sub: string, role: "USER" | "SUPER_ADMIN" = "USER") =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const known = tokens.get(sub)
       if (known !== undefined) return known
       const minted = yield* signToken({ sub, role, expiresInSeconds: 3600 }, Redacted.make(benchJwtSecret))
@@ -155,7 +173,7 @@ const program = Effect.gen(function* () {
       return minted
     })
 
-  const measured = yield* Effect.gen(function* () {
+  const measured = yield* Effect.gen(function*() {
     const { baseUrl, measure } = yield* startServer("engine")
     const service = yield* AiJobService
     const repository = yield* AiJobLifecycleRepository
@@ -166,7 +184,13 @@ const program = Effect.gen(function* () {
       Array.from({ length: s.jobs }, (_, i) => i),
       (i) =>
         service
-          .createJob({ userId: userOf(i), jobType: "synthetic_echo", targetType: "bench_sse", targetId: String(i), input: { message: `sse ${i}` } })
+          .createJob({
+            userId: userOf(i),
+            jobType: "synthetic_echo",
+            targetType: "bench_sse",
+            targetId: String(i),
+            input: { message: `sse ${i}` }
+          })
           .pipe(Effect.map(({ job }) => job), Effect.retry({ times: 5 }), Effect.orDie),
       { concurrency: s.concurrency }
     )
@@ -174,10 +198,19 @@ const program = Effect.gen(function* () {
     const open = (jobId: string, token: string, record: StreamRecord, opened: Deferred.Deferred<void>) =>
       jobStatusStream({ baseUrl, token, jobId }).pipe(
         Stream.runForEach((event) =>
-          Effect.flatMap(monoMillis, (atMs) =>
-            Effect.sync(() => record.received.push({ id: event.id, atMs })).pipe(Effect.zipRight(Deferred.succeed(opened, undefined))))),
+          Effect.flatMap(
+            monoMillis,
+            (atMs) =>
+              Effect.sync(() => record.received.push({ id: event.id, atMs })).pipe(
+                Effect.zipRight(Deferred.succeed(opened, undefined))
+              )
+          )
+        ),
         Effect.matchEffect({
-          onFailure: () => Effect.sync(() => { record.ended = "failed" }),
+          onFailure: () =>
+            Effect.sync(() => {
+              record.ended = "failed"
+            }),
           onSuccess: () =>
             Effect.sync(() => {
               record.ended = record.received.at(-1)?.id.startsWith("succeeded.") === true ? "terminal" : "closed early"
@@ -202,7 +235,7 @@ const program = Effect.gen(function* () {
       const batch = yield* Effect.forEach(
         Array.from({ length: Math.min(s.openBatch, s.streams - first) }, (_, k) => first + k),
         (i) =>
-          Effect.gen(function* () {
+          Effect.gen(function*() {
             const job = jobs[i % jobs.length]
             if (job === undefined) return yield* Effect.dieMessage("no job to stream")
             const record: StreamRecord = { jobId: job.id, userId: userOf(i % jobs.length), received: [], ended: "open" }
@@ -221,14 +254,23 @@ const program = Effect.gen(function* () {
     // The caps, with every stream open: the first job's owner until refused, then other users until the process refuses.
     yield* step(`caps: SSE_MAX_PER_USER ${caps.maxPerUser}, SSE_MAX_PER_PROCESS ${caps.maxPerProcess}`)
     const probeJob = jobs[0]?.id ?? ""
-    const capProbe = yield* Effect.scoped(Effect.gen(function* () {
+    const capProbe = yield* Effect.scoped(Effect.gen(function*() {
       const owner = userOf(0)
       const ownerHeld = records.filter((record) => record.userId === owner).length
       const perUser = yield* openUntilRefused(baseUrl, probeJob, () => tokenOf(owner), caps.maxPerUser + 1)
-      const perProcess = yield* openUntilRefused(baseUrl, probeJob, (k) => tokenOf(`bench-sse-admin-${k}`, "SUPER_ADMIN"), processCapHeadroom + 1)
+      const perProcess = yield* openUntilRefused(
+        baseUrl,
+        probeJob,
+        (k) => tokenOf(`bench-sse-admin-${k}`, "SUPER_ADMIN"),
+        processCapHeadroom + 1
+      )
       return {
         perUser: { cap: caps.maxPerUser, refusedAtStream: ownerHeld + perUser.opened + 1, refusal: perUser.refusal },
-        perProcess: { cap: caps.maxPerProcess, refusedAtStream: records.length + perUser.opened + perProcess.opened + 1, refusal: perProcess.refusal }
+        perProcess: {
+          cap: caps.maxPerProcess,
+          refusedAtStream: records.length + perUser.opened + perProcess.opened + 1,
+          refusal: perProcess.refusal
+        }
       }
     }))
 
@@ -241,25 +283,45 @@ const program = Effect.gen(function* () {
           events.publish({ ...jobEventOf(job), progress })
         ))
     const phase = <A>(label: string, of: ReadonlyArray<AiJob>, each: (job: AiJob) => Effect.Effect<A, unknown>) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const started = yield* monoMillis
         const out = yield* Effect.forEach(of, (job) => Effect.orDie(each(job)), { concurrency: s.concurrency })
         const seconds = ((yield* monoMillis) - started) / 1000
         yield* step(`${label}: ${of.length} writes, each then its event, in ${round(seconds, 2)} s`)
         return out
       })
-    const leaseFor = (job: AiJob) => Option.fromNullable(leaseOf(job)).pipe(Effect.orDieWith(() => new Error("a running job without a lease")))
+    const leaseFor = (job: AiJob) =>
+      Option.fromNullable(leaseOf(job)).pipe(Effect.orDieWith(() => new Error("a running job without a lease")))
     const ttlMs = 600_000
     const driveStarted = yield* monoMillis
-    const running = yield* phase("running", jobs, (job) =>
-      Effect.tap(repository.lockJob(job.id, "bench-sse-worker", ttlMs, 5), (locked) => announce(locked)))
+    const running = yield* phase(
+      "running",
+      jobs,
+      (job) => Effect.tap(repository.lockJob(job.id, "bench-sse-worker", ttlMs, 5), (locked) => announce(locked))
+    )
     for (let k = 1; k <= s.progressSteps; k++) {
       const progress = 5 + Math.round((75 * k) / s.progressSteps)
-      yield* phase(`progress ${progress}`, running, (job) =>
-        Effect.flatMap(leaseFor(job), (lease) => Effect.zipRight(repository.extendLocks([{ lease, progress, reportCancel: false }], ttlMs), announce(job, progress))))
+      yield* phase(
+        `progress ${progress}`,
+        running,
+        (job) =>
+          Effect.flatMap(leaseFor(job), (lease) =>
+            Effect.zipRight(
+              repository.extendLocks([{ lease, progress, reportCancel: false }], ttlMs),
+              announce(job, progress)
+            ))
+      )
     }
-    yield* phase("succeeded", running, (job) =>
-      Effect.flatMap(leaseFor(job), (lease) => Effect.tap(repository.markSucceeded(lease, "0".repeat(64), { locked: job }), (done) => announce(done))))
+    yield* phase(
+      "succeeded",
+      running,
+      (job) =>
+        Effect.flatMap(
+          leaseFor(job),
+          (lease) =>
+            Effect.tap(repository.markSucceeded(lease, "0".repeat(64), { locked: job }), (done) => announce(done))
+        )
+    )
     const driveSeconds = ((yield* monoMillis) - driveStarted) / 1000
     const changes = jobs.length * (2 + s.progressSteps)
 
@@ -306,7 +368,7 @@ const program = Effect.gen(function* () {
 
   // The baseline: a bare node:http server holding as many streams, each after one status frame.
   yield* step(`baseline: ${s.streams} streams held by a bare node:http server`)
-  const bare = yield* Effect.gen(function* () {
+  const bare = yield* Effect.gen(function*() {
     const { baseUrl, measure } = yield* startServer("bare")
     const requests: Array<ClientRequest> = []
     yield* Effect.addFinalizer(() => Effect.sync(() => requests.forEach((request) => request.destroy())))
@@ -334,20 +396,34 @@ const program = Effect.gen(function* () {
     return { before, withStreams }
   }).pipe(Effect.scoped, Effect.orDie)
 
-  const perStreamOf = (readings: { readonly before: MemoryReading; readonly withStreams: MemoryReading }) =>
-  (key: "rssBytes" | "heapUsedBytes" | "externalBytes") =>
-    round((readings.withStreams[key] - readings.before[key]) / Math.max(1, s.streams) / 1024, 1)
+  const perStreamOf =
+    (readings: { readonly before: MemoryReading; readonly withStreams: MemoryReading }) =>
+    (key: "rssBytes" | "heapUsedBytes" | "externalBytes") =>
+      round((readings.withStreams[key] - readings.before[key]) / Math.max(1, s.streams) / 1024, 1)
   const perStream = perStreamOf(measured)
   const barePerStream = perStreamOf(bare)
   const { jobIds: _jobIds, ...figures } = measured
   const results = {
     startedAt: new Date().toISOString(),
-    machine: { cpus: availableParallelism(), node: process.version, loadAverageStart: round(loadStart, 2), loadAverageEnd: round(loadavg()[0] ?? 0, 2) },
+    machine: {
+      cpus: availableParallelism(),
+      node: process.version,
+      loadAverageStart: round(loadStart, 2),
+      loadAverageEnd: round(loadavg()[0] ?? 0, 2)
+    },
     settings: { ...s, openFilesLimit: Option.getOrNull(limit) },
     ...figures,
-    perStreamKiB: { rss: perStream("rssBytes"), heapUsed: perStream("heapUsedBytes"), external: perStream("externalBytes") },
+    perStreamKiB: {
+      rss: perStream("rssBytes"),
+      heapUsed: perStream("heapUsedBytes"),
+      external: perStream("externalBytes")
+    },
     bare,
-    barePerStreamKiB: { rss: barePerStream("rssBytes"), heapUsed: barePerStream("heapUsedBytes"), external: barePerStream("externalBytes") }
+    barePerStreamKiB: {
+      rss: barePerStream("rssBytes"),
+      heapUsed: barePerStream("heapUsedBytes"),
+      external: barePerStream("externalBytes")
+    }
   }
   yield* Effect.promise(async () => {
     await mkdir(fileURLToPath(new URL("./results/", import.meta.url)), { recursive: true })
@@ -369,13 +445,19 @@ const program = Effect.gen(function* () {
     `memory per open stream: RSS ${results.perStreamKiB.rss} KiB, heap ${results.perStreamKiB.heapUsed} KiB, external ${results.perStreamKiB.external} KiB` +
     ` (bare node:http baseline: RSS ${results.barePerStreamKiB.rss} KiB, heap ${results.barePerStreamKiB.heapUsed} KiB)`,
     `opened in ${measured.openSeconds} s (${measured.failedToOpen} without a first status)`,
-    `driven: ${s.jobs * (2 + s.progressSteps)} status changes in ${measured.driveSeconds} s (${measured.changesPerSecond}/s)`,
+    `driven: ${
+      s.jobs * (2 + s.progressSteps)
+    } status changes in ${measured.driveSeconds} s (${measured.changesPerSecond}/s)`,
     `delivery publish → client: p50 ${measured.delivery.p50Ms} ms, p99 ${measured.delivery.p99Ms} ms, max ${measured.delivery.maxMs} ms ` +
     `(${measured.delivery.count} statuses; ${measured.statusesSeen} of ${measured.statusesExpected} changes seen, the rest coalesced into a later status; ${measured.unmatched} unmatched)`,
     `caps: SSE_MAX_PER_USER ${measured.capProbe.perUser.cap}: a user's stream ${measured.capProbe.perUser.refusedAtStream} answered ` +
-    `${measured.capProbe.perUser.refusal?.status ?? "200 (not refused)"} (Retry-After ${measured.capProbe.perUser.refusal?.retryAfter ?? "-"}); ` +
+    `${measured.capProbe.perUser.refusal?.status ?? "200 (not refused)"} (Retry-After ${
+      measured.capProbe.perUser.refusal?.retryAfter ?? "-"
+    }); ` +
     `SSE_MAX_PER_PROCESS ${measured.capProbe.perProcess.cap}: stream ${measured.capProbe.perProcess.refusedAtStream} answered ` +
-    `${measured.capProbe.perProcess.refusal?.status ?? "200 (not refused)"} (Retry-After ${measured.capProbe.perProcess.refusal?.retryAfter ?? "-"}); ` +
+    `${measured.capProbe.perProcess.refusal?.status ?? "200 (not refused)"} (Retry-After ${
+      measured.capProbe.perProcess.refusal?.retryAfter ?? "-"
+    }); ` +
     `SSE_MAX_DURATION_MS ${Duration.toMillis(defaultLiveStreams.maxDuration)}`,
     `terminal status then close: ${measured.ended.terminal} of ${s.streams} streams` +
     (measured.ended.terminal === s.streams
@@ -383,9 +465,16 @@ const program = Effect.gen(function* () {
       : ` (closed early ${measured.ended.closedEarly}, failed ${measured.ended.failed}, still open ${measured.ended.stillOpen})`)
   ]
   yield* Effect.sync(() => process.stdout.write(lines.join("\n") + "\n\nwritten: bench/results/sse.json\n"))
-  if (measured.ended.terminal !== s.streams) return yield* Effect.dieMessage("not every stream received its terminal status")
-  const capHeld = (probe: { readonly cap: number; readonly refusedAtStream: number; readonly refusal: { readonly status: number; readonly retryAfter: string | null } | null }) =>
-    probe.refusal?.status === 429 && probe.refusal.retryAfter !== null && probe.refusedAtStream === probe.cap + 1
+  if (measured.ended.terminal !== s.streams) {
+    return yield* Effect.dieMessage("not every stream received its terminal status")
+  }
+  const capHeld = (
+    probe: {
+      readonly cap: number
+      readonly refusedAtStream: number
+      readonly refusal: { readonly status: number; readonly retryAfter: string | null } | null
+    }
+  ) => probe.refusal?.status === 429 && probe.refusal.retryAfter !== null && probe.refusedAtStream === probe.cap + 1
   if (!capHeld(measured.capProbe.perUser) || !capHeld(measured.capProbe.perProcess)) {
     return yield* Effect.dieMessage("a cap on live streams did not refuse the stream past it with 429 and Retry-After")
   }

@@ -6,12 +6,12 @@
  * configuration; api, worker and dispatcher run on a scratch database and a Redis key prefix.
  * `--runs N` (default 3) starts each program N times; the median is printed.
  */
+import { NodeRuntime } from "@effect/platform-node"
+import { Console, Duration, Effect, Option, Schedule } from "effect"
 import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
-import { NodeRuntime } from "@effect/platform-node"
-import { Console, Duration, Effect, Option, Schedule } from "effect"
 import { redisNamespace, scratchDatabase } from "./infra.js"
 import { loadBenchSettings } from "./settings.js"
 import { percentile } from "./stats.js"
@@ -46,7 +46,7 @@ interface Readiness {
 
 /** One start: spawn, wait until ready, read its CPU time, stop it. */
 const startOnce = (readiness: Readiness) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const port = yield* freePort
     const started = performance.now()
     const child = yield* Effect.acquireRelease(
@@ -63,16 +63,18 @@ const startOnce = (readiness: Readiness) =>
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
     child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
     const ready = readiness.ready
-    const check =
-      ready === "readyz"
-        ? Effect.tryPromise(() => fetch(`http://127.0.0.1:${port}/readyz`)).pipe(
-          Effect.map((response) => response.status === 200),
-          Effect.orElseSucceed(() => false)
-        )
-        : Effect.sync(() => ready.test(output))
+    const check = ready === "readyz"
+      ? Effect.tryPromise(() => fetch(`http://127.0.0.1:${port}/readyz`)).pipe(
+        Effect.map((response) => response.status === 200),
+        Effect.orElseSucceed(() => false)
+      )
+      : Effect.sync(() => ready.test(output))
     yield* check.pipe(
       Effect.repeat({ schedule: Schedule.spaced(Duration.millis(10)), until: (isReady) => isReady }),
-      Effect.timeoutFail({ duration: Duration.seconds(60), onTimeout: () => new Error(`${readiness.program} not ready:\n${output}`) })
+      Effect.timeoutFail({
+        duration: Duration.seconds(60),
+        onTimeout: () => new Error(`${readiness.program} not ready:\n${output}`)
+      })
     )
     const wallMs = performance.now() - started
     const cpuMs = Option.getOrElse(cpuMillisOf(child.pid ?? 0), () => Number.NaN)
@@ -85,7 +87,7 @@ const runsOption = () => {
   return Number.isInteger(runs) && runs > 0 ? runs : 3
 }
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const settings = yield* loadBenchSettings
   const runs = runsOption()
   const { databaseUrl } = yield* scratchDatabase(settings.serverUrl)
@@ -106,12 +108,18 @@ const program = Effect.gen(function* () {
     { label: "worker (MySQL + Redis)", program: "worker", ready: /worker started/, env: storage },
     { label: "dispatcher (MySQL + Redis)", program: "dispatcher", ready: /Outbox dispatcher started/, env: storage }
   ]
-  yield* Console.log(`spawn → ready, median of ${runs} (dist/ bundles; load average ${readFileSync("/proc/loadavg", "utf8").split(" ")[0]})`)
+  yield* Console.log(
+    `spawn → ready, median of ${runs} (dist/ bundles; load average ${
+      readFileSync("/proc/loadavg", "utf8").split(" ")[0]
+    })`
+  )
   for (const entry of cases) {
     const samples = yield* Effect.forEach(Array.from({ length: runs }), () => startOnce(entry))
     const wall = Math.round(percentile(samples.map((sample) => sample.wallMs), 50))
     const cpu = Math.round(percentile(samples.map((sample) => sample.cpuMs), 50))
-    yield* Console.log(`  ${entry.label.padEnd(28)} ${String(wall).padStart(6)} ms wall  ${String(cpu).padStart(6)} ms CPU`)
+    yield* Console.log(
+      `  ${entry.label.padEnd(28)} ${String(wall).padStart(6)} ms wall  ${String(cpu).padStart(6)} ms CPU`
+    )
   }
 }).pipe(Effect.scoped)
 

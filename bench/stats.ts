@@ -26,7 +26,10 @@ export const round = (value: number, digits = 2): number => {
 }
 
 /** Counts by key divided by `jobs` (2 decimals), most frequent first; under 0.01 a job left out. */
-export const perJobCounts = (counts: Iterable<readonly [string, number]>, jobs: number): Array<readonly [string, number]> =>
+export const perJobCounts = (
+  counts: Iterable<readonly [string, number]>,
+  jobs: number
+): Array<readonly [string, number]> =>
   Array.from(counts, ([key, n]) => [key, round(n / jobs, 2)] as const)
     .filter(([, perJob]) => perJob >= 0.01)
     .sort((a, b) => b[1] - a[1])
@@ -44,8 +47,36 @@ export const median = (values: ReadonlyArray<number>): number => {
 
 /** One-sided 95 % quantiles of Student's t by degrees of freedom (1..30); 1.645 beyond. */
 const studentT95 = [
-  6.314, 2.92, 2.353, 2.132, 2.015, 1.943, 1.895, 1.86, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753,
-  1.746, 1.74, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697
+  6.314,
+  2.92,
+  2.353,
+  2.132,
+  2.015,
+  1.943,
+  1.895,
+  1.86,
+  1.833,
+  1.812,
+  1.796,
+  1.782,
+  1.771,
+  1.761,
+  1.753,
+  1.746,
+  1.74,
+  1.734,
+  1.729,
+  1.725,
+  1.721,
+  1.717,
+  1.714,
+  1.711,
+  1.708,
+  1.706,
+  1.703,
+  1.701,
+  1.699,
+  1.697
 ]
 
 export interface MeanBounds {

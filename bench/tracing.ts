@@ -9,13 +9,13 @@
  * (Student's t over the log ratios) is below 10 %. Prints the rounds, the medians, CPU, spans and bytes exported per job; writes
  * bench/results/tracing.json. Sizes: BENCH_TRACING_JOBS (1500), BENCH_TRACING_ROUNDS (6 per side).
  */
-import { type ChildProcessByStdio, spawn } from "node:child_process"
-import type { Readable, Writable } from "node:stream"
-import { mkdir, writeFile } from "node:fs/promises"
-import { availableParallelism, loadavg } from "node:os"
-import { fileURLToPath } from "node:url"
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Effect, Layer, Logger, LogLevel, Schema } from "effect"
+import { type ChildProcessByStdio, spawn } from "node:child_process"
+import { mkdir, writeFile } from "node:fs/promises"
+import { availableParallelism, loadavg } from "node:os"
+import type { Readable, Writable } from "node:stream"
+import { fileURLToPath } from "node:url"
 import { otlpTracing } from "../src/layers/telemetry/Tracing.js"
 import { AiJobService } from "../src/services/AiJobService.js"
 import { awaitTerminal } from "./engine.js"
@@ -141,7 +141,7 @@ interface Round {
   readonly exported: Exported
 }
 
-const program = Effect.gen(function* () {
+const program = Effect.gen(function*() {
   const s = yield* settings
   const loadAverageStart = round(loadavg()[0] ?? 0, 2)
   const database = yield* scratchDatabase(s.serverUrl)
@@ -158,7 +158,7 @@ const program = Effect.gen(function* () {
   }, { sqlSpans: s.sqlSpans })
 
   const runRound = (label: string, traced: boolean) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const service = yield* AiJobService
       yield* startDispatcherAndWorker(`bench-tracing-${label}`)
       const create = (phase: string, i: number) =>
@@ -172,10 +172,16 @@ const program = Effect.gen(function* () {
           })
           .pipe(Effect.retry({ times: 5 }), Effect.orDie)
       const warm = `warm_${label}`
-      yield* Effect.forEach(Array.from({ length: warmJobs }, (_, i) => i), (i) => create(warm, i), { concurrency: s.concurrency, discard: true })
+      yield* Effect.forEach(Array.from({ length: warmJobs }, (_, i) => i), (i) => create(warm, i), {
+        concurrency: s.concurrency,
+        discard: true
+      })
       yield* awaitTerminal(pool, warm, warmJobs, "60 seconds")
       const phase = `run_${label}`
-      yield* Effect.forEach(Array.from({ length: s.jobs }, (_, i) => i), (i) => create(phase, i), { concurrency: s.concurrency, discard: true })
+      yield* Effect.forEach(Array.from({ length: s.jobs }, (_, i) => i), (i) => create(phase, i), {
+        concurrency: s.concurrency,
+        discard: true
+      })
       yield* awaitTerminal(pool, phase, s.jobs, "240 seconds")
       const [window] = yield* queryAs(
         pool,
@@ -269,13 +275,21 @@ const program = Effect.gen(function* () {
   const reasons = [
     ...(pairCosts.length < 2 ? ["not shown: one round per side says nothing of the noise; run 3 or more"] : []),
     ...(pairCosts.length >= 2 && pairCost.mean >= aimPercent
-      ? [`tracing on ran at ${round(on, 1)} jobs/s against ${round(off, 1)} off (medians of ${onRounds.length} and ${offRounds.length} rounds); CPU per job ${signed(cpuCostPercent)} %`]
+      ? [
+        `tracing on ran at ${round(on, 1)} jobs/s against ${
+          round(off, 1)
+        } off (medians of ${onRounds.length} and ${offRounds.length} rounds); CPU per job ${signed(cpuCostPercent)} %`
+      ]
       : []),
     ...(pairCosts.length >= 2 && pairCost.mean < aimPercent
-      ? [`not shown: the paired rounds leave the cost anywhere up to ${pairUpper} % (rounds of one side differ by up to ${spreadPercent} %); run more rounds, on a quieter machine`]
+      ? [
+        `not shown: the paired rounds leave the cost anywhere up to ${pairUpper} % (rounds of one side differ by up to ${spreadPercent} %); run more rounds, on a quieter machine`
+      ]
       : []),
     ...(Math.max(loadAverageStart, loadAverageEnd) > availableParallelism()
-      ? [`load average ${loadAverageStart} → ${loadAverageEnd} on ${availableParallelism()} CPUs: the machine was busy with other work`]
+      ? [
+        `load average ${loadAverageStart} → ${loadAverageEnd} on ${availableParallelism()} CPUs: the machine was busy with other work`
+      ]
       : [])
   ]
   const results = {
@@ -299,22 +313,39 @@ const program = Effect.gen(function* () {
   })
   const lines = [
     `tracing cost: ${availableParallelism()} CPUs, Node ${process.version}, load average ${loadAverageStart} at start, ${loadAverageEnd} at end`,
-    `exporting: OTLP/HTTP protobuf, batched, to a receiver in another process; sql.* spans ${s.sqlSpans ? "on (TRACE_SQL=true)" : "off (the default)"}`,
+    `exporting: OTLP/HTTP protobuf, batched, to a receiver in another process; sql.* spans ${
+      s.sqlSpans ? "on (TRACE_SQL=true)" : "off (the default)"
+    }`,
     "",
     "| round | tracing | jobs | seconds | jobs/s | not succeeded | CPU ms/job | spans | KiB |",
     "|---|---|---|---|---|---|---|---|---|",
     ...rounds.map((x) =>
-      `| ${x.label} | ${x.traced ? "on" : "off"} | ${x.jobs} | ${x.seconds} | ${x.perSecond} | ${x.failed} | ${x.cpuMsPerJob} | ${x.exported.spans} | ${round(x.exported.bytes / 1024, 1)} |`
+      `| ${x.label} | ${
+        x.traced ? "on" : "off"
+      } | ${x.jobs} | ${x.seconds} | ${x.perSecond} | ${x.failed} | ${x.cpuMsPerJob} | ${x.exported.spans} | ${
+        round(x.exported.bytes / 1024, 1)
+      } |`
     ),
     "",
-    `throughput, median of rounds: off ${results.offPerSecondMedian}/s, on ${results.onPerSecondMedian}/s; ratio on/off ${ratio(on, off)}: tracing costs ${costPercent} %` +
+    `throughput, median of rounds: off ${results.offPerSecondMedian}/s, on ${results.onPerSecondMedian}/s; ratio on/off ${
+      ratio(on, off)
+    }: tracing costs ${costPercent} %` +
     ` (rounds of one side differ by up to ${offSpreadPercent} % off, ${onSpreadPercent} % on)`,
-    `paired rounds (on_r against off_r): slow-down ${pairCosts.map((c) => `${round(c, 1)} %`).join(", ")}; geometric mean ${pairMean} %, at most ${pairUpper} % at 95 % confidence`,
-    `CPU per job in the engine's process, median of rounds: off ${offCpu} ms, on ${onCpu} ms (${signed(cpuCostPercent)} %)`,
-    `exported per job: ${spansPerJob} spans, ${bytesPerJob} bytes (${exportedTotal.spans} spans, ${Math.round(exportedTotal.bytes / 1024)} KiB in ${exportedTotal.requests} requests for ${exportedJobs} jobs, warm-up included` +
-    `${exportedTotal.unreadable > 0 ? `; ${exportedTotal.unreadable} requests unreadable, their spans not counted` : ""})`,
+    `paired rounds (on_r against off_r): slow-down ${
+      pairCosts.map((c) => `${round(c, 1)} %`).join(", ")
+    }; geometric mean ${pairMean} %, at most ${pairUpper} % at 95 % confidence`,
+    `CPU per job in the engine's process, median of rounds: off ${offCpu} ms, on ${onCpu} ms (${
+      signed(cpuCostPercent)
+    } %)`,
+    `exported per job: ${spansPerJob} spans, ${bytesPerJob} bytes (${exportedTotal.spans} spans, ${
+      Math.round(exportedTotal.bytes / 1024)
+    } KiB in ${exportedTotal.requests} requests for ${exportedJobs} jobs, warm-up included` +
+    `${
+      exportedTotal.unreadable > 0 ? `; ${exportedTotal.unreadable} requests unreadable, their spans not counted` : ""
+    })`,
     "",
-    `[${met ? "MET" : "MISSED"}] tracing cost < ${aimPercent} %: ${pairMean} % (95 % upper bound ${pairUpper} %)` + (met ? "" : `\n         why: ${reasons.join("; ")}`)
+    `[${met ? "MET" : "MISSED"}] tracing cost < ${aimPercent} %: ${pairMean} % (95 % upper bound ${pairUpper} %)` +
+    (met ? "" : `\n         why: ${reasons.join("; ")}`)
   ]
   yield* Effect.sync(() => process.stdout.write(lines.join("\n") + "\n\nwritten: bench/results/tracing.json\n"))
 }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))

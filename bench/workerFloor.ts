@@ -15,10 +15,10 @@
  * Left out, as no job needs them to succeed here: retries, cancel listening, the worker directory's
  * beats, logs, spans and metrics, and Schema decoding.
  */
-import { createHash, randomUUID } from "node:crypto"
 import { Worker } from "bullmq"
 import { Redis } from "ioredis"
 import mysql from "mysql2/promise"
+import { createHash, randomUUID } from "node:crypto"
 import { releaseScript, tryAcquireScript } from "../src/layers/redis/capacityScripts.js"
 import { committed } from "./floorTransaction.js"
 
@@ -37,7 +37,10 @@ const apiKey = setting("AI_API_KEY")
 const poolSize = Number(setting("DATABASE_POOL_SIZE", "10"))
 const providerModel = "deepseek/deepseek-chat"
 const model = "deepseek-chat"
-const limit = (JSON.parse(setting("AI_RATE_LIMITS", "{}")) as Record<string, { rpm?: number; tpm?: number; concurrency?: number }>)[providerModel] ?? {}
+const limit =
+  (JSON.parse(setting("AI_RATE_LIMITS", "{}")) as Record<string, { rpm?: number; tpm?: number; concurrency?: number }>)[
+    providerModel
+  ] ?? {}
 const callTimeoutMs = 60_000
 const maxTokens = 1_000
 
@@ -143,7 +146,11 @@ const acquire = (priority: Waiter["priority"], tokens: number) =>
     void pump()
   })
 
-const release = async (permitId: string, outcome: "success" | "overload" | "neutral", totalTokens: number | undefined) => {
+const release = async (
+  permitId: string,
+  outcome: "success" | "overload" | "neutral",
+  totalTokens: number | undefined
+) => {
   await releaseInStore([String(Date.now()), permitId, outcome, optional(totalTokens), optional(limit.concurrency), "1"])
   if (releaseMayFree) wake?.()
 }
@@ -191,13 +198,16 @@ const jobTypes: Record<string, FloorJobType> = {
         values: (Array.isArray(cards) ? cards : []).flatMap((card: unknown, ordinal) => {
           const front = field(card, "front")
           const back = field(card, "back")
-          return typeof front === "string" && typeof back === "string" ? [[randomUUID(), jobId, userId, ordinal, front, back]] : []
+          return typeof front === "string" && typeof back === "string"
+            ? [[randomUUID(), jobId, userId, ordinal, front, back]]
+            : []
         })
       }
     }
   },
   feynman_evaluation: {
-    instructions: "You evaluate a Feynman explanation. Answer with JSON: {\"score\": 0-100, \"feedback\": string, \"gaps\": [string]}.",
+    instructions:
+      "You evaluate a Feynman explanation. Answer with JSON: {\"score\": 0-100, \"feedback\": string, \"gaps\": [string]}.",
     artifactType: "learning_evaluation",
     rows: (output, jobId, userId) => {
       const score = field(output, "score")
@@ -218,7 +228,11 @@ const jobTypes: Record<string, FloorJobType> = {
 
 interface CompletionBody {
   readonly choices?: ReadonlyArray<{ readonly message?: { readonly content?: string } }>
-  readonly usage?: { readonly prompt_tokens?: number; readonly completion_tokens?: number; readonly total_tokens?: number }
+  readonly usage?: {
+    readonly prompt_tokens?: number
+    readonly completion_tokens?: number
+    readonly total_tokens?: number
+  }
 }
 
 const runJob = async (jobId: string, queueName: string): Promise<void> => {
@@ -240,7 +254,9 @@ const runJob = async (jobId: string, queueName: string): Promise<void> => {
   held.set(jobId, leaseNo)
   publish(jobId, "running", 5, "PREPARE")
   try {
-    const input = typeof job["snapshot_content"] === "string" ? job["snapshot_content"] : JSON.stringify(job["snapshot_content"])
+    const input = typeof job["snapshot_content"] === "string"
+      ? job["snapshot_content"]
+      : JSON.stringify(job["snapshot_content"])
     const jobType = jobTypes[String(job["job_type"])]
     if (jobType === undefined) throw new Error(`job ${jobId}: the floor does not run ${String(job["job_type"])}`)
     const messages = [{ role: "system", content: jobType.instructions }, { role: "user", content: input }]
@@ -254,7 +270,14 @@ const runJob = async (jobId: string, queueName: string): Promise<void> => {
       response = await fetch(`${baseUrl}/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
-        body: JSON.stringify({ model, messages, temperature: 0.2, max_tokens: maxTokens, response_format: { type: "json_object" }, stream: false }),
+        body: JSON.stringify({
+          model,
+          messages,
+          temperature: 0.2,
+          max_tokens: maxTokens,
+          response_format: { type: "json_object" },
+          stream: false
+        }),
         signal: AbortSignal.timeout(callTimeoutMs)
       })
       text = await response.text()
@@ -280,7 +303,9 @@ const runJob = async (jobId: string, queueName: string): Promise<void> => {
     try {
       await committed(connection, async () => {
         await connection.execute(
-          `INSERT INTO ${rows.table} (${rows.columns.join(", ")}, created_at) VALUES ${rows.values.map((row) => `(${row.map(() => "?").join(", ")}, UTC_TIMESTAMP(3))`).join(", ")}`,
+          `INSERT INTO ${rows.table} (${rows.columns.join(", ")}, created_at) VALUES ${
+            rows.values.map((row) => `(${row.map(() => "?").join(", ")}, UTC_TIMESTAMP(3))`).join(", ")
+          }`,
           rows.values.flat()
         )
         await connection.execute(
@@ -292,7 +317,16 @@ const runJob = async (jobId: string, queueName: string): Promise<void> => {
           `INSERT INTO ai_usage_log (id, job_id, lease_no, attempt_no, credential_mode, provider, model, prompt_tokens,
              completion_tokens, total_tokens, cost_micros, latency_ms, created_at)
            VALUES (?, ?, ?, 1, 'platform_key', 'deepseek', ?, ?, ?, ?, 0, ?, UTC_TIMESTAMP(3))`,
-          [randomUUID(), jobId, leaseNo, model, usage.prompt_tokens ?? 0, usage.completion_tokens ?? 0, usage.total_tokens ?? 0, latencyMs]
+          [
+            randomUUID(),
+            jobId,
+            leaseNo,
+            model,
+            usage.prompt_tokens ?? 0,
+            usage.completion_tokens ?? 0,
+            usage.total_tokens ?? 0,
+            latencyMs
+          ]
         )
         const [succeeded] = await connection.execute<mysql.ResultSetHeader>(
           `UPDATE ai_job SET lifecycle_status = 'succeeded', status = 'completed', progress = 100, output_hash = ?,
@@ -322,7 +356,11 @@ const runJob = async (jobId: string, queueName: string): Promise<void> => {
 // --- The queues, with the engine's options ----------------------------------------------------
 
 const queues = [
-  { name: "ai-interactive", concurrency: Number(setting("WORKER_CONCURRENCY_INTERACTIVE", "50")), lockDuration: 30_000 },
+  {
+    name: "ai-interactive",
+    concurrency: Number(setting("WORKER_CONCURRENCY_INTERACTIVE", "50")),
+    lockDuration: 30_000
+  },
   { name: "ai-background", concurrency: Number(setting("WORKER_CONCURRENCY_BACKGROUND", "20")), lockDuration: 60_000 }
 ]
 const workers = queues.map(

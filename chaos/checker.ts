@@ -180,7 +180,9 @@ const tally = (pairs: Iterable<readonly [string, number]>) => {
 const projectionProblem = (job: typeof JobRow.Type, exactFlashcardCount: boolean): string | undefined => {
   const rows = job.flashcards + job.evaluations + job.echoes
   if (job.lifecycleStatus !== "succeeded") {
-    return rows === 0 && job.artifacts === 0 ? undefined : `${job.lifecycleStatus} with ${rows} business rows and ${job.artifacts} artifacts`
+    return rows === 0 && job.artifacts === 0
+      ? undefined
+      : `${job.lifecycleStatus} with ${rows} business rows and ${job.artifacts} artifacts`
   }
   const artifactsMatch = job.artifacts === rows && job.matchedArtifacts === rows && job.artifactOrdinals === rows
   switch (job.jobType) {
@@ -191,19 +193,27 @@ const projectionProblem = (job: typeof JobRow.Type, exactFlashcardCount: boolean
       const exact = !exactFlashcardCount || job.requestedCount === null || n === job.requestedCount
       return n >= 1 && contiguous && withinCount && exact && artifactsMatch && job.evaluations + job.echoes === 0
         ? undefined
-        : `${n} flashcards (ordinals ${job.flashcardOrdinals} distinct, max ${job.flashcardMaxOrdinal}; ${job.requestedCount ?? "?"} asked), ` +
+        : `${n} flashcards (ordinals ${job.flashcardOrdinals} distinct, max ${job.flashcardMaxOrdinal}; ${
+          job.requestedCount ?? "?"
+        } asked), ` +
           `${job.artifacts} artifacts (${job.matchedArtifacts} match a row), ${job.evaluations + job.echoes} other rows`
     }
     case "feynman_evaluation":
       return job.evaluations === 1 && rows === 1 && artifactsMatch
         ? undefined
-        : `${job.evaluations} evaluations, ${rows - job.evaluations} other rows, ${job.artifacts} artifacts (${job.matchedArtifacts} match a row)`
+        : `${job.evaluations} evaluations, ${
+          rows - job.evaluations
+        } other rows, ${job.artifacts} artifacts (${job.matchedArtifacts} match a row)`
     case "synthetic_echo":
       return job.echoes === 1 && rows === 1 && artifactsMatch
         ? undefined
-        : `${job.echoes} echo rows, ${rows - job.echoes} other rows, ${job.artifacts} artifacts (${job.matchedArtifacts} match a row)`
+        : `${job.echoes} echo rows, ${
+          rows - job.echoes
+        } other rows, ${job.artifacts} artifacts (${job.matchedArtifacts} match a row)`
     default:
-      return rows >= 1 && artifactsMatch ? undefined : `${rows} business rows, ${job.artifacts} artifacts (${job.matchedArtifacts} match a row)`
+      return rows >= 1 && artifactsMatch
+        ? undefined
+        : `${rows} business rows, ${job.artifacts} artifacts (${job.matchedArtifacts} match a row)`
   }
 }
 
@@ -214,66 +224,109 @@ const projectionProblem = (job: typeof JobRow.Type, exactFlashcardCount: boolean
 export const checkDatabase = (
   context: CheckContext = {}
 ): Effect.Effect<CheckReport, SqlError.SqlError | ParseResult.ParseError, SqlClient.SqlClient> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const violations: Array<Violation> = []
     const jobs = yield* rowsOf(JobRow, jobsQuery)
     const byId = new Map(jobs.map((job) => [job.id, job]))
 
     for (const job of jobs) {
       if (!terminalStatuses.has(job.lifecycleStatus)) {
-        violations.push({ rule: "notTerminal", jobId: job.id, detail: `${job.lifecycleStatus}, attempt ${job.attemptCount} of ${job.maxAttempts}` })
+        violations.push({
+          rule: "notTerminal",
+          jobId: job.id,
+          detail: `${job.lifecycleStatus}, attempt ${job.attemptCount} of ${job.maxAttempts}`
+        })
       }
-      const problem = terminalStatuses.has(job.lifecycleStatus) ? projectionProblem(job, context.exactFlashcardCount ?? false) : undefined
+      const problem = terminalStatuses.has(job.lifecycleStatus)
+        ? projectionProblem(job, context.exactFlashcardCount ?? false)
+        : undefined
       if (problem !== undefined) {
-        violations.push({ rule: job.lifecycleStatus === "succeeded" ? "succeededProjection" : "leftoverProjection", jobId: job.id, detail: problem })
+        violations.push({
+          rule: job.lifecycleStatus === "succeeded" ? "succeededProjection" : "leftoverProjection",
+          jobId: job.id,
+          detail: problem
+        })
       }
       if (job.attemptCount > job.maxAttempts) {
-        violations.push({ rule: "attemptsOverMax", jobId: job.id, detail: `${job.attemptCount} attempts, at most ${job.maxAttempts}` })
+        violations.push({
+          rule: "attemptsOverMax",
+          jobId: job.id,
+          detail: `${job.attemptCount} attempts, at most ${job.maxAttempts}`
+        })
       }
       // A lost worker explains INTERNAL_WORKER_LOST only if a worker holding the job crashed;
       // no crash explains any other internal failure.
       const crashed = context.crashedJobs
       const code = job.errorCode ?? ""
-      if (crashed !== undefined && job.lifecycleStatus === "failed" && code.startsWith("INTERNAL_") && !(code === "INTERNAL_WORKER_LOST" && crashed.has(job.id))) {
+      if (
+        crashed !== undefined && job.lifecycleStatus === "failed" && code.startsWith("INTERNAL_") &&
+        !(code === "INTERNAL_WORKER_LOST" && crashed.has(job.id))
+      ) {
         const hints = [
-          ...(context.handedOffJobs?.has(job.id) === true ? ["its worker was stopped with SIGTERM while holding it: its hand-off may have used up an attempt"] : []),
-          ...(context.frozenJobs?.has(job.id) === true ? ["its worker was frozen with SIGSTOP while holding it: its open transaction may have failed the new owner"] : [])
+          ...(context.handedOffJobs?.has(job.id) === true
+            ? ["its worker was stopped with SIGTERM while holding it: its hand-off may have used up an attempt"]
+            : []),
+          ...(context.frozenJobs?.has(job.id) === true
+            ? [
+              "its worker was frozen with SIGSTOP while holding it: its open transaction may have failed the new owner"
+            ]
+            : [])
         ]
         violations.push({
           rule: "internalFailure",
           jobId: job.id,
-          detail: `${code} after ${job.attemptCount} of ${job.maxAttempts} attempts${hints.length === 0 ? "" : `; ${hints.join("; ")}`}`
+          detail: `${code} after ${job.attemptCount} of ${job.maxAttempts} attempts${
+            hints.length === 0 ? "" : `; ${hints.join("; ")}`
+          }`
         })
       }
     }
 
     for (const jobId of context.acknowledged ?? []) {
-      if (!byId.has(jobId)) violations.push({ rule: "acknowledgedMissing", jobId, detail: "a create answered with this id; no ai_job row" })
+      if (!byId.has(jobId)) {
+        violations.push({ rule: "acknowledgedMissing", jobId, detail: "a create answered with this id; no ai_job row" })
+      }
     }
     for (const jobId of context.cancelRefused ?? []) {
       const job = byId.get(jobId)
       if (job?.cancelRequested === true) {
-        violations.push({ rule: "cancelAnswerMismatch", jobId, detail: `answered 409; the job is ${job.lifecycleStatus} with cancel_requested_at set` })
+        violations.push({
+          rule: "cancelAnswerMismatch",
+          jobId,
+          detail: `answered 409; the job is ${job.lifecycleStatus} with cancel_requested_at set`
+        })
       }
     }
 
     for (const answer of context.serverErrorAnswers ?? []) violations.push({ rule: "serverError", detail: answer })
     for (const answer of context.unexpectedAnswers ?? []) violations.push({ rule: "unexpectedAnswer", detail: answer })
-    for (const create of context.createsHeldByRedis ?? []) violations.push({ rule: "createHeldByRedis", detail: create })
+    for (const create of context.createsHeldByRedis ?? []) {
+      violations.push({ rule: "createHeldByRedis", detail: create })
+    }
     for (const line of context.handBacksFailed ?? []) violations.push({ rule: "handBackUsedAttempt", detail: line })
 
     for (const orphan of yield* rowsOf(OrphanRow, orphansQuery)) {
-      if (orphan.n > 0) violations.push({ rule: "orphanRows", detail: `${orphan.n} ${orphan.source} rows whose job does not exist` })
+      if (orphan.n > 0) {
+        violations.push({ rule: "orphanRows", detail: `${orphan.n} ${orphan.source} rows whose job does not exist` })
+      }
     }
 
     for (const event of yield* rowsOf(OutboxRow, outboxQuery)) {
       if (event.status === "dead") {
         // Delivered by this event: the job ran although no other event of it was published.
         if (event.jobRan === true && event.publishedSiblings === 0) {
-          violations.push({ rule: "deadButDelivered", jobId: event.aggregateId, detail: `event ${event.dedupeKey} dead; its job ran and is ${event.jobStatus ?? "missing"}` })
+          violations.push({
+            rule: "deadButDelivered",
+            jobId: event.aggregateId,
+            detail: `event ${event.dedupeKey} dead; its job ran and is ${event.jobStatus ?? "missing"}`
+          })
         }
       } else {
-        violations.push({ rule: "outboxUnpublished", jobId: event.aggregateId, detail: `event ${event.dedupeKey} is ${event.status}` })
+        violations.push({
+          rule: "outboxUnpublished",
+          jobId: event.aggregateId,
+          detail: `event ${event.dedupeKey} is ${event.status}`
+        })
       }
     }
 
@@ -298,7 +351,11 @@ export const checkDatabase = (
       })
     }
 
-    const outboxByStatus = tally((yield* rowsOf(StatusCount, "SELECT status, COUNT(*) AS n FROM outbox_event GROUP BY status")).map((r) => [r.status, r.n] as const))
+    const outboxByStatus = tally(
+      (yield* rowsOf(StatusCount, "SELECT status, COUNT(*) AS n FROM outbox_event GROUP BY status")).map((r) =>
+        [r.status, r.n] as const
+      )
+    )
     // Jobs' terminal events (the notify lane) are one per ended job, not extra enqueues.
     const [enqueueEvents] = yield* rowsOf(ColumnCount, "SELECT COUNT(*) AS n FROM outbox_event WHERE lane = 'enqueue'")
     const [usage] = yield* rowsOf(ColumnCount, "SELECT COUNT(*) AS n FROM ai_usage_log")
@@ -307,13 +364,18 @@ export const checkDatabase = (
       violations,
       jobs: jobs.length,
       jobsByStatus: tally(jobs.map((job) => [job.lifecycleStatus, 1] as const)),
-      failuresByCode: tally(jobs.filter((job) => job.lifecycleStatus === "failed").map((job) => [job.errorCode ?? "(none)", 1] as const)),
+      failuresByCode: tally(
+        jobs.filter((job) => job.lifecycleStatus === "failed").map((job) => [job.errorCode ?? "(none)", 1] as const)
+      ),
       outboxByStatus,
       extraOutboxEvents: Math.max(0, (enqueueEvents?.n ?? 0) - jobs.length),
       attempts: jobs.reduce((total, job) => total + job.attemptCount, 0),
       retakenWithoutCrash: context.crashedJobs === undefined ? undefined : (() => {
         const retaken = jobs.filter((job) => job.attemptCount > 1 && context.crashedJobs?.has(job.id) !== true)
-        return { jobs: retaken.length, handedOff: retaken.filter((job) => context.handedOffJobs?.has(job.id) === true).length }
+        return {
+          jobs: retaken.length,
+          handedOff: retaken.filter((job) => context.handedOffJobs?.has(job.id) === true).length
+        }
       })(),
       usageRows: usage?.n ?? 0
     }

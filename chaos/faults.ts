@@ -50,17 +50,24 @@ export interface FaultTiming {
 }
 
 /** Every kind once, then `extra` more drawn at random; spread over [startMs, endMs] with jitter. */
-export const planFaults = (seed: number, options: { readonly startMs: number; readonly endMs: number; readonly extra: number }) =>
-  Effect.gen(function* () {
+export const planFaults = (
+  seed: number,
+  options: { readonly startMs: number; readonly endMs: number; readonly extra: number }
+) =>
+  Effect.gen(function*() {
     const extras = yield* Effect.forEach(Array.from({ length: options.extra }), () =>
       Effect.map(Random.nextIntBetween(0, faultKinds.length), (i) => faultKinds[i] ?? "redis:pause"))
     const kinds = yield* Random.shuffle([...faultKinds, ...extras])
     const count = Math.max(1, kinds.length)
     const step = (options.endMs - options.startMs) / count
     return yield* Effect.forEach(kinds, (kind, i) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jitter = (yield* Random.next) * step * 0.6
-        return { atMs: Math.round(options.startMs + i * step + jitter), kind, pick: yield* Random.nextIntBetween(0, 100) } satisfies PlannedFault
+        return {
+          atMs: Math.round(options.startMs + i * step + jitter),
+          kind,
+          pick: yield* Random.nextIntBetween(0, 100)
+        } satisfies PlannedFault
       }))
   }).pipe(Effect.withRandom(Random.make(`faults:${seed}`)))
 
@@ -95,10 +102,16 @@ export interface InjectionReport {
 }
 
 const HeldJob = Schema.Struct({ id: Schema.String })
-const JobOwner = Schema.Struct({ id: Schema.String, lockedBy: Schema.NullOr(Schema.String), lifecycleStatus: Schema.String })
+const JobOwner = Schema.Struct({
+  id: Schema.String,
+  lockedBy: Schema.NullOr(Schema.String),
+  lifecycleStatus: Schema.String
+})
 const ConnectionId = Schema.Struct({ id: Schema.Int })
 
-const processFaults: Partial<Record<FaultKind, { readonly role: Role; readonly signal: "SIGKILL" | "SIGTERM" | "SIGSTOP" }>> = {
+const processFaults: Partial<
+  Record<FaultKind, { readonly role: Role; readonly signal: "SIGKILL" | "SIGTERM" | "SIGSTOP" }>
+> = {
   "kill9:api": { role: "api", signal: "SIGKILL" },
   "kill9:dispatcher": { role: "dispatcher", signal: "SIGKILL" },
   "kill9:worker": { role: "worker", signal: "SIGKILL" },
@@ -138,7 +151,7 @@ export const injectFaults = (options: {
   never,
   SqlClient.SqlClient | Scope.Scope
 > =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const injected: Array<InjectedFault> = []
     const skipped: Array<{ kind: FaultKind; reason: string }> = []
@@ -156,29 +169,39 @@ export const injectFaults = (options: {
     const sinceStart = Effect.map(Clock.currentTimeMillis, (now) => now - options.startedAtMs)
 
     const note = (what: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      effect.pipe(Effect.catchAllCause((cause) => Effect.sync(() => void problems.push(`${what}: ${cause.toString().split("\n")[0]}`))))
+      effect.pipe(Effect.catchAllCause((cause) =>
+        Effect.sync(() => void problems.push(`${what}: ${cause.toString().split("\n")[0]}`))
+      ))
 
     const heldBy = (workerId: string) =>
       sql.unsafe(`SELECT id FROM ${table} WHERE locked_by = ? AND lifecycle_status = 'running'`, [workerId]).pipe(
         Effect.flatMap(Schema.decodeUnknown(Schema.Array(HeldJob))),
-        Effect.map(Arr.map((row) => row.id)),
+        Effect.map(Arr.map((row) =>
+          row.id
+        )),
         Effect.orElseSucceed((): ReadonlyArray<string> => [])
       )
 
     /** Polls the jobs a lost worker held until each has another owner or has ended. */
     const watchRecovery = (kind: Recovery["kind"], workerId: string, jobIds: ReadonlyArray<string>, t0: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const pending = new Set(jobIds)
         const deadline = t0 + 120_000
         while (pending.size > 0 && (yield* Clock.currentTimeMillis) < deadline) {
           yield* Effect.sleep(Duration.millis(250))
-          const rows = yield* sql.unsafe(`SELECT id, locked_by, lifecycle_status FROM ${table} WHERE id IN (${[...pending].map(() => "?").join(", ")})`, [...pending]).pipe(
+          const rows = yield* sql.unsafe(
+            `SELECT id, locked_by, lifecycle_status FROM ${table} WHERE id IN (${
+              [...pending].map(() => "?").join(", ")
+            })`,
+            [...pending]
+          ).pipe(
             Effect.flatMap(Schema.decodeUnknown(Schema.Array(JobOwner))),
             Effect.orElseSucceed((): ReadonlyArray<typeof JobOwner.Type> => [])
           )
           const now = yield* Clock.currentTimeMillis
           for (const row of rows) {
-            const ended = row.lifecycleStatus === "succeeded" || row.lifecycleStatus === "failed" || row.lifecycleStatus === "cancelled"
+            const ended = row.lifecycleStatus === "succeeded" || row.lifecycleStatus === "failed" ||
+              row.lifecycleStatus === "cancelled"
             const takenOver = row.lockedBy !== null && row.lockedBy !== workerId
             if (ended || takenOver) {
               pending.delete(row.id)
@@ -197,15 +220,18 @@ export const injectFaults = (options: {
      * time. Of the workers, the one holding the most jobs: a fault there tests the most.
      */
     const targetOf = (role: Role, pick: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const until = (yield* Clock.currentTimeMillis) + Duration.toMillis(options.eligibleWithin)
         while (true) {
           const up = yield* serving(role)
           if (up.length >= 2) {
             if (role !== "worker") return up[pick % up.length]
-            const held = yield* Effect.forEach(up, (slot) => Effect.map(heldBy(slot.workerId ?? ""), (jobs) => jobs.length))
+            const held = yield* Effect.forEach(up, (slot) =>
+              Effect.map(heldBy(slot.workerId ?? ""), (jobs) => jobs.length))
             const most = Math.max(...held)
-            const busiest = up.filter((_, i) => held[i] === most)
+            const busiest = up.filter((_, i) =>
+              held[i] === most
+            )
             return busiest[pick % busiest.length]
           }
           if ((yield* Clock.currentTimeMillis) > until) return undefined
@@ -214,13 +240,17 @@ export const injectFaults = (options: {
       })
 
     const processFault = (kind: FaultKind, role: Role, signal: "SIGKILL" | "SIGTERM" | "SIGSTOP", pick: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const slot = yield* targetOf(role, pick)
         if (slot === undefined) {
           skipped.push({ kind, reason: `no spare ${role} within ${Duration.format(options.eligibleWithin)}` })
           return
         }
-        const recoveryKind: Recovery["kind"] = signal === "SIGKILL" ? "kill9" : signal === "SIGTERM" ? "sigterm" : "sigstop"
+        const recoveryKind: Recovery["kind"] = signal === "SIGKILL"
+          ? "kill9"
+          : signal === "SIGTERM"
+          ? "sigterm"
+          : "sigstop"
         // A stopping worker hands its jobs back at once: what it held is read before the signal.
         // A killed or frozen one holds its rows as they are: read after, so none ended in between.
         const before = recoveryKind === "sigterm" && slot.workerId !== undefined ? yield* heldBy(slot.workerId) : []
@@ -230,8 +260,10 @@ export const injectFaults = (options: {
         injected.push({ kind, atMs: t0 - options.startedAtMs, target: slot.child?.name ?? slot.name })
         const held = recoveryKind === "sigterm" || slot.workerId === undefined ? before : yield* heldBy(slot.workerId)
         for (const jobId of held) (recoveryKind === "sigterm" ? handedOffJobs : crashedJobs).add(jobId)
-        if (recoveryKind === "sigstop") for (const jobId of held) frozenJobs.add(jobId)
-        if (slot.workerId !== undefined && held.length > 0) yield* FiberSet.run(monitors, watchRecovery(recoveryKind, slot.workerId, held, t0))
+        if (recoveryKind === "sigstop") { for (const jobId of held) frozenJobs.add(jobId) }
+        if (slot.workerId !== undefined && held.length > 0) {
+          yield* FiberSet.run(monitors, watchRecovery(recoveryKind, slot.workerId, held, t0))
+        }
         if (signal === "SIGSTOP") {
           yield* Effect.sleep(Duration.millis(options.timing.stopMs[role]))
           yield* options.fleet.signal(slot.name, "SIGCONT")
@@ -241,7 +273,9 @@ export const injectFaults = (options: {
           yield* options.fleet.awaitDown(slot.name, Duration.seconds(signal === "SIGTERM" ? 20 : 5))
           yield* options.fleet.start(slot.name).pipe(note(`restart ${slot.name}`))
         }
-        if (role === "api") apiOutages.push({ apiUrl: `http://127.0.0.1:${slot.port}`, fromMs: t0, toMs: yield* Clock.currentTimeMillis })
+        if (role === "api") {
+          apiOutages.push({ apiUrl: `http://127.0.0.1:${slot.port}`, fromMs: t0, toMs: yield* Clock.currentTimeMillis })
+        }
       })
 
     /**
@@ -249,14 +283,18 @@ export const injectFaults = (options: {
      * again once it exited; a step shorter than a restart hands jobs on to workers that are
      * stopping themselves. What each held is watched until another worker has it.
      */
-    const rollingRestart = Effect.gen(function* () {
+    const rollingRestart = Effect.gen(function*() {
       const up = yield* serving("worker")
       if (up.length < 2) {
         skipped.push({ kind: "rolling-restart:worker", reason: `${up.length} worker(s) serving` })
         return
       }
       const t0 = yield* Clock.currentTimeMillis
-      injected.push({ kind: "rolling-restart:worker", atMs: t0 - options.startedAtMs, target: up.map((slot) => slot.child?.name ?? slot.name).join(" ") })
+      injected.push({
+        kind: "rolling-restart:worker",
+        atMs: t0 - options.startedAtMs,
+        target: up.map((slot) => slot.child?.name ?? slot.name).join(" ")
+      })
       const restarts = yield* FiberSet.make()
       for (const [index, slot] of up.entries()) {
         if (index > 0) yield* Effect.sleep(Duration.millis(options.timing.rollingStepMs))
@@ -265,19 +303,25 @@ export const injectFaults = (options: {
         const stoppedAt = yield* Clock.currentTimeMillis
         yield* options.fleet.signal(slot.name, "SIGTERM")
         yield* options.fleet.setState(slot.name, "down")
-        if (slot.workerId !== undefined && held.length > 0) yield* FiberSet.run(monitors, watchRecovery("rolling", slot.workerId, held, stoppedAt))
+        if (slot.workerId !== undefined && held.length > 0) {
+          yield* FiberSet.run(monitors, watchRecovery("rolling", slot.workerId, held, stoppedAt))
+        }
         yield* FiberSet.run(
           restarts,
-          Effect.zipRight(options.fleet.awaitDown(slot.name, Duration.seconds(20)), options.fleet.start(slot.name).pipe(note(`restart ${slot.name}`)))
+          Effect.zipRight(
+            options.fleet.awaitDown(slot.name, Duration.seconds(20)),
+            options.fleet.start(slot.name).pipe(note(`restart ${slot.name}`))
+          )
         )
       }
       yield* FiberSet.awaitEmpty(restarts)
     })
 
-    const killConnections = Effect.gen(function* () {
-      const ids = yield* sql.unsafe("SELECT id FROM information_schema.PROCESSLIST WHERE db = ?", [options.database]).pipe(
-        Effect.flatMap(Schema.decodeUnknown(Schema.Array(ConnectionId)))
-      )
+    const killConnections = Effect.gen(function*() {
+      const ids = yield* sql.unsafe("SELECT id FROM information_schema.PROCESSLIST WHERE db = ?", [options.database])
+        .pipe(
+          Effect.flatMap(Schema.decodeUnknown(Schema.Array(ConnectionId)))
+        )
       for (const { id } of ids) {
         // The id is a decoded integer; KILL takes no placeholder.
         yield* sql.unsafe(`KILL CONNECTION ${id}`).pipe(Effect.ignore)
@@ -287,9 +331,11 @@ export const injectFaults = (options: {
     })
 
     const apply = (fault: PlannedFault) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const signalled = processFaults[fault.kind]
-        if (signalled !== undefined) return yield* processFault(fault.kind, signalled.role, signalled.signal, fault.pick)
+        if (signalled !== undefined) {
+          return yield* processFault(fault.kind, signalled.role, signalled.signal, fault.pick)
+        }
         const at = yield* sinceStart
         const mode = providerModeOf[fault.kind]
         if (mode !== undefined) {
@@ -317,16 +363,21 @@ export const injectFaults = (options: {
     // in order, each at its time or as soon as the previous one is over (a restart included), so
     // a slow restart delays only faults of its own kind and provider windows never overlap.
     const laneOf = (kind: FaultKind) =>
-      kind === "rolling-restart:worker" ? "worker" : processFaults[kind]?.role ?? (providerModeOf[kind] !== undefined ? "provider" : "stores")
+      kind === "rolling-restart:worker"
+        ? "worker"
+        : processFaults[kind]?.role ?? (providerModeOf[kind] !== undefined ? "provider" : "stores")
     const lanes = Arr.groupBy(options.plan, (fault) => laneOf(fault.kind))
     yield* Effect.forEach(
       Object.values(lanes),
       (lane) =>
         Effect.forEach(lane, (fault) =>
-          Effect.gen(function* () {
+          Effect.gen(function*() {
             const now = yield* sinceStart
             if (now > options.lastStartMs) {
-              skipped.push({ kind: fault.kind, reason: `its lane was still busy at +${Math.round(options.lastStartMs / 1000)} s` })
+              skipped.push({
+                kind: fault.kind,
+                reason: `its lane was still busy at +${Math.round(options.lastStartMs / 1000)} s`
+              })
               return
             }
             if (fault.atMs > now) yield* Effect.sleep(Duration.millis(fault.atMs - now))

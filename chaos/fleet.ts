@@ -56,15 +56,24 @@ export const startFleet = (options: {
   readonly logDir: string
   readonly readyTimeout: Duration.DurationInput
 }): Effect.Effect<Fleet, ChaosError, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const initial: Array<Slot> = []
     for (const role of roles) {
       for (let i = 1; i <= options.counts[role]; i++) {
-        initial.push({ name: `${role}-${i}`, role, port: yield* freePort, incarnation: 0, state: "down", child: undefined, workerId: undefined })
+        initial.push({
+          name: `${role}-${i}`,
+          role,
+          port: yield* freePort,
+          incarnation: 0,
+          state: "down",
+          child: undefined,
+          workerId: undefined
+        })
       }
     }
     const slots = yield* Ref.make<ReadonlyArray<Slot>>(initial)
-    const update = (name: string, f: (slot: Slot) => Slot) => Ref.update(slots, (all) => all.map((s) => (s.name === name ? f(s) : s)))
+    const update = (name: string, f: (slot: Slot) => Slot) =>
+      Ref.update(slots, (all) => all.map((s) => (s.name === name ? f(s) : s)))
     const get = (name: string) =>
       Effect.flatMap(Ref.get(slots), (all) => {
         const slot = all.find((s) => s.name === name)
@@ -75,13 +84,15 @@ export const startFleet = (options: {
     const healthy = (port: number) =>
       http.get(`http://127.0.0.1:${port}/healthz`).pipe(
         Effect.timeout(Duration.seconds(2)),
-        Effect.flatMap((response) => (response.status === 200 ? Effect.void : Effect.fail(new ChaosError({ message: "not healthy" })))),
+        Effect.flatMap((
+          response
+        ) => (response.status === 200 ? Effect.void : Effect.fail(new ChaosError({ message: "not healthy" })))),
         Effect.scoped,
         Effect.mapError(() => new ChaosError({ message: "not healthy" }))
       )
 
     const start = (name: string) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const slot = yield* get(name)
         const incarnation = slot.incarnation + 1
         const workerId = slot.role === "worker" ? `chaos-${name}-${incarnation}` : undefined
@@ -91,7 +102,13 @@ export const startFleet = (options: {
           ...(workerId === undefined ? {} : { WORKER_ID: workerId }),
           ...(slot.role === "dispatcher" ? { DISPATCHER_ID: `chaos-${name}-${incarnation}` } : {})
         }
-        const child = yield* spawnChild(`${name}#${incarnation}`, process.execPath, [entryOf[slot.role]], env, join(options.logDir, `${name}.log`))
+        const child = yield* spawnChild(
+          `${name}#${incarnation}`,
+          process.execPath,
+          [entryOf[slot.role]],
+          env,
+          join(options.logDir, `${name}.log`)
+        )
         yield* update(name, (s) => ({ ...s, incarnation, child, workerId, state: "starting" }))
         const line = readyLine[slot.role]
         if (line !== undefined) {
@@ -104,7 +121,8 @@ export const startFleet = (options: {
             ),
             Effect.timeoutFail({
               duration: options.readyTimeout,
-              onTimeout: () => new ChaosError({ message: `${name}: not healthy within ${Duration.format(options.readyTimeout)}` })
+              onTimeout: () =>
+                new ChaosError({ message: `${name}: not healthy within ${Duration.format(options.readyTimeout)}` })
             })
           )
         }
@@ -115,7 +133,7 @@ export const startFleet = (options: {
       Effect.flatMap(get(name), (slot) => (slot.child === undefined ? Effect.void : slot.child.signal(sig)))
 
     const awaitDown = (name: string, timeout: Duration.DurationInput) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const slot = yield* get(name)
         if (slot.child === undefined) return
         const exit = yield* slot.child.awaitExit(timeout)
@@ -141,7 +159,10 @@ export const startFleet = (options: {
           Effect.forEach(all, (slot) =>
             slot.child === undefined || slot.state === "down"
               ? Effect.succeed<ReadonlyArray<string>>([])
-              : Effect.map(slot.child.exited, (gone): ReadonlyArray<string> => (gone ? [slot.child?.name ?? slot.name] : []))),
+              : Effect.map(
+                slot.child.exited,
+                (gone): ReadonlyArray<string> => (gone ? [slot.child?.name ?? slot.name] : [])
+              )),
           Arr.flatten
         ))
     } satisfies Fleet

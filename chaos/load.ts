@@ -64,19 +64,26 @@ export const sentWhileRedisPaused = (
   requests.filter((request) =>
     pauses.some((pause) => request.sentAtMs >= pause.fromMs && request.sentAtMs < pause.toMs) &&
     !apiOutages.some((outage) =>
-      outage.apiUrl === request.apiUrl && outage.fromMs <= request.sentAtMs + request.ms && outage.toMs >= request.sentAtMs
-    ))
+      outage.apiUrl === request.apiUrl && outage.fromMs <= request.sentAtMs + request.ms &&
+      outage.toMs >= request.sentAtMs
+    )
+  )
 
 const JobAnswer = Schema.parseJson(Schema.Struct({ jobId: Schema.String }))
 const decodeJob = Schema.decodeUnknownEither(JobAnswer)
 
 type Outcome =
-  | { readonly _tag: "Answered"; readonly status: number; readonly body: string; readonly retryAfterMs: number | undefined }
+  | {
+    readonly _tag: "Answered"
+    readonly status: number
+    readonly body: string
+    readonly retryAfterMs: number | undefined
+  }
   | { readonly _tag: "Refused" } // the connection failed: the request never reached a handler
   | { readonly _tag: "TimedOut" } // no answer in time: the request may have run
 
 export const runLoad = (settings: LoadSettings) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const http = yield* HttpClient.HttpClient
     const stats: LoadStats = {
       requested: 0,
@@ -92,15 +99,22 @@ export const runLoad = (settings: LoadSettings) =>
       cancelRefused: [],
       createRequests: []
     }
-    const tokens = yield* Effect.forEach(Array.from({ length: settings.users }, (_, i) => `chaos-user-${i + 1}`), (user) =>
-      signToken({ sub: user, role: "USER", expiresInSeconds: 3600 }, Redacted.make(settings.jwtSecret)))
+    const tokens = yield* Effect.forEach(
+      Array.from({ length: settings.users }, (_, i) => `chaos-user-${i + 1}`),
+      (user) => signToken({ sub: user, role: "USER", expiresInSeconds: 3600 }, Redacted.make(settings.jwtSecret))
+    )
 
     const send = (request: HttpClientRequest.HttpClientRequest): Effect.Effect<Outcome> =>
       http.execute(request).pipe(
         Effect.flatMap((response) =>
           Effect.map(response.text, (body): Outcome => {
             const retryAfter = Number(response.headers["retry-after"])
-            return { _tag: "Answered", status: response.status, body, retryAfterMs: Number.isFinite(retryAfter) ? retryAfter * 1000 : undefined }
+            return {
+              _tag: "Answered",
+              status: response.status,
+              body,
+              retryAfterMs: Number.isFinite(retryAfter) ? retryAfter * 1000 : undefined
+            }
           })
         ),
         Effect.scoped,
@@ -118,10 +132,10 @@ export const runLoad = (settings: LoadSettings) =>
       settle: (outcome: Outcome, ambiguousBefore: boolean) => Option.Option<A>,
       onAnswer: (request: TimedRequest) => void = () => {}
     ) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(settings.patience)
         let ambiguous = false
-        for (let attempt = 0; ; attempt++) {
+        for (let attempt = 0;; attempt++) {
           const apiUrl = settings.apiUrls[(first + attempt) % settings.apiUrls.length] ?? ""
           const sentAtMs = yield* Clock.currentTimeMillis
           const outcome = yield* send(build(apiUrl))
@@ -157,12 +171,13 @@ export const runLoad = (settings: LoadSettings) =>
     }
 
     const cancel = (jobId: string, token: string, first: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         yield* Effect.sleep(Duration.millis(yield* Random.nextIntBetween(0, 2_500)))
         stats.cancelsSent++
         yield* persist(
           first,
-          (apiUrl) => HttpClientRequest.post(`${apiUrl}/api/ai/jobs/${jobId}/cancel`).pipe(HttpClientRequest.bearerToken(token)),
+          (apiUrl) =>
+            HttpClientRequest.post(`${apiUrl}/api/ai/jobs/${jobId}/cancel`).pipe(HttpClientRequest.bearerToken(token)),
           (outcome, ambiguousBefore) => {
             if (retryable("cancel", outcome) || outcome._tag !== "Answered") return Option.none()
             if (outcome.status === 200 || outcome.status === 202) stats.cancelsAccepted++
@@ -175,12 +190,18 @@ export const runLoad = (settings: LoadSettings) =>
       })
 
     const create = (index: number, cancels: FiberSet.FiberSet) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const token = tokens[index % tokens.length] ?? ""
         const flashcards = (yield* Random.nextIntBetween(0, 2)) === 0
         const body = flashcards
-          ? { sourceText: `Chaos text ${index}: light becomes chemical energy. Plants release oxygen. Roots take water.`, count: yield* Random.nextIntBetween(1, 4) }
-          : { concept: `concept ${index}`, explanation: "Energy is conserved: it changes form but the total stays the same." }
+          ? {
+            sourceText: `Chaos text ${index}: light becomes chemical energy. Plants release oxygen. Roots take water.`,
+            count: yield* Random.nextIntBetween(1, 4)
+          }
+          : {
+            concept: `concept ${index}`,
+            explanation: "Energy is conserved: it changes form but the total stays the same."
+          }
         const path = flashcards ? "flashcard-generations" : "feynman-evaluations"
         const key = `chaos-${settings.seed}-${index}`
         const cancelIt = (yield* Random.next) < settings.cancelShare
@@ -220,7 +241,7 @@ export const runLoad = (settings: LoadSettings) =>
       })
 
     yield* Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const inFlight = yield* FiberSet.make()
         const total = Math.round(settings.ratePerSecond * Duration.toSeconds(settings.duration))
         const interval = Duration.millis(1000 / settings.ratePerSecond)

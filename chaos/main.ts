@@ -18,10 +18,10 @@ import { MysqlClient } from "@effect/sql-mysql2"
 import { Clock, Console, Data, Duration, Effect, Layer, Option, Random, Redacted, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
-import { mysqlClientLayer } from "../src/layers/mysql/MysqlDatabase.js"
 import { runMigrations } from "../src/layers/mysql/migrate.js"
+import { mysqlClientLayer } from "../src/layers/mysql/MysqlDatabase.js"
 import { checkDatabase, type Violation } from "./checker.js"
-import { type FaultTiming, faultKinds, injectFaults, planFaults } from "./faults.js"
+import { faultKinds, type FaultTiming, injectFaults, planFaults } from "./faults.js"
 import { startFleet } from "./fleet.js"
 import { runLoad, sentWhileRedisPaused } from "./load.js"
 import { ChaosError } from "./process.js"
@@ -74,7 +74,8 @@ const fleetSize = { api: 2, dispatcher: 2, worker: 3 } as const
 
 class ChaosFailed extends Data.TaggedError("ChaosFailed")<{ readonly message: string }> {}
 
-const serverUrl = process.env["CHAOS_DATABASE_URL"] ?? process.env["TEST_DATABASE_URL"] ?? "mysql://root@127.0.0.1:3306/test"
+const serverUrl = process.env["CHAOS_DATABASE_URL"] ?? process.env["TEST_DATABASE_URL"] ??
+  "mysql://root@127.0.0.1:3306/test"
 
 const databaseUrlFor = (database: string) => {
   const url = new URL(serverUrl)
@@ -84,7 +85,7 @@ const databaseUrlFor = (database: string) => {
 
 /** `chaos_<seed>_<random>`, migrated with the engine's own migrator, dropped with the scope. */
 const scratchDatabase = (seed: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const name = `chaos_${seed}_${randomBytes(4).toString("hex")}`
     const admin = yield* MysqlClient.MysqlClient
     yield* Effect.acquireRelease(
@@ -92,7 +93,9 @@ const scratchDatabase = (seed: number) =>
       () => admin.unsafe(`DROP DATABASE IF EXISTS \`${name}\``).pipe(Effect.ignore)
     )
     yield* runMigrations.pipe(
-      Effect.provide(Layer.merge(mysqlClientLayer(Redacted.make(databaseUrlFor(name)), { maxConnections: 1 }), NodeContext.layer))
+      Effect.provide(
+        Layer.merge(mysqlClientLayer(Redacted.make(databaseUrlFor(name)), { maxConnections: 1 }), NodeContext.layer)
+      )
     )
     return name
   })
@@ -102,11 +105,16 @@ const scratchDatabase = (seed: number) =>
  * going straight back to the queue (a give-back for want of a database is a failure, rightly).
  */
 const failedHandBacks = (logDir: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const files = (yield* fs.readDirectory(logDir)).filter((file) => file.startsWith("worker-") && file.endsWith(".log"))
-    const lines = yield* Effect.forEach(files, (file) =>
-      Effect.map(fs.readFileString(join(logDir, file)), (text) => text.split("\n").map((line) => `${file}: ${line}`)))
+    const files = (yield* fs.readDirectory(logDir)).filter((file) =>
+      file.startsWith("worker-") && file.endsWith(".log")
+    )
+    const lines = yield* Effect.forEach(
+      files,
+      (file) =>
+        Effect.map(fs.readFileString(join(logDir, file)), (text) => text.split("\n").map((line) => `${file}: ${line}`))
+    )
     return lines.flat().filter((line) =>
       line.includes("Queue delivery failed") && line.includes("JobHandedOff") && !line.includes("storage unavailable")
     ).map((line) => line.slice(0, 300))
@@ -116,7 +124,7 @@ const OpenWork = Schema.Struct({ openJobs: Schema.Number, openEvents: Schema.Num
 
 /** Waits until every job is terminal and no outbox event waits, or `bound` passes. */
 const drain = (database: string, bound: Duration.Duration) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const until = (yield* Clock.currentTimeMillis) + Duration.toMillis(bound)
     while (true) {
@@ -130,8 +138,15 @@ const drain = (database: string, bound: Duration.Duration) =>
     }
   })
 
-const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; readonly loadSeconds: number; readonly keepLogs: boolean }) =>
-  Effect.gen(function* () {
+const run = (
+  options: {
+    readonly profile: "ci" | "long"
+    readonly seed: number
+    readonly loadSeconds: number
+    readonly keepLogs: boolean
+  }
+) =>
+  Effect.gen(function*() {
     const profile = profiles[options.profile]
     const fs = yield* FileSystem.FileSystem
     const began = yield* Clock.currentTimeMillis
@@ -144,7 +159,9 @@ const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; 
       })
 
     const logDir = yield* fs.makeTempDirectory({ prefix: `chaos-${options.seed}-` })
-    yield* Console.log(`chaos: seed ${options.seed}, profile ${options.profile}, ${options.loadSeconds} s of load; logs in ${logDir}`)
+    yield* Console.log(
+      `chaos: seed ${options.seed}, profile ${options.profile}, ${options.loadSeconds} s of load; logs in ${logDir}`
+    )
     const database = yield* scratchDatabase(options.seed)
     const redis = yield* startChaosRedis(logDir)
     const provider = yield* startChaosProvider({ latencyMs: [200, 1_200], slowMs: 4_500 })
@@ -194,7 +211,17 @@ const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; 
           cancelShare: 0.1,
           patience: Duration.seconds(60)
         }),
-        injectFaults({ plan, fleet, redis, provider, database, timing: faultTiming, startedAtMs, eligibleWithin: Duration.seconds(40), lastStartMs: loadMs + 20_000 })
+        injectFaults({
+          plan,
+          fleet,
+          redis,
+          provider,
+          database,
+          timing: faultTiming,
+          startedAtMs,
+          eligibleWithin: Duration.seconds(40),
+          lastStartMs: loadMs + 20_000
+        })
       ],
       { concurrency: "unbounded" }
     )
@@ -204,7 +231,11 @@ const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; 
     yield* injection.monitorsDone.pipe(Effect.timeout(Duration.seconds(10)), Effect.ignore)
     yield* phase("drain")
 
-    const createsHeldByRedis = sentWhileRedisPaused(load.createRequests, injection.report.redisPauses, injection.report.apiOutages)
+    const createsHeldByRedis = sentWhileRedisPaused(
+      load.createRequests,
+      injection.report.redisPauses,
+      injection.report.apiOutages
+    )
       .filter((request) => request.ms > createDeadlineMs)
       .map((request) => `answered ${request.answer} after ${request.ms} ms (deadline ${createDeadlineMs} ms)`)
     const handBacksFailed = yield* failedHandBacks(logDir)
@@ -228,14 +259,19 @@ const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; 
     const runProblems = [
       ...(drained ? [] : [`the fleet did not drain within ${profile.drainSeconds} s`]),
       ...exitedAlone.map((name) => `${name} exited although nobody stopped it`),
-      ...(profile.requireEveryKind && missingKinds.length > 0 ? [`fault kinds never injected: ${missingKinds.join(", ")}`] : []),
-      ...(load.acknowledged.length < profile.minJobs ? [`only ${load.acknowledged.length} jobs created; the profile needs ${profile.minJobs}`] : []),
+      ...(profile.requireEveryKind && missingKinds.length > 0
+        ? [`fault kinds never injected: ${missingKinds.join(", ")}`]
+        : []),
+      ...(load.acknowledged.length < profile.minJobs
+        ? [`only ${load.acknowledged.length} jobs created; the profile needs ${profile.minJobs}`]
+        : []),
       ...injection.report.problems.map((p) => `injector: ${p}`)
     ]
     const violations: ReadonlyArray<Violation> = check.violations
     const total = (yield* Clock.currentTimeMillis) - began
     yield* Console.log(formatSummary({
-      header: `chaos run: seed ${options.seed}, profile ${options.profile}, ${options.loadSeconds} s of load at ${profile.ratePerSecond} jobs/s, ` +
+      header:
+        `chaos run: seed ${options.seed}, profile ${options.profile}, ${options.loadSeconds} s of load at ${profile.ratePerSecond} jobs/s, ` +
         `fleet ${fleetSize.api} api + ${fleetSize.dispatcher} dispatchers + ${fleetSize.worker} workers, lease ${engineTiming.JOB_LOCK_TTL_MS} ms; ` +
         `total ${(total / 1000).toFixed(1)} s`,
       phases,
@@ -249,7 +285,9 @@ const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; 
     // Hard failures only: a fault the injector could not apply in time is reported, not fatal.
     const fatal = violations.length > 0 || !drained || runProblems.some((p) => !p.startsWith("injector:"))
     if (fatal) {
-      yield* Console.error(`chaos run FAILED; logs kept in ${logDir}; replay with: npm run chaos -- --profile ${options.profile} --seed ${options.seed} --duration ${options.loadSeconds}`)
+      yield* Console.error(
+        `chaos run FAILED; logs kept in ${logDir}; replay with: npm run chaos -- --profile ${options.profile} --seed ${options.seed} --duration ${options.loadSeconds}`
+      )
       return yield* new ChaosFailed({ message: "chaos run failed" })
     }
     if (!options.keepLogs) yield* fs.remove(logDir, { recursive: true }).pipe(Effect.ignore)
@@ -259,13 +297,24 @@ const run = (options: { readonly profile: "ci" | "long"; readonly seed: number; 
 const chaos = Command.make(
   "chaos",
   {
-    profile: Options.choice("profile", ["ci", "long"]).pipe(Options.withDefault("ci" as const), Options.withDescription("ci: ~3.5 minutes, every fault kind; long: 10 minutes of load.")),
-    seed: Options.integer("seed").pipe(Options.optional, Options.withDescription("Repeat a run: the same workload and fault schedule.")),
-    duration: Options.integer("duration").pipe(Options.optional, Options.withDescription("Seconds of load (faults are spread over it).")),
-    keepLogs: Options.boolean("keep-logs").pipe(Options.withDescription("Keep the processes' logs even when the run passes."))
+    profile: Options.choice("profile", ["ci", "long"]).pipe(
+      Options.withDefault("ci" as const),
+      Options.withDescription("ci: ~3.5 minutes, every fault kind; long: 10 minutes of load.")
+    ),
+    seed: Options.integer("seed").pipe(
+      Options.optional,
+      Options.withDescription("Repeat a run: the same workload and fault schedule.")
+    ),
+    duration: Options.integer("duration").pipe(
+      Options.optional,
+      Options.withDescription("Seconds of load (faults are spread over it).")
+    ),
+    keepLogs: Options.boolean("keep-logs").pipe(
+      Options.withDescription("Keep the processes' logs even when the run passes.")
+    )
   },
   ({ duration, keepLogs, profile, seed }) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const chosenSeed = Option.isSome(seed) ? seed.value : yield* Random.nextIntBetween(1, 1_000_000)
       const loadSeconds = Option.getOrElse(duration, () => profiles[profile].loadSeconds)
       return yield* run({ profile, seed: chosenSeed, loadSeconds, keepLogs })
@@ -273,7 +322,10 @@ const chaos = Command.make(
 )
 
 Command.run(chaos, { name: "chaos", version: "0.1.0" })(process.argv).pipe(
-  Effect.catchTag("ChaosError", (error: ChaosError) => Console.error(`chaos: ${error.message}`).pipe(Effect.zipRight(Effect.fail(error)))),
+  Effect.catchTag(
+    "ChaosError",
+    (error: ChaosError) => Console.error(`chaos: ${error.message}`).pipe(Effect.zipRight(Effect.fail(error)))
+  ),
   Effect.provide(NodeContext.layer),
   NodeRuntime.runMain({ disableErrorReporting: true })
 )

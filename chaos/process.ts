@@ -1,7 +1,7 @@
+import { Data, Deferred, Duration, Effect, Option, type Scope } from "effect"
 import { spawn } from "node:child_process"
 import { createWriteStream } from "node:fs"
 import { createServer } from "node:net"
-import { Data, Deferred, Duration, Effect, Option, type Scope } from "effect"
 
 /**
  * One child process of the chaos fleet. @effect/platform's Command waits for the exit whenever
@@ -58,7 +58,7 @@ export const spawnChild = (
   env: NodeJS.ProcessEnv,
   logFile: string
 ): Effect.Effect<Child, ChaosError, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const exit = yield* Deferred.make<ProcessExit>()
     const log = createWriteStream(logFile, { flags: "a" })
     let recent = ""
@@ -69,7 +69,7 @@ export const spawnChild = (
         catch: (error) => new ChaosError({ message: `${name}: spawn failed: ${String(error)}` })
       }),
       (child) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           if (child.pid !== undefined) signalGroup(child.pid, "SIGKILL")
           yield* Deferred.await(exit).pipe(Effect.timeoutOption(Duration.seconds(10)))
           log.end()
@@ -109,7 +109,8 @@ export const spawnChild = (
       }).pipe(
         Effect.timeoutFail({
           duration: timeout,
-          onTimeout: () => new ChaosError({ message: `${name}: not ready within ${Duration.format(timeout)}; see ${logFile}` })
+          onTimeout: () =>
+            new ChaosError({ message: `${name}: not ready within ${Duration.format(timeout)}; see ${logFile}` })
         })
       )
 

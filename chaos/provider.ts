@@ -1,6 +1,6 @@
-import type { IncomingMessage, ServerResponse } from "node:http"
 import { Effect, Either, Option, Schema, type Scope } from "effect"
 import { randomBytes } from "node:crypto"
+import type { IncomingMessage, ServerResponse } from "node:http"
 import { chatCompletionBody, serveOnLoopback } from "../test/support/fakeProviderServer.js"
 
 /**
@@ -41,17 +41,25 @@ const decodeCount = Schema.decodeUnknownOption(CountData)
  * the count written into the system message (prompts stamped v1).
  */
 const cardCountOf = (system: string, user: string): number =>
-  Option.getOrElse(Option.map(decodeCount(user), (data) => data.count), () => Number(/between 1 and (\d+) flashcards/.exec(system)?.[1] ?? 1))
+  Option.getOrElse(
+    Option.map(decodeCount(user), (data) => data.count),
+    () => Number(/between 1 and (\d+) flashcards/.exec(system)?.[1] ?? 1)
+  )
 
 /** The answer a well-behaved model would give to the prompt. */
 const contentFor = (system: string, user: string): string => {
   if (system.includes("flashcards")) {
     const n = cardCountOf(system, user)
     return JSON.stringify({
-      flashcards: Array.from({ length: n }, (_, i) => ({ front: `What is point ${i + 1}?`, back: `Point ${i + 1} of the text.` }))
+      flashcards: Array.from(
+        { length: n },
+        (_, i) => ({ front: `What is point ${i + 1}?`, back: `Point ${i + 1} of the text.` })
+      )
     })
   }
-  if (system.includes("Feynman")) return JSON.stringify({ score: 72, feedback: "A fair explanation with one gap.", gaps: ["no example"] })
+  if (system.includes("Feynman")) {
+    return JSON.stringify({ score: 72, feedback: "A fair explanation with one gap.", gaps: ["no example"] })
+  }
   return JSON.stringify({ echo: "chaos" })
 }
 
@@ -62,7 +70,7 @@ export const startChaosProvider = (options: {
   readonly latencyMs: readonly [number, number]
   readonly slowMs: number
 }): Effect.Effect<ChaosProvider, never, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const apiKey = `sk-chaos-${randomBytes(12).toString("hex")}`
     let mode: ProviderMode = "ok"
     let calls = 0
@@ -71,7 +79,12 @@ export const startChaosProvider = (options: {
     const timers = new Set<NodeJS.Timeout>()
     const [minLatency, maxLatency] = options.latencyMs
 
-    const answer = (res: ServerResponse, status: number, body: string, headers: Readonly<Record<string, string>> = {}) => {
+    const answer = (
+      res: ServerResponse,
+      status: number,
+      body: string,
+      headers: Readonly<Record<string, string>> = {}
+    ) => {
       if (res.destroyed) return
       res.writeHead(status, { "content-type": "application/json", ...headers })
       res.end(body)
@@ -92,7 +105,9 @@ export const startChaosProvider = (options: {
 
     const handle = (req: IncomingMessage, res: ServerResponse, raw: string) => {
       if (req.method !== "POST" || req.url !== "/chat/completions") return answer(res, 404, "{}")
-      if (req.headers.authorization !== `Bearer ${apiKey}`) return answer(res, 401, JSON.stringify({ error: { type: "authentication_error" } }))
+      if (req.headers.authorization !== `Bearer ${apiKey}`) {
+        return answer(res, 401, JSON.stringify({ error: { type: "authentication_error" } }))
+      }
       calls++
       byMode[mode] = (byMode[mode] ?? 0) + 1
       const [system, user] = Either.match(decodeRequest(raw), {
@@ -107,13 +122,26 @@ export const startChaosProvider = (options: {
         case "ok":
           return later(res, latency, () => answer(res, 200, completion(contentFor(system, user))))
         case "error500":
-          return answer(res, 500, JSON.stringify({ error: { message: "The server had an error", type: "server_error" } }))
+          return answer(
+            res,
+            500,
+            JSON.stringify({ error: { message: "The server had an error", type: "server_error" } })
+          )
         case "rateLimited":
-          return answer(res, 429, JSON.stringify({ error: { message: "Rate limit reached", type: "rate_limit_error" } }), { "retry-after": "1" })
+          return answer(
+            res,
+            429,
+            JSON.stringify({ error: { message: "Rate limit reached", type: "rate_limit_error" } }),
+            { "retry-after": "1" }
+          )
         case "slow":
           return later(res, options.slowMs, () => answer(res, 200, completion(contentFor(system, user))))
         case "malformed":
-          return later(res, latency, () => answer(res, 200, `{"id": "chatcmpl-chaos", "choices": [{"message": {"content": "{\\"flash`))
+          return later(
+            res,
+            latency,
+            () => answer(res, 200, `{"id": "chatcmpl-chaos", "choices": [{"message": {"content": "{\\"flash`)
+          )
       }
     }
 

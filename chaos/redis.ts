@@ -19,7 +19,14 @@ export interface ChaosRedis {
 /** One command on a connection of its own, closed after it (the server may be going away). */
 const adminCommand = (url: string, command: string, args: ReadonlyArray<string | number>) =>
   Effect.acquireUseRelease(
-    Effect.sync(() => new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, connectionName: "chaos-admin" })),
+    Effect.sync(() =>
+      new Redis(url, {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        enableOfflineQueue: false,
+        connectionName: "chaos-admin"
+      })
+    ),
     (client) =>
       Effect.tryPromise({
         try: async () => {
@@ -32,10 +39,10 @@ const adminCommand = (url: string, command: string, args: ReadonlyArray<string |
   )
 
 export const startChaosRedis = (logDir: string): Effect.Effect<ChaosRedis, ChaosError, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const port = yield* freePort
     const url = `redis://127.0.0.1:${port}`
-    const start = Effect.gen(function* () {
+    const start = Effect.gen(function*() {
       const server = yield* spawnChild(
         `redis-server:${port}`,
         "redis-server",
@@ -48,7 +55,7 @@ export const startChaosRedis = (logDir: string): Effect.Effect<ChaosRedis, Chaos
     })
     const current = yield* Ref.make<Child>(yield* start)
 
-    const restart = Effect.gen(function* () {
+    const restart = Effect.gen(function*() {
       const server = yield* Ref.get(current)
       // The server closes the connection as it goes: an error here is the expected goodbye.
       yield* adminCommand(url, "SHUTDOWN", ["NOSAVE"]).pipe(Effect.ignore)

@@ -19,9 +19,11 @@ export interface RunSummary {
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 
-const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))] ?? 0
+const percentile = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))] ?? 0
 
-const row = (label: string, value: string | number, note = "") => `  ${label.padEnd(34)} ${String(value).padStart(6)}${note === "" ? "" : `   ${note}`}`
+const row = (label: string, value: string | number, note = "") =>
+  `  ${label.padEnd(34)} ${String(value).padStart(6)}${note === "" ? "" : `   ${note}`}`
 
 const listOf = (counts: Readonly<Record<string, number>>) =>
   Object.entries(counts).sort(([, a], [, b]) => b - a).map(([key, n]) => `${key} ${n}`).join(", ")
@@ -38,7 +40,9 @@ export const recoveryLines = (recoveries: ReadonlyArray<Recovery>): ReadonlyArra
       row(
         `${what}: jobs held`,
         of.length,
-        (times.length === 0 ? "none taken over" : `taken over p50 ${seconds(percentile(times, 0.5))}, max ${seconds(percentile(times, 1))}`) +
+        (times.length === 0
+          ? "none taken over"
+          : `taken over p50 ${seconds(percentile(times, 0.5))}, max ${seconds(percentile(times, 1))}`) +
           (ended > 0 ? `; ${ended} ended without a new owner` : "") +
           (never > 0 ? `; ${never} never resumed` : "")
       )
@@ -55,16 +59,23 @@ export const formatSummary = (summary: RunSummary): string => {
     "",
     "faults injected",
     ...faultKinds.map((kind) => row(kind, injectedByKind.get(kind) ?? 0)),
-    row("cancel race (cancels sent)", load.cancelsSent, `${load.cancelsAccepted} accepted, ${load.cancelRefused.length} answered 409`),
+    row(
+      "cancel race (cancels sent)",
+      load.cancelsSent,
+      `${load.cancelsAccepted} accepted, ${load.cancelRefused.length} answered 409`
+    ),
     row("MySQL connections killed", injection.killedConnections),
-    `  timeline: ${injection.injected.map((f) => `+${(f.atMs / 1000).toFixed(0)}s ${f.kind} (${f.target})`).join(", ")}`,
+    `  timeline: ${
+      injection.injected.map((f) => `+${(f.atMs / 1000).toFixed(0)}s ${f.kind} (${f.target})`).join(", ")
+    }`,
     ...injection.skipped.map((s) => row(`skipped ${s.kind}`, 1, s.reason)),
     "",
     "jobs",
     row("created (acknowledged)", load.acknowledged.length, `${load.requested} requested, ${load.gaveUp} given up`),
     row("in the database", check.jobs),
     ...Object.entries(check.jobsByStatus).sort().map(([status, n]) =>
-      row(status, n, status === "failed" ? listOf(check.failuresByCode) : "")),
+      row(status, n, status === "failed" ? listOf(check.failuresByCode) : "")
+    ),
     row("attempts", check.attempts),
     ...(check.retakenWithoutCrash === undefined ? [] : [row(
       "more than one attempt, no crash",
@@ -77,8 +88,16 @@ export const formatSummary = (summary: RunSummary): string => {
     row("retried after 503", load.retried503),
     row("retried after no answer", load.retriedTransport),
     ...pausedCreatesLines(load, injection),
-    row("answered 5xx other than 503", load.serverErrors.length, listOf(Object.fromEntries(countBy(load.serverErrors)))),
-    row("unexpected answers", load.unexpected.length, listOf(Object.fromEntries(countBy(load.unexpected.map((u) => u.slice(0, 40)))))),
+    row(
+      "answered 5xx other than 503",
+      load.serverErrors.length,
+      listOf(Object.fromEntries(countBy(load.serverErrors)))
+    ),
+    row(
+      "unexpected answers",
+      load.unexpected.length,
+      listOf(Object.fromEntries(countBy(load.unexpected.map((u) => u.slice(0, 40)))))
+    ),
     "",
     "provider",
     row("calls", provider.calls, `by the mode it was in: ${listOf(provider.byMode)}`),
@@ -111,5 +130,13 @@ const pausedCreatesLines = (load: LoadStats, injection: InjectionReport): Readon
   const paused = sentWhileRedisPaused(load.createRequests, injection.redisPauses, injection.apiOutages)
   if (paused.length === 0) return [row("creates sent while Redis was paused", 0)]
   const slowest = Math.max(...paused.map((request) => request.ms))
-  return [row("creates sent while Redis was paused", paused.length, `slowest answer ${seconds(slowest)}; ${listOf(Object.fromEntries(countBy(paused.map((request) => request.answer))))}`)]
+  return [
+    row(
+      "creates sent while Redis was paused",
+      paused.length,
+      `slowest answer ${seconds(slowest)}; ${
+        listOf(Object.fromEntries(countBy(paused.map((request) => request.answer))))
+      }`
+    )
+  ]
 }

@@ -150,8 +150,7 @@ const compareKeys = (
   // on exactly those columns, unique or not.
   const hasUniqueIndexOn = (columns: ReadonlyArray<string>) =>
     actualIndexes.some((index) => index.unique && sameColumns(index.columns, columns))
-  const hasIndexOn = (columns: ReadonlyArray<string>) =>
-    secondary.some((index) => sameColumns(index.columns, columns))
+  const hasIndexOn = (columns: ReadonlyArray<string>) => secondary.some((index) => sameColumns(index.columns, columns))
 
   const missingUniqueKeys = declared.uniqueKeys
     .filter((columns) => !hasUniqueIndexOn(columns))

@@ -137,8 +137,14 @@ export const introspectCurrentDatabase: Effect.Effect<IntrospectedSchema, Intros
       : []
 
     const jsonColumns = new Set(
-      Arr.filterMap(checkRows, (row) =>
-        Option.map(Option.fromNullable(jsonValidatedColumn(row.check_clause)), (column) => `${row.table_name}.${column}`))
+      Arr.filterMap(
+        checkRows,
+        (row) =>
+          Option.map(
+            Option.fromNullable(jsonValidatedColumn(row.check_clause)),
+            (column) => `${row.table_name}.${column}`
+          )
+      )
     )
 
     const columnsByTable = Arr.groupBy(columnRows, (row) => row.table_name)

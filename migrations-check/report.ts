@@ -1,5 +1,5 @@
-import type { DeclaredColumn } from "./DeclaredSchema.js"
 import { isDrift, SchemaDifference } from "./compare.js"
+import type { DeclaredColumn } from "./DeclaredSchema.js"
 
 /** What was compared, for the report's heading. */
 export interface CheckSubject {
@@ -15,7 +15,9 @@ export interface CheckSubject {
 const columnList = (columns: ReadonlyArray<string>) => `(${columns.join(", ")})`
 
 const describeColumn = (column: DeclaredColumn) =>
-  `${column.type} ${column.nullable ? "NULL" : "NOT NULL"}${column.defaultValue === undefined ? "" : ` DEFAULT ${column.defaultValue}`}`
+  `${column.type} ${column.nullable ? "NULL" : "NOT NULL"}${
+    column.defaultValue === undefined ? "" : ` DEFAULT ${column.defaultValue}`
+  }`
 
 const nullability = (nullable: boolean) => (nullable ? "NULL" : "NOT NULL")
 
@@ -32,8 +34,12 @@ export const describeDifference: (difference: SchemaDifference) => string = Sche
   UndeclaredColumn: ({ table, column, reportedType }) =>
     `${table}.${column}: column ${reportedType} is not declared (allowed: operators may add columns)`,
   ColumnTypeMismatch: ({ table, column, expected, actual, reportedType }) =>
-    `${table}.${column}: type is ${actual}${reportedType === actual ? "" : ` (reported as ${reportedType})`}, expected ${expected}${
-      paddedIdentifier(expected, actual) ? " (text columns ignore trailing spaces; identifiers must compare exactly: run migration 0011)" : ""
+    `${table}.${column}: type is ${actual}${
+      reportedType === actual ? "" : ` (reported as ${reportedType})`
+    }, expected ${expected}${
+      paddedIdentifier(expected, actual)
+        ? " (text columns ignore trailing spaces; identifiers must compare exactly: run migration 0011)"
+        : ""
     }`,
   ColumnNullabilityMismatch: ({ table, column, expectedNullable }) =>
     `${table}.${column}: column is ${nullability(!expectedNullable)}, expected ${nullability(expectedNullable)}`,
@@ -60,7 +66,9 @@ export const renderReport = (subject: CheckSubject, differences: ReadonlyArray<S
     : `migrations-check --live: ${subject.target} (${subject.serverVersion}) as it stands, compared with the declared schema`
 
   const section = (title: string, marker: string, items: ReadonlyArray<SchemaDifference>) =>
-    items.length === 0 ? [] : [``, `${title} (${items.length}):`, ...items.map((item) => `  ${marker} ${describeDifference(item)}`)]
+    items.length === 0
+      ? []
+      : [``, `${title} (${items.length}):`, ...items.map((item) => `  ${marker} ${describeDifference(item)}`)]
 
   const verdict = drift.length === 0
     ? `OK: no drift${notes.length === 0 ? "" : ` (${notes.length} note(s))`}`

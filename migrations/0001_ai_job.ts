@@ -46,5 +46,4 @@ CREATE TABLE IF NOT EXISTS ai_job (
   KEY idx_ai_job_type_created (job_type, created_at),
   KEY idx_ai_job_status_created (lifecycle_status, created_at),
   KEY idx_ai_job_queue_created (queue_name, created_at)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`)
-)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`))

@@ -13,5 +13,4 @@ CREATE TABLE IF NOT EXISTS ai_job_snapshot (
   PRIMARY KEY (id),
   UNIQUE KEY uq_ai_job_snapshot_job (job_id),
   KEY idx_ai_job_snapshot_expires (expires_at)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`)
-)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`))

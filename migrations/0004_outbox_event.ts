@@ -24,5 +24,4 @@ CREATE TABLE IF NOT EXISTS outbox_event (
   KEY idx_outbox_event_dispatchable (status, available_at),
   KEY idx_outbox_event_locked (status, locked_at),
   KEY idx_outbox_event_aggregate (aggregate_type, aggregate_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`)
-)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`))

@@ -20,5 +20,4 @@ CREATE TABLE IF NOT EXISTS ai_usage_log (
   PRIMARY KEY (id),
   KEY idx_ai_usage_log_job (job_id, attempt_no),
   KEY idx_ai_usage_log_created (created_at)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`)
-)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`))

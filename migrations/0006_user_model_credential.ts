@@ -17,5 +17,4 @@ CREATE TABLE IF NOT EXISTS user_model_credential (
   updated_at DATETIME(3) NOT NULL,
   PRIMARY KEY (id),
   KEY idx_user_model_credential_user (user_id, provider, revoked_at)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`)
-)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`))

@@ -15,5 +15,4 @@ CREATE TABLE IF NOT EXISTS flashcard (
   PRIMARY KEY (id),
   UNIQUE KEY uq_flashcard_job_ordinal (job_id, ordinal),
   KEY idx_flashcard_user_deck (user_id, deck_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`)
-)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`))

@@ -15,5 +15,4 @@ CREATE TABLE IF NOT EXISTS learning_evaluation (
   PRIMARY KEY (id),
   UNIQUE KEY uq_learning_evaluation_job (job_id),
   KEY idx_learning_evaluation_user (user_id, created_at)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`)
-)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`))

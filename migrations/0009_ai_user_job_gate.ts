@@ -9,5 +9,4 @@ CREATE TABLE IF NOT EXISTS ai_user_job_gate (
   user_id VARCHAR(64) NOT NULL,
   updated_at DATETIME(3) NOT NULL,
   PRIMARY KEY (user_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`)
-)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`))

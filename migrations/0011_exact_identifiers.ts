@@ -42,7 +42,11 @@ const alterations: ReadonlyArray<readonly [table: string, columns: ReadonlyArray
     "locked_by VARBINARY(512) NULL"
   ]],
   ["ai_job_snapshot", ["id VARBINARY(36) NOT NULL", "job_id VARBINARY(36) NOT NULL"]],
-  ["ai_job_artifact", ["id VARBINARY(36) NOT NULL", "job_id VARBINARY(36) NOT NULL", "artifact_id VARBINARY(764) NOT NULL"]],
+  ["ai_job_artifact", [
+    "id VARBINARY(36) NOT NULL",
+    "job_id VARBINARY(36) NOT NULL",
+    "artifact_id VARBINARY(764) NOT NULL"
+  ]],
   ["outbox_event", [
     "id VARBINARY(36) NOT NULL",
     "aggregate_id VARBINARY(256) NOT NULL",
@@ -57,7 +61,11 @@ const alterations: ReadonlyArray<readonly [table: string, columns: ReadonlyArray
     "user_id VARBINARY(256) NOT NULL",
     "deck_id VARBINARY(256) NULL"
   ]],
-  ["learning_evaluation", ["id VARBINARY(36) NOT NULL", "job_id VARBINARY(36) NOT NULL", "user_id VARBINARY(256) NOT NULL"]],
+  ["learning_evaluation", [
+    "id VARBINARY(36) NOT NULL",
+    "job_id VARBINARY(36) NOT NULL",
+    "user_id VARBINARY(256) NOT NULL"
+  ]],
   ["ai_user_job_gate", ["user_id VARBINARY(256) NOT NULL"]],
   ["synthetic_echo_result", ["id VARBINARY(36) NOT NULL", "job_id VARBINARY(36) NOT NULL"]]
 ]
@@ -66,7 +74,7 @@ const decodeColumnCount = Schema.decodeUnknown(
   Schema.Array(Schema.Struct({ found: Schema.Union(Schema.Number, Schema.NumberFromString) }))
 )
 
-export default Effect.gen(function* () {
+export default Effect.gen(function*() {
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
   for (const [table, columns] of alterations) {
     yield* sql.unsafe(`ALTER TABLE ${table} ${columns.map((column) => `MODIFY COLUMN ${column}`).join(", ")}`)

@@ -12,7 +12,7 @@ import { Effect } from "effect"
  * numbers a zombie wrote), so they stay unique and read as "before leases were numbered".
  * Each step checks first, so a half-applied run (MySQL commits every ALTER) can run again.
  */
-export default Effect.gen(function* () {
+export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const columnExists = (table: string, column: string) =>
     sql<{ readonly found: number | string }>`SELECT COUNT(*) AS found FROM information_schema.COLUMNS

@@ -12,12 +12,13 @@ export default Effect.flatMap(SqlClient.SqlClient, (sql) =>
   Effect.forEach(
     businessTables,
     (table) =>
-      sql.unsafe(`ALTER TABLE ${table} MODIFY COLUMN created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)`).pipe(
-        Effect.zipRight(
-          sql.unsafe(`UPDATE ${table} b JOIN ai_job j ON j.id = b.job_id
+      sql.unsafe(`ALTER TABLE ${table} MODIFY COLUMN created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)`)
+        .pipe(
+          Effect.zipRight(
+            sql.unsafe(`UPDATE ${table} b JOIN ai_job j ON j.id = b.job_id
                       SET b.created_at = COALESCE(j.finished_at, j.updated_at)
                       WHERE b.created_at < '1000-01-01'`)
-        )
-      ),
+          )
+        ),
     { discard: true }
   ))

@@ -7,7 +7,7 @@ import { Effect } from "effect"
  * by callers outside any span). Checks first, so a half-applied run (MySQL commits every ALTER)
  * can run again.
  */
-export default Effect.gen(function* () {
+export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const rows = yield* sql<{ readonly found: number | string }>`SELECT COUNT(*) AS found FROM information_schema.COLUMNS
     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'ai_job' AND COLUMN_NAME = 'trace_parent'`

@@ -8,7 +8,7 @@ import { Effect } from "effect"
  * targets that acknowledged a `notify` event so far. Checks first, so a half-applied run (MySQL
  * commits every ALTER) can run again.
  */
-export default Effect.gen(function* () {
+export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const hasColumn = (name: string) =>
     Effect.map(
@@ -17,12 +17,16 @@ export default Effect.gen(function* () {
       (rows) => Number(rows[0]?.found ?? 0) > 0
     )
   if (!(yield* hasColumn("lane"))) {
-    yield* sql.unsafe(`ALTER TABLE outbox_event ADD COLUMN lane VARCHAR(16) NOT NULL DEFAULT 'enqueue' AFTER event_type`)
+    yield* sql.unsafe(
+      `ALTER TABLE outbox_event ADD COLUMN lane VARCHAR(16) NOT NULL DEFAULT 'enqueue' AFTER event_type`
+    )
   }
   if (!(yield* hasColumn("delivered_to"))) {
     yield* sql.unsafe(`ALTER TABLE outbox_event ADD COLUMN delivered_to JSON NULL AFTER last_error`)
   }
-  const indexes = yield* sql<{ readonly found: number | string }>`SELECT COUNT(*) AS found FROM information_schema.STATISTICS
+  const indexes = yield* sql<
+    { readonly found: number | string }
+  >`SELECT COUNT(*) AS found FROM information_schema.STATISTICS
     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'outbox_event' AND INDEX_NAME = 'idx_outbox_event_lane'`
   if (Number(indexes[0]?.found ?? 0) === 0) {
     yield* sql.unsafe(`CREATE INDEX idx_outbox_event_lane ON outbox_event (lane, status, available_at)`)

@@ -7,9 +7,11 @@ import { Effect } from "effect"
  * the engine's estimate; NULL when they are the provider's own count. Checks first, so a
  * half-applied run (MySQL commits every ALTER) can run again.
  */
-export default Effect.gen(function* () {
+export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const columns = yield* sql<{ readonly found: number | string }>`SELECT COUNT(*) AS found FROM information_schema.COLUMNS
+  const columns = yield* sql<
+    { readonly found: number | string }
+  >`SELECT COUNT(*) AS found FROM information_schema.COLUMNS
     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'ai_usage_log' AND COLUMN_NAME = 'usage_estimated'`
   if (Number(columns[0]?.found ?? 0) === 0) {
     yield* sql.unsafe(`ALTER TABLE ai_usage_log ADD COLUMN usage_estimated INT NULL AFTER error_code`)

@@ -18,5 +18,4 @@ CREATE TABLE IF NOT EXISTS ai_job_batch (
   created_at DATETIME(3) NOT NULL,
   PRIMARY KEY (id),
   UNIQUE KEY uq_ai_job_batch_idempotency (user_id, job_type, idempotency_key)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`)
-)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`))

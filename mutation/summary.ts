@@ -19,15 +19,22 @@ const Mutant = Schema.Struct({
   location: Schema.Struct({ start: Position, end: Position })
 })
 const MutationReport = Schema.Struct({
-  files: Schema.Record({ key: Schema.String, value: Schema.Struct({ source: Schema.String, mutants: Schema.Array(Mutant) }) })
+  files: Schema.Record({
+    key: Schema.String,
+    value: Schema.Struct({ source: Schema.String, mutants: Schema.Array(Mutant) })
+  })
 })
 const decodeReport = Schema.decodeUnknown(Schema.parseJson(MutationReport))
 
 /** The MySQL adapters in scope are three files of a larger folder: each one is its own group. */
-const groupOf = (file: string) =>
-  file.startsWith("src/layers/mysql/") ? file : file.split("/").slice(0, -1).join("/")
+const groupOf = (file: string) => file.startsWith("src/layers/mysql/") ? file : file.split("/").slice(0, -1).join("/")
 
-interface Tally { killed: number; survived: number; noCoverage: number; other: number }
+interface Tally {
+  killed: number
+  survived: number
+  noCoverage: number
+  other: number
+}
 const emptyTally = (): Tally => ({ killed: 0, survived: 0, noCoverage: 0, other: 0 })
 
 const count = (tally: Tally, status: string) => {
@@ -51,7 +58,7 @@ const oneLine = (text: string) => {
   return flat.length > 90 ? `${flat.slice(0, 87)}...` : flat
 }
 
-const summarise = Effect.gen(function* () {
+const summarise = Effect.gen(function*() {
   const fs = yield* FileSystem.FileSystem
   const reports = yield* Effect.forEach(reportPaths, (path) => Effect.flatMap(fs.readFileString(path), decodeReport))
   // A file in a later report (a re-run of part of the scope) replaces its earlier result.

@@ -64,7 +64,9 @@ export const staleness = async () => {
     }
   }
   for (const directory of sourceDirectories) {
-    if ((await newestMtimeUnder(join(repositoryRoot, directory))) > built) return `${directory}/ changed since the last build`
+    if ((await newestMtimeUnder(join(repositoryRoot, directory))) > built) {
+      return `${directory}/ changed since the last build`
+    }
   }
   for (const file of sourceFiles) {
     const changed = await stat(join(repositoryRoot, file)).then((s) => s.mtimeMs > built, () => false)
@@ -87,7 +89,9 @@ export const build = async () => {
   const startedAt = new Date()
   // Loaded here: esbuild is a development dependency, not needed when dist/ is up to date.
   const esbuild = await import("esbuild").catch(() => {
-    throw new Error("dist/ needs a build but esbuild is not installed: run `npm ci` (with dev dependencies), then `npm run build`")
+    throw new Error(
+      "dist/ needs a build but esbuild is not installed: run `npm ci` (with dev dependencies), then `npm run build`"
+    )
   })
   const result = await esbuild.build({
     absWorkingDir: repositoryRoot,
@@ -98,7 +102,10 @@ export const build = async () => {
     format: "esm",
     target: "node20",
     // CommonJS dependencies (mysql2, ioredis) call require() on Node's modules.
-    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+    banner: {
+      js:
+        "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);"
+    },
     // V8 keeps each program's source as a string: one non-ASCII character anywhere makes the whole
     // 8 MB bundle a two-byte string (16 MB per process). Escaped, it stays one byte a character.
     charset: "ascii",

@@ -10,7 +10,16 @@ import { positiveWhole } from "./configValues.js"
 
 /** The asymmetric JWS algorithms an identity provider's tokens may use (never HS*: that is the secret's). */
 export const asymmetricAlgorithms = [
-  "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"
+  "RS256",
+  "RS384",
+  "RS512",
+  "PS256",
+  "PS384",
+  "PS512",
+  "ES256",
+  "ES384",
+  "ES512",
+  "EdDSA"
 ] as const
 export type AsymmetricAlgorithm = (typeof asymmetricAlgorithms)[number]
 
@@ -96,7 +105,8 @@ const list = (name: string) =>
     Config.mapOrFail((items) =>
       Arr.isNonEmptyReadonlyArray(items)
         ? Either.right(items)
-        : Either.left(ConfigError.InvalidData([], `${name} must list at least one value, comma-separated`)))
+        : Either.left(ConfigError.InvalidData([], `${name} must list at least one value, comma-separated`))
+    )
   )
 
 const algorithmsConfig = list("AUTH_ALGORITHMS").pipe(
@@ -141,17 +151,31 @@ const identityProviderConfig = Config.all({
   ),
   jwks: jwksCacheConfig
 }).pipe(
-  Config.mapOrFail(({ audiences, issuer, jwksUrl, ...rest }): Either.Either<Option.Option<IdentityProviderSettings>, ConfigError.ConfigError> => {
-    if (Option.isNone(issuer)) {
-      return Option.isSome(jwksUrl) || Option.isSome(audiences)
-        ? Either.left(ConfigError.MissingData(["AUTH_ISSUER"], "AUTH_JWKS_URL and AUTH_AUDIENCE need AUTH_ISSUER: every provider token's iss is checked"))
-        : Either.right(Option.none())
+  Config.mapOrFail(
+    (
+      { audiences, issuer, jwksUrl, ...rest }
+    ): Either.Either<Option.Option<IdentityProviderSettings>, ConfigError.ConfigError> => {
+      if (Option.isNone(issuer)) {
+        return Option.isSome(jwksUrl) || Option.isSome(audiences)
+          ? Either.left(
+            ConfigError.MissingData(
+              ["AUTH_ISSUER"],
+              "AUTH_JWKS_URL and AUTH_AUDIENCE need AUTH_ISSUER: every provider token's iss is checked"
+            )
+          )
+          : Either.right(Option.none())
+      }
+      if (Option.isNone(audiences)) {
+        return Either.left(
+          ConfigError.MissingData(
+            ["AUTH_AUDIENCE"],
+            "AUTH_AUDIENCE must be set with AUTH_ISSUER: the audience this API's tokens are issued for"
+          )
+        )
+      }
+      return Either.right(Option.some({ issuer: issuer.value, jwksUrl, audiences: audiences.value, ...rest }))
     }
-    if (Option.isNone(audiences)) {
-      return Either.left(ConfigError.MissingData(["AUTH_AUDIENCE"], "AUTH_AUDIENCE must be set with AUTH_ISSUER: the audience this API's tokens are issued for"))
-    }
-    return Either.right(Option.some({ issuer: issuer.value, jwksUrl, audiences: audiences.value, ...rest }))
-  })
+  )
 )
 
 export class AuthSettings extends Context.Tag("ai-job-engine/config/AuthSettings")<AuthSettings, AuthSettingsShape>() {
@@ -164,15 +188,18 @@ export class AuthSettings extends Context.Tag("ai-job-engine/config/AuthSettings
   /** From the environment, for an API on MySQL: `AUTH_JWT_SECRET` or `AUTH_ISSUER` must be set. */
   static readonly layer = Layer.effect(
     AuthSettings,
-    Effect.flatMap(AuthSettings.config, (settings) =>
-      Option.isNone(settings.jwtSecret) && Option.isNone(settings.identityProvider)
-        ? Effect.fail(
-          ConfigError.MissingData(
-            ["AUTH_JWT_SECRET"],
-            "AUTH_JWT_SECRET or AUTH_ISSUER must be set: the API verifies bearer tokens with the secret or the identity provider's keys"
+    Effect.flatMap(
+      AuthSettings.config,
+      (settings) =>
+        Option.isNone(settings.jwtSecret) && Option.isNone(settings.identityProvider)
+          ? Effect.fail(
+            ConfigError.MissingData(
+              ["AUTH_JWT_SECRET"],
+              "AUTH_JWT_SECRET or AUTH_ISSUER must be set: the API verifies bearer tokens with the secret or the identity provider's keys"
+            )
           )
-        )
-        : Effect.succeed(settings))
+          : Effect.succeed(settings)
+    )
   )
 
   /** Explicit settings, for tests, benches and the embedded program. */

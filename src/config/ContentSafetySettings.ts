@@ -13,7 +13,8 @@ export interface ContentSafetyRules {
   readonly blockedPatterns: ReadonlyArray<string>
 }
 
-const listOf = (value: string, separator: RegExp) => value.split(separator).map((s) => s.trim()).filter((s) => s.length > 0)
+const listOf = (value: string, separator: RegExp) =>
+  value.split(separator).map((s) => s.trim()).filter((s) => s.length > 0)
 
 const compiles = (pattern: string): boolean => {
   try {
@@ -29,10 +30,15 @@ const compiles = (pattern: string): boolean => {
  * `CONTENT_SAFETY_BLOCKED_PATTERNS`: a JSON array of regular expressions, or one per line. Both
  * optional (no rules: everything passes).
  */
-export class ContentSafetySettings extends Context.Tag("ai-job-engine/ContentSafetySettings")<ContentSafetySettings, ContentSafetyRules>() {
+export class ContentSafetySettings
+  extends Context.Tag("ai-job-engine/ContentSafetySettings")<ContentSafetySettings, ContentSafetyRules>()
+{
   static readonly defaults: ContentSafetyRules = { blockedTerms: [], blockedPatterns: [] }
   static readonly config = Config.all({
-    blockedTerms: Config.string("CONTENT_SAFETY_BLOCKED_TERMS").pipe(Config.withDefault(""), Config.map((v) => listOf(v, /,/))),
+    blockedTerms: Config.string("CONTENT_SAFETY_BLOCKED_TERMS").pipe(
+      Config.withDefault(""),
+      Config.map((v) => listOf(v, /,/))
+    ),
     blockedPatterns: Config.string("CONTENT_SAFETY_BLOCKED_PATTERNS").pipe(
       Config.withDefault(""),
       Config.mapOrFail((value): Either.Either<ReadonlyArray<string>, ConfigError.ConfigError> => {
@@ -46,7 +52,9 @@ export class ContentSafetySettings extends Context.Tag("ai-job-engine/ContentSaf
             parsed = undefined
           }
           if (!Array.isArray(parsed) || !parsed.every((p): p is string => typeof p === "string")) {
-            return Either.left(ConfigError.InvalidData([], "CONTENT_SAFETY_BLOCKED_PATTERNS must be a JSON array of strings"))
+            return Either.left(
+              ConfigError.InvalidData([], "CONTENT_SAFETY_BLOCKED_PATTERNS must be a JSON array of strings")
+            )
           }
           patterns = parsed
         } else {
@@ -54,7 +62,12 @@ export class ContentSafetySettings extends Context.Tag("ai-job-engine/ContentSaf
         }
         const bad = patterns.findIndex((p) => !compiles(p))
         return bad >= 0
-          ? Either.left(ConfigError.InvalidData([], `CONTENT_SAFETY_BLOCKED_PATTERNS: pattern #${bad + 1} is not a valid regular expression`))
+          ? Either.left(
+            ConfigError.InvalidData(
+              [],
+              `CONTENT_SAFETY_BLOCKED_PATTERNS: pattern #${bad + 1} is not a valid regular expression`
+            )
+          )
           : Either.right(patterns)
       })
     )

@@ -7,14 +7,18 @@ export const keyFromBase64 = (value: string): Option.Option<Buffer> => {
 }
 
 /** Parses `version:base64key,version:base64key`; a malformed entry fails naming the variable only. */
-const parsePreviousKeys = (value: Redacted.Redacted<string>): Either.Either<ReadonlyArray<readonly [number, Buffer]>, string> => {
+const parsePreviousKeys = (
+  value: Redacted.Redacted<string>
+): Either.Either<ReadonlyArray<readonly [number, Buffer]>, string> => {
   const entries: Array<readonly [number, Buffer]> = []
   for (const part of Redacted.value(value).split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
     const separator = part.indexOf(":")
     const version = Number(part.slice(0, separator))
     const key = keyFromBase64(part.slice(separator + 1))
     if (separator <= 0 || !Number.isInteger(version) || version < 1 || Option.isNone(key)) {
-      return Either.left("CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS must be version:base64key pairs (32-byte keys), comma separated")
+      return Either.left(
+        "CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS must be version:base64key pairs (32-byte keys), comma separated"
+      )
     }
     entries.push([version, key.value])
   }
@@ -34,7 +38,10 @@ export class CredentialKeyringSettings extends Context.Tag("ai-job-engine/Creden
   static readonly config = Config.all({
     currentVersion: Config.integer("CREDENTIAL_ENCRYPTION_KEY_VERSION").pipe(
       Config.withDefault(1),
-      Config.validate({ message: "CREDENTIAL_ENCRYPTION_KEY_VERSION must be a whole number ≥ 1", validation: (n) => n >= 1 })
+      Config.validate({
+        message: "CREDENTIAL_ENCRYPTION_KEY_VERSION must be a whole number ≥ 1",
+        validation: (n) => n >= 1
+      })
     ),
     previous: Config.option(Config.redacted("CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS")).pipe(
       Config.mapOrFail((value) =>

@@ -1,7 +1,7 @@
-import { hostname } from "node:os"
 import { Config, Context, Duration, Effect, Layer, Option } from "effect"
-import { positiveMillisDuration } from "./configValues.js"
+import { hostname } from "node:os"
 import { newId } from "../domain/Ids.js"
+import { positiveMillisDuration } from "./configValues.js"
 
 /** The dispatcher's knobs; lock TTL and poll interval come from `TimingConfig`. */
 export interface DispatcherSettingsShape {
@@ -50,7 +50,7 @@ export class DispatcherSettings extends Context.Tag("ai-job-engine/DispatcherSet
   DispatcherSettingsShape
 >() {
   /** `OUTBOX_BATCH_SIZE`, `OUTBOX_RETRY_BASE_MS`, `OUTBOX_RETRY_MAX_MS`; `DISPATCHER_ID` or a fresh id. */
-  static readonly config = Effect.gen(function* () {
+  static readonly config = Effect.gen(function*() {
     const config = yield* Config.all({
       dispatcherId: Config.option(Config.nonEmptyString("DISPATCHER_ID")),
       batchSize: positiveInt("OUTBOX_BATCH_SIZE", defaults.batchSize),

@@ -1,7 +1,7 @@
 import { Config, Context, Layer, Option, Redacted } from "effect"
 import { isIP } from "node:net"
-import { positiveMillis } from "./configValues.js"
 import { jwtSecretConfig } from "./AuthSettings.js"
+import { positiveMillis } from "./configValues.js"
 
 /**
  * The engine's configuration, read with Effect `Config` from the environment. Variable names
@@ -42,7 +42,8 @@ const redisUrl = (name: string) =>
   )
 
 /** An RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens. */
-const hostName = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
+const hostName =
+  /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
 
 const base64Key32 = (name: string) =>
   Config.redacted(name).pipe(
@@ -77,7 +78,10 @@ export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
     redisUrl: Config.option(redisUrl("REDIS_URL")),
     databasePoolSize: Config.integer("DATABASE_POOL_SIZE").pipe(
       Config.withDefault(10),
-      Config.validate({ message: "DATABASE_POOL_SIZE must be a whole number from 1 to 1000", validation: (n) => n >= 1 && n <= 1_000 })
+      Config.validate({
+        message: "DATABASE_POOL_SIZE must be a whole number from 1 to 1000",
+        validation: (n) => n >= 1 && n <= 1_000
+      })
     ),
     redisKeyPrefix: Config.string("REDIS_KEY_PREFIX").pipe(
       Config.withDefault(defaultRedisPrefix),

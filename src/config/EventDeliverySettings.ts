@@ -34,7 +34,10 @@ export class EventDeliverySettings extends Context.Tag("ai-job-engine/EventDeliv
     concurrency: positiveWhole("EVENT_DELIVERY_CONCURRENCY", defaults.concurrency),
     deliveryTimeoutMs: Config.option(
       Config.integer("WEBHOOK_TIMEOUT_MS").pipe(
-        Config.validate({ message: "WEBHOOK_TIMEOUT_MS must be a positive whole number of milliseconds", validation: (n) => n > 0 })
+        Config.validate({
+          message: "WEBHOOK_TIMEOUT_MS must be a positive whole number of milliseconds",
+          validation: (n) => n > 0
+        })
       )
     ),
     retryBaseDelayMs: positiveMillis("EVENT_RETRY_BASE_MS", defaults.retryBaseDelayMs),
@@ -50,11 +53,14 @@ export class EventDeliverySettings extends Context.Tag("ai-job-engine/EventDeliv
    */
   static readonly layer = Layer.effect(
     EventDeliverySettings,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { deliveryTimeoutMs, ...settings } = yield* EventDeliverySettings.config
       const claimMs = (yield* TimingConfig).outboxLockTtlMs
       if (Option.isNone(deliveryTimeoutMs)) {
-        return { ...settings, deliveryTimeoutMs: Math.max(1, Math.min(defaults.deliveryTimeoutMs, Math.floor(claimMs / 2))) }
+        return {
+          ...settings,
+          deliveryTimeoutMs: Math.max(1, Math.min(defaults.deliveryTimeoutMs, Math.floor(claimMs / 2)))
+        }
       }
       if (deliveryTimeoutMs.value >= claimMs) {
         return yield* Effect.fail(ConfigError.InvalidData(
@@ -116,9 +122,13 @@ export const webhookEndpointsConfig: Config.Config<ReadonlyArray<WebhookEndpoint
     const invalid = endpoints.findIndex((url) => !isHttpUrl(url))
     if (invalid >= 0) {
       // The position only: a URL may carry a token in its query.
-      return Either.left(ConfigError.InvalidData(["WEBHOOK_URL"], `WEBHOOK_URL: endpoint ${invalid + 1} is not an http(s) URL`))
+      return Either.left(
+        ConfigError.InvalidData(["WEBHOOK_URL"], `WEBHOOK_URL: endpoint ${invalid + 1} is not an http(s) URL`)
+      )
     }
-    const keys = Option.match(secrets, { onNone: () => [], onSome: (secret) => words(Redacted.value(secret)) }).map(decodeWebhookSecret)
+    const keys = Option.match(secrets, { onNone: () => [], onSome: (secret) => words(Redacted.value(secret)) }).map(
+      decodeWebhookSecret
+    )
     if (keys.length === 0 || keys.some((key) => key === undefined)) {
       return Either.left(ConfigError.InvalidData(
         ["WEBHOOK_SECRET"],
@@ -146,12 +156,18 @@ const bullName = /^[A-Za-z0-9._-]{1,100}$/
 export const domainEventsQueueConfig: Config.Config<Option.Option<DomainEventsQueue>> = Config.all({
   queueName: Config.option(
     Config.string("DOMAIN_EVENTS_QUEUE").pipe(
-      Config.validate({ message: "DOMAIN_EVENTS_QUEUE must be 1-100 letters, digits, '.', '_' or '-'", validation: (name) => bullName.test(name) })
+      Config.validate({
+        message: "DOMAIN_EVENTS_QUEUE must be 1-100 letters, digits, '.', '_' or '-'",
+        validation: (name) => bullName.test(name)
+      })
     )
   ),
   prefix: Config.option(
     Config.string("DOMAIN_EVENTS_PREFIX").pipe(
-      Config.validate({ message: "DOMAIN_EVENTS_PREFIX must be 1-100 letters, digits, ':', '.', '_' or '-'", validation: (prefix) => /^[A-Za-z0-9:._-]{1,100}$/.test(prefix) })
+      Config.validate({
+        message: "DOMAIN_EVENTS_PREFIX must be 1-100 letters, digits, ':', '.', '_' or '-'",
+        validation: (prefix) => /^[A-Za-z0-9:._-]{1,100}$/.test(prefix)
+      })
     )
   )
 }).pipe(Config.map(({ prefix, queueName }) => Option.map(queueName, (name) => ({ queueName: name, prefix }))))

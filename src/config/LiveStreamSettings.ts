@@ -15,7 +15,11 @@ export interface LiveStreamSettings {
   readonly maxDuration: Duration.Duration
 }
 
-export const defaultLiveStreams: LiveStreamSettings = { maxPerUser: 32, maxPerProcess: 500, maxDuration: Duration.minutes(30) }
+export const defaultLiveStreams: LiveStreamSettings = {
+  maxPerUser: 32,
+  maxPerProcess: 500,
+  maxDuration: Duration.minutes(30)
+}
 
 export const liveStreamConfig: Config.Config<LiveStreamSettings> = Config.all({
   maxPerUser: positiveWhole("SSE_MAX_PER_USER", defaultLiveStreams.maxPerUser),

@@ -5,6 +5,8 @@ export class MigrationSettings extends Context.Tag("ai-job-engine/MigrationSetti
   MigrationSettings,
   { readonly migrateOnStart: boolean }
 >() {
-  static readonly config = Config.all({ migrateOnStart: Config.boolean("MIGRATE_ON_START").pipe(Config.withDefault(true)) })
+  static readonly config = Config.all({
+    migrateOnStart: Config.boolean("MIGRATE_ON_START").pipe(Config.withDefault(true))
+  })
   static readonly layer = Layer.effect(MigrationSettings, MigrationSettings.config)
 }

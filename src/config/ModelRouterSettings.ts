@@ -18,7 +18,9 @@ export class ModelRouterSettings extends Context.Tag("ai-job-engine/ModelRouterS
       Config.validate({ message: "AI_TEMPERATURE must be between 0 and 2", validation: (t) => t >= 0 && t <= 2 })
     ),
     maxTokens: Config.option(
-      Config.integer("AI_MAX_TOKENS").pipe(Config.validate({ message: "AI_MAX_TOKENS must be positive", validation: (n) => n > 0 }))
+      Config.integer("AI_MAX_TOKENS").pipe(
+        Config.validate({ message: "AI_MAX_TOKENS must be positive", validation: (n) => n > 0 })
+      )
     ),
     routes: Config.option(Config.string("AI_MODEL_ROUTES"))
   })

@@ -32,7 +32,9 @@ export class PriceTableSettings extends Context.Tag("ai-job-engine/PriceTableSet
   static readonly defaults = defaultPriceTable
   static readonly config = Schema.Config("AI_PRICE_TABLE", PriceTableJson).pipe(
     Config.option,
-    Config.map(Option.match({ onNone: () => defaultPriceTable, onSome: (table) => ({ ...defaultPriceTable, ...table }) }))
+    Config.map(
+      Option.match({ onNone: () => defaultPriceTable, onSome: (table) => ({ ...defaultPriceTable, ...table }) })
+    )
   )
   static readonly layer = Layer.effect(PriceTableSettings, PriceTableSettings.config)
 }

@@ -56,13 +56,17 @@ export class ProviderLimitsConfig extends Context.Tag("ai-job-engine/ProviderLim
       // JSON keeps the last of a key written twice: the first limit would vanish without a word.
       const duplicates = duplicateTopLevelKeys(raw)
       if (duplicates.length > 0) {
-        return Either.left(ConfigError.InvalidData(["AI_RATE_LIMITS"], `AI_RATE_LIMITS names ${duplicates.join(", ")} more than once`))
+        return Either.left(
+          ConfigError.InvalidData(["AI_RATE_LIMITS"], `AI_RATE_LIMITS names ${duplicates.join(", ")} more than once`)
+        )
       }
       return Either.mapBoth(decodeLimits(raw), {
         onLeft: (error) =>
           ConfigError.InvalidData(
             ["AI_RATE_LIMITS"],
-            `AI_RATE_LIMITS must be JSON {"provider/model":{"rpm":n,"tpm":n,"concurrency":n}} with positive whole numbers: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+            `AI_RATE_LIMITS must be JSON {"provider/model":{"rpm":n,"tpm":n,"concurrency":n}} with positive whole numbers: ${
+              ParseResult.TreeFormatter.formatErrorSync(error)
+            }`
           ),
         onRight: fromRecord
       })
@@ -70,5 +74,6 @@ export class ProviderLimitsConfig extends Context.Tag("ai-job-engine/ProviderLim
   )
   static readonly layer = Layer.effect(ProviderLimitsConfig, ProviderLimitsConfig.config)
   /** Limits set in code, for tests, the simulation and the bench. */
-  static readonly make = (limits: Readonly<Record<string, ProviderLimit>>) => Layer.succeed(ProviderLimitsConfig, fromRecord(limits))
+  static readonly make = (limits: Readonly<Record<string, ProviderLimit>>) =>
+    Layer.succeed(ProviderLimitsConfig, fromRecord(limits))
 }

@@ -25,12 +25,16 @@ const HttpUrl = Schema.String.pipe(
   })
 )
 
-const EnvName = Schema.String.pipe(Schema.pattern(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, { message: () => "must be an environment variable name" }))
+const EnvName = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, { message: () => "must be an environment variable name" })
+)
 
 const HeaderName = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/),
   Schema.filter((name) =>
-    ["authorization", "content-type", "content-length", "host"].includes(name.toLowerCase()) ? "is set by the engine" : undefined
+    ["authorization", "content-type", "content-length", "host"].includes(name.toLowerCase())
+      ? "is set by the engine"
+      : undefined
   )
 )
 
@@ -40,7 +44,9 @@ const ProviderEntry = Schema.Struct({
   apiKeyEnv: EnvName,
   requestTimeoutMs: Schema.optional(Schema.Int.pipe(Schema.between(1, 600_000))),
   /** Extra request headers (OpenRouter's `HTTP-Referer`, an organisation header, ...). */
-  headers: Schema.optional(Schema.Record({ key: HeaderName, value: Schema.String.pipe(Schema.pattern(/^[\t\x20-\x7e]*$/)) })),
+  headers: Schema.optional(
+    Schema.Record({ key: HeaderName, value: Schema.String.pipe(Schema.pattern(/^[\t\x20-\x7e]*$/)) })
+  ),
   /** Whether the provider takes `response_format: json_schema` (OpenAI does; DeepSeek takes only `json_object`). */
   structuredOutputs: Schema.optional(Schema.Boolean)
 })
@@ -90,7 +96,10 @@ const invalid = (variable: string, message: string) => Effect.fail(ConfigError.I
 const positiveWholeMillis = (name: string, fallback: number, max: number) =>
   Config.integer(name).pipe(
     Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a whole number of milliseconds from 1 to ${max}`, validation: (n) => n >= 1 && n <= max })
+    Config.validate({
+      message: `${name} must be a whole number of milliseconds from 1 to ${max}`,
+      validation: (n) => n >= 1 && n <= max
+    })
   )
 
 const legacyConfig = Config.all({
@@ -116,28 +125,39 @@ const isHttpUrl = Schema.is(HttpUrl)
 /** Where a setting broke its shape, by path only: a header value may be a secret. */
 const wrongPaths = (error: ParseResult.ParseError) =>
   ParseResult.ArrayFormatter.formatErrorSync(error)
-    .map((issue) => (issue.path.length === 0 ? "<root>" : issue.path.join(".")) + (issue._tag === "Unexpected" ? " (unknown field)" : ""))
+    .map((issue) =>
+      (issue.path.length === 0 ? "<root>" : issue.path.join(".")) +
+      (issue._tag === "Unexpected" ? " (unknown field)" : "")
+    )
     .join(", ")
 
 /** `AI_PROVIDERS` decoded, each key read from its variable: start-up fails naming what is wrong. */
 const listedProviders = (raw: string, requestTimeoutMs: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const duplicates = duplicateTopLevelKeys(raw)
     if (duplicates.length > 0) {
-      return yield* invalid("AI_PROVIDERS", `AI_PROVIDERS names ${duplicates.map((d) => JSON.stringify(d)).join(", ")} more than once`)
+      return yield* invalid(
+        "AI_PROVIDERS",
+        `AI_PROVIDERS names ${duplicates.map((d) => JSON.stringify(d)).join(", ")} more than once`
+      )
     }
     const decoded = yield* Either.match(decodeProviders(raw), {
       onLeft: (error) =>
         invalid(
           "AI_PROVIDERS",
-          `AI_PROVIDERS must be JSON {"<name>":{"baseUrl":"https://…","apiKeyEnv":"<VARIABLE>"}}; wrong at ${wrongPaths(error)}`
+          `AI_PROVIDERS must be JSON {"<name>":{"baseUrl":"https://…","apiKeyEnv":"<VARIABLE>"}}; wrong at ${
+            wrongPaths(error)
+          }`
         ),
       onRight: Effect.succeed
     })
     const providers = new Map<string, ProviderEndpoint>()
     for (const [name, entry] of Object.entries(decoded)) {
       const apiKey = yield* Config.redacted(entry.apiKeyEnv).pipe(
-        Config.validate({ message: `${entry.apiKeyEnv} must not be empty`, validation: (key) => Redacted.value(key).trim().length > 0 }),
+        Config.validate({
+          message: `${entry.apiKeyEnv} must not be empty`,
+          validation: (key) => Redacted.value(key).trim().length > 0
+        }),
         Effect.mapError(() =>
           ConfigError.MissingData(
             [entry.apiKeyEnv],
@@ -159,45 +179,56 @@ const listedProviders = (raw: string, requestTimeoutMs: number) =>
     return providers
   })
 
-export class ProviderSettings extends Context.Tag("ai-job-engine/ProviderSettings")<ProviderSettings, ProviderSettingsShape>() {
+export class ProviderSettings
+  extends Context.Tag("ai-job-engine/ProviderSettings")<ProviderSettings, ProviderSettingsShape>()
+{
   /**
    * Reads and checks the providers; a route naming one is checked against them by `ModelRouter`.
    * Without `AI_PROVIDERS`, the one provider is `ProviderConfig`'s (`AI_BASE_URL`, `AI_API_KEY`).
    */
-  static readonly load: Effect.Effect<ProviderSettingsShape, ConfigError.ConfigError, ProviderConfig> = Effect.gen(function* () {
-    const single = yield* ProviderConfig
-    const legacy = yield* legacyConfig
-    const limits = yield* limitsConfig
-    const listed = yield* Config.option(Config.string("AI_PROVIDERS"))
-    if (Option.isNone(listed)) {
-      const baseUrl = single.baseUrl
-      if (!isHttpUrl(baseUrl)) return yield* invalid("AI_BASE_URL", "AI_BASE_URL must be an http(s) URL without credentials")
-      if (!Schema.is(ProviderName)(legacy.provider)) {
-        return yield* invalid("AI_PROVIDER", "AI_PROVIDER must be 1 to 64 letters, digits, '.', '_' or '-'")
+  static readonly load: Effect.Effect<ProviderSettingsShape, ConfigError.ConfigError, ProviderConfig> = Effect.gen(
+    function*() {
+      const single = yield* ProviderConfig
+      const legacy = yield* legacyConfig
+      const limits = yield* limitsConfig
+      const listed = yield* Config.option(Config.string("AI_PROVIDERS"))
+      if (Option.isNone(listed)) {
+        const baseUrl = single.baseUrl
+        if (!isHttpUrl(baseUrl)) {
+          return yield* invalid("AI_BASE_URL", "AI_BASE_URL must be an http(s) URL without credentials")
+        }
+        if (!Schema.is(ProviderName)(legacy.provider)) {
+          return yield* invalid("AI_PROVIDER", "AI_PROVIDER must be 1 to 64 letters, digits, '.', '_' or '-'")
+        }
+        const only: ProviderEndpoint = {
+          name: legacy.provider,
+          baseUrl,
+          apiKey: single.apiKey,
+          apiKeyVariable: "AI_API_KEY",
+          requestTimeoutMs: legacy.requestTimeoutMs,
+          headers: {},
+          structuredOutputs: false
+        }
+        return { providers: new Map([[only.name, only]]), defaultProvider: only.name, ...limits }
       }
-      const only: ProviderEndpoint = {
-        name: legacy.provider,
-        baseUrl,
-        apiKey: single.apiKey,
-        apiKeyVariable: "AI_API_KEY",
-        requestTimeoutMs: legacy.requestTimeoutMs,
-        headers: {},
-        structuredOutputs: false
+      if (legacy.baseUrlSet) {
+        return yield* invalid(
+          "AI_BASE_URL",
+          "AI_BASE_URL and AI_PROVIDERS are both set: give each provider's baseUrl in AI_PROVIDERS"
+        )
       }
-      return { providers: new Map([[only.name, only]]), defaultProvider: only.name, ...limits }
+      const providers = yield* listedProviders(listed.value, legacy.requestTimeoutMs)
+      if (!providers.has(legacy.provider)) {
+        return yield* invalid(
+          "AI_PROVIDER",
+          `AI_PROVIDER is "${legacy.provider}", which AI_PROVIDERS does not list (it lists ${
+            [...providers.keys()].join(", ")
+          })`
+        )
+      }
+      return { providers, defaultProvider: legacy.provider, ...limits }
     }
-    if (legacy.baseUrlSet) {
-      return yield* invalid("AI_BASE_URL", "AI_BASE_URL and AI_PROVIDERS are both set: give each provider's baseUrl in AI_PROVIDERS")
-    }
-    const providers = yield* listedProviders(listed.value, legacy.requestTimeoutMs)
-    if (!providers.has(legacy.provider)) {
-      return yield* invalid(
-        "AI_PROVIDER",
-        `AI_PROVIDER is "${legacy.provider}", which AI_PROVIDERS does not list (it lists ${[...providers.keys()].join(", ")})`
-      )
-    }
-    return { providers, defaultProvider: legacy.provider, ...limits }
-  })
+  )
 
   /** Needs `ProviderConfig` (the single provider of a configuration without `AI_PROVIDERS`). */
   static readonly layer = Layer.effect(ProviderSettings, ProviderSettings.load)
@@ -227,5 +258,6 @@ export class ProviderSettings extends Context.Tag("ai-job-engine/ProviderSetting
     })
 
   /** Whether any provider has a platform key (the embedded default runs synthetic without one). */
-  static readonly anyKey = (settings: ProviderSettingsShape) => [...settings.providers.values()].some((p) => Option.isSome(p.apiKey))
+  static readonly anyKey = (settings: ProviderSettingsShape) =>
+    [...settings.providers.values()].some((p) => Option.isSome(p.apiKey))
 }

@@ -23,5 +23,6 @@ export class QuotaLimitsConfig extends Context.Tag("ai-job-engine/QuotaLimits")<
     )
   })
   static readonly layer = Layer.effect(QuotaLimitsConfig, QuotaLimitsConfig.config)
-  static readonly make = (limits: Partial<QuotaLimits> = {}) => Layer.succeed(QuotaLimitsConfig, { ...defaults, ...limits })
+  static readonly make = (limits: Partial<QuotaLimits> = {}) =>
+    Layer.succeed(QuotaLimitsConfig, { ...defaults, ...limits })
 }

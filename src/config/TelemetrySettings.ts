@@ -53,8 +53,13 @@ const samplers: ReadonlyArray<TracesSampler> = [
 ]
 
 /** The OTLP specification: a signal-specific endpoint is used as given, the generic one gets `v1/traces` appended. */
-export const tracesUrlOf = (endpoints: { readonly traces: Option.Option<string>; readonly generic: Option.Option<string> }) =>
-  Option.orElse(endpoints.traces, () => Option.map(endpoints.generic, (base) => `${base.endsWith("/") ? base : `${base}/`}v1/traces`))
+export const tracesUrlOf = (
+  endpoints: { readonly traces: Option.Option<string>; readonly generic: Option.Option<string> }
+) =>
+  Option.orElse(
+    endpoints.traces,
+    () => Option.map(endpoints.generic, (base) => `${base.endsWith("/") ? base : `${base}/`}v1/traces`)
+  )
 
 const httpUrl = (name: string) =>
   Config.string(name).pipe(
@@ -90,7 +95,10 @@ const sampler = Config.string("OTEL_TRACES_SAMPLER").pipe(
 )
 
 const samplerRatio = Config.number("OTEL_TRACES_SAMPLER_ARG").pipe(
-  Config.validate({ message: "OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1", validation: (n) => n >= 0 && n <= 1 }),
+  Config.validate({
+    message: "OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1",
+    validation: (n) => n >= 0 && n <= 1
+  }),
   Config.withDefault(1)
 )
 
@@ -115,7 +123,10 @@ export const telemetryConfig = (defaultServiceName: string) =>
     metricsPort: Config.option(port("METRICS_PORT")),
     metricsToken: Config.option(
       Config.redacted("METRICS_TOKEN").pipe(
-        Config.validate({ message: "METRICS_TOKEN must be at least 32 characters", validation: (t) => Redacted.value(t).length >= 32 })
+        Config.validate({
+          message: "METRICS_TOKEN must be at least 32 characters",
+          validation: (t) => Redacted.value(t).length >= 32
+        })
       )
     )
   }).pipe(
@@ -155,6 +166,8 @@ const telemetryOff: TelemetrySettingsShape = {
 export class TelemetrySettings extends Context.Reference<TelemetrySettings>()("ai-job-engine/TelemetrySettings", {
   defaultValue: (): TelemetrySettingsShape => telemetryOff
 }) {
-  static readonly layer = (defaultServiceName: string) => Layer.effect(TelemetrySettings, telemetryConfig(defaultServiceName))
-  static readonly make = (settings: Partial<TelemetrySettingsShape>) => Layer.succeed(TelemetrySettings, { ...telemetryOff, ...settings })
+  static readonly layer = (defaultServiceName: string) =>
+    Layer.effect(TelemetrySettings, telemetryConfig(defaultServiceName))
+  static readonly make = (settings: Partial<TelemetrySettingsShape>) =>
+    Layer.succeed(TelemetrySettings, { ...telemetryOff, ...settings })
 }

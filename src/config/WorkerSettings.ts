@@ -1,5 +1,5 @@
-import { hostname } from "node:os"
 import { Config, Context, Effect, Layer, Option } from "effect"
+import { hostname } from "node:os"
 import { newId } from "../domain/Ids.js"
 import { allQueueNames, type QueueName } from "../domain/QueueName.js"
 
@@ -13,13 +13,11 @@ export const workerQueuesConfig = Config.string("WORKER_QUEUES").pipe(
       return names.length > 0 && names.every((name) => allQueueNames.some((known) => known === name))
     }
   }),
-  Config.map((value) =>
-    allQueueNames.filter((known) => value.split(",").map((name) => name.trim()).includes(known))
-  )
+  Config.map((value) => allQueueNames.filter((known) => value.split(",").map((name) => name.trim()).includes(known)))
 )
 
 /** `WORKER_ID`, or `worker-{host}-{pid}-{random}`: the lock owner this process writes. */
-export const workerIdFromConfig = Effect.gen(function* () {
+export const workerIdFromConfig = Effect.gen(function*() {
   const configured = yield* Config.option(Config.nonEmptyString("WORKER_ID"))
   if (Option.isSome(configured)) return configured.value
   return `worker-${hostname()}-${process.pid}-${(yield* newId).slice(-12)}`

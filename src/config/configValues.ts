@@ -4,7 +4,10 @@ import { Config, Duration } from "effect"
 export const positiveWhole = (name: string, fallback: number, unit?: string) =>
   Config.integer(name).pipe(
     Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive whole number${unit === undefined ? "" : ` of ${unit}`}`, validation: (n) => n > 0 })
+    Config.validate({
+      message: `${name} must be a positive whole number${unit === undefined ? "" : ` of ${unit}`}`,
+      validation: (n) => n > 0
+    })
   )
 
 /** A positive whole number of milliseconds read from `name`. */

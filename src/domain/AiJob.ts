@@ -128,7 +128,6 @@ export interface JobFailure {
   readonly internalErrorMessage: string
 }
 
-
 /** Filters shared by the user's and the operator's job lists. */
 export interface JobListFilter {
   readonly userId?: string | undefined

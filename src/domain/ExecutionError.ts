@@ -73,7 +73,14 @@ export type ExecutionError = typeof ExecutionError.Type
 
 export type ErrorCode = ExecutionError["code"]
 
-export type ErrorCategory = "PROVIDER" | "VALIDATION" | "CONTENT_SAFETY" | "TIMEOUT" | "CREDENTIAL" | "CANCELLED" | "INTERNAL"
+export type ErrorCategory =
+  | "PROVIDER"
+  | "VALIDATION"
+  | "CONTENT_SAFETY"
+  | "TIMEOUT"
+  | "CREDENTIAL"
+  | "CANCELLED"
+  | "INTERNAL"
 
 export const categoryOf = (error: ExecutionError): ErrorCategory => {
   switch (error._tag) {

@@ -7,7 +7,7 @@ const hex = (value: number, width: number): string => value.toString(16).padStar
  * the primary-key index append-only and give newest-first lists a stable tiebreak. Time and
  * randomness come from Effect's Clock and Random, so a seeded simulation makes the same ids.
  */
-export const newId: Effect.Effect<string> = Effect.gen(function* () {
+export const newId: Effect.Effect<string> = Effect.gen(function*() {
   const millis = yield* Clock.currentTimeMillis
   const word = Random.nextIntBetween(0, 0x10000)
   const a = yield* word

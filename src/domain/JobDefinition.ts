@@ -17,7 +17,11 @@ export const JobPriority = Schema.Int.pipe(Schema.between(priorityBounds.min, pr
 
 /** How long one provider call of a job may take. */
 export const JobTimeoutMs = Schema.Number.pipe(
-  Schema.between(timeoutBoundsMs.min, timeoutBoundsMs.max, rule(`must be from ${timeoutBoundsMs.min} to ${timeoutBoundsMs.max} ms`))
+  Schema.between(
+    timeoutBoundsMs.min,
+    timeoutBoundsMs.max,
+    rule(`must be from ${timeoutBoundsMs.min} to ${timeoutBoundsMs.max} ms`)
+  )
 )
 
 /**

@@ -1,8 +1,8 @@
 import { Schema } from "effect"
 import type { AiJob } from "./AiJob.js"
 import { derivedId } from "./DerivedId.js"
-import { aiJobAggregateType, type NewOutboxEvent } from "./OutboxEvent.js"
 import type { LifecycleStatus } from "./LifecycleStatus.js"
+import { aiJobAggregateType, type NewOutboxEvent } from "./OutboxEvent.js"
 
 /**
  * The events that announce a job's end (docs/architecture.md §6.8), one per terminal state. They
@@ -59,7 +59,10 @@ const isFinished = (status: LifecycleStatus): status is "succeeded" | "failed" |
  * The outbox row announcing `job`'s end, built from the row its terminal write left (a job that
  * is not terminal has none). `artifacts` in ordinal order, empty unless it succeeded.
  */
-export const finishedEventFor = (job: AiJob, artifacts: ReadonlyArray<FinishedArtifact>): NewOutboxEvent | undefined => {
+export const finishedEventFor = (
+  job: AiJob,
+  artifacts: ReadonlyArray<FinishedArtifact>
+): NewOutboxEvent | undefined => {
   const status = job.lifecycleStatus
   if (!isFinished(status)) return undefined
   const finishedAt = (job.finishedAt ?? job.updatedAt).toISOString()
@@ -72,7 +75,9 @@ export const finishedEventFor = (job: AiJob, artifacts: ReadonlyArray<FinishedAr
       lifecycleStatus: status,
       ...(job.errorCode === null || status === "succeeded" ? {} : { errorCode: job.errorCode }),
       finishedAt,
-      artifacts: status === "succeeded" ? artifacts.map(({ artifactId, artifactType }) => ({ artifactType, artifactId })) : []
+      artifacts: status === "succeeded"
+        ? artifacts.map(({ artifactId, artifactType }) => ({ artifactType, artifactId }))
+        : []
     }
   }
   return {

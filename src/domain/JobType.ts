@@ -1,6 +1,6 @@
 import { Effect, JSONSchema, ParseResult, Schema } from "effect"
-import { InvalidJobInput } from "./JobCreationErrors.js"
 import { ValidationError } from "./ExecutionError.js"
+import { InvalidJobInput } from "./JobCreationErrors.js"
 import { describeIssue } from "./ValueFreeMessages.js"
 
 /**
@@ -39,7 +39,11 @@ export const formatProblems = (error: ParseResult.ParseError): ReadonlyArray<str
  * stored rows hold job input and provider output, which must not reach a log or an error column.
  */
 export const failedPaths = (error: ParseResult.ParseError): string =>
-  [...new Set(ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => issue.path.map(String).join(".") || "(root)"))]
+  [
+    ...new Set(
+      ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => issue.path.map(String).join(".") || "(root)")
+    )
+  ]
     .join(", ")
 
 export const defineJobType = <I, IE, O, OE>(spec: {
@@ -52,10 +56,9 @@ export const defineJobType = <I, IE, O, OE>(spec: {
    */
   readonly checkOutput?: (input: I, output: O) => ReadonlyArray<string>
 }): JobTypeSpec => {
-  const jobType =
-    typeof spec.definition === "object" && spec.definition !== null && "jobType" in spec.definition
-      ? String(spec.definition.jobType)
-      : "unknown"
+  const jobType = typeof spec.definition === "object" && spec.definition !== null && "jobType" in spec.definition
+    ? String(spec.definition.jobType)
+    : "unknown"
   const decodeInput = Schema.decodeUnknown(spec.input, { errors: "all", onExcessProperty: "error" })
   const decodeOutput = Schema.decodeUnknown(spec.output, { errors: "all" })
   const outputJsonSchema = jsonSchemaOf(spec.output)
@@ -65,7 +68,8 @@ export const defineJobType = <I, IE, O, OE>(spec: {
     decodeInput: (input) =>
       decodeInput(input).pipe(
         Effect.catchAll((error) =>
-          Effect.flatMap(describeIssue(error.issue), (problem) => Effect.fail(new InvalidJobInput({ jobType, problems: [problem] })))
+          Effect.flatMap(describeIssue(error.issue), (problem) =>
+            Effect.fail(new InvalidJobInput({ jobType, problems: [problem] })))
         )
       ),
     decodeOutput: (output, input) =>
@@ -82,7 +86,11 @@ export const defineJobType = <I, IE, O, OE>(spec: {
           if (checkOutput === undefined) return Effect.void
           return decodeInput(input).pipe(
             Effect.orElseFail(() =>
-              new ValidationError({ code: "VALIDATION_OUTPUT_SCHEMA", message: `input of ${jobType} no longer decodes`, problems: [] })
+              new ValidationError({
+                code: "VALIDATION_OUTPUT_SCHEMA",
+                message: `input of ${jobType} no longer decodes`,
+                problems: []
+              })
             ),
             Effect.flatMap((typedInput) => {
               const problems = checkOutput(typedInput, decoded)

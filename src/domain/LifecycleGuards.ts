@@ -80,10 +80,11 @@ export const leaseGuard = (
  * A cancellable job (`honourCancel`) cannot succeed once a cancel was requested: the database
  * decides whether the cancel or the result came first (docs/architecture.md §10).
  */
-export const noCancelRequested = (honourCancel: boolean) => (job: AiJob): Either.Either<AiJob, CancelRequestedBeforeSuccess> =>
-  honourCancel && job.cancelRequestedAt !== null
-    ? Either.left(new CancelRequestedBeforeSuccess({ jobId: job.id }))
-    : Either.right(job)
+export const noCancelRequested =
+  (honourCancel: boolean) => (job: AiJob): Either.Either<AiJob, CancelRequestedBeforeSuccess> =>
+    honourCancel && job.cancelRequestedAt !== null
+      ? Either.left(new CancelRequestedBeforeSuccess({ jobId: job.id }))
+      : Either.right(job)
 
 /** `markSucceeded`: the lease holds and, for a cancellable job, no cancel was requested. */
 export const succeedGuard = (
@@ -118,11 +119,17 @@ export const fenceGuard = (
 }
 
 /** docs/architecture.md §3.2: `running → cancelled` only once a cancel was requested. */
-export const cancelGuard = (fence: JobFence, current: Option.Option<AiJob>, now: Date): Guard<IllegalTransition | LockLost> =>
-  Either.flatMap(fenceGuard(fence, current, now, "cancelled"), (job): Guard<IllegalTransition | LockLost> =>
-    job.cancelRequestedAt === null
-      ? Either.left(new IllegalTransition({ jobId: job.id, from: "running", to: "cancelled" }))
-      : Either.right(job)
+export const cancelGuard = (
+  fence: JobFence,
+  current: Option.Option<AiJob>,
+  now: Date
+): Guard<IllegalTransition | LockLost> =>
+  Either.flatMap(
+    fenceGuard(fence, current, now, "cancelled"),
+    (job): Guard<IllegalTransition | LockLost> =>
+      job.cancelRequestedAt === null
+        ? Either.left(new IllegalTransition({ jobId: job.id, from: "running", to: "cancelled" }))
+        : Either.right(job)
   )
 
 export const requestCancelGuard = (

@@ -23,25 +23,27 @@ export const characterCount = (text: string): number => {
 }
 
 /** At most `max` characters; described as JSON Schema's `maxLength`. */
-export const maxChars =
-  <S extends Schema.Schema.Any>(max: number) =>
-  <A extends string>(self: S & Schema.Schema<A, Schema.Schema.Encoded<S>, Schema.Schema.Context<S>>): Schema.filter<S> =>
-    self.pipe(
-      Schema.filter((value) => characterCount(value) <= max, {
-        title: `maxLength(${max})`,
-        description: `a string at most ${max} character(s) long`,
-        jsonSchema: { maxLength: max }
-      })
-    )
+export const maxChars = <S extends Schema.Schema.Any>(max: number) =>
+<A extends string>(
+  self: S & Schema.Schema<A, Schema.Schema.Encoded<S>, Schema.Schema.Context<S>>
+): Schema.filter<S> =>
+  self.pipe(
+    Schema.filter((value) => characterCount(value) <= max, {
+      title: `maxLength(${max})`,
+      description: `a string at most ${max} character(s) long`,
+      jsonSchema: { maxLength: max }
+    })
+  )
 
 /** At least `min` characters; described as JSON Schema's `minLength`. */
-export const minChars =
-  <S extends Schema.Schema.Any>(min: number) =>
-  <A extends string>(self: S & Schema.Schema<A, Schema.Schema.Encoded<S>, Schema.Schema.Context<S>>): Schema.filter<S> =>
-    self.pipe(
-      Schema.filter((value) => characterCount(value) >= min, {
-        title: `minLength(${min})`,
-        description: `a string at least ${min} character(s) long`,
-        jsonSchema: { minLength: min }
-      })
-    )
+export const minChars = <S extends Schema.Schema.Any>(min: number) =>
+<A extends string>(
+  self: S & Schema.Schema<A, Schema.Schema.Encoded<S>, Schema.Schema.Context<S>>
+): Schema.filter<S> =>
+  self.pipe(
+    Schema.filter((value) => characterCount(value) >= min, {
+      title: `minLength(${min})`,
+      description: `a string at least ${min} character(s) long`,
+      jsonSchema: { minLength: min }
+    })
+  )

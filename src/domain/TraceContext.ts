@@ -8,7 +8,9 @@ import { Effect, Option, Schema, Tracer } from "effect"
 export const TraceParent = Schema.String.pipe(
   Schema.pattern(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/),
   // W3C: an all-zero trace id or span id is invalid.
-  Schema.filter((value) => !value.startsWith("00-00000000000000000000000000000000-") && !value.includes("-0000000000000000-")),
+  Schema.filter((value) =>
+    !value.startsWith("00-00000000000000000000000000000000-") && !value.includes("-0000000000000000-")
+  ),
   Schema.brand("TraceParent")
 )
 export type TraceParent = typeof TraceParent.Type
@@ -29,7 +31,11 @@ export const currentTraceParent: Effect.Effect<Option.Option<TraceParent>> = Eff
 export const externalParent = (traceParent: TraceParent): Tracer.ExternalSpan => {
   // The pattern fixes every field's place: `00-<32 hex>-<16 hex>-<2 hex>`.
   const flags = Number.parseInt(traceParent.slice(53, 55), 16)
-  return Tracer.externalSpan({ traceId: traceParent.slice(3, 35), spanId: traceParent.slice(36, 52), sampled: (flags & 1) === 1 })
+  return Tracer.externalSpan({
+    traceId: traceParent.slice(3, 35),
+    spanId: traceParent.slice(36, 52),
+    sampled: (flags & 1) === 1
+  })
 }
 
 /** The remote parent a stored column names, if it holds a valid `traceparent`. */

@@ -36,7 +36,10 @@ const annotatedMessage = (
   const { message, override } = Predicate.isString(result) || Effect.isEffect(result)
     ? { message: result, override: false }
     : result
-  return Effect.map(Predicate.isString(message) ? Effect.succeed(message) : message, (text) => Option.some({ text, override }))
+  return Effect.map(
+    Predicate.isString(message) ? Effect.succeed(message) : message,
+    (text) => Option.some({ text, override })
+  )
 }
 
 const isNumber = (value: unknown): value is number => typeof value === "number"
@@ -48,7 +51,9 @@ const filterRule = (ast: SchemaAST.AST): Option.Option<string> =>
     const { maxItems, maxLength, maximum, minItems, minLength, minimum } = rule
     if (isNumber(minItems) && isNumber(maxItems)) return Option.some(`must have from ${minItems} to ${maxItems} items`)
     if (isNumber(maxItems)) return Option.some(`must have at most ${maxItems} items`)
-    if (isNumber(minItems)) return Option.some(minItems === 1 ? "must not be empty" : `must have at least ${minItems} items`)
+    if (isNumber(minItems)) {
+      return Option.some(minItems === 1 ? "must not be empty" : `must have at least ${minItems} items`)
+    }
     if (isNumber(minLength) && isNumber(maxLength)) return Option.some(`from ${minLength} to ${maxLength} characters`)
     if (minLength === 1) return Option.some("must not be empty")
     if (isNumber(minLength)) return Option.some(`at least ${minLength} characters`)
@@ -88,7 +93,8 @@ const expected = (ast: SchemaAST.AST): string => {
 }
 
 /** An optional field's schema is `X | undefined`; the `undefined` is not worth a word. */
-const withoutUndefined = (types: ReadonlyArray<SchemaAST.AST>) => types.filter((type) => !SchemaAST.isUndefinedKeyword(type))
+const withoutUndefined = (types: ReadonlyArray<SchemaAST.AST>) =>
+  types.filter((type) => !SchemaAST.isUndefinedKeyword(type))
 
 /**
  * An unknown field is named when its name reads as a field name; anything else a client put
@@ -108,7 +114,7 @@ const problems = (
   path: ReadonlyArray<PropertyKey>,
   atRoot: boolean
 ): Effect.Effect<ReadonlyArray<FieldProblem>> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     if (issue._tag === "Pointer") return yield* problems(issue.issue, path.concat(issue.path), false)
     if (issue._tag === "Missing") return [{ path, text: "is missing" }]
     if (issue._tag === "Unexpected") return [unknownField(path)]

@@ -1,5 +1,5 @@
-import { createRequire } from "node:module"
 import { Schema } from "effect"
+import { createRequire } from "node:module"
 
 /**
  * Unicode TR39's confusables table (source code point → prototype), as the `unhomoglyph` package
@@ -57,7 +57,8 @@ const combiningMarks = /[\p{Mn}\p{Me}]/gu
  * first NFD, as confusable matching does (`bo\u0301mb` and `bómb` match `bomb`). The marks of the
  * table's prototypes stay: they are how it tells `Б` (`b\u0304`) from `B`.
  */
-const tr39Skeleton = (text: string) => mapConfusables(text.normalize("NFD").replace(combiningMarks, "")).normalize("NFD")
+const tr39Skeleton = (text: string) =>
+  mapConfusables(text.normalize("NFD").replace(combiningMarks, "")).normalize("NFD")
 
 const visibleText = (text: string) => text.normalize("NFKC").replace(invisible, "")
 
@@ -93,7 +94,9 @@ const regexLiteral = (text: string) => text.replace(regexSyntax, "\\$&")
 /** The whole escape sequence that starts at `index` (a backslash) in a `u`-flag pattern. */
 const escapeAt = (codePoints: ReadonlyArray<string>, index: number): string => {
   const rest = codePoints.slice(index, index + 64).join("")
-  const escape = /^\\(?:[pP]\{[^}]*\}|u\{[0-9a-fA-F]*\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[a-zA-Z]|k<[^>]*>|[1-9][0-9]*|[\s\S]?)/u.exec(rest)
+  const escape =
+    /^\\(?:[pP]\{[^}]*\}|u\{[0-9a-fA-F]*\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[a-zA-Z]|k<[^>]*>|[1-9][0-9]*|[\s\S]?)/u
+      .exec(rest)
   return escape?.[0] ?? "\\"
 }
 

@@ -36,10 +36,10 @@ import {
   HealthResponse,
   JobArtifactsResponse,
   JobBatchResponse,
-  JobIdParam,
-  JobStatusPage,
   JobEventsHeaders,
   JobEventStream,
+  JobIdParam,
+  JobStatusPage,
   JobStatusResponse,
   JobWaitParams,
   LearningAnalysisBatchRequest,
@@ -56,16 +56,28 @@ import {
   UserJobListParams,
   WorkersResponse
 } from "./ApiSchemas.js"
-import { JobTimelineResponse, OutboxEventListParams, OutboxEventPage, ReplayAllDeadResponse, StatsResponse } from "./OperatorSchemas.js"
 import { AdminAuthentication, Authentication, RuntimeServiceAuthentication } from "./Auth.js"
-import { withoutDefaultDecodeError } from "./openApiCleanup.js"
 import { locationHeader, withOptionalEmptyBody, withResponseHeaders, withServerAdditions } from "./openApiAdditions.js"
+import { withoutDefaultDecodeError } from "./openApiCleanup.js"
+import {
+  JobTimelineResponse,
+  OutboxEventListParams,
+  OutboxEventPage,
+  ReplayAllDeadResponse,
+  StatsResponse
+} from "./OperatorSchemas.js"
 
 /**
  * What every creation endpoint shares: its body, the `Idempotency-Key` header, 202 with what it
  * made or 200 with what the key already made, and the errors of admission and idempotency.
  */
-const creationEndpoint = <const Name extends string, A, I, Made extends Schema.Schema.Any, Existing extends Schema.Schema.Any>(
+const creationEndpoint = <
+  const Name extends string,
+  A,
+  I,
+  Made extends Schema.Schema.Any,
+  Existing extends Schema.Schema.Any
+>(
   name: Name,
   path: `/api/ai/${string}`,
   payload: Schema.Schema<A, I>,
@@ -114,18 +126,54 @@ const batchCreation = <const Name extends string, A, I>(
 
 /** The end user's jobs (docs/architecture.md §15.1): create, read, list, cancel. */
 export class JobsGroup extends HttpApiGroup.make("jobs")
-  .add(creation("createFlashcardGeneration", "/api/ai/flashcard-generations", FlashcardGenerationRequest,
-    "Generate flashcards from a source text (job type flashcard_generation)"))
-  .add(creation("createFeynmanEvaluation", "/api/ai/feynman-evaluations", FeynmanEvaluationRequest,
-    "Evaluate a Feynman explanation of a concept (job type feynman_evaluation)"))
-  .add(creation("createLearningAnalysis", "/api/ai/learning-analyses", LearningAnalysisRequest,
-    "Analyse recent evaluation results: strengths, gaps and next steps (job type learning_analysis)"))
-  .add(batchCreation("createFlashcardGenerationBatch", "/api/ai/flashcard-generations/batch", FlashcardGenerationBatchRequest,
-    "Generate flashcards from up to 100 source texts at once, all or none (job type flashcard_generation)"))
-  .add(batchCreation("createFeynmanEvaluationBatch", "/api/ai/feynman-evaluations/batch", FeynmanEvaluationBatchRequest,
-    "Evaluate up to 100 Feynman explanations at once, all or none (job type feynman_evaluation)"))
-  .add(batchCreation("createLearningAnalysisBatch", "/api/ai/learning-analyses/batch", LearningAnalysisBatchRequest,
-    "Create up to 100 learning analyses at once, all or none (job type learning_analysis)"))
+  .add(
+    creation(
+      "createFlashcardGeneration",
+      "/api/ai/flashcard-generations",
+      FlashcardGenerationRequest,
+      "Generate flashcards from a source text (job type flashcard_generation)"
+    )
+  )
+  .add(
+    creation(
+      "createFeynmanEvaluation",
+      "/api/ai/feynman-evaluations",
+      FeynmanEvaluationRequest,
+      "Evaluate a Feynman explanation of a concept (job type feynman_evaluation)"
+    )
+  )
+  .add(
+    creation(
+      "createLearningAnalysis",
+      "/api/ai/learning-analyses",
+      LearningAnalysisRequest,
+      "Analyse recent evaluation results: strengths, gaps and next steps (job type learning_analysis)"
+    )
+  )
+  .add(
+    batchCreation(
+      "createFlashcardGenerationBatch",
+      "/api/ai/flashcard-generations/batch",
+      FlashcardGenerationBatchRequest,
+      "Generate flashcards from up to 100 source texts at once, all or none (job type flashcard_generation)"
+    )
+  )
+  .add(
+    batchCreation(
+      "createFeynmanEvaluationBatch",
+      "/api/ai/feynman-evaluations/batch",
+      FeynmanEvaluationBatchRequest,
+      "Evaluate up to 100 Feynman explanations at once, all or none (job type feynman_evaluation)"
+    )
+  )
+  .add(
+    batchCreation(
+      "createLearningAnalysisBatch",
+      "/api/ai/learning-analyses/batch",
+      LearningAnalysisBatchRequest,
+      "Create up to 100 learning analyses at once, all or none (job type learning_analysis)"
+    )
+  )
   .add(
     HttpApiEndpoint.get("listJobs", "/api/ai/jobs")
       .setUrlParams(UserJobListParams)
@@ -139,7 +187,10 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
       .addSuccess(JobStatusResponse)
       .addError(JobNotFoundError)
       .addError(TooManyStreamsError)
-      .annotate(OpenApi.Summary, "A job's status (the owner's, or any for SUPER_ADMIN); with waitFor=terminal, a long poll")
+      .annotate(
+        OpenApi.Summary,
+        "A job's status (the owner's, or any for SUPER_ADMIN); with waitFor=terminal, a long poll"
+      )
   )
   .add(
     HttpApiEndpoint.get("jobEvents", "/api/ai/jobs/:jobId/events")
@@ -213,8 +264,13 @@ export class AdminGroup extends HttpApiGroup.make("admin")
       .addError(JobNotFoundError)
       .addError(JobNotRetryableError)
       .annotate(OpenApi.Summary, "Create a new job with the input of a failed or cancelled one")
-      .annotate(OpenApi.Transform, (operation) =>
-        withResponseHeaders(201, locationHeader("The new job: `/admin-api/ai/jobs/{jobId}`."))(withOptionalEmptyBody(operation)))
+      .annotate(
+        OpenApi.Transform,
+        (operation) =>
+          withResponseHeaders(201, locationHeader("The new job: `/admin-api/ai/jobs/{jobId}`."))(
+            withOptionalEmptyBody(operation)
+          )
+      )
   )
   .add(
     HttpApiEndpoint.get("outboxCounts", "/admin-api/ai/outbox")
@@ -234,7 +290,10 @@ export class AdminGroup extends HttpApiGroup.make("admin")
     HttpApiEndpoint.get("listOutboxEvents", "/admin-api/ai/outbox/events")
       .setUrlParams(OutboxEventListParams)
       .addSuccess(OutboxEventPage)
-      .annotate(OpenApi.Summary, "Outbox events in one status (dead by default; claimed: held by a dispatcher), newest first, with attempts and last error")
+      .annotate(
+        OpenApi.Summary,
+        "Outbox events in one status (dead by default; claimed: held by a dispatcher), newest first, with attempts and last error"
+      )
   )
   .add(
     HttpApiEndpoint.post("replayAllDeadOutboxEvents", "/admin-api/ai/outbox/replay-dead")
@@ -252,7 +311,10 @@ export class AdminGroup extends HttpApiGroup.make("admin")
   .add(
     HttpApiEndpoint.get("stats", "/admin-api/ai/stats")
       .addSuccess(StatsResponse)
-      .annotate(OpenApi.Summary, "Jobs by type and status, queue depths, outbox backlog, last hour's throughput and durations, usage per day")
+      .annotate(
+        OpenApi.Summary,
+        "Jobs by type and status, queue depths, outbox backlog, last hour's throughput and durations, usage per day"
+      )
   )
   .add(
     HttpApiEndpoint.get("workers", "/admin-api/ai/workers")

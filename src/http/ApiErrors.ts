@@ -11,7 +11,10 @@ import { Schema } from "effect"
 
 export class InvalidRequest extends Schema.Class<InvalidRequest>("InvalidRequest")(
   { code: Schema.tag("INVALID_REQUEST"), message: Schema.String },
-  HttpApiSchema.annotations({ status: 400, description: "The request does not match its schema; the message names the field." })
+  HttpApiSchema.annotations({
+    status: 400,
+    description: "The request does not match its schema; the message names the field."
+  })
 ) {}
 
 export class Unauthorized extends Schema.Class<Unauthorized>("Unauthorized")(
@@ -84,20 +87,27 @@ export class RouteNotFound extends Schema.Class<RouteNotFound>("RouteNotFound")(
 
 export class MethodNotAllowed extends Schema.Class<MethodNotAllowed>("MethodNotAllowed")(
   { code: Schema.tag("METHOD_NOT_ALLOWED"), message: Schema.String },
-  HttpApiSchema.annotations({ status: 405, description: "The path exists but does not take this method; `Allow` lists the ones it takes." })
+  HttpApiSchema.annotations({
+    status: 405,
+    description: "The path exists but does not take this method; `Allow` lists the ones it takes."
+  })
 ) {}
 
 export class TooManyStreamsError extends Schema.Class<TooManyStreamsError>("TooManyStreamsError")(
   { code: Schema.tag("TOO_MANY_STREAMS"), message: Schema.String },
   HttpApiSchema.annotations({
     status: 429,
-    description: "The caller (SSE_MAX_PER_USER) or the server (SSE_MAX_PER_PROCESS) holds the most live streams and long polls allowed; see Retry-After."
+    description:
+      "The caller (SSE_MAX_PER_USER) or the server (SSE_MAX_PER_PROCESS) holds the most live streams and long polls allowed; see Retry-After."
   })
 ) {}
 
 export class PayloadTooLarge extends Schema.Class<PayloadTooLarge>("PayloadTooLarge")(
   { code: Schema.tag("PAYLOAD_TOO_LARGE"), message: Schema.String },
-  HttpApiSchema.annotations({ status: 413, description: "The request body is larger than HTTP_MAX_BODY_BYTES; it is not read further." })
+  HttpApiSchema.annotations({
+    status: 413,
+    description: "The request body is larger than HTTP_MAX_BODY_BYTES; it is not read further."
+  })
 ) {}
 
 export class UnsupportedMediaType extends Schema.Class<UnsupportedMediaType>("UnsupportedMediaType")(
@@ -114,7 +124,8 @@ export class PlatformUnavailable extends Schema.Class<PlatformUnavailable>("Plat
   { code: Schema.tag("PLATFORM_UNAVAILABLE"), message: Schema.String },
   HttpApiSchema.annotations({
     status: 503,
-    description: "The database or Redis does not answer, or the AI platform is switched off (AI_PLATFORM_ENABLED=false)."
+    description:
+      "The database or Redis does not answer, or the AI platform is switched off (AI_PLATFORM_ENABLED=false)."
   })
 ) {}
 

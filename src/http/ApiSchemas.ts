@@ -4,12 +4,12 @@ import { CredentialMode } from "../domain/CredentialMode.js"
 import { LifecycleStatus } from "../domain/LifecycleStatus.js"
 import { OutboxStatus } from "../domain/OutboxEvent.js"
 import { QueueName } from "../domain/QueueName.js"
+import { maxChars, minChars } from "../domain/TextLength.js"
+import { withValueFreeErrors } from "../domain/ValueFreeMessages.js"
 import { FeynmanEvaluationInput } from "../jobs/feynman_evaluation/definition.js"
 import { FlashcardGenerationInput } from "../jobs/flashcard_generation/definition.js"
 import { LearningAnalysisInput } from "../jobs/learning_analysis/definition.js"
 import { WorkerHeartbeat } from "../services/WorkerDirectory.js"
-import { withValueFreeErrors } from "../domain/ValueFreeMessages.js"
-import { maxChars, minChars } from "../domain/TextLength.js"
 
 /**
  * The Schemas of every HTTP boundary: path params, queries, headers, bodies and answers.
@@ -92,9 +92,11 @@ const adminJobFields = {
 }
 
 /** `JobStatusResponse` plus what only an operator may see (docs/architecture.md §15.4). */
-export class AdminJobStatusResponse extends Schema.Class<AdminJobStatusResponse>("AdminJobStatusResponse")(adminJobFields, {
-  description: "JobStatusResponse plus operator fields, including internalErrorMessage (SUPER_ADMIN only)."
-}) {}
+export class AdminJobStatusResponse
+  extends Schema.Class<AdminJobStatusResponse>("AdminJobStatusResponse")(adminJobFields, {
+    description: "JobStatusResponse plus operator fields, including internalErrorMessage (SUPER_ADMIN only)."
+  })
+{}
 
 /** The job an operator's retry created (201). */
 export class RetriedJobResponse extends Schema.Class<RetriedJobResponse>("RetriedJobResponse")(adminJobFields, {
@@ -139,7 +141,9 @@ const wholeNumberParam = (options: {
   readonly message: string
 }) =>
   Schema.NumberFromString.pipe(
-    Schema.filter((n) => Number.isInteger(n) && n >= options.minimum && (options.maximum === undefined || n <= options.maximum)),
+    Schema.filter((n) =>
+      Number.isInteger(n) && n >= options.minimum && (options.maximum === undefined || n <= options.maximum)
+    ),
     Schema.annotations({
       description: options.description,
       message: () => ({ message: options.message, override: true }),
@@ -217,7 +221,9 @@ const FilterTime = (description: string) =>
       Option.match(parseDateTime(text), {
         onNone: () => ParseResult.fail(new ParseResult.Type(ast, text)),
         onSome: (date) =>
-          ParseResult.succeed(new Date(Math.min(Math.max(date.getTime(), firstStorable.getTime()), lastStorable.getTime())))
+          ParseResult.succeed(
+            new Date(Math.min(Math.max(date.getTime(), firstStorable.getTime()), lastStorable.getTime()))
+          )
       }),
     encode: (date) => ParseResult.succeed(date.toISOString())
   }).annotations({
@@ -288,7 +294,8 @@ export const FeynmanEvaluationRequest = withValueFreeErrors(FeynmanEvaluationInp
 
 export const LearningAnalysisRequest = withValueFreeErrors(LearningAnalysisInput.annotations({
   identifier: "LearningAnalysisRequest",
-  description: "Evaluation results to analyse, as the artifacts of the caller's feynman_evaluation jobs show them (records of type learning_evaluation).",
+  description:
+    "Evaluation results to analyse, as the artifacts of the caller's feynman_evaluation jobs show them (records of type learning_evaluation).",
   ...strict
 }))
 
@@ -297,9 +304,11 @@ export const LearningAnalysisRequest = withValueFreeErrors(LearningAnalysisInput
  * create checks it; a problem is named by the item's index (`items[3]: sourceText: is missing`).
  */
 const batchOf = <A, I>(item: Schema.Schema<A, I>, identifier: string, description: string) =>
-  withValueFreeErrors(Schema.Struct({
-    items: Schema.Array(item).pipe(Schema.minItems(1), Schema.maxItems(maxBatchItems))
-  }).annotations({ identifier, description, ...strict }))
+  withValueFreeErrors(
+    Schema.Struct({
+      items: Schema.Array(item).pipe(Schema.minItems(1), Schema.maxItems(maxBatchItems))
+    }).annotations({ identifier, description, ...strict })
+  )
 
 export const FlashcardGenerationBatchRequest = batchOf(
   FlashcardGenerationRequest,
@@ -346,10 +355,12 @@ const ApiKey = Schema.Redacted(
   )
 ).annotations({ description: "The DeepSeek API key. Stored encrypted; never returned." })
 
-export const StoreCredentialRequest = withValueFreeErrors(Schema.Struct({ apiKey: ApiKey }).annotations({
-  identifier: "StoreCredentialRequest",
-  ...strict
-}))
+export const StoreCredentialRequest = withValueFreeErrors(
+  Schema.Struct({ apiKey: ApiKey }).annotations({
+    identifier: "StoreCredentialRequest",
+    ...strict
+  })
+)
 
 export const StoredCredentialResponse = Schema.Struct({
   credentialId: Schema.String,
@@ -358,13 +369,15 @@ export const StoredCredentialResponse = Schema.Struct({
   createdAt: Schema.String
 }).annotations({ identifier: "StoredCredential" })
 
-export const ResolveCredentialRequest = withValueFreeErrors(Schema.Struct({
-  jobId: Schema.String.pipe(
-    minChars(1),
-    maxChars(64),
-    Schema.annotations({ description: "The running (or queued) job the key is for; it must name this credential." })
-  )
-}).annotations({ identifier: "ResolveCredentialRequest", ...strict }))
+export const ResolveCredentialRequest = withValueFreeErrors(
+  Schema.Struct({
+    jobId: Schema.String.pipe(
+      minChars(1),
+      maxChars(64),
+      Schema.annotations({ description: "The running (or queued) job the key is for; it must name this credential." })
+    )
+  }).annotations({ identifier: "ResolveCredentialRequest", ...strict })
+)
 
 export const ResolvedCredentialResponse = Schema.Struct({
   credentialId: Schema.String,
@@ -427,12 +440,15 @@ export class NotReady extends Schema.Class<NotReady>("NotReady")(
 export const maxWaitMs = 30_000
 
 export const JobWaitParams = withValueFreeErrors(Schema.Struct({
-  waitFor: Schema.optional(Schema.Literal("terminal").annotations({
-    description: "Hold the request until the job is succeeded, failed or cancelled (or timeoutMs passes)."
-  })),
+  waitFor: Schema.optional(
+    Schema.Literal("terminal").annotations({
+      description: "Hold the request until the job is succeeded, failed or cancelled (or timeoutMs passes)."
+    })
+  ),
   timeoutMs: Schema.optional(wholeNumberParam({
     minimum: 0,
-    description: `How long to wait with waitFor=terminal, in ms; capped at ${maxWaitMs} (the default). The answer is the status at that moment.`,
+    description:
+      `How long to wait with waitFor=terminal, in ms; capped at ${maxWaitMs} (the default). The answer is the status at that moment.`,
     message: "must be a whole number of milliseconds, 0 or more"
   }))
 }))

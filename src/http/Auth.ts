@@ -1,8 +1,8 @@
-import { createHash, timingSafeEqual } from "node:crypto"
 import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest, OpenApi } from "@effect/platform"
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
-import { Forbidden, forbidden, Unauthorized, unauthorized } from "./ApiErrors.js"
+import { createHash, timingSafeEqual } from "node:crypto"
 import { ApiSettings } from "../config/ApiSettings.js"
+import { Forbidden, forbidden, Unauthorized, unauthorized } from "./ApiErrors.js"
 import type { SignedInUser } from "./AuthTokens.js"
 import { TokenVerifier } from "./TokenVerifier.js"
 
@@ -19,7 +19,10 @@ const userBearer = HttpApiSecurity.bearer.pipe(
 )
 
 const runtimeBearer = HttpApiSecurity.bearer.pipe(
-  HttpApiSecurity.annotate(OpenApi.Description, "The runtime service token (RUNTIME_SERVICE_TOKEN) of an external AI runtime.")
+  HttpApiSecurity.annotate(
+    OpenApi.Description,
+    "The runtime service token (RUNTIME_SERVICE_TOKEN) of an external AI runtime."
+  )
 )
 
 /** Any valid user token (USER or SUPER_ADMIN). */
@@ -61,10 +64,13 @@ const bearerToken = Effect.map(HttpServerRequest.HttpServerRequest, (request): O
 })
 
 const refuse = (reason: string) =>
-  Effect.logDebug("bearer token refused").pipe(Effect.annotateLogs({ reason }), Effect.zipRight(Effect.fail(unauthorized())))
+  Effect.logDebug("bearer token refused").pipe(
+    Effect.annotateLogs({ reason }),
+    Effect.zipRight(Effect.fail(unauthorized()))
+  )
 
 const authenticate = (verifier: TokenVerifier) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const token = yield* bearerToken
     if (Option.isNone(token)) return yield* refuse("no bearer token")
     return yield* verifier.verify(token.value).pipe(Effect.catchTag("InvalidToken", (error) => refuse(error.reason)))
@@ -101,7 +107,7 @@ const RuntimeServiceAuthenticationLive = Layer.effect(
   Effect.map(ApiSettings, (settings) =>
     RuntimeServiceAuthentication.of({
       runtimeServiceToken: () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const token = yield* bearerToken
           if (Option.isNone(token)) return yield* refuse("no runtime service token")
           const expected = settings.runtimeServiceToken
@@ -112,6 +118,7 @@ const RuntimeServiceAuthenticationLive = Layer.effect(
 )
 
 /** The three middlewares; user tokens are checked by the process's one `TokenVerifier` (shared with `/metrics`). */
-export const AuthLive = Layer.mergeAll(AuthenticationLive, AdminAuthenticationLive, RuntimeServiceAuthenticationLive).pipe(
-  Layer.provide(TokenVerifier.Default)
-)
+export const AuthLive = Layer.mergeAll(AuthenticationLive, AdminAuthenticationLive, RuntimeServiceAuthenticationLive)
+  .pipe(
+    Layer.provide(TokenVerifier.Default)
+  )

@@ -1,6 +1,6 @@
-import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from "node:crypto"
 import { Clock, Effect, Either, Redacted, Schema } from "effect"
 import { SignJWT } from "jose"
+import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from "node:crypto"
 import { checkTimeClaims, type CompactJws, jsonObjectOf, readCompactJws, signatureOf } from "./jwtCompact.js"
 
 /**
@@ -60,7 +60,11 @@ export const hs256KeyOf = (secret: Redacted.Redacted<string>): KeyObject => {
   return key
 }
 
-const verifyHs256Jws = (jws: CompactJws, key: KeyObject, nowMillis: number): Either.Either<Record<string, unknown>, string> => {
+const verifyHs256Jws = (
+  jws: CompactJws,
+  key: KeyObject,
+  nowMillis: number
+): Either.Either<Record<string, unknown>, string> => {
   if (jws.alg !== algorithm) return Either.left("algorithm not allowed")
   const signature = signatureOf(jws)
   if (signature === undefined) return Either.left("malformed")
@@ -94,7 +98,11 @@ export interface AcceptedHs256Token {
 }
 
 /** An HS256 token's caller with its verified claims, through the schema (`sub`, `role`, `exp`). */
-export const acceptedHs256Token = (jws: CompactJws, key: KeyObject, nowMillis: number): Either.Either<AcceptedHs256Token, string> =>
+export const acceptedHs256Token = (
+  jws: CompactJws,
+  key: KeyObject,
+  nowMillis: number
+): Either.Either<AcceptedHs256Token, string> =>
   Either.flatMap(verifyHs256Jws(jws, key, nowMillis), (verified) => {
     const claims = decodeClaims(verified)
     return Either.isLeft(claims)
@@ -106,7 +114,11 @@ export const acceptedHs256Token = (jws: CompactJws, key: KeyObject, nowMillis: n
   })
 
 /** An HS256 token's caller: its verified claims through the schema (`sub`, `role`, `exp`). */
-export const signedInUserOfHs256 = (jws: CompactJws, key: KeyObject, nowMillis: number): Either.Either<SignedInUser, string> =>
+export const signedInUserOfHs256 = (
+  jws: CompactJws,
+  key: KeyObject,
+  nowMillis: number
+): Either.Either<SignedInUser, string> =>
   Either.map(acceptedHs256Token(jws, key, nowMillis), (accepted) => accepted.user)
 
 /**
@@ -130,7 +142,7 @@ export const signToken = (
   claims: { readonly sub: string; readonly role: Role; readonly expiresInSeconds?: number | undefined },
   secret: Redacted.Redacted<string>
 ): Effect.Effect<string> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const nowSeconds = Math.floor((yield* Clock.currentTimeMillis) / 1000)
     return yield* Effect.promise(() =>
       new SignJWT({ role: claims.role })

@@ -1,5 +1,18 @@
 import { HttpClient, type HttpClientResponse } from "@effect/platform"
-import { Clock, Deferred, Duration, Effect, FiberRef, HashMap, List, Option, Ref, Schema, type Scope, Stream } from "effect"
+import {
+  Clock,
+  Deferred,
+  Duration,
+  Effect,
+  FiberRef,
+  HashMap,
+  List,
+  Option,
+  Ref,
+  Schema,
+  type Scope,
+  Stream
+} from "effect"
 import type { IdentityProviderSettings } from "../config/AuthSettings.js"
 import { emptyKeySet, JwkSetDocument, type KeySet, keySetOf } from "./jwks.js"
 
@@ -70,7 +83,7 @@ const isHttpUrl = (value: string): boolean => {
 export const makeIdentityProviderKeys = (
   settings: IdentityProviderSettings
 ): Effect.Effect<IdentityProviderKeys, never, HttpClient.HttpClient | Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     // A provider behind a CDN may answer with a redirect: a few are followed.
     const client = HttpClient.followRedirects(yield* HttpClient.HttpClient, 3)
     const scope = yield* Effect.scope
@@ -87,7 +100,7 @@ export const makeIdentityProviderKeys = (
 
     /** The body of a 2xx answer as text, refused past `maxDocumentBytes` (also while it streams in). */
     const boundedText = (response: HttpClientResponse.HttpClientResponse) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         if (response.status < 200 || response.status > 299) return yield* unavailable(`HTTP ${response.status}`)
         const declared = Number(response.headers["content-length"] ?? "0")
         if (declared > maxDocumentBytes) return yield* unavailable(`document larger than ${maxDocumentBytes} bytes`)
@@ -110,9 +123,12 @@ export const makeIdentityProviderKeys = (
         Effect.flatMap((response) =>
           boundedText(response).pipe(
             Effect.flatMap(Schema.decodeUnknown(Schema.parseJson(schema))),
-            Effect.mapError((error) => (error._tag === "ParseError" ? unavailable(`${what} does not match its schema`) : error)),
+            Effect.mapError((
+              error
+            ) => (error._tag === "ParseError" ? unavailable(`${what} does not match its schema`) : error)),
             Effect.map((document) => ({ document, lifetime: cacheLifetimeOf(response.headers["cache-control"]) }))
-          )),
+          )
+        ),
         Effect.timeoutFail({
           duration: Duration.millis(settings.jwks.timeoutMs),
           onTimeout: () => unavailable(`${what} took longer than ${settings.jwks.timeoutMs} ms`)
@@ -120,18 +136,20 @@ export const makeIdentityProviderKeys = (
       )
 
     /** The key set's URL: configured, or named by the issuer's discovery document (which must name the same issuer). */
-    const jwksUrl = Effect.gen(function* () {
+    const jwksUrl = Effect.gen(function*() {
       const known = (yield* Ref.get(state)).jwksUrl
       if (known !== undefined) return known
       const discoveryUrl = `${settings.issuer.replace(/\/+$/, "")}/.well-known/openid-configuration`
       const { document } = yield* fetchDocument("discovery", discoveryUrl, DiscoveryDocument)
       if (document.issuer !== settings.issuer) return yield* unavailable("the discovery document names another issuer")
-      if (!isHttpUrl(document.jwks_uri)) return yield* unavailable("the discovery document's jwks_uri is not an http(s) URL")
+      if (!isHttpUrl(document.jwks_uri)) {
+        return yield* unavailable("the discovery document's jwks_uri is not an http(s) URL")
+      }
       yield* Ref.update(state, (current) => ({ ...current, jwksUrl: document.jwks_uri }))
       return document.jwks_uri
     })
 
-    const fetchKeys = Effect.gen(function* () {
+    const fetchKeys = Effect.gen(function*() {
       const { document, lifetime } = yield* fetchDocument("key set", yield* jwksUrl, JwkSetDocument)
       const keys = keySetOf(document)
       const lifetimeSeconds = Math.min(
@@ -147,23 +165,39 @@ export const makeIdentityProviderKeys = (
       Effect.catchAll((error) =>
         Effect.flatMap(Ref.get(state), (current) =>
           Effect.logWarning("identity provider keys could not be fetched; the keys fetched before stay in use").pipe(
-            Effect.annotateLogs({ reason: error.reason, issuer: settings.issuer, keysKept: current.keys?.keys.length ?? 0 })
-          )))
+            Effect.annotateLogs({
+              reason: error.reason,
+              issuer: settings.issuer,
+              keysKept: current.keys?.keys.length ?? 0
+            })
+          ))
+      )
     )
 
     /** Starts a fetch unless one is under way (then joins it) or one started within the cooldown (then nothing). */
     const startFetch = (nowMillis: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const mine = yield* Deferred.make<void>()
-        const joined = yield* Ref.modify(state, (current): readonly [Deferred.Deferred<void> | undefined, CacheState] => {
-          if (current.inFlight !== undefined) return [current.inFlight, current]
-          if (current.lastAttemptMillis !== undefined && nowMillis - current.lastAttemptMillis < cooldownMillis) return [undefined, current]
-          return [mine, { ...current, inFlight: mine, lastAttemptMillis: nowMillis }]
-        })
+        const joined = yield* Ref.modify(
+          state,
+          (current): readonly [Deferred.Deferred<void> | undefined, CacheState] => {
+            if (current.inFlight !== undefined) {
+              return [current.inFlight, current]
+            }
+            if (
+              current.lastAttemptMillis !== undefined && nowMillis - current.lastAttemptMillis < cooldownMillis
+            ) {
+              return [undefined, current]
+            }
+            return [mine, { ...current, inFlight: mine, lastAttemptMillis: nowMillis }]
+          }
+        )
         if (joined === mine) {
           yield* fetchKeys.pipe(
             Effect.ensuring(
-              Ref.update(state, (current) => ({ ...current, inFlight: undefined })).pipe(Effect.zipRight(Deferred.succeed(mine, undefined)))
+              Ref.update(state, (current) => ({ ...current, inFlight: undefined })).pipe(
+                Effect.zipRight(Deferred.succeed(mine, undefined))
+              )
             ),
             // The fetch serves every request after this one: its own trace, not the request's spans and log annotations.
             Effect.withSpan("identity_provider.fetch_keys", { root: true, attributes: { issuer: settings.issuer } }),
@@ -175,20 +209,33 @@ export const makeIdentityProviderKeys = (
         return joined
       })
 
-    const fetchedKeys = Effect.map(Ref.get(state), (current) => current.keys ?? emptyKeySet)
+    const fetchedKeys = Effect.map(Ref.get(state), (current) =>
+      current.keys ?? emptyKeySet)
 
     const waitForFetch = (nowMillis: number) =>
-      Effect.flatMap(startFetch(nowMillis), (pending) => (pending === undefined ? Effect.void : Deferred.await(pending)))
+      Effect.flatMap(
+        startFetch(nowMillis),
+        (pending) => (pending === undefined ? Effect.void : Deferred.await(pending))
+      )
 
     return {
       current: (nowMillis) =>
         Effect.flatMap(Ref.get(state), (current) => {
-          if (current.keys === undefined) return Effect.zipRight(waitForFetch(nowMillis), fetchedKeys)
-          const coolingDown = current.lastAttemptMillis !== undefined && nowMillis - current.lastAttemptMillis < cooldownMillis
-          if (nowMillis < current.freshUntilMillis || current.inFlight !== undefined || coolingDown) return Effect.succeed(current.keys)
+          if (current.keys === undefined) {
+            return Effect.zipRight(waitForFetch(nowMillis), fetchedKeys)
+          }
+          const coolingDown = current.lastAttemptMillis !== undefined &&
+            nowMillis - current.lastAttemptMillis < cooldownMillis
+          if (nowMillis < current.freshUntilMillis || current.inFlight !== undefined || coolingDown) {
+            return Effect.succeed(current.keys)
+          }
           return Effect.as(startFetch(nowMillis), current.keys)
         }),
-      afterUnknownKid: (nowMillis) => Effect.zipRight(waitForFetch(nowMillis), fetchedKeys),
-      settled: Effect.flatMap(Ref.get(state), (current) => (current.inFlight === undefined ? Effect.void : Deferred.await(current.inFlight)))
+      afterUnknownKid: (nowMillis) =>
+        Effect.zipRight(waitForFetch(nowMillis), fetchedKeys),
+      settled: Effect.flatMap(
+        Ref.get(state),
+        (current) => (current.inFlight === undefined ? Effect.void : Deferred.await(current.inFlight))
+      )
     } satisfies IdentityProviderKeys
   })

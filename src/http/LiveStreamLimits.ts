@@ -40,7 +40,7 @@ interface RefusalLog {
 type RefusalLogs = Readonly<Record<TooManyLiveStreams["cap"], RefusalLog>>
 
 export class LiveStreamLimits extends Effect.Service<LiveStreamLimits>()("ai-job-engine/http/LiveStreamLimits", {
-  effect: Effect.gen(function* () {
+  effect: Effect.gen(function*() {
     const { liveStreams } = yield* ApiSettings
     const maxDurationMillis = Duration.toMillis(liveStreams.maxDuration)
     const slots = yield* Ref.make<Slots>({ total: 0, perUser: HashMap.empty() })
@@ -50,7 +50,9 @@ export class LiveStreamLimits extends Effect.Service<LiveStreamLimits>()("ai-job
     const take = (userId: string) =>
       Ref.modify(slots, (current): readonly [Option.Option<TooManyLiveStreams>, Slots] => {
         const mine = Option.getOrElse(HashMap.get(current.perUser, userId), () => 0)
-        if (mine >= liveStreams.maxPerUser) return [Option.some(new TooManyLiveStreams({ cap: "user", limit: liveStreams.maxPerUser })), current]
+        if (mine >= liveStreams.maxPerUser) {
+          return [Option.some(new TooManyLiveStreams({ cap: "user", limit: liveStreams.maxPerUser })), current]
+        }
         if (current.total >= liveStreams.maxPerProcess) {
           return [Option.some(new TooManyLiveStreams({ cap: "process", limit: liveStreams.maxPerProcess })), current]
         }
@@ -67,17 +69,25 @@ export class LiveStreamLimits extends Effect.Service<LiveStreamLimits>()("ai-job
       })
 
     const logRefusal = (refused: TooManyLiveStreams, userId: string) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        Ref.modify(refusals, (log): readonly [Option.Option<number>, RefusalLogs] => {
-          const entry = log[refused.cap]
-          return now - entry.lastLoggedAtMillis >= refusalLogIntervalMillis
-            ? [Option.some(entry.refusedSince), { ...log, [refused.cap]: { lastLoggedAtMillis: now, refusedSince: 0 } }]
-            : [Option.none(), { ...log, [refused.cap]: { ...entry, refusedSince: entry.refusedSince + 1 } }]
-        })).pipe(
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (now) =>
+          Ref.modify(refusals, (log): readonly [Option.Option<number>, RefusalLogs] => {
+            const entry = log[refused.cap]
+            return now - entry.lastLoggedAtMillis >= refusalLogIntervalMillis
+              ? [Option.some(entry.refusedSince), {
+                ...log,
+                [refused.cap]: { lastLoggedAtMillis: now, refusedSince: 0 }
+              }]
+              : [Option.none(), { ...log, [refused.cap]: { ...entry, refusedSince: entry.refusedSince + 1 } }]
+          })
+      ).pipe(
         Effect.flatMap(Option.match({
           onNone: () => Effect.void,
           onSome: (refusedBefore) =>
-            Effect.logWarning(`live stream refused: the ${refused.cap === "user" ? "per-user" : "per-process"} cap is reached`).pipe(
+            Effect.logWarning(
+              `live stream refused: the ${refused.cap === "user" ? "per-user" : "per-process"} cap is reached`
+            ).pipe(
               Effect.annotateLogs({
                 cap: refused.cap === "user" ? "SSE_MAX_PER_USER" : "SSE_MAX_PER_PROCESS",
                 limit: refused.limit,
@@ -91,10 +101,13 @@ export class LiveStreamLimits extends Effect.Service<LiveStreamLimits>()("ai-job
     /** A slot for the caller's scope (the request's: released when the answer is done), or `TooManyLiveStreams`. */
     const reserve = (userId: string): Effect.Effect<void, TooManyLiveStreams, Scope.Scope> =>
       Effect.acquireRelease(
-        Effect.flatMap(take(userId), Option.match({
-          onNone: () => Effect.void,
-          onSome: (refused) => Effect.zipRight(logRefusal(refused, userId), Effect.fail(refused))
-        })),
+        Effect.flatMap(
+          take(userId),
+          Option.match({
+            onNone: () => Effect.void,
+            onSome: (refused) => Effect.zipRight(logRefusal(refused, userId), Effect.fail(refused))
+          })
+        ),
         () => give(userId)
       )
 

@@ -89,7 +89,11 @@ export const JobTimelineResponse = Schema.Struct({
   retriedAs: Schema.Array(Schema.String)
 }).annotations({ identifier: "JobTimeline" })
 
-const TypeStatusCount = Schema.Struct({ jobType: Schema.String, lifecycleStatus: LifecycleStatus, total: Schema.Number })
+const TypeStatusCount = Schema.Struct({
+  jobType: Schema.String,
+  lifecycleStatus: LifecycleStatus,
+  total: Schema.Number
+})
 const QueueDepth = Schema.Struct({
   queueName: QueueName,
   available: Schema.Boolean,
@@ -104,7 +108,12 @@ const DurationByType = Schema.Struct({
   p50Ms: Schema.NullOr(Schema.Number),
   p95Ms: Schema.NullOr(Schema.Number)
 })
-const UsageDay = Schema.Struct({ day: Schema.String, calls: Schema.Number, totalTokens: Schema.Number, costMicros: Schema.Number })
+const UsageDay = Schema.Struct({
+  day: Schema.String,
+  calls: Schema.Number,
+  totalTokens: Schema.Number,
+  costMicros: Schema.Number
+})
 
 const ProviderHealth = Schema.Struct({
   provider: Schema.String,

@@ -1,8 +1,8 @@
 import { Context, Duration, Effect, Layer } from "effect"
-import { PlatformUnavailable, publicMessages } from "./ApiErrors.js"
-import { backingStoreUnavailable } from "./errorMapping.js"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { ReadinessProbe } from "../services/ReadinessProbe.js"
+import { PlatformUnavailable, publicMessages } from "./ApiErrors.js"
+import { backingStoreUnavailable } from "./errorMapping.js"
 
 /**
  * Whether a request may create AI work: not when `AI_PLATFORM_ENABLED=false`, and not while
@@ -18,11 +18,11 @@ export class PlatformGate extends Context.Tag("ai-job-engine/http/PlatformGate")
 
 export const PlatformGateLive = Layer.effect(
   PlatformGate,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const settings = yield* ApiSettings
     const probe = yield* ReadinessProbe
     const readiness = yield* Effect.cachedWithTTL(probe.checkWritePath, Duration.seconds(1))
-    const ensureOpen = Effect.gen(function* () {
+    const ensureOpen = Effect.gen(function*() {
       if (!settings.platformEnabled) {
         return yield* Effect.fail(new PlatformUnavailable({ message: publicMessages.platformDisabled }))
       }

@@ -1,10 +1,22 @@
-import type { KeyObject } from "node:crypto"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Effect, Either, Option } from "effect"
+import type { KeyObject } from "node:crypto"
 import { AuthSettings } from "../config/AuthSettings.js"
-import { type AcceptedHs256Token, acceptedHs256Token, hs256KeyOf, InvalidToken, type SignedInUser, signedInUserOfHs256 } from "./AuthTokens.js"
-import { type IdentityTokenPolicy, identityTokenPolicy, type IdentityTokenRefusal, verifyIdentityToken } from "./identityTokens.js"
+import {
+  type AcceptedHs256Token,
+  acceptedHs256Token,
+  hs256KeyOf,
+  InvalidToken,
+  type SignedInUser,
+  signedInUserOfHs256
+} from "./AuthTokens.js"
 import { type IdentityProviderKeys, makeIdentityProviderKeys } from "./IdentityProviderKeys.js"
+import {
+  type IdentityTokenPolicy,
+  identityTokenPolicy,
+  type IdentityTokenRefusal,
+  verifyIdentityToken
+} from "./identityTokens.js"
 import type { KeySet } from "./jwks.js"
 import { checkTimeClaims, type CompactJws, readCompactJws } from "./jwtCompact.js"
 
@@ -28,7 +40,10 @@ const refused = (reason: string): Either.Either<never, BearerRefusal> => Either.
 const verifyJws = (jws: CompactJws, context: VerificationContext): Either.Either<SignedInUser, BearerRefusal> => {
   if (jws.alg === "HS256") {
     if (context.hs256Key === undefined) return refused("HS256 tokens are not accepted: AUTH_JWT_SECRET is not set")
-    return Either.mapLeft(signedInUserOfHs256(jws, context.hs256Key, context.nowMillis), (reason) => ({ _tag: "Refused", reason }))
+    return Either.mapLeft(
+      signedInUserOfHs256(jws, context.hs256Key, context.nowMillis),
+      (reason) => ({ _tag: "Refused", reason })
+    )
   }
   if (context.identityProvider === undefined) return refused("algorithm not allowed")
   return verifyIdentityToken(jws, context.identityProvider.keys, context.identityProvider.policy, context.nowMillis)
@@ -36,20 +51,31 @@ const verifyJws = (jws: CompactJws, context: VerificationContext): Either.Either
 
 /** Verifies a token synchronously (no fetch): the decision the service makes with the keys it holds. */
 export const verifyBearer = (token: string, context: VerificationContext): Either.Either<SignedInUser, BearerRefusal> =>
-  Either.flatMap(Either.mapLeft(readCompactJws(token), (reason) => ({ _tag: "Refused", reason } as const)), (jws) => verifyJws(jws, context))
+  Either.flatMap(
+    Either.mapLeft(readCompactJws(token), (reason) => ({ _tag: "Refused", reason } as const)),
+    (jws) => verifyJws(jws, context)
+  )
 
 const invalid = (refusal: BearerRefusal) =>
-  new InvalidToken({ reason: refusal._tag === "UnknownKid" ? "no key of the identity provider has the token's kid" : refusal.reason })
+  new InvalidToken({
+    reason: refusal._tag === "UnknownKid" ? "no key of the identity provider has the token's kid" : refusal.reason
+  })
 
 /** How many accepted HS256 tokens a process remembers (a few hundred bytes each). */
 const acceptedHs256Capacity = 4096
 
 export class TokenVerifier extends Effect.Service<TokenVerifier>()("ai-job-engine/http/TokenVerifier", {
-  scoped: Effect.gen(function* () {
+  scoped: Effect.gen(function*() {
     const settings = yield* AuthSettings
     const hs256Key = Option.getOrUndefined(Option.map(settings.jwtSecret, hs256KeyOf))
-    const provider = yield* Effect.transposeMapOption(settings.identityProvider, (identityProvider) =>
-      Effect.map(makeIdentityProviderKeys(identityProvider), (keys) => ({ keys, policy: identityTokenPolicy(identityProvider) })))
+    const provider = yield* Effect.transposeMapOption(
+      settings.identityProvider,
+      (identityProvider) =>
+        Effect.map(
+          makeIdentityProviderKeys(identityProvider),
+          (keys) => ({ keys, policy: identityTokenPolicy(identityProvider) })
+        )
+    )
     const providerKeys: Option.Option<IdentityProviderKeys> = Option.map(provider, ({ keys }) => keys)
     yield* Effect.logInfo("bearer tokens accepted").pipe(
       Effect.annotateLogs({
@@ -89,11 +115,15 @@ export class TokenVerifier extends Effect.Service<TokenVerifier>()("ai-job-engin
         const check = (keys: KeySet | undefined) =>
           verifyJws(jws.right, {
             hs256Key,
-            identityProvider: Option.isSome(provider) && keys !== undefined ? { policy: provider.value.policy, keys } : undefined,
+            identityProvider: Option.isSome(provider) && keys !== undefined
+              ? { policy: provider.value.policy, keys }
+              : undefined,
             nowMillis
           })
         // Only a provider token with an allowed alg needs the key set (and may wait for its fetch).
-        if (Option.isNone(provider) || !provider.value.policy.isAllowed(jws.right.alg)) return Either.mapLeft(check(undefined), invalid)
+        if (Option.isNone(provider) || !provider.value.policy.isAllowed(jws.right.alg)) {
+          return Either.mapLeft(check(undefined), invalid)
+        }
         const { keys } = provider.value
         return Effect.flatMap(keys.current(nowMillis), (current) => {
           const first = check(current)

@@ -1,5 +1,5 @@
-import { HttpApiClient, HttpClient, type HttpClientError, HttpClientRequest } from "@effect/platform"
 import { Sse } from "@effect/experimental"
+import { HttpApiClient, HttpClient, type HttpClientError, HttpClientRequest } from "@effect/platform"
 import { Data, Effect, type ParseResult, Schema, Stream } from "effect"
 import { AiJobApi } from "./Api.js"
 import { JobStatusResponse } from "./ApiSchemas.js"
@@ -45,9 +45,11 @@ export const jobStatusStream = (options: {
   HttpClient.HttpClient
 > =>
   Stream.unwrapScoped(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const client = yield* HttpClient.HttpClient
-      const request = HttpClientRequest.get(`${options.baseUrl}/api/ai/jobs/${encodeURIComponent(options.jobId)}/events`).pipe(
+      const request = HttpClientRequest.get(
+        `${options.baseUrl}/api/ai/jobs/${encodeURIComponent(options.jobId)}/events`
+      ).pipe(
         HttpClientRequest.bearerToken(options.token),
         HttpClientRequest.setHeader("accept", "text/event-stream"),
         options.lastEventId === undefined ? (r) => r : HttpClientRequest.setHeader("last-event-id", options.lastEventId)

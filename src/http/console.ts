@@ -8,7 +8,7 @@ import { consoleHtml, consoleScript } from "./consoleAssets.js"
  * scripts from this origin only (see `pagePolicy`).
  */
 export const consoleLayer = HttpApiBuilder.Router.use((router) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     // Built once: the security headers cache the page's policy by its body.
     const page = HttpServerResponse.html(consoleHtml)
     const script = HttpServerResponse.text(consoleScript, { contentType: "text/javascript; charset=utf-8" })

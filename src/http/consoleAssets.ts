@@ -37,7 +37,8 @@ form label { margin-right: 8px; }
 `
 
 /** The page's script module (`/admin/console.js`). */
-export const consoleScript = String.raw`// The operator console: plain DOM, the admin API only (plus the job's SSE stream when there is one).
+export const consoleScript = String
+  .raw`// The operator console: plain DOM, the admin API only (plus the job's SSE stream when there is one).
 const tokenKey = "ai-job-engine.admin-token"
 const main = document.getElementById("main")
 const nav = document.getElementById("nav")

@@ -6,6 +6,7 @@ import type { JobAlreadyCancelled, JobNotCancellable } from "../domain/Lifecycle
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
 import type { UnknownJobType } from "../domain/RegistryErrors.js"
+import { AiJobApi } from "./Api.js"
 import {
   CredentialNotFoundError,
   IdempotencyKeyReusedError,
@@ -19,7 +20,6 @@ import {
   QuotaExceededError,
   TooManyJobsError
 } from "./ApiErrors.js"
-import { AiJobApi } from "./Api.js"
 import { bodyRejectionOf } from "./requestBody.js"
 import { setAnswerHeader } from "./responseHeaders.js"
 
@@ -35,7 +35,10 @@ export const storageRetryAfterSeconds = 1
 export const retryAfter = (seconds: number) => setAnswerHeader("retry-after", String(seconds))
 
 /** A backing store does not answer: 503 `PLATFORM_UNAVAILABLE` with `Retry-After`. */
-export const backingStoreUnavailable = Effect.zipRight(retryAfter(storageRetryAfterSeconds), Effect.fail(platformUnavailable()))
+export const backingStoreUnavailable = Effect.zipRight(
+  retryAfter(storageRetryAfterSeconds),
+  Effect.fail(platformUnavailable())
+)
 
 /**
  * Storage did not answer: 503 with `Retry-After`. A commit whose outcome is unknown answers the
@@ -181,4 +184,7 @@ const replaceFailure = (
   return Effect.failCause(cause)
 }
 
-export const ErrorMiddlewareLive = HttpApiBuilder.middleware(AiJobApi, (app) => Effect.catchAllCause(app, replaceFailure))
+export const ErrorMiddlewareLive = HttpApiBuilder.middleware(
+  AiJobApi,
+  (app) => Effect.catchAllCause(app, replaceFailure)
+)

@@ -16,7 +16,12 @@ interface RouteTemplate {
 }
 
 const toPattern = (template: string) =>
-  new RegExp(`^${template.split("/").map((part) => (part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))).join("/")}/?$`)
+  new RegExp(
+    `^${
+      template.split("/").map((part) => (part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+        .join("/")
+    }/?$`
+  )
 
 const templates: ReadonlyArray<RouteTemplate> = (() => {
   const found: Array<RouteTemplate> = []
@@ -26,7 +31,9 @@ const templates: ReadonlyArray<RouteTemplate> = (() => {
       found.push({ method: endpoint.method, template: endpoint.path, pattern: toPattern(endpoint.path) })
     }
   })
-  for (const template of ["/metrics", "/openapi.json", "/docs"]) found.push({ method: "GET", template, pattern: toPattern(template) })
+  for (const template of ["/metrics", "/openapi.json", "/docs"]) {
+    found.push({ method: "GET", template, pattern: toPattern(template) })
+  }
   return found
 })()
 
@@ -40,15 +47,16 @@ export const routeOf = (method: string, url: string): string => {
 const methods = new Set(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
 
 export const httpMetrics = HttpMiddleware.make((app) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const started = yield* Clock.currentTimeMillis
     const method = methods.has(request.method) ? request.method : "OTHER"
     const route = routeOf(request.method, request.url)
     yield* HttpApp.appendPreResponseHandler((_request, response: HttpServerResponse.HttpServerResponse) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        observe(httpRequestDuration, { method, route, status: String(response.status) }, (now - started) / 1000)
-      ).pipe(Effect.as(response))
+        observe(httpRequestDuration, { method, route, status: String(response.status) }, (now - started) / 1000)).pipe(
+          Effect.as(response)
+        )
     )
     return yield* app
   })

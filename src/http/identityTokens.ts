@@ -13,7 +13,10 @@ import { checkTimeClaims, type CompactJws, jsonObjectOf, signatureOf } from "./j
  */
 
 /** Why a provider token was refused; `UnknownKid` may mean the provider rotated its keys since the last fetch. */
-export type IdentityTokenRefusal = { readonly _tag: "UnknownKid" } | { readonly _tag: "Refused"; readonly reason: string }
+export type IdentityTokenRefusal = { readonly _tag: "UnknownKid" } | {
+  readonly _tag: "Refused"
+  readonly reason: string
+}
 
 const refused = (reason: string): Either.Either<never, IdentityTokenRefusal> => Either.left({ _tag: "Refused", reason })
 
@@ -102,9 +105,13 @@ export const verifyIdentityToken = (
   if (Either.isLeft(expiresAtMillis)) return refused(expiresAtMillis.left)
   if (!Object.hasOwn(claims, "iss") || claims.iss !== settings.issuer) return refused("claim iss invalid")
   const audience = policy.audienceOf(claims)
-  if (audience === undefined || !audienceMatches(audience, settings.audiences)) return refused(`claim ${settings.audienceClaim} invalid`)
+  if (audience === undefined || !audienceMatches(audience, settings.audiences)) {
+    return refused(`claim ${settings.audienceClaim} invalid`)
+  }
   const userId = policy.subjectOf(claims)
-  if (typeof userId !== "string" || !userIdPattern.test(userId)) return refused(`claim ${settings.subjectClaim} invalid`)
+  if (typeof userId !== "string" || !userIdPattern.test(userId)) {
+    return refused(`claim ${settings.subjectClaim} invalid`)
+  }
   const roles = rolesOf(policy.rolesOf(claims))
   if (roles === undefined) return refused(`claim ${settings.roleClaim} invalid`)
   const role: Role = roles.includes(settings.adminRole) ? "SUPER_ADMIN" : "USER"

@@ -1,6 +1,6 @@
 import { Chunk, Clock, Duration, Effect, Option, Queue, Schedule, Schema, type Scope, Stream } from "effect"
-import { isTerminal } from "../domain/LifecycleStatus.js"
 import type { JobEvent } from "../domain/JobEvent.js"
+import { isTerminal } from "../domain/LifecycleStatus.js"
 import { JobStatusResponse } from "./ApiSchemas.js"
 import type { StreamEnd } from "./LiveStreamLimits.js"
 
@@ -70,7 +70,7 @@ export const jobStatusFrames = <E>(options: {
   return Stream.unfoldChunkEffect(start, (previous) =>
     previous.ended
       ? Effect.succeed(Option.none())
-      : Effect.gen(function* () {
+      : Effect.gen(function*() {
         const trigger = previous.started ? yield* nextTrigger : "start"
         if (trigger === "end" && end !== undefined) {
           return Option.some([Chunk.of(endFrame(end)), { ...previous, ended: true }] as const)
@@ -100,7 +100,7 @@ export const awaitTerminal = <E>(options: {
   readonly timeout: Duration.DurationInput
 }): Effect.Effect<JobStatusResponse, E> =>
   Effect.scoped(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const changes = yield* options.subscribe
       const ended = Effect.race(
         Effect.repeat(Queue.take(changes), { until: (event) => isTerminal(event.lifecycleStatus) }),

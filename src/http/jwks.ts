@@ -1,5 +1,5 @@
-import { constants, createPublicKey, type KeyObject, verify } from "node:crypto"
 import { Either, Schema } from "effect"
+import { constants, createPublicKey, type KeyObject, verify } from "node:crypto"
 import { type AsymmetricAlgorithm, asymmetricAlgorithms } from "../config/AuthSettings.js"
 
 /**
@@ -83,12 +83,17 @@ const usableAlgorithms = (jwk: Readonly<Record<string, unknown>>): ReadonlySet<A
   return new Set(
     asymmetricAlgorithms.filter((algorithm) => {
       const spec = algorithmSpecs[algorithm]
-      return spec.kty === jwk.kty && (jwk.alg === undefined || jwk.alg === algorithm) && (spec.crv === undefined || spec.crv === jwk.crv)
+      return spec.kty === jwk.kty && (jwk.alg === undefined || jwk.alg === algorithm) &&
+        (spec.crv === undefined || spec.crv === jwk.crv)
     })
   )
 }
 
-const curveNames: Readonly<Record<string, string>> = { "P-256": "prime256v1", "P-384": "secp384r1", "P-521": "secp521r1" }
+const curveNames: Readonly<Record<string, string>> = {
+  "P-256": "prime256v1",
+  "P-384": "secp384r1",
+  "P-521": "secp521r1"
+}
 
 /**
  * The JWK as a public `KeyObject`, or undefined: a private key (`d`), a `key_ops` that asks for
@@ -107,7 +112,9 @@ const importKey = (jwk: Readonly<Record<string, unknown>>): KeyObject | undefine
       case "RSA":
         return key.asymmetricKeyType === "rsa" && (details?.modulusLength ?? 0) >= minRsaBits ? key : undefined
       case "EC":
-        return key.asymmetricKeyType === "ec" && details?.namedCurve === curveNames[material.right.crv] ? key : undefined
+        return key.asymmetricKeyType === "ec" && details?.namedCurve === curveNames[material.right.crv]
+          ? key
+          : undefined
       case "OKP":
         return key.asymmetricKeyType === "ed25519" ? key : undefined
     }
@@ -136,11 +143,14 @@ export type KeySelection =
 export const selectKey = (set: KeySet, algorithm: AsymmetricAlgorithm, kid: unknown): KeySelection => {
   if (typeof kid === "string" && !set.kids.has(kid)) return { _tag: "UnknownKid" }
   const candidates = set.keys.filter((key) =>
-    (kid === undefined || (typeof kid === "string" && key.kid === kid)) && key.usableFor.has(algorithm))
+    (kid === undefined || (typeof kid === "string" && key.kid === kid)) && key.usableFor.has(algorithm)
+  )
   if (candidates.length === 0) return { _tag: "Refused", reason: "no key of the set fits the token's alg and kid" }
   if (candidates.length > 1) return { _tag: "Refused", reason: "several keys of the set fit the token's alg and kid" }
   const key = candidates[0]?.key
-  return key === undefined ? { _tag: "Refused", reason: "the selected key is not a usable public key" } : { _tag: "Selected", key }
+  return key === undefined
+    ? { _tag: "Refused", reason: "the selected key is not a usable public key" }
+    : { _tag: "Selected", key }
 }
 
 /** Checks a JWS signature over `signingInput` with `node:crypto`. */
@@ -158,7 +168,12 @@ export const signatureValid = (
       case "RSA":
         return spec.pssSaltLength === undefined
           ? verify(spec.hash, data, key, signature)
-          : verify(spec.hash, data, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: spec.pssSaltLength }, signature)
+          : verify(
+            spec.hash,
+            data,
+            { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: spec.pssSaltLength },
+            signature
+          )
       case "EC":
         return verify(spec.hash, data, { key, dsaEncoding: "ieee-p1363" }, signature)
       case "OKP":

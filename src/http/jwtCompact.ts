@@ -57,7 +57,13 @@ export const readCompactJws = (token: string): Either.Either<CompactJws, string>
   const header = jsonObjectOf(encodedHeader)
   if (header === undefined || !critAccepted(header)) return Either.left("malformed")
   if (typeof header.alg !== "string" || header.alg.length === 0) return Either.left("malformed")
-  return Either.right({ header, alg: header.alg, signingInput: `${encodedHeader}.${encodedClaims}`, encodedClaims, encodedSignature })
+  return Either.right({
+    header,
+    alg: header.alg,
+    signingInput: `${encodedHeader}.${encodedClaims}`,
+    encodedClaims,
+    encodedSignature
+  })
 }
 
 /** The signature's bytes, or undefined when the segment is not base64url. */
@@ -93,7 +99,9 @@ export const checkTimeClaims = (
   const iat = numericClaim(claims, "iat")
   if (iat === "invalid") return Either.left("claim iat invalid")
   const nbf = numericClaim(claims, "nbf")
-  if (nbf === "invalid" || (typeof nbf === "number" && nbf > now + toleranceSeconds)) return Either.left("claim nbf invalid")
+  if (nbf === "invalid" || (typeof nbf === "number" && nbf > now + toleranceSeconds)) {
+    return Either.left("claim nbf invalid")
+  }
   const exp = numericClaim(claims, "exp")
   if (typeof exp !== "number") return Either.left("claim exp invalid")
   if (exp <= now - toleranceSeconds) return Either.left("expired")

@@ -1,7 +1,7 @@
-import { createServer } from "node:http"
 import { HttpApiBuilder, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option, Redacted } from "effect"
+import { createServer } from "node:http"
 import { TelemetrySettings } from "../config/TelemetrySettings.js"
 import { constantTimeEquals } from "./Auth.js"
 import type { InvalidToken, SignedInUser } from "./AuthTokens.js"
@@ -28,7 +28,7 @@ interface MetricsAccess {
 
 /** Who may read: the metrics token, or (on the API) a SUPER_ADMIN token; nobody needs to when neither exists. */
 const allowed = (request: HttpServerRequest.HttpServerRequest, access: MetricsAccess) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     if (Option.isNone(access.metricsToken) && Option.isNone(access.verifyUserToken)) return true
     const token = bearerOf(request)
     if (Option.isNone(token)) return false
@@ -39,7 +39,7 @@ const allowed = (request: HttpServerRequest.HttpServerRequest, access: MetricsAc
   })
 
 const metricsHandler = (refresh: Effect.Effect<void>, access: MetricsAccess) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     if (!(yield* allowed(request, access))) {
       return HttpServerResponse.text("metrics need a bearer token\n", { status: 401 }).pipe(
@@ -58,7 +58,7 @@ const guarded = <E, R>(refresh: Effect.Effect<void, E, R> | undefined) =>
 /** `GET /metrics` beside the HttpApi's routes (API and all-in-one, on `PORT`). */
 export const MetricsRoute = <E = never, R = never>(refresh?: Effect.Effect<void, E, R>) =>
   HttpApiBuilder.Router.use((router) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const context = yield* Effect.context<R>()
       const telemetry = yield* TelemetrySettings
       const verifier = yield* TokenVerifier
@@ -78,14 +78,17 @@ export const MetricsRoute = <E = never, R = never>(refresh?: Effect.Effect<void,
  */
 export const MetricsListener = <E = never, R = never>(refresh?: Effect.Effect<void, E, R>) =>
   Layer.unwrapEffect(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const telemetry = yield* TelemetrySettings
       if (Option.isNone(telemetry.metricsPort)) return Layer.empty
       const context = yield* Effect.context<R>()
       const router = HttpRouter.empty.pipe(
         HttpRouter.get(
           "/metrics",
-          metricsHandler(Effect.provide(guarded(refresh), context), { metricsToken: telemetry.metricsToken, verifyUserToken: Option.none() })
+          metricsHandler(Effect.provide(guarded(refresh), context), {
+            metricsToken: telemetry.metricsToken,
+            verifyUserToken: Option.none()
+          })
         ),
         HttpRouter.get("/healthz", HttpServerResponse.unsafeJson({ status: "ok" }))
       )

@@ -64,7 +64,12 @@ const page = (operationId: string, summary: string, contentType: string, descrip
     summary,
     parameters: [],
     security: [],
-    responses: { "200": { description, content: { [contentType]: { schema: contentType === "application/json" ? { type: "object" } : text } } } }
+    responses: {
+      "200": {
+        description,
+        content: { [contentType]: { schema: contentType === "application/json" ? { type: "object" } : text } }
+      }
+    }
   }
 })
 
@@ -74,7 +79,12 @@ const errorRef = (name: string) => ({ "application/json": { schema: { $ref: `#/c
 const servedPages = {
   "/openapi.json": page("docs.openApi", "This API description", "application/json", "The OpenAPI 3.1 document"),
   "/docs": page("docs.swaggerUi", "Swagger UI over this description", "text/html", "An HTML page"),
-  "/admin": page("console.page", "The operator console", "text/html", "An HTML page; it signs in with a SUPER_ADMIN token and uses the admin API only"),
+  "/admin": page(
+    "console.page",
+    "The operator console",
+    "text/html",
+    "An HTML page; it signs in with a SUPER_ADMIN token and uses the admin API only"
+  ),
   "/admin/console.js": page("console.script", "The console's script", "text/javascript", "A JavaScript module"),
   "/metrics": {
     get: {
@@ -94,7 +104,10 @@ const servedPages = {
 
 /** What a request no route takes is answered (`src/http/unroutedRequests.ts`). */
 const unroutedResponses = {
-  RouteNotFound: { description: "Error codes: ROUTE_NOT_FOUND. No route has this path.", content: errorRef("RouteNotFound") },
+  RouteNotFound: {
+    description: "Error codes: ROUTE_NOT_FOUND. No route has this path.",
+    content: errorRef("RouteNotFound")
+  },
   MethodNotAllowed: {
     description: "Error codes: METHOD_NOT_ALLOWED. The path takes other methods.",
     headers: { Allow: { description: "The methods this path takes.", required: true, schema: text } },
@@ -115,7 +128,9 @@ const eachOperation = (paths: Json, f: (operation: unknown) => unknown): Json =>
   Object.fromEntries(
     Object.entries(paths).map(([path, item]) => [
       path,
-      isRecord(item) ? Object.fromEntries(Object.entries(item).map(([method, operation]) => [method, f(operation)])) : item
+      isRecord(item)
+        ? Object.fromEntries(Object.entries(item).map(([method, operation]) => [method, f(operation)]))
+        : item
     ])
   )
 
@@ -128,6 +143,9 @@ export const withServerAdditions = (spec: Record<string, unknown>): Record<strin
     ...spec,
     tags: [...tags, { name: "docs" }, { name: "console" }, { name: "metrics" }],
     paths: eachOperation({ ...paths, ...servedPages }, withStatusHeaders),
-    components: { ...components, responses: { ...(isRecord(components["responses"]) ? components["responses"] : {}), ...unroutedResponses } }
+    components: {
+      ...components,
+      responses: { ...(isRecord(components["responses"]) ? components["responses"] : {}), ...unroutedResponses }
+    }
   }
 }

@@ -11,8 +11,7 @@ const decodeErrorOnlyComponents = ["HttpApiDecodeError", "Issue", "PropertyKey"]
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-const mentionsDecodeError = (value: unknown): boolean =>
-  isRecord(value) && value["$ref"] === decodeErrorRef
+const mentionsDecodeError = (value: unknown): boolean => isRecord(value) && value["$ref"] === decodeErrorRef
 
 const clean = (value: unknown): unknown => {
   if (Array.isArray(value)) return value.map(clean)

@@ -57,7 +57,10 @@ const histogramLines = (name: string, labels: Labels, state: MetricState.MetricS
 export const renderPrometheus = (snapshot: ReadonlyArray<MetricPair.MetricPair.Untyped>): string => {
   const families = new Map<string, Family>()
   for (const { metricKey, metricState } of snapshot) {
-    const labels: Labels = metricKey.tags.map((tag) => [tag.key, tag.value] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    const labels: Labels = metricKey.tags.map((tag) => [tag.key, tag.value] as const).sort((
+      [a],
+      [b]
+    ) => (a < b ? -1 : a > b ? 1 : 0))
     const type = kindOf(metricState)
     if (type === undefined) continue
     const family = families.get(metricKey.name) ?? {
@@ -84,7 +87,9 @@ export const renderPrometheus = (snapshot: ReadonlyArray<MetricPair.MetricPair.U
       [
         `# HELP ${family.name} ${escapeHelp(family.help)}`,
         `# TYPE ${family.name} ${family.type}`,
-        ...family.lines.sort((a, b) => (a.sortKey < b.sortKey ? -1 : a.sortKey > b.sortKey ? 1 : 0)).map((line) => line.text)
+        ...family.lines.sort((a, b) => (a.sortKey < b.sortKey ? -1 : a.sortKey > b.sortKey ? 1 : 0)).map((line) =>
+          line.text
+        )
       ].join("\n")
     )
     .join("\n") + "\n"

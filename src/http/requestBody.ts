@@ -1,4 +1,3 @@
-import { IncomingMessage } from "node:http"
 import {
   HttpApp,
   HttpIncomingMessage,
@@ -10,6 +9,7 @@ import {
   UrlParams
 } from "@effect/platform"
 import { Data, Effect, Inspectable, Stream } from "effect"
+import { IncomingMessage } from "node:http"
 import { InvalidRequest, PayloadTooLarge, UnsupportedMediaType } from "./ApiErrors.js"
 
 /**
@@ -150,9 +150,11 @@ const decodeText = (bytes: Uint8Array, limit: number) =>
   Effect.try({ try: () => utf8.decode(bytes), catch: () => new RequestBodyRejected({ reason: "NotUtf8", limit }) })
 
 const parseJson = (text: string, limit: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     if (text === "") return null
-    if (nestsDeeperThan(text, maxJsonDepth)) return yield* Effect.fail(new RequestBodyRejected({ reason: "TooDeep", limit }))
+    if (nestsDeeperThan(text, maxJsonDepth)) {
+      return yield* Effect.fail(new RequestBodyRejected({ reason: "TooDeep", limit }))
+    }
     const value: unknown = yield* Effect.try({
       try: () => JSON.parse(text),
       catch: () => new RequestBodyRejected({ reason: "NotJson", limit })
@@ -223,7 +225,10 @@ class BoundedBodyRequest extends Inspectable.Class implements HttpServerRequest.
   }
   get json(): Effect.Effect<unknown, HttpServerError.RequestError> {
     return Effect.mapError(
-      Effect.flatMap(Effect.flatMap(this.body, (bytes) => decodeText(bytes, this.limit)), (text) => parseJson(text, this.limit)),
+      Effect.flatMap(
+        Effect.flatMap(this.body, (bytes) => decodeText(bytes, this.limit)),
+        (text) => parseJson(text, this.limit)
+      ),
       this.failure
     )
   }
@@ -251,15 +256,21 @@ class BoundedBodyRequest extends Inspectable.Class implements HttpServerRequest.
  * Only Node requests are guarded (the only server this API runs on).
  */
 export const requestBodyGuard = (maxBodyBytes: number) => <E, R>(app: HttpApp.Default<E, R>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const source = request.source
     if (!(source instanceof IncomingMessage) || !carriesBody(source)) return yield* app
     const declared = source.headers["content-length"]
-    if (declared !== undefined && Number(declared) > maxBodyBytes) return yield* Effect.fail(payloadTooLarge(maxBodyBytes))
+    if (declared !== undefined && Number(declared) > maxBodyBytes) {
+      return yield* Effect.fail(payloadTooLarge(maxBodyBytes))
+    }
     if (!isJsonMediaType(source.headers["content-type"])) return yield* Effect.fail(unsupportedMediaType())
     const body = yield* Effect.cached(readBounded(source, maxBodyBytes))
-    return yield* Effect.provideService(app, HttpServerRequest.HttpServerRequest, new BoundedBodyRequest(request, body, maxBodyBytes))
+    return yield* Effect.provideService(
+      app,
+      HttpServerRequest.HttpServerRequest,
+      new BoundedBodyRequest(request, body, maxBodyBytes)
+    )
   })
 
 /**
@@ -318,9 +329,13 @@ export const lingerWhenBodyUnread = HttpMiddleware.make((app) =>
   Effect.zipRight(
     HttpApp.appendPreResponseHandler((request, response) => {
       const source = request.source
-      if (!(source instanceof IncomingMessage) || !carriesBody(source) || source.complete) return Effect.succeed(response)
+      if (!(source instanceof IncomingMessage) || !carriesBody(source) || source.complete) {
+        return Effect.succeed(response)
+      }
       const declared = Number(source.headers["content-length"] ?? "0")
-      if (declared > lingerLimits.bytes) return Effect.succeed(HttpServerResponse.setHeader(response, "connection", "close"))
+      if (declared > lingerLimits.bytes) {
+        return Effect.succeed(HttpServerResponse.setHeader(response, "connection", "close"))
+      }
       return Effect.as(Effect.forkDaemon(discardRest(source)), response)
     }),
     app
@@ -331,7 +346,7 @@ const isEmptyObject = (value: unknown): boolean =>
   typeof value === "object" && value !== null && !Array.isArray(value) && Object.keys(value).length === 0
 
 /** No body, or `{}`: anything else names no field the route takes (an unreadable body is mapped like any other). */
-const bodyWithoutFields = Effect.gen(function* () {
+const bodyWithoutFields = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const body = yield* Effect.orDie(request.json)
   if (body !== null && !isEmptyObject(body)) {
@@ -344,4 +359,5 @@ const bodyWithoutFields = Effect.gen(function* () {
  * empty JSON object (what many clients send with a POST) passes, anything else is 400. Run in
  * the handler, after authentication, so nobody unauthenticated gets a body read.
  */
-export const withoutRequestBody = <A, E, R>(handler: Effect.Effect<A, E, R>) => Effect.zipRight(bodyWithoutFields, handler)
+export const withoutRequestBody = <A, E, R>(handler: Effect.Effect<A, E, R>) =>
+  Effect.zipRight(bodyWithoutFields, handler)

@@ -26,7 +26,7 @@ const carriesValidToken = (request: HttpServerRequest.HttpServerRequest) =>
   Option.match(bearerOf(request.headers["authorization"]), {
     onNone: () => Effect.succeed(false),
     onSome: (token) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const settings = yield* ApiSettings
         if (Option.exists(settings.runtimeServiceToken, (expected) => constantTimeEquals(expected, token))) return true
         return Option.isSome(yield* Effect.option(Effect.flatMap(TokenVerifier, (verifier) => verifier.verify(token))))
@@ -41,11 +41,18 @@ const placement = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.map(carriesValidToken(request), (trusted) =>
         trusted
           ? { parent: client }
-          : { root: true, links: [{ _tag: "SpanLink" as const, span: client, attributes: { "link.reason": "unauthenticated caller" } }] })
+          : {
+            root: true,
+            links: [{
+              _tag: "SpanLink" as const,
+              span: client,
+              attributes: { "link.reason": "unauthenticated caller" }
+            }]
+          })
   })
 
 export const requestSpan = HttpMiddleware.make((app) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const url = Option.getOrUndefined(HttpServerRequest.toURL(request))
     if (url !== undefined && untracedPaths.has(url.pathname)) return yield* app

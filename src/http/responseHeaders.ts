@@ -1,6 +1,6 @@
-import { createHash } from "node:crypto"
 import { HttpApiBuilder, HttpApp, HttpMiddleware, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
+import { createHash } from "node:crypto"
 
 /**
  * Protective headers on every answer: no MIME sniffing, no referrer, nothing cached (answers
@@ -80,11 +80,15 @@ export const securityHeaders = HttpMiddleware.make((app) =>
 
 /** Sets a header on this request's answer, whatever status it ends with (errors included). */
 export const setAnswerHeader = (name: string, value: string) =>
-  HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeader(response, name, value)))
+  HttpApp.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeader(response, name, value))
+  )
 
 /** `Vary` with `name` added to whatever the answer varies on already. */
 const varyingOn = (name: string) => (response: HttpServerResponse.HttpServerResponse) => {
-  const current = (response.headers["vary"] ?? "").split(",").map((field) => field.trim()).filter((field) => field !== "")
+  const current = (response.headers["vary"] ?? "").split(",").map((field) => field.trim()).filter((field) =>
+    field !== ""
+  )
   return current.some((field) => field.toLowerCase() === name.toLowerCase())
     ? response
     : HttpServerResponse.setHeader(response, "vary", [...current, name].join(", "))

@@ -1,24 +1,32 @@
-import { createServer } from "node:http"
-import { HttpApiBuilder, HttpApiSwagger, HttpApp, HttpMiddleware, HttpRouter, HttpServer, HttpServerResponse } from "@effect/platform"
+import {
+  HttpApiBuilder,
+  HttpApiSwagger,
+  HttpApp,
+  HttpMiddleware,
+  HttpRouter,
+  HttpServer,
+  HttpServerResponse
+} from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
+import { createServer } from "node:http"
+import { ApiSettings } from "../config/ApiSettings.js"
+import { nodeServerOptions } from "../config/HttpTransportSettings.js"
 import { AiJobApi } from "./Api.js"
 import { AuthLive } from "./Auth.js"
 import { consoleLayer } from "./console.js"
 import { ErrorMiddlewareLive } from "./errorMapping.js"
-import { ApiSettings } from "../config/ApiSettings.js"
 import { AdminHandlersLive } from "./handlers/adminHandlers.js"
 import { CredentialsHandlersLive } from "./handlers/credentialsHandlers.js"
 import { HealthHandlersLive } from "./handlers/healthHandlers.js"
 import { InternalHandlersLive } from "./handlers/internalHandlers.js"
 import { JobsHandlersLive } from "./handlers/jobsHandlers.js"
-import { nodeServerOptions } from "../config/HttpTransportSettings.js"
-import { PlatformGateLive } from "./PlatformGate.js"
 import { httpMetrics } from "./httpMetrics.js"
 import { MetricsRoute } from "./metricsEndpoint.js"
+import { PlatformGateLive } from "./PlatformGate.js"
 import { lingerWhenBodyUnread, requestBodyGuard } from "./requestBody.js"
-import { corsLayer, securityHeaders } from "./responseHeaders.js"
 import { requestSpan } from "./requestSpan.js"
+import { corsLayer, securityHeaders } from "./responseHeaders.js"
 import { TokenVerifier } from "./TokenVerifier.js"
 import { routerConfig, UnroutedAnswersLive } from "./unroutedRequests.js"
 
@@ -31,7 +39,15 @@ import { routerConfig, UnroutedAnswersLive } from "./unroutedRequests.js"
  */
 
 export const ApiLive = HttpApiBuilder.api(AiJobApi).pipe(
-  Layer.provide(Layer.mergeAll(JobsHandlersLive, CredentialsHandlersLive, AdminHandlersLive, InternalHandlersLive, HealthHandlersLive)),
+  Layer.provide(
+    Layer.mergeAll(
+      JobsHandlersLive,
+      CredentialsHandlersLive,
+      AdminHandlersLive,
+      InternalHandlersLive,
+      HealthHandlersLive
+    )
+  ),
   Layer.provide(Layer.merge(AuthLive, PlatformGateLive))
 )
 
@@ -41,7 +57,7 @@ const bearerChallenge = HttpMiddleware.make((app) =>
     HttpApp.appendPreResponseHandler((_request, response) =>
       Effect.succeed(
         response.status === 401
-          ? HttpServerResponse.setHeader(response, "www-authenticate", 'Bearer realm="ai-job-engine"')
+          ? HttpServerResponse.setHeader(response, "www-authenticate", "Bearer realm=\"ai-job-engine\"")
           : response
       )
     ),
@@ -64,7 +80,9 @@ export const apiServer = <E = never, R = never>(
 ) =>
   Layer.unwrapEffect(
     Effect.map(ApiSettings, ({ transport }) => {
-      const logged = <E, R>(app: HttpApp.Default<E, R>) => (options.logRequests === true ? HttpMiddleware.logger(app) : app)
+      const logged = <E, R>(
+        app: HttpApp.Default<E, R>
+      ) => (options.logRequests === true ? HttpMiddleware.logger(app) : app)
       return HttpApiBuilder.serve((app) =>
         requestSpan(httpMetrics(securityHeaders(lingerWhenBodyUnread(logged(bearerChallenge(app))))))
       ).pipe(
@@ -89,8 +107,13 @@ export const apiServer = <E = never, R = never>(
 /** A Node HTTP server with the configured request and header timeouts. */
 export const nodeHttpServer = (options: { readonly port: number; readonly host?: string | undefined }) =>
   Layer.unwrapEffect(
-    Effect.map(ApiSettings, ({ transport }) =>
-      NodeHttpServer.layer(() => createServer(nodeServerOptions(transport)), { port: options.port, host: options.host })
+    Effect.map(
+      ApiSettings,
+      ({ transport }) =>
+        NodeHttpServer.layer(() => createServer(nodeServerOptions(transport)), {
+          port: options.port,
+          host: options.host
+        })
     )
   )
 

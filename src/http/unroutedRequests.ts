@@ -1,4 +1,10 @@
-import { HttpApiBuilder, type HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import {
+  HttpApiBuilder,
+  type HttpRouter,
+  HttpServerError,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
 import { Cause, Effect, Layer, Option } from "effect"
 import * as FindMyWay from "find-my-way-ts"
 import { MethodNotAllowed, publicMessages, RouteNotFound } from "./ApiErrors.js"
@@ -46,12 +52,15 @@ export const allowedMethods = (router: HttpRouter.HttpRouter<unknown, unknown>, 
 const routeNotFound = HttpServerResponse.schemaJson(RouteNotFound)
 const methodNotAllowed = HttpServerResponse.schemaJson(MethodNotAllowed)
 
-const notFound = Effect.orDie(routeNotFound(new RouteNotFound({ message: publicMessages.routeNotFound }), { status: 404 }))
+const notFound = Effect.orDie(
+  routeNotFound(new RouteNotFound({ message: publicMessages.routeNotFound }), { status: 404 })
+)
 
-const isRouteNotFound = (error: unknown): error is HttpServerError.RouteNotFound => error instanceof HttpServerError.RouteNotFound
+const isRouteNotFound = (error: unknown): error is HttpServerError.RouteNotFound =>
+  error instanceof HttpServerError.RouteNotFound
 
 const answer = (unrouted: HttpServerError.RouteNotFound) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const router = yield* HttpApiBuilder.Router.router
     const allowed = allowedMethods(router, unrouted.request.url)
     if (allowed.length === 0) return yield* notFound

@@ -1,14 +1,14 @@
 import { Effect, Layer } from "effect"
+import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
+import { ResultProjectors, UnknownProjectorKey } from "../services/ResultProjectors.js"
 import { jobCatalog } from "./catalog.js"
 import type { JobTypeModule } from "./JobTypeModule.js"
-import { ResultProjectors, UnknownProjectorKey } from "../services/ResultProjectors.js"
-import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
 
 /** The projectors of `modules`, by key; needs the `ProjectionStore` they write to. */
 export const resultProjectorsOf = (modules: ReadonlyArray<JobTypeModule>) =>
   Layer.effect(
     ResultProjectors,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const projectors = yield* Effect.forEach(modules, (module) => module.projector)
       const byKey = new Map(projectors.map((projector) => [projector.key, projector]))
       return ResultProjectors.of({
@@ -28,7 +28,10 @@ export const resultProjectorsOf = (modules: ReadonlyArray<JobTypeModule>) =>
 export const jobCatalogLayer = (modules: ReadonlyArray<JobTypeModule>) =>
   JobDefinitionRegistry.withSpecs(
     // New jobs get the module's current prompt: the last version it lists.
-    modules.map((module) => ({ ...module.spec, promptVersion: module.spec.promptVersion ?? module.prompts.at(-1)?.version }))
+    modules.map((module) => ({
+      ...module.spec,
+      promptVersion: module.spec.promptVersion ?? module.prompts.at(-1)?.version
+    }))
   ).pipe(Layer.provideMerge(resultProjectorsOf(modules)))
 
 /** The built-in job types. */

@@ -28,14 +28,14 @@ export const rowProjector = <O, OE, R extends Readonly<Record<string, unknown>>,
   /** How the API shows one stored row (decoded from its SQL column names). */
   readonly record: Schema.Schema<R, RE>
 }): Effect.Effect<ResultProjector, never, ProjectionStore> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const store = yield* ProjectionStore
     const decodeOutput = Schema.decodeUnknown(spec.output)
     const decodeRecord = Schema.decodeUnknown(spec.record)
     const jsonColumns = spec.jsonColumns ?? []
 
     const project: ResultProjector["project"] = (job, validatedOutput) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const output = yield* decodeOutput(validatedOutput).pipe(
           Effect.mapError((error) =>
             new ValidationError({
@@ -63,7 +63,10 @@ export const rowProjector = <O, OE, R extends Readonly<Record<string, unknown>>,
           Effect.forEach(rows, (row) =>
             decodeRecord(row).pipe(
               Effect.mapError((error) =>
-                new PersistenceError({ operation: `${spec.table}.records`, message: `row does not decode at ${failedPaths(error)}` })
+                new PersistenceError({
+                  operation: `${spec.table}.records`,
+                  message: `row does not decode at ${failedPaths(error)}`
+                })
               )
             ))
         )

@@ -44,7 +44,7 @@ const batchedToStdout = (format: Logger.Logger<unknown, string>) =>
  * carry its `trace_id` and `span_id`, so a log shipper can join them to the trace.
  */
 export const LoggingLive = Layer.unwrapEffect(
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { format, level } = yield* LoggingSettings
     const logger = format === "json"
       ? batchedToStdout(jsonLoggerWithTrace)

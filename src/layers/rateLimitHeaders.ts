@@ -9,7 +9,9 @@ export const pauseUntilFromHeaders = (
   nowMillis: number
 ): number | undefined => {
   const header = (name: string) => {
-    for (const [key, value] of Object.entries(headers)) if (key.toLowerCase() === name && value !== undefined) return value.trim()
+    for (const [key, value] of Object.entries(headers)) {
+      if (key.toLowerCase() === name && value !== undefined) return value.trim()
+    }
     return undefined
   }
   // Every parser answers a non-negative delay or none; only a 400-digit number (Infinity) is left to drop.
@@ -35,7 +37,15 @@ const secondsOrDate = (value: string | undefined, nowMillis: number): number | u
 const millis = (value: string | undefined): number | undefined =>
   value !== undefined && number.test(value) ? Math.round(Number(value)) : undefined
 
-const unitMillis: Readonly<Record<string, number>> = { h: 3_600_000, m: 60_000, s: 1_000, ms: 1, us: 0.001, "µs": 0.001, ns: 0.000001 }
+const unitMillis: Readonly<Record<string, number>> = {
+  h: 3_600_000,
+  m: 60_000,
+  s: 1_000,
+  ms: 1,
+  us: 0.001,
+  "µs": 0.001,
+  ns: 0.000001
+}
 
 /** `1h2m3.5s`, `20ms`, or a bare number of seconds (epoch seconds when it is clearly a date). */
 const resetDelay = (value: string | undefined, nowMillis: number): number | undefined => {
@@ -46,6 +56,8 @@ const resetDelay = (value: string | undefined, nowMillis: number): number | unde
   }
   if (!/^(\d+(\.\d+)?(h|ms|m|s|us|µs|ns))+$/.test(value)) return secondsOrDate(value, nowMillis)
   let total = 0
-  for (const part of value.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g)) total += Number(part[1]) * (unitMillis[part[2]!] ?? 0)
+  for (const part of value.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g)) {
+    total += Number(part[1]) * (unitMillis[part[2]!] ?? 0)
+  }
   return Math.round(total)
 }

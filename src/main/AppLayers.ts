@@ -8,82 +8,82 @@ import { NodeContext } from "@effect/platform-node"
 import { type ConfigError, ConfigProvider, Effect, Layer, Option, Schema } from "effect"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { AuthSettings } from "../config/AuthSettings.js"
+import { CircuitBreakerSettings } from "../config/CircuitBreakerSettings.js"
+import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
 import { DispatcherSettings } from "../config/DispatcherSettings.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../config/EngineConfig.js"
+import { domainEventsQueueConfig, EventDeliverySettings } from "../config/EventDeliverySettings.js"
+import { GatewaySelection } from "../config/GatewaySelection.js"
+import { MigrationSettings } from "../config/MigrationSettings.js"
+import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
+import { ProviderSettings } from "../config/ProviderSettings.js"
+import { QueueSettings } from "../config/QueueSettings.js"
+import { QuotaLimitsConfig } from "../config/QuotaLimitsConfig.js"
+import { WorkerSettings } from "../config/WorkerSettings.js"
 import { nodeApiServer } from "../http/server.js"
 import { BuiltinPromptTemplatesLive } from "../jobs/builtinPrompts.js"
 import { JobCatalogLive } from "../jobs/JobCatalogLive.js"
+import { makeDomainEventTarget } from "../layers/bullmq/BullMqDomainEventTarget.js"
+import { BullMqJobQueueLive } from "../layers/bullmq/BullMqJobQueue.js"
 import { OpenAiCompatibleGatewayLive } from "../layers/gateway/OpenAiCompatibleGateway.js"
 import { SyntheticGatewayLive } from "../layers/gateway/SyntheticGateway.js"
-import { runMigrations } from "../layers/mysql/migrate.js"
-import { OutboxDispatcherLive } from "../pipeline/dispatcher.js"
-import { domainEventsQueueConfig, EventDeliverySettings } from "../config/EventDeliverySettings.js"
-import { EventTargets } from "../services/EventTargets.js"
-import { makeDomainEventTarget } from "../layers/bullmq/BullMqDomainEventTarget.js"
-import { WebhookHttpClient, webhookTargetsFromConfig } from "../layers/webhook/StandardWebhookTarget.js"
-import { WorkerServiceLive } from "../pipeline/worker.js"
-import { WorkerSettings } from "../config/WorkerSettings.js"
-import { GatewaySelection } from "../config/GatewaySelection.js"
-import { MigrationSettings } from "../config/MigrationSettings.js"
-import { AiCostCalculator } from "../services/AiCostCalculator.js"
-import { AiGateway } from "../services/AiGateway.js"
-import { AiGatewayTelemetryLive } from "../services/AiGatewayTelemetry.js"
-import { AiJobService } from "../services/AiJobService.js"
-import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
-import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
-import { ContentSafety } from "../services/ContentSafety.js"
-import { CredentialVault } from "../services/CredentialVault.js"
-import { ModelRouter } from "../services/ModelRouter.js"
-import { OutboxAdmin } from "../services/OutboxAdmin.js"
-import type { JobQueue } from "../services/JobQueue.js"
-import type { OutboxRepository } from "../services/OutboxRepository.js"
-import { QuotaLimitsConfig } from "../config/QuotaLimitsConfig.js"
-import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
-import { BullMqJobQueueLive } from "../layers/bullmq/BullMqJobQueue.js"
 import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
 import { InProcessJobEvents } from "../layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../layers/memory/InProcessOutboxSignal.js"
 import { MemoryAiJobLifecycleRepository } from "../layers/memory/MemoryAiJobLifecycleRepository.js"
 import { MemoryArtifactRepository } from "../layers/memory/MemoryArtifactRepository.js"
+import { MemoryBreakerStore, MemoryCircuitBreaker } from "../layers/memory/MemoryCircuitBreaker.js"
 import { MemoryCredentialRepository } from "../layers/memory/MemoryCredentialRepository.js"
 import { type MemoryDatabase, MemoryDatabaseLive } from "../layers/memory/MemoryDatabase.js"
 import { type MemoryJobQueueControl, MemoryJobQueueLive } from "../layers/memory/MemoryJobQueue.js"
+import { MemoryJobStatistics } from "../layers/memory/MemoryJobStatistics.js"
 import { MemoryOutboxRepository } from "../layers/memory/MemoryOutboxRepository.js"
 import { MemoryProjectionStore } from "../layers/memory/MemoryProjectionStore.js"
+import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/MemoryProviderCapacity.js"
 import { MemoryQuotas } from "../layers/memory/MemoryQuotas.js"
+import { ReadinessProbeMemory } from "../layers/memory/MemoryReadinessProbe.js"
 import { MemorySnapshotRepository } from "../layers/memory/MemorySnapshotRepository.js"
 import { MemoryUnitOfWork } from "../layers/memory/MemoryUnitOfWork.js"
 import { MemoryUsageLogRepository } from "../layers/memory/MemoryUsageLogRepository.js"
 import { MemoryWorkerDirectory } from "../layers/memory/MemoryWorkerDirectory.js"
-import { MemoryJobStatistics } from "../layers/memory/MemoryJobStatistics.js"
-import { MysqlJobStatistics } from "../layers/mysql/MysqlJobStatistics.js"
-import { MysqlCredentialRepository } from "../layers/mysql/MysqlCredentialRepository.js"
+import { runMigrations } from "../layers/mysql/migrate.js"
 import { MysqlAiJobLifecycleRepository } from "../layers/mysql/MysqlAiJobLifecycleRepository.js"
 import { MysqlArtifactRepository } from "../layers/mysql/MysqlArtifactRepository.js"
+import { MysqlCredentialRepository } from "../layers/mysql/MysqlCredentialRepository.js"
 import { MysqlFromConfig } from "../layers/mysql/MysqlDatabase.js"
+import { MysqlJobStatistics } from "../layers/mysql/MysqlJobStatistics.js"
 import { MysqlOutboxRepository } from "../layers/mysql/MysqlOutboxRepository.js"
 import { MysqlProjectionStore } from "../layers/mysql/MysqlProjectionStore.js"
 import { MysqlQuotas } from "../layers/mysql/MysqlQuotas.js"
+import { mysqlCheck } from "../layers/mysql/MysqlReadinessCheck.js"
 import { MysqlSnapshotRepository } from "../layers/mysql/MysqlSnapshotRepository.js"
 import { MysqlUnitOfWork } from "../layers/mysql/MysqlUnitOfWork.js"
 import { MysqlUsageLogRepository } from "../layers/mysql/MysqlUsageLogRepository.js"
-import { QueueSettings } from "../config/QueueSettings.js"
-import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
-import { ProviderSettings } from "../config/ProviderSettings.js"
-import { CircuitBreakerSettings } from "../config/CircuitBreakerSettings.js"
-import { MemoryBreakerStore, MemoryCircuitBreaker } from "../layers/memory/MemoryCircuitBreaker.js"
-import { RedisCircuitBreaker } from "../layers/redis/RedisCircuitBreaker.js"
-import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/MemoryProviderCapacity.js"
-import { RedisProviderCapacity } from "../layers/redis/RedisProviderCapacity.js"
 import { RedisCancelSignal } from "../layers/redis/RedisCancelSignal.js"
+import { RedisCircuitBreaker } from "../layers/redis/RedisCircuitBreaker.js"
 import { RedisConnection } from "../layers/redis/RedisConnection.js"
 import { RedisJobEvents } from "../layers/redis/RedisJobEvents.js"
 import { RedisOutboxSignal } from "../layers/redis/RedisOutboxSignal.js"
-import { RedisWorkerDirectory } from "../layers/redis/RedisWorkerDirectory.js"
-import { mysqlCheck } from "../layers/mysql/MysqlReadinessCheck.js"
+import { RedisProviderCapacity } from "../layers/redis/RedisProviderCapacity.js"
 import { redisCheck } from "../layers/redis/RedisReadinessCheck.js"
+import { RedisWorkerDirectory } from "../layers/redis/RedisWorkerDirectory.js"
+import { WebhookHttpClient, webhookTargetsFromConfig } from "../layers/webhook/StandardWebhookTarget.js"
+import { OutboxDispatcherLive } from "../pipeline/dispatcher.js"
+import { WorkerServiceLive } from "../pipeline/worker.js"
+import { AiCostCalculator } from "../services/AiCostCalculator.js"
+import { AiGateway } from "../services/AiGateway.js"
+import { AiGatewayTelemetryLive } from "../services/AiGatewayTelemetry.js"
+import { AiJobService } from "../services/AiJobService.js"
+import { ContentSafety } from "../services/ContentSafety.js"
+import { CredentialVault } from "../services/CredentialVault.js"
+import { EventTargets } from "../services/EventTargets.js"
+import type { JobQueue } from "../services/JobQueue.js"
+import { ModelRouter } from "../services/ModelRouter.js"
+import { OutboxAdmin } from "../services/OutboxAdmin.js"
+import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
+import type { OutboxRepository } from "../services/OutboxRepository.js"
 import { makeReadinessProbe, ReadinessProbe } from "../services/ReadinessProbe.js"
-import { ReadinessProbeMemory } from "../layers/memory/MemoryReadinessProbe.js"
+import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
 import { WorkerHeapGrowth } from "./heapGrowth.js"
 export { ReadinessProbeMemory }
 
@@ -112,27 +112,32 @@ export type Infrastructure = Layer.Layer.Success<typeof MemoryInfrastructure> ex
   : never
 
 /** Start-up could not reach or configure the database or Redis. */
-export class InfrastructureUnavailable extends Schema.TaggedError<InfrastructureUnavailable>()("InfrastructureUnavailable", {
-  message: Schema.String
-}) {}
+export class InfrastructureUnavailable
+  extends Schema.TaggedError<InfrastructureUnavailable>()("InfrastructureUnavailable", {
+    message: Schema.String
+  })
+{}
 
 /**
  * Which infrastructure the configuration names: `live` (MySQL + Redis) when both `DATABASE_URL`
  * and `REDIS_URL` are set, `embedded` (in memory) when neither is; one without the other is a
  * configuration error, not a silent fallback.
  */
-export const storageMode: Effect.Effect<"live" | "embedded", InfrastructureUnavailable | ConfigError.ConfigError> = Effect.gen(
-  function* () {
-    const storage = yield* StorageConfig.config
-    const database = Option.isSome(storage.databaseUrl)
-    const redis = Option.isSome(storage.redisUrl)
-    if (database && redis) return "live" as const
-    if (!database && !redis) return "embedded" as const
-    return yield* new InfrastructureUnavailable({
-      message: `${database ? "REDIS_URL" : "DATABASE_URL"} is not set: set both DATABASE_URL and REDIS_URL, or neither (embedded)`
-    })
-  }
-)
+export const storageMode: Effect.Effect<"live" | "embedded", InfrastructureUnavailable | ConfigError.ConfigError> =
+  Effect.gen(
+    function*() {
+      const storage = yield* StorageConfig.config
+      const database = Option.isSome(storage.databaseUrl)
+      const redis = Option.isSome(storage.redisUrl)
+      if (database && redis) return "live" as const
+      if (!database && !redis) return "embedded" as const
+      return yield* new InfrastructureUnavailable({
+        message: `${
+          database ? "REDIS_URL" : "DATABASE_URL"
+        } is not set: set both DATABASE_URL and REDIS_URL, or neither (embedded)`
+      })
+    }
+  )
 
 /** The repositories on the in-memory database (needs `QuotaLimitsConfig`). */
 export const MemoryStorage = MemoryQuotas.pipe(
@@ -166,7 +171,9 @@ export const MemoryInfrastructure = Layer.mergeAll(
 export const MemoryCapacity = MemoryProviderCapacity().pipe(Layer.provide(MemoryCapacityStore.layer))
 
 /** The provider circuit breakers of one process on its own memory store (`AI_BREAKER_*`). */
-export const MemoryBreakers = MemoryCircuitBreaker.pipe(Layer.provide(Layer.merge(MemoryBreakerStore.layer, CircuitBreakerSettings.layer)))
+export const MemoryBreakers = MemoryCircuitBreaker.pipe(
+  Layer.provide(Layer.merge(MemoryBreakerStore.layer, CircuitBreakerSettings.layer))
+)
 
 /** Every repository on MySQL, over whatever `SqlClient` it is given. */
 export const MysqlRepositories = Layer.mergeAll(
@@ -220,10 +227,13 @@ export const DispatcherInfrastructure = Layer.mergeAll(
 
 /** The gateway `GatewaySelection` names, or the one the providers' keys imply. */
 export const AiGatewayFromConfig = Layer.unwrapEffect(
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { kind } = yield* GatewaySelection
     const providers = yield* ProviderSettings
-    const chosen = Option.getOrElse(kind, () => (ProviderSettings.anyKey(providers) ? "openai" as const : "synthetic" as const))
+    const chosen = Option.getOrElse(
+      kind,
+      () => (ProviderSettings.anyKey(providers) ? "openai" as const : "synthetic" as const)
+    )
     yield* Effect.logInfo("AI gateway selected").pipe(Effect.annotateLogs({ gateway: chosen }))
     return chosen === "openai" ? OpenAiCompatibleGatewayLive : SyntheticGatewayLive
   })
@@ -252,7 +262,15 @@ export const GatewayServicesLive = Layer.mergeAll(
  */
 export const engineServices = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) =>
   Layer.mergeAll(AiJobService.Default, OutboxAdmin.Default).pipe(
-    Layer.provideMerge(Layer.mergeAll(JobCatalogLive, SnapshotBuilder.Default, GatewayServicesLive, instrumented(gateway), DirectDispatchLive))
+    Layer.provideMerge(
+      Layer.mergeAll(
+        JobCatalogLive,
+        SnapshotBuilder.Default,
+        GatewayServicesLive,
+        instrumented(gateway),
+        DirectDispatchLive
+      )
+    )
   )
 
 /**
@@ -282,10 +300,13 @@ const instrumented = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) 
  * event to the dispatcher and wake it, as `AiJobService` does without a publisher.
  */
 export const DirectDispatchLive = Layer.unwrapEffect(
-  Effect.map(DirectDispatchSettings.config, (settings): Layer.Layer<never, never, JobQueue | OutboxRepository> =>
-    settings.enabled
-      ? OutboxDirectPublisher.Default.pipe(Layer.provide(Layer.succeed(DirectDispatchSettings, settings)))
-      : Layer.empty)
+  Effect.map(
+    DirectDispatchSettings.config,
+    (settings): Layer.Layer<never, never, JobQueue | OutboxRepository> =>
+      settings.enabled
+        ? OutboxDirectPublisher.Default.pipe(Layer.provide(Layer.succeed(DirectDispatchSettings, settings)))
+        : Layer.empty
+  )
 )
 
 /** The engine's services with the provider `AI_GATEWAY` names. */
@@ -307,7 +328,9 @@ export const EmbeddedStack = Layer.unwrapEffect(
       Layer.provideMerge(Layer.mergeAll(MemoryInfrastructure, MemoryCapacity, MemoryBreakers)),
       Layer.provideMerge(Platform)
     )
-    return ProviderSettings.anyKey(providers) ? stack : stack.pipe(Layer.provide(Layer.setConfigProvider(syntheticProvider)))
+    return ProviderSettings.anyKey(providers)
+      ? stack
+      : stack.pipe(Layer.provide(Layer.setConfigProvider(syntheticProvider)))
   })
 )
 
@@ -316,7 +339,7 @@ export const EmbeddedStack = Layer.unwrapEffect(
 /** MySQL and Redis; needs `SqlClient` (one of its connections is held) and `RedisConnection`. */
 export const ReadinessProbeLive = Layer.scoped(
   ReadinessProbe,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const database = yield* mysqlCheck
     const redis = yield* redisCheck
     return makeReadinessProbe([database, redis])
@@ -328,9 +351,11 @@ export const ReadinessProbeLive = Layer.scoped(
 /** The HTTP API on `PORT` (and `HOST`, when set); needs `ApiSettings` and a `ReadinessProbe` beside the stack. */
 export const ApiPart = <E = never, R = never>(
   options: { readonly logRequests?: boolean; readonly sampleMetrics?: Effect.Effect<void, E, R> } = {}
-) => Layer.unwrapEffect(
-  Effect.map(HttpConfig, (http) => nodeApiServer({ port: http.port, host: Option.getOrUndefined(http.host), ...options }))
-)
+) =>
+  Layer.unwrapEffect(
+    Effect.map(HttpConfig, (http) =>
+      nodeApiServer({ port: http.port, host: Option.getOrUndefined(http.host), ...options }))
+  )
 
 /** The API's settings (bearer tokens, transport limits, live streams) and readiness on MySQL + Redis. */
 export const LiveApiSupport = Layer.mergeAll(ApiSettings.layer, AuthSettings.layer, ReadinessProbeLive)
@@ -342,15 +367,19 @@ export const LiveApiSupport = Layer.mergeAll(ApiSettings.layer, AuthSettings.lay
  */
 export const EventTargetsLive = Layer.scoped(
   EventTargets,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const webhooks = yield* webhookTargetsFromConfig
     const domainQueue = yield* domainEventsQueueConfig
     if (Option.isNone(domainQueue)) return webhooks
     const redis = yield* Effect.serviceOption(RedisConnection)
     if (Option.isNone(redis)) {
-      return yield* new InfrastructureUnavailable({ message: "DOMAIN_EVENTS_QUEUE needs REDIS_URL: the domain-events queue lives on Redis" })
+      return yield* new InfrastructureUnavailable({
+        message: "DOMAIN_EVENTS_QUEUE needs REDIS_URL: the domain-events queue lives on Redis"
+      })
     }
-    const queue = yield* makeDomainEventTarget(domainQueue.value).pipe(Effect.provideService(RedisConnection, redis.value))
+    const queue = yield* makeDomainEventTarget(domainQueue.value).pipe(
+      Effect.provideService(RedisConnection, redis.value)
+    )
     return [...webhooks, queue]
   })
 ).pipe(Layer.provide(WebhookHttpClient))
@@ -359,7 +388,9 @@ export const EventTargetsLive = Layer.scoped(
  * The outbox dispatcher: its enqueue lane adds jobs to their queues, its notify lane delivers
  * jobs' terminal events to their targets (needs `TimingConfig`; Redis when it has a queue target).
  */
-export const DispatcherPart = OutboxDispatcherLive.pipe(Layer.provide(Layer.merge(EventTargetsLive, EventDeliverySettings.layer)))
+export const DispatcherPart = OutboxDispatcherLive.pipe(
+  Layer.provide(Layer.merge(EventTargetsLive, EventDeliverySettings.layer))
+)
 
 /**
  * Workers on `WORKER_QUEUES`, with the lock reaper and snapshot cleanup beside them, in a process
@@ -378,6 +409,5 @@ export const MigrationsOnStart = Layer.unwrapEffect(
           )
         )
       ).pipe(Layer.provide(Layer.merge(MysqlFromConfig, NodeContext.layer)), Layer.provide(StorageConfig.layer))
-      : Layer.empty
-  )
+      : Layer.empty)
 ).pipe(Layer.provide(MigrationSettings.layer))

@@ -13,8 +13,10 @@ import { Console, Effect, Layer, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { ApiSettings } from "../config/ApiSettings.js"
 import { AuthSettings } from "../config/AuthSettings.js"
-import { signToken } from "../http/AuthTokens.js"
 import { HttpConfig, ProviderConfig } from "../config/EngineConfig.js"
+import { signToken } from "../http/AuthTokens.js"
+import { sampleOutboxBacklog } from "../services/EngineMetrics.js"
+import { sampleProviderBreakers } from "../services/ProviderCircuitBreaker.js"
 import {
   ApiPart,
   DispatcherPart,
@@ -27,8 +29,6 @@ import {
   WorkerPart
 } from "./AppLayers.js"
 import { runProcess } from "./runProcess.js"
-import { sampleOutboxBacklog } from "../services/EngineMetrics.js"
-import { sampleProviderBreakers } from "../services/ProviderCircuitBreaker.js"
 
 /** The three parts of the engine over whatever stack is below them. */
 // One process, one `/metrics` (on PORT): the dispatcher's outbox gauges are sampled per scrape.
@@ -52,11 +52,13 @@ type BannerSecret =
 
 /** The lines that give a newcomer tokens: only a secret generated here may sign them in public. */
 const tokenLines = (secret: BannerSecret) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     if (secret._tag === "IdentityProvider") {
       return {
         bearer: "$TOKEN",
-        lines: [`  Tokens come from the identity provider at ${secret.issuer} (AUTH_ISSUER): export TOKEN=<an access token it issued>`]
+        lines: [
+          `  Tokens come from the identity provider at ${secret.issuer} (AUTH_ISSUER): export TOKEN=<an access token it issued>`
+        ]
       }
     }
     if (secret._tag === "Configured") {
@@ -68,7 +70,10 @@ const tokenLines = (secret: BannerSecret) =>
         ]
       }
     }
-    const admin = yield* signToken({ sub: "dev-admin", role: "SUPER_ADMIN", expiresInSeconds: 12 * 3600 }, secret.secret)
+    const admin = yield* signToken(
+      { sub: "dev-admin", role: "SUPER_ADMIN", expiresInSeconds: 12 * 3600 },
+      secret.secret
+    )
     const user = yield* signToken({ sub: "dev-user", role: "USER", expiresInSeconds: 12 * 3600 }, secret.secret)
     return {
       bearer: user,
@@ -87,9 +92,11 @@ const bannerOrigin = (http: { readonly port: number; readonly host: Option.Optio
 }
 
 /** What a newcomer needs to try the embedded engine, printed once it is up. */
-const embeddedBanner = (options: { readonly origin: string; readonly secret: BannerSecret; readonly provider: string }) =>
+const embeddedBanner = (
+  options: { readonly origin: string; readonly secret: BannerSecret; readonly provider: string }
+) =>
   Layer.effectDiscard(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const tokens = yield* tokenLines(options.secret)
       const base = options.origin
       yield* Console.log(
@@ -112,7 +119,7 @@ const embeddedBanner = (options: { readonly origin: string; readonly secret: Ban
     })
   )
 
-const embedded = Effect.gen(function* () {
+const embedded = Effect.gen(function*() {
   const http = yield* HttpConfig.config
   const provider = yield* ProviderConfig.config
   const auth = yield* AuthSettings.config

@@ -6,13 +6,13 @@
 import { Command, Options } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
 import { Console, Effect, Option } from "effect"
-import { runOnce } from "./runProcess.js"
-import { StorageConfig } from "../config/EngineConfig.js"
 import { checkLiveDatabase, checkMigrationsBuildDeclaredSchema } from "../../migrations-check/check.js"
 import { isDrift } from "../../migrations-check/compare.js"
 import { defaultServerUrl } from "../../migrations-check/databaseTarget.js"
 import { SchemaDriftDetected } from "../../migrations-check/errors.js"
 import { renderReport } from "../../migrations-check/report.js"
+import { StorageConfig } from "../config/EngineConfig.js"
+import { runOnce } from "./runProcess.js"
 
 const live = Options.boolean("live").pipe(
   Options.withDescription("Compare the database at DATABASE_URL as it stands; apply nothing")

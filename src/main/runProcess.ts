@@ -1,9 +1,9 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, ConfigError, Console, Data, Effect, Layer, Option } from "effect"
 import { StorageConfig } from "../config/EngineConfig.js"
+import { TelemetrySettings } from "../config/TelemetrySettings.js"
 import { LoggingLive } from "../layers/logging.js"
 import { TracingLive } from "../layers/telemetry/Tracing.js"
-import { TelemetrySettings } from "../config/TelemetrySettings.js"
 
 export class StorageMissing extends Data.TaggedError("StorageMissing")<{
   readonly process: string
@@ -17,7 +17,7 @@ export class StorageMissing extends Data.TaggedError("StorageMissing")<{
 /** Fails with one readable line, before any connection is tried, when MySQL or Redis is not configured. */
 export const requireStorage = (process: string) =>
   Layer.effectDiscard(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const storage = yield* StorageConfig
       const missing = [
         ...(Option.isNone(storage.databaseUrl) ? ["DATABASE_URL"] : []),
@@ -30,30 +30,37 @@ export const requireStorage = (process: string) =>
 /** `SqlError`'s own message ("Failed to connect") hides the reason, which is in its cause. */
 const failureMessage = (error: Error): string => {
   const inner: unknown = error.cause
-  return inner instanceof Error && inner.message !== error.message ? `${error.message}: ${failureMessage(inner)}` : error.message
+  return inner instanceof Error && inner.message !== error.message
+    ? `${error.message}: ${failureMessage(inner)}`
+    : error.message
 }
 
 /**
  * One line for an expected failure (a bad variable, an unreachable database); the full cause
  * only for a defect, where the trace helps. `otherwise` words a failure that is no `Error`.
  */
-export const reportFailure = (name: string, otherwise: (error: unknown) => string = String) => <E>(cause: Cause.Cause<E>) =>
-  Cause.isInterruptedOnly(cause)
-    ? Effect.void
-    : Console.error(
-      Option.match(Cause.failureOption(cause), {
-        onNone: () => `${name}: ${Cause.pretty(cause)}`,
-        onSome: (error) =>
-          ConfigError.isConfigError(error)
-            ? `${name}: ${String(error)}`
-            : error instanceof Error
-            ? `${name}: ${failureMessage(error)}`
-            : `${name}: ${otherwise(error)}`
-      })
-    )
+export const reportFailure =
+  (name: string, otherwise: (error: unknown) => string = String) => <E>(cause: Cause.Cause<E>) =>
+    Cause.isInterruptedOnly(cause)
+      ? Effect.void
+      : Console.error(
+        Option.match(Cause.failureOption(cause), {
+          onNone: () => `${name}: ${Cause.pretty(cause)}`,
+          onSome: (error) =>
+            ConfigError.isConfigError(error)
+              ? `${name}: ${String(error)}`
+              : error instanceof Error
+              ? `${name}: ${failureMessage(error)}`
+              : `${name}: ${otherwise(error)}`
+        })
+      )
 
 /** Runs a one-shot program (migrate, a check): its failure is one line and exit code 1. */
-export const runOnce = <A, E>(name: string, program: Effect.Effect<A, E>, options: { readonly otherwise?: (error: unknown) => string } = {}) =>
+export const runOnce = <A, E>(
+  name: string,
+  program: Effect.Effect<A, E>,
+  options: { readonly otherwise?: (error: unknown) => string } = {}
+) =>
   program.pipe(
     Effect.provide(LoggingLive),
     Effect.tapErrorCause(reportFailure(name, options.otherwise)),

@@ -7,8 +7,8 @@
  * bug of the memory store, to watch the simulator catch it.
  */
 import { Command, Options } from "@effect/cli"
-import { defaultTeardown, type Teardown } from "@effect/platform/Runtime"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { defaultTeardown, type Teardown } from "@effect/platform/Runtime"
 import { Console, Effect, Option, Schema } from "effect"
 import { describeFailure, runSeed, runSeeds, type SeedResult } from "../simulation/runner.js"
 import { formatEntry } from "../simulation/trace.js"
@@ -18,13 +18,21 @@ class SimulationFailed extends Schema.TaggedError<SimulationFailed>()("Simulatio
 }) {}
 
 const seedOption = Options.integer("seed").pipe(Options.optional, Options.withDescription("Replay this one seed."))
-const seedsOption = Options.integer("seeds").pipe(Options.withDefault(100), Options.withDescription("How many seeds to run."))
-const fromOption = Options.integer("from").pipe(Options.withDefault(1), Options.withDescription("The first seed of --seeds."))
+const seedsOption = Options.integer("seeds").pipe(
+  Options.withDefault(100),
+  Options.withDescription("How many seeds to run.")
+)
+const fromOption = Options.integer("from").pipe(
+  Options.withDefault(1),
+  Options.withDescription("The first seed of --seeds.")
+)
 const traceOption = Options.boolean("trace").pipe(Options.withDescription("With --seed: print the whole trace."))
 const unfencedOption = Options.boolean("unsafe-disable-fencing").pipe(
   Options.withDescription("Switch on the deliberate bug (lease guard skipped in the memory store).")
 )
-const stopOption = Options.boolean("stop-on-failure").pipe(Options.withDescription("With --seeds: stop at the first failing seed."))
+const stopOption = Options.boolean("stop-on-failure").pipe(
+  Options.withDescription("With --seeds: stop at the first failing seed.")
+)
 
 const summaryOf = (result: SeedResult) =>
   `seed ${result.seed}: ${result.ok ? "ok" : "FAILED"}  trace ${result.traceHash}  ` +
@@ -32,9 +40,9 @@ const summaryOf = (result: SeedResult) =>
   `${(result.virtualMs / 1000).toFixed(1)} s simulated`
 
 const one = (seed: number, trace: boolean, unsafeDisableFencing: boolean) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const result = yield* runSeed(seed, { unsafeDisableFencing }, { keepEntries: trace ? Infinity : 30 })
-    if (trace) for (const entry of result.lastEntries) yield* Console.log(formatEntry(entry))
+    if (trace) { for (const entry of result.lastEntries) yield* Console.log(formatEntry(entry)) }
     yield* Console.log(summaryOf(result))
     if (!result.ok) {
       yield* Console.error(describeFailure(result).join("\n"))
@@ -43,13 +51,17 @@ const one = (seed: number, trace: boolean, unsafeDisableFencing: boolean) =>
   })
 
 const many = (from: number, count: number, stopAtFirstFailure: boolean, unsafeDisableFencing: boolean) =>
-  Effect.gen(function* () {
-    yield* Console.log(`simulating seeds ${from} .. ${from + count - 1}${unsafeDisableFencing ? " with fencing DISABLED (deliberate bug)" : ""}`)
+  Effect.gen(function*() {
+    yield* Console.log(
+      `simulating seeds ${from} .. ${from + count - 1}${
+        unsafeDisableFencing ? " with fencing DISABLED (deliberate bug)" : ""
+      }`
+    )
     const summary = yield* runSeeds(from, count, {
       overrides: { unsafeDisableFencing },
       stopAtFirstFailure,
       onResult: (result) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           if (!result.ok) yield* Console.error(describeFailure(result).join("\n"))
           else if ((result.seed - from + 1) % 100 === 0) yield* Console.log(`  ... ${result.seed - from + 1} seeds`)
         })

@@ -7,9 +7,9 @@
 import { Command, Options, ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Console, Data, Effect, Option, Schema } from "effect"
+import { HttpConfig } from "../config/EngineConfig.js"
 import { describeIssue } from "../domain/ValueFreeMessages.js"
 import { Role, signToken, TokenClaims } from "../http/AuthTokens.js"
-import { HttpConfig } from "../config/EngineConfig.js"
 
 class TokenNotMinted extends Data.TaggedError("TokenNotMinted")<{ readonly reason: string }> {}
 
@@ -36,25 +36,43 @@ const ttlOption = Options.text("ttl").pipe(
   Options.withDescription("How long the token is valid: 90s, 15m, 1h, 7d (at most 30d).")
 )
 
-const mint = Command.make("token", { sub: subOption, role: roleOption, ttl: ttlOption }, ({ role, sub, ttl }) =>
-  Effect.gen(function* () {
-    const http = yield* HttpConfig.config.pipe(
-      Effect.mapError(() => new TokenNotMinted({ reason: "AUTH_JWT_SECRET must be at least 32 characters" }))
-    )
-    const secret = yield* Option.match(http.authJwtSecret, {
-      onNone: () =>
-        Effect.fail(new TokenNotMinted({ reason: "AUTH_JWT_SECRET is not set: a token must be signed with the secret the API verifies with" })),
-      onSome: Effect.succeed
+const mint = Command.make(
+  "token",
+  { sub: subOption, role: roleOption, ttl: ttlOption },
+  ({ role, sub, ttl }) =>
+    Effect.gen(function*() {
+      const http = yield* HttpConfig.config.pipe(
+        Effect.mapError(() => new TokenNotMinted({ reason: "AUTH_JWT_SECRET must be at least 32 characters" }))
+      )
+      const secret = yield* Option.match(http.authJwtSecret, {
+        onNone: () =>
+          Effect.fail(
+            new TokenNotMinted({
+              reason: "AUTH_JWT_SECRET is not set: a token must be signed with the secret the API verifies with"
+            })
+          ),
+        onSome: Effect.succeed
+      })
+      const expiresInSeconds = yield* Option.match(parseTtl(ttl), {
+        onNone: () =>
+          Effect.fail(
+            new TokenNotMinted({
+              reason: `--ttl: must be a number and a unit (s, m, h, d), at most ${maxTtlSeconds / 86_400}d`
+            })
+          ),
+        onSome: Effect.succeed
+      })
+      const userId = yield* decodeSub(sub).pipe(
+        Effect.catchAll((error) =>
+          Effect.flatMap(
+            describeIssue(error.issue),
+            (rule) => Effect.fail(new TokenNotMinted({ reason: `--sub: ${rule}` }))
+          )
+        )
+      )
+      yield* Console.log(yield* signToken({ sub: userId, role, expiresInSeconds }, secret))
     })
-    const expiresInSeconds = yield* Option.match(parseTtl(ttl), {
-      onNone: () => Effect.fail(new TokenNotMinted({ reason: `--ttl: must be a number and a unit (s, m, h, d), at most ${maxTtlSeconds / 86_400}d` })),
-      onSome: Effect.succeed
-    })
-    const userId = yield* decodeSub(sub).pipe(
-      Effect.catchAll((error) => Effect.flatMap(describeIssue(error.issue), (rule) => Effect.fail(new TokenNotMinted({ reason: `--sub: ${rule}` }))))
-    )
-    yield* Console.log(yield* signToken({ sub: userId, role, expiresInSeconds }, secret))
-  }))
+)
 
 const cli = Command.run(mint, { name: "token", version: "0.1.0" })
 

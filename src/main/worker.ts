@@ -15,5 +15,8 @@ import { requireStorage, runProcess } from "./runProcess.js"
 
 runProcess(
   "worker",
-  Layer.merge(WorkerPart, MetricsListener(sampleProviderBreakers)).pipe(Layer.provide(LiveStack), Layer.provide(requireStorage("the worker")))
+  Layer.merge(WorkerPart, MetricsListener(sampleProviderBreakers)).pipe(
+    Layer.provide(LiveStack),
+    Layer.provide(requireStorage("the worker"))
+  )
 )

@@ -1,10 +1,10 @@
 import { DateTime, Deferred, Effect, Exit, Schedule, Stream } from "effect"
+import { TimingConfig } from "../config/EngineConfig.js"
 import type { JobLease } from "../domain/AiJob.js"
 import { progressAt, stageOf } from "../domain/JobEvent.js"
 import { AiJobLifecycleRepository, clampProgress, type HeldLease } from "../services/AiJobLifecycleRepository.js"
 import { CancelSignal } from "../services/CancelSignal.js"
 import { JobEvents } from "../services/JobEvents.js"
-import { TimingConfig } from "../config/EngineConfig.js"
 import { RunOutcome } from "./RunningJob.js"
 
 /** Why a run was stopped from outside: the outcome COMPLETE records. */
@@ -44,7 +44,7 @@ export interface LeaseHold {
  * publishes it as a job event. A storage error is logged and the next beat tries again: the
  * lease outlives a few missed beats, and fencing covers the rest.
  */
-export const makeLeaseKeeper = Effect.gen(function* () {
+export const makeLeaseKeeper = Effect.gen(function*() {
   const jobs = yield* AiJobLifecycleRepository
   const events = yield* JobEvents
   const timing = yield* TimingConfig
@@ -70,7 +70,7 @@ export const makeLeaseKeeper = Effect.gen(function* () {
       }))
   }
 
-  const beat = Effect.gen(function* () {
+  const beat = Effect.gen(function*() {
     // A job's entry set is dropped with its last hold, so an empty map is an idle process.
     if (held.size === 0) return
     const entries = Array.from(held.values(), (set) => Array.from(set)).flat()
@@ -92,8 +92,13 @@ export const makeLeaseKeeper = Effect.gen(function* () {
       }
     }, { discard: true })
   }).pipe(
-    Effect.catchTag("PersistenceError", (error) =>
-      Effect.logWarning("lease beat could not extend the locks").pipe(Effect.annotateLogs({ operation: error.operation }))),
+    Effect.catchTag(
+      "PersistenceError",
+      (error) =>
+        Effect.logWarning("lease beat could not extend the locks").pipe(
+          Effect.annotateLogs({ operation: error.operation })
+        )
+    ),
     Effect.annotateLogs({ stage: "HEARTBEAT" })
   )
   yield* Effect.forkScoped(Effect.schedule(beat, Schedule.spaced(timing.jobHeartbeatMs)))

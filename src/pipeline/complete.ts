@@ -3,10 +3,10 @@ import { type AiJob, byLease } from "../domain/AiJob.js"
 import { type ExecutionError, publicMessageOf } from "../domain/ExecutionError.js"
 import { scrubSecrets } from "../domain/SecretScrubbing.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
+import { recordFinished, stageDuration, timed } from "../services/EngineMetrics.js"
 import { jobEventOf, JobEvents } from "../services/JobEvents.js"
 import { JobHandedOff } from "../services/JobQueue.js"
 import { type PreparedJob, RunOutcome } from "./RunningJob.js"
-import { recordFinished, stageDuration, timed } from "../services/EngineMetrics.js"
 
 /**
  * COMPLETE (docs/architecture.md §8.5): records how the run ended, fenced on this run's lease,
@@ -15,29 +15,34 @@ import { recordFinished, stageDuration, timed } from "../services/EngineMetrics.
  * the lease and fails with `JobHandedOff`, so the queue delivers the job again.
  */
 export const complete = Effect.fn("pipeline.complete", { captureStackTrace: false })(
-  function* (prepared: PreparedJob, outcome: RunOutcome) {
+  function*(prepared: PreparedJob, outcome: RunOutcome) {
     const jobs = yield* AiJobLifecycleRepository
     const fence = byLease(prepared.lease)
     return yield* RunOutcome.$match(outcome, {
       Succeeded: ({ job }) => publishFinished(job),
       Failed: ({ calls, error }) =>
-        Effect.flatMap(Effect.either(jobs.markFailed(fence, failureRecord(error, calls))), (failed) =>
-          Either.match(failed, {
-            onLeft: (refusal) =>
-              Effect.logWarning("failure not recorded; the reaper will see the job").pipe(
-                Effect.annotateLogs({ reason: refusal._tag })
-              ),
-            onRight: (job) =>
-              Effect.zipRight(
-                Effect.logWarning("job failed").pipe(Effect.annotateLogs({ errorCode: error.code })),
-                publishFinished(job)
-              )
-          })),
+        Effect.flatMap(
+          Effect.either(jobs.markFailed(fence, failureRecord(error, calls))),
+          (failed) =>
+            Either.match(failed, {
+              onLeft: (refusal) =>
+                Effect.logWarning("failure not recorded; the reaper will see the job").pipe(
+                  Effect.annotateLogs({ reason: refusal._tag })
+                ),
+              onRight: (job) =>
+                Effect.zipRight(
+                  Effect.logWarning("job failed").pipe(Effect.annotateLogs({ errorCode: error.code })),
+                  publishFinished(job)
+                )
+            })
+        ),
       CancelRequested: () =>
         Effect.flatMap(Effect.either(jobs.markCancelled(fence)), (cancelled) =>
           Either.match(cancelled, {
             onLeft: (refusal) =>
-              Effect.logInfo("cancel not applied: the job already ended").pipe(Effect.annotateLogs({ reason: refusal._tag })),
+              Effect.logInfo("cancel not applied: the job already ended").pipe(
+                Effect.annotateLogs({ reason: refusal._tag })
+              ),
             onRight: (job) => Effect.zipRight(Effect.logInfo("job cancelled"), publishFinished(job))
           })),
       LockLost: () => Effect.logWarning("lock lost: another worker owns the job; this run's work is dropped"),
@@ -47,7 +52,9 @@ export const complete = Effect.fn("pipeline.complete", { captureStackTrace: fals
             ? Effect.void
             : Effect.zipRight(
               Effect.logInfo("job handed back: lock released for another worker"),
-              Effect.fail(new JobHandedOff({ jobId: prepared.job.id, reason: "worker stopping", consumerStopping: true }))
+              Effect.fail(
+                new JobHandedOff({ jobId: prepared.job.id, reason: "worker stopping", consumerStopping: true })
+              )
             ))
     })
   },
@@ -68,8 +75,10 @@ const failureRecord = (error: ExecutionError, calls: number) => ({
  * reaper publishes it too, for the jobs it ends).
  */
 export const publishFinished = (job: AiJob) =>
-  Effect.gen(function* () {
-    if (job.lifecycleStatus !== "succeeded" && job.lifecycleStatus !== "failed" && job.lifecycleStatus !== "cancelled") return
+  Effect.gen(function*() {
+    if (
+      job.lifecycleStatus !== "succeeded" && job.lifecycleStatus !== "failed" && job.lifecycleStatus !== "cancelled"
+    ) return
     yield* recordFinished(job)
     yield* Effect.flatMap(JobEvents, (jobEvents) => jobEvents.publish(jobEventOf(job)))
   })

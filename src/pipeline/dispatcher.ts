@@ -1,13 +1,13 @@
 import { Chunk, Clock, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { DispatcherSettings, type DispatcherSettingsShape } from "../config/DispatcherSettings.js"
-import { EnqueuePayload, enqueueEventType, type OutboxEvent } from "../domain/OutboxEvent.js"
 import { TimingConfig } from "../config/EngineConfig.js"
+import { enqueueEventType, EnqueuePayload, type OutboxEvent } from "../domain/OutboxEvent.js"
 import type { QueueName } from "../domain/QueueName.js"
+import { storedParent } from "../domain/TraceContext.js"
+import { dispatchedEvents, dispatchLatency, increment, observe } from "../services/EngineMetrics.js"
 import { JobQueue, payloadFor } from "../services/JobQueue.js"
 import { OutboxRepository } from "../services/OutboxRepository.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
-import { storedParent } from "../domain/TraceContext.js"
-import { dispatchedEvents, dispatchLatency, increment, observe } from "../services/EngineMetrics.js"
 import { makeEventDispatcher } from "./eventDispatcher.js"
 
 /**
@@ -25,9 +25,13 @@ export const retryDelayMs = (
   settings: Pick<DispatcherSettingsShape, "retryBaseDelay" | "retryMaxDelay">,
   failure: number
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
-    const delays = yield* Schedule.run(dispatchRetrySchedule(settings), now, Array.from({ length: Math.max(1, failure) }))
+    const delays = yield* Schedule.run(
+      dispatchRetrySchedule(settings),
+      now,
+      Array.from({ length: Math.max(1, failure) })
+    )
     return Option.match(Chunk.last(delays), {
       onNone: () => Duration.toMillis(settings.retryBaseDelay),
       onSome: (delay) => Math.round(Duration.toMillis(delay))
@@ -48,7 +52,7 @@ const decodeEnqueuePayload = Schema.decodeUnknown(EnqueuePayload)
  * One dispatcher over the outbox (docs/architecture.md §6). `dispatchBatch` is one
  * claim-and-dispatch round; `run` is the background loop around it.
  */
-export const makeDispatcher = Effect.gen(function* () {
+export const makeDispatcher = Effect.gen(function*() {
   const outbox = yield* OutboxRepository
   const jobQueue = yield* JobQueue
   const signal = yield* OutboxSignal
@@ -60,7 +64,7 @@ export const makeDispatcher = Effect.gen(function* () {
     Effect.annotateLogs({ dispatcherId, eventId: event.id, eventType: event.eventType, aggregateId: event.aggregateId })
 
   const failed = (event: OutboxEvent, error: string, maxAttempts: number) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const delay = yield* retryDelayMs(settings, event.attemptCount + 1)
       const outcome = yield* outbox.markDispatchFailed(event.id, dispatcherId, error, {
         retryDelayMs: delay,
@@ -75,7 +79,9 @@ export const makeDispatcher = Effect.gen(function* () {
    */
   const addLanded = (queueName: QueueName, queueJobId: string) =>
     jobQueue.contains(queueName, queueJobId).pipe(
-      Effect.retry(Schedule.spaced(Duration.millis(200)).pipe(Schedule.intersect(Schedule.recurs(settings.addChecks - 1)))),
+      Effect.retry(
+        Schedule.spaced(Duration.millis(200)).pipe(Schedule.intersect(Schedule.recurs(settings.addChecks - 1)))
+      ),
       Effect.orElseSucceed(() => false)
     )
 
@@ -83,7 +89,7 @@ export const makeDispatcher = Effect.gen(function* () {
   type EventResult = DispatchOutcome | "to_publish" | "unknown_to_publish"
 
   const dispatchEvent = (event: OutboxEvent): Effect.Effect<EventResult> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       if (event.eventType !== enqueueEventType) {
         // Never block the outbox on an event nobody handles.
         yield* Effect.logWarning("Unknown outbox event type; marked published, nothing queued")
@@ -128,8 +134,16 @@ export const makeDispatcher = Effect.gen(function* () {
       Effect.withSpan("dispatcher.publish", {
         kind: "producer",
         captureStackTrace: false,
-        ...Option.match(storedParent(event.traceParent), { onNone: () => ({ root: true }), onSome: (parent) => ({ parent }) }),
-        attributes: { "ai_job.id": event.aggregateId, "outbox.event_id": event.id, "messaging.system": "bullmq", dispatcherId }
+        ...Option.match(storedParent(event.traceParent), {
+          onNone: () => ({ root: true }),
+          onSome: (parent) => ({ parent })
+        }),
+        attributes: {
+          "ai_job.id": event.aggregateId,
+          "outbox.event_id": event.id,
+          "messaging.system": "bullmq",
+          dispatcherId
+        }
       }),
       // The loops around run untraced (a poll is no one's trace); each publish is traced.
       Effect.withTracerEnabled(true)
@@ -140,7 +154,7 @@ export const makeDispatcher = Effect.gen(function* () {
    * finishes the batch it claimed (queue adds are bounded by their own timeout).
    */
   const dispatchBatch: Effect.Effect<BatchSummary> = Effect.uninterruptible(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outcomes: Record<DispatchOutcome, number> = {
         published: 0,
         retry_scheduled: 0,
@@ -158,13 +172,16 @@ export const makeDispatcher = Effect.gen(function* () {
       )
       const results = yield* Effect.forEach(claimed, dispatchEvent, { concurrency: settings.dispatchConcurrency })
       // Everything queued in this batch is marked published in one write.
-      const toPublish = claimed.filter((_, index) => results[index] === "to_publish" || results[index] === "unknown_to_publish")
+      const toPublish = claimed.filter((_, index) =>
+        results[index] === "to_publish" || results[index] === "unknown_to_publish"
+      )
       const publishedCount = yield* outbox.markPublishedMany(toPublish.map((event) => event.id), dispatcherId).pipe(
         Effect.catchAll((error) =>
-          Effect.logError("Marking a batch published failed; its claims will expire and it is queued again (a no-op)").pipe(
-            Effect.annotateLogs({ dispatcherId, error: error.message }),
-            Effect.as(0)
-          )
+          Effect.logError("Marking a batch published failed; its claims will expire and it is queued again (a no-op)")
+            .pipe(
+              Effect.annotateLogs({ dispatcherId, error: error.message }),
+              Effect.as(0)
+            )
         )
       )
       // Commit → published, for the events this batch did publish (all of them, unless claims expired under it).
@@ -213,12 +230,14 @@ export const makeDispatcher = Effect.gen(function* () {
       Effect.logWarning("Releasing expired outbox claims failed").pipe(Effect.annotateLogs({ error: error.message }))
     ),
     // Derived from the claim's TTL too, so an abandoned claim is back within about 1.5 TTL.
-    Effect.repeat(Schedule.spaced(Duration.min(settings.releaseInterval, Duration.millis(Math.max(1, timing.outboxLockTtlMs / 2))))),
+    Effect.repeat(
+      Schedule.spaced(Duration.min(settings.releaseInterval, Duration.millis(Math.max(1, timing.outboxLockTtlMs / 2))))
+    ),
     Effect.asVoid
   )
 
   /** Both loops as fibers of the caller's scope; closing it finishes the current batch. */
-  const run = Effect.gen(function* () {
+  const run = Effect.gen(function*() {
     yield* Effect.logInfo("Outbox dispatcher started").pipe(
       Effect.annotateLogs({ dispatcherId, batchSize: settings.batchSize, pollMs: timing.outboxPollMs })
     )
@@ -241,7 +260,8 @@ export const makeDispatcher = Effect.gen(function* () {
         ),
         Effect.zipRight(Effect.logInfo("Outbox dispatcher stopped")),
         Effect.annotateLogs({ dispatcherId })
-      ))
+      )
+    )
     yield* Effect.forkScoped(Effect.withTracerEnabled(releaseLoop, false))
     yield* Effect.forkScoped(Effect.withTracerEnabled(dispatchLoop, false))
   })
@@ -257,7 +277,7 @@ export type Dispatcher = Effect.Effect.Success<typeof makeDispatcher>
  * lane first (its deliveries in flight finish), then the enqueue lane, then gives back any claim.
  */
 export const OutboxDispatcherLive = Layer.scopedDiscard(
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     yield* Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run)
     yield* Effect.flatMap(makeEventDispatcher, (events) => events.run)
   })

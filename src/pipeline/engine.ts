@@ -1,41 +1,41 @@
 import { Context, Deferred, Effect, Exit, Fiber, Metric, Option, Ref, SubscriptionRef } from "effect"
+import { TimingConfig } from "../config/EngineConfig.js"
+import { ProviderSettings } from "../config/ProviderSettings.js"
 import type { AiJob } from "../domain/AiJob.js"
+import { progressAt } from "../domain/JobEvent.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { storedParent } from "../domain/TraceContext.js"
-import { activeJobs } from "../services/EngineMetrics.js"
-import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import { AiGateway } from "../services/AiGateway.js"
+import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { ArtifactRepository } from "../services/ArtifactRepository.js"
 import { CancelSignal } from "../services/CancelSignal.js"
-import { JobProgress } from "../services/JobProgress.js"
 import { ContentSafety } from "../services/ContentSafety.js"
 import { CredentialVault } from "../services/CredentialVault.js"
-import { JobEvents } from "../services/JobEvents.js"
-import { progressAt } from "../domain/JobEvent.js"
+import { activeJobs } from "../services/EngineMetrics.js"
 import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
+import { JobEvents } from "../services/JobEvents.js"
+import { JobProgress } from "../services/JobProgress.js"
 import { type JobDelivery, JobHandedOff } from "../services/JobQueue.js"
 import { ModelRouter } from "../services/ModelRouter.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
 import { ProviderCapacity } from "../services/ProviderCapacity.js"
 import { ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
-import { ProviderSettings } from "../config/ProviderSettings.js"
 import { ResultProjectors } from "../services/ResultProjectors.js"
 import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
 import { UsageLog } from "../services/UsageLog.js"
-import { TimingConfig } from "../config/EngineConfig.js"
 import { complete } from "./complete.js"
-import { recordUsage } from "./usage.js"
 import { execute } from "./execute.js"
-import { executeProgressRange, type LeaseHold, makeLeaseKeeper } from "./LeaseKeeper.js"
-import { defectsAsInternal } from "./internalErrors.js"
 import { makeGroupCommit } from "./groupCommit.js"
+import { defectsAsInternal } from "./internalErrors.js"
+import { executeProgressRange, type LeaseHold, makeLeaseKeeper } from "./LeaseKeeper.js"
 import { makeGroupLock, prepare } from "./prepare.js"
 import { project } from "./project.js"
 import { resolve } from "./resolve.js"
 import { loggedRetries, retrySchedule } from "./retrySchedule.js"
 import { type PreparedJob, RunOutcome } from "./RunningJob.js"
+import { recordUsage } from "./usage.js"
 
 /** Every service the pipeline's stages use: a run's fiber sees these and nothing else. */
 const engineServiceTags = [
@@ -92,7 +92,7 @@ const executeProgress = (hold: LeaseHold): JobProgress["Type"] => ({
  * delivers it again.
  */
 export const makeExecutionEngine = (workerId: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     // Only what the stages use (17 services, not the process's ~50): every span, provideService
     // and fiber join of a run copies or diffs its fiber's context, several hundred times a job.
     const context = Context.pick(...engineServiceTags)(yield* Effect.context<EngineServices>())
@@ -120,7 +120,7 @@ export const makeExecutionEngine = (workerId: string) =>
       hold: LeaseHold,
       committed: Ref.Ref<Option.Option<AiJob>>
     ): Effect.Effect<RunOutcome, never, EngineServices> =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         // Carried by the keeper's next beat (no write of its own: every write per job is a commit).
         const reach = hold.reach
         const progress = executeProgress(hold)
@@ -128,11 +128,11 @@ export const makeExecutionEngine = (workerId: string) =>
         const calls = yield* Ref.make(0)
         const problems = yield* Ref.make<ReadonlyArray<string>>([])
 
-        const pipeline = Effect.gen(function* () {
+        const pipeline = Effect.gen(function*() {
           const resolved = yield* resolve(prepared).pipe(defectsAsInternal, Effect.retry(schedule))
           yield* reach(progressAt.RESOLVE)
 
-          const attempt = Effect.gen(function* () {
+          const attempt = Effect.gen(function*() {
             // A call is numbered by its lease and its place in the lease: no read of the usage
             // log, and a zombie (an older lease) can never take its successor's number.
             const nextCallNo = Effect.map(Ref.getAndUpdate(calls, (n) => n + 1), (n) => n + 1)
@@ -141,7 +141,9 @@ export const makeExecutionEngine = (workerId: string) =>
               Effect.provideService(JobProgress, progress),
               defectsAsInternal,
               // VALIDATION is retried with what was wrong added to the prompt.
-              Effect.tapError((error) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
+              Effect.tapError((
+                error
+              ) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
             )
           })
           yield* reach(progressAt.EXECUTE)
@@ -150,7 +152,7 @@ export const makeExecutionEngine = (workerId: string) =>
           // ends succeeded with its artifacts, or untouched (a failed transaction, or a cancel
           // requested before markSucceeded); never a mix.
           const succeeded = yield* Effect.uninterruptibleMask((restore) =>
-            Effect.gen(function* () {
+            Effect.gen(function*() {
               const executed = yield* restore(Effect.retry(attempt, loggedRetries(schedule, prepared.job.jobType)))
               yield* reach(progressAt.VALIDATED)
               return yield* project(executed, commit).pipe(
@@ -185,12 +187,12 @@ export const makeExecutionEngine = (workerId: string) =>
      * `running` and calls the lease lost.
      */
     const runPrepared = (prepared: PreparedJob, delivery: JobDelivery) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         if (prepared.job.cancelRequestedAt !== null && prepared.registered.definition.execution.cancellable) {
           return yield* complete(prepared, RunOutcome.CancelRequested())
         }
         const outcome = yield* Effect.scoped(
-          Effect.gen(function* () {
+          Effect.gen(function*() {
             const hold = yield* keeper.hold(prepared.lease, {
               progress: prepared.job.progress,
               honourCancel: prepared.registered.definition.execution.cancellable
@@ -230,7 +232,7 @@ export const makeExecutionEngine = (workerId: string) =>
     const activeCount = Effect.suspend(() => Metric.set(activeJobs, running.size))
 
     const run = (delivery: JobDelivery): Effect.Effect<void, JobHandedOff> =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { jobId, traceParent } = delivery.payload
         if (stopping) {
           return yield* Effect.fail(new JobHandedOff({ jobId, reason: "worker stopping", consumerStopping: true }))
@@ -238,7 +240,7 @@ export const makeExecutionEngine = (workerId: string) =>
         // The run's span continues the trace stored with the job (its create request's), carried
         // by the payload, so every stage of every run joins that one trace.
         const parent = storedParent(traceParent)
-        yield* Effect.gen(function* () {
+        yield* Effect.gen(function*() {
           const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs, lockQueued).pipe(
             Effect.catchAll(giveBack(jobId))
           )
@@ -253,7 +255,12 @@ export const makeExecutionEngine = (workerId: string) =>
             kind: "consumer",
             captureStackTrace: false,
             ...Option.match(parent, { onNone: () => ({ root: true }), onSome: (span) => ({ parent: span }) }),
-            attributes: { "ai_job.id": jobId, "ai_job.type": delivery.payload.jobType, "ai_job.queue": delivery.queueName, workerId }
+            attributes: {
+              "ai_job.id": jobId,
+              "ai_job.type": delivery.payload.jobType,
+              "ai_job.queue": delivery.queueName,
+              workerId
+            }
           })
         )
       }).pipe(

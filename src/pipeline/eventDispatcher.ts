@@ -20,7 +20,10 @@ const retryDelays = (settings: RetrySettings, jittered: boolean) =>
 
 /** The first `rounds` delays of the schedule. */
 const firstDelays = (settings: RetrySettings, jittered: boolean, rounds: number) =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) => Schedule.run(retryDelays(settings, jittered), now, Array.from({ length: rounds }))).pipe(
+  Effect.flatMap(
+    Clock.currentTimeMillis,
+    (now) => Schedule.run(retryDelays(settings, jittered), now, Array.from({ length: rounds }))
+  ).pipe(
     Effect.map((delays) => Chunk.toReadonlyArray(Chunk.take(delays, rounds)).map(Duration.toMillis))
   )
 
@@ -31,7 +34,7 @@ const firstDelays = (settings: RetrySettings, jittered: boolean, rounds: number)
  * number of rounds every time.
  */
 export const eventRetryDelayMs = (settings: RetrySettings, failure: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const rounds = Math.max(1, failure)
     const spent = (yield* firstDelays(settings, false, rounds)).reduce((total, delay) => total + delay, 0)
     if (spent > settings.retryForMs) return Option.none<number>()
@@ -53,7 +56,7 @@ export type EventRoundOutcome = DeliveryOutcome | "claim_lost"
  * schedule, with jittered exponential back-off, until the retry time is spent; then the event is
  * `dead`, for an operator to replay.
  */
-export const makeEventDispatcher = Effect.gen(function* () {
+export const makeEventDispatcher = Effect.gen(function*() {
   const outbox = yield* OutboxRepository
   const targets = yield* EventTargets
   const timing = yield* TimingConfig
@@ -70,24 +73,40 @@ export const makeEventDispatcher = Effect.gen(function* () {
         onTimeout: () => new EventDeliveryFailed({ reason: `no answer within ${settings.deliveryTimeoutMs} ms` })
       }),
       Effect.either,
-      Effect.withSpan("event.deliver", { kind: "producer", captureStackTrace: false, attributes: { "event.target": target.label } })
+      Effect.withSpan("event.deliver", {
+        kind: "producer",
+        captureStackTrace: false,
+        attributes: { "event.target": target.label }
+      })
     )
 
   const settle = (event: OutboxEvent, settlement: DeliverySettlement) =>
-    Effect.map(outbox.settleDelivery(event.id, dispatcherId, settlement), Option.getOrElse((): EventRoundOutcome => "claim_lost"))
+    Effect.map(
+      outbox.settleDelivery(event.id, dispatcherId, settlement),
+      Option.getOrElse((): EventRoundOutcome => "claim_lost")
+    )
 
   /** One delivery round of one claimed event, settled. Uninterruptible: a shutdown lets it finish. */
   const deliverEvent = (event: OutboxEvent): Effect.Effect<EventRoundOutcome> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const body = yield* Effect.either(decodeBody(event.payload))
       if (Either.isLeft(body)) {
         // It can never be delivered: dead at once, for an operator to look at.
         yield* Effect.logError("Terminal event payload does not decode; event marked dead")
-        return yield* settle(event, { _tag: "GiveUp", deliveredTo: event.deliveredTo, error: "payload does not decode as a job event" })
+        return yield* settle(event, {
+          _tag: "GiveUp",
+          deliveredTo: event.deliveredTo,
+          error: "payload does not decode as a job event"
+        })
       }
       const due = targets.filter((target) => !event.deliveredTo.includes(target.key))
-      const results = yield* Effect.forEach(due, (target) => deliverTo(target, event, body.right), { concurrency: "unbounded" })
-      const deliveredTo = [...event.deliveredTo, ...due.filter((_, index) => Either.isRight(results[index]!)).map((target) => target.key)]
+      const results = yield* Effect.forEach(due, (target) => deliverTo(target, event, body.right), {
+        concurrency: "unbounded"
+      })
+      const deliveredTo = [
+        ...event.deliveredTo,
+        ...due.filter((_, index) => Either.isRight(results[index]!)).map((target) => target.key)
+      ]
       const refusals = due.flatMap((target, index) => {
         const result = results[index]!
         return Either.isLeft(result) ? [{ target, error: result.left }] : []
@@ -97,62 +116,98 @@ export const makeEventDispatcher = Effect.gen(function* () {
       const attempt = event.attemptCount + 1
       const delay = yield* eventRetryDelayMs(settings, attempt)
       // A target that asked for a pause gets it, up to the longest delay of the schedule.
-      const askedMs = Math.min(settings.retryMaxDelayMs, Math.max(0, ...refusals.map(({ error }) => error.retryAfterMs ?? 0)))
+      const askedMs = Math.min(
+        settings.retryMaxDelayMs,
+        Math.max(0, ...refusals.map(({ error }) => error.retryAfterMs ?? 0))
+      )
       const outcome = yield* settle(
         event,
         Option.match(delay, {
           onNone: (): DeliverySettlement => ({ _tag: "GiveUp", deliveredTo, error }),
-          onSome: (retryDelayMs): DeliverySettlement => ({ _tag: "RetryLater", deliveredTo, error, retryDelayMs: Math.max(retryDelayMs, askedMs) })
+          onSome: (retryDelayMs): DeliverySettlement => ({
+            _tag: "RetryLater",
+            deliveredTo,
+            error,
+            retryDelayMs: Math.max(retryDelayMs, askedMs)
+          })
         })
       )
-      yield* Effect.logWarning(outcome === "dead" ? "Terminal event not delivered; retry time spent, event dead" : "Terminal event not delivered; retry scheduled").pipe(
+      yield* Effect.logWarning(
+        outcome === "dead"
+          ? "Terminal event not delivered; retry time spent, event dead"
+          : "Terminal event not delivered; retry scheduled"
+      ).pipe(
         Effect.annotateLogs({ outcome, attempt, error })
       )
       return outcome
     }).pipe(
       // A storage error leaves the event `processing`: its claim expires and it is delivered again.
       Effect.catchAllCause((cause) =>
-        Effect.logError("Delivering a terminal event failed; its claim will expire", cause).pipe(Effect.as<EventRoundOutcome>("claim_lost"))
+        Effect.logError("Delivering a terminal event failed; its claim will expire", cause).pipe(
+          Effect.as<EventRoundOutcome>("claim_lost")
+        )
       ),
-      Effect.annotateLogs({ dispatcherId, eventId: event.id, eventType: event.eventType, aggregateId: event.aggregateId }),
+      Effect.annotateLogs({
+        dispatcherId,
+        eventId: event.id,
+        eventType: event.eventType,
+        aggregateId: event.aggregateId
+      }),
       // In the job's one trace (docs/architecture.md §20.2), beside its run.
       Effect.withSpan("dispatcher.notify", {
         kind: "producer",
         captureStackTrace: false,
-        ...Option.match(storedParent(event.traceParent), { onNone: () => ({ root: true }), onSome: (parent) => ({ parent }) }),
-        attributes: { "ai_job.id": event.aggregateId, "outbox.event_id": event.id, "outbox.event_type": event.eventType, dispatcherId }
+        ...Option.match(storedParent(event.traceParent), {
+          onNone: () => ({ root: true }),
+          onSome: (parent) => ({ parent })
+        }),
+        attributes: {
+          "ai_job.id": event.aggregateId,
+          "outbox.event_id": event.id,
+          "outbox.event_type": event.eventType,
+          dispatcherId
+        }
       }),
       Effect.withTracerEnabled(true),
       Effect.uninterruptible
     )
 
   /** With no target configured an event has nowhere to go: a batch of them is settled in one write. */
-  const settleUntargeted = Effect.gen(function* () {
+  const settleUntargeted = Effect.gen(function*() {
     const claimed = yield* outbox.claimBatch(dispatcherId, batchSize, "notify")
     yield* outbox.markPublishedMany(claimed.map((event) => event.id), dispatcherId)
     return claimed.length >= batchSize ? "more" as const : "idle" as const
   }).pipe(Effect.uninterruptible)
 
   /** The lane's loop: claims as many events as it has free slots, and waits when it has none or finds none. */
-  const run = Effect.gen(function* () {
+  const run = Effect.gen(function*() {
     const inFlight = yield* Ref.make(0)
     const freed = yield* Queue.sliding<void>(1)
     const deliveries = yield* FiberSet.make()
     const claimRound = targets.length === 0
       ? settleUntargeted
-      : Effect.gen(function* () {
+      : Effect.gen(function*() {
         const free = settings.concurrency - (yield* Ref.get(inFlight))
         if (free <= 0) return "busy" as const
         const claimed = yield* outbox.claimBatch(dispatcherId, free, "notify")
         yield* Ref.update(inFlight, (count) => count + claimed.length)
         for (const event of claimed) {
-          yield* FiberSet.run(deliveries, Effect.ensuring(deliverEvent(event), Effect.zipRight(Ref.update(inFlight, (count) => count - 1), Queue.offer(freed, undefined))))
+          yield* FiberSet.run(
+            deliveries,
+            Effect.ensuring(
+              deliverEvent(event),
+              Effect.zipRight(Ref.update(inFlight, (count) => count - 1), Queue.offer(freed, undefined))
+            )
+          )
         }
         return claimed.length >= free ? "busy" as const : "idle" as const
       }).pipe(Effect.uninterruptible)
     const loop = claimRound.pipe(
       Effect.catchAll((error) =>
-        Effect.logWarning("Claiming terminal events failed").pipe(Effect.annotateLogs({ dispatcherId, error: error.message }), Effect.as("idle" as const))
+        Effect.logWarning("Claiming terminal events failed").pipe(
+          Effect.annotateLogs({ dispatcherId, error: error.message }),
+          Effect.as("idle" as const)
+        )
       ),
       Effect.flatMap((round) =>
         round === "more"
@@ -165,7 +220,11 @@ export const makeEventDispatcher = Effect.gen(function* () {
       Effect.forever
     )
     yield* Effect.logInfo("Terminal event delivery started").pipe(
-      Effect.annotateLogs({ dispatcherId, targets: targets.map((target) => target.label).join(", "), concurrency: settings.concurrency })
+      Effect.annotateLogs({
+        dispatcherId,
+        targets: targets.map((target) => target.label).join(", "),
+        concurrency: settings.concurrency
+      })
     )
     yield* Effect.forkScoped(Effect.withTracerEnabled(loop, false))
   })

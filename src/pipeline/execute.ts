@@ -7,17 +7,18 @@ import { AiGateway, type ChatMessage, type GatewayError, type GenerateResult } f
 import { ContentSafety } from "../services/ContentSafety.js"
 import { stageDuration, timed } from "../services/EngineMetrics.js"
 import { PromptTemplates } from "../services/PromptTemplates.js"
-import { type CapacityOutcome, ProviderCapacity, type CapacityWaitExceeded } from "../services/ProviderCapacity.js"
+import { type CapacityOutcome, type CapacityWaitExceeded, ProviderCapacity } from "../services/ProviderCapacity.js"
 import { type Admission, type BreakerOutcome, ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
-import { recordUsage, usageEntryOf } from "./usage.js"
 import type { ExecutedJob, ResolvedJob, ResolvedTarget } from "./RunningJob.js"
+import { recordUsage, usageEntryOf } from "./usage.js"
 
 /** Completion tokens expected when the route sets no `maxTokens`. */
 const defaultCompletionEstimate = 1_000
 
 /** Tokens a call is counted for until the provider reports its usage: ~4 characters a token, plus the completion. */
 export const estimateTokens = (messages: ReadonlyArray<ChatMessage>, maxTokens: number | undefined) =>
-  Math.ceil(messages.reduce((sum, message) => sum + message.content.length, 0) / 4) + (maxTokens ?? defaultCompletionEstimate)
+  Math.ceil(messages.reduce((sum, message) => sum + message.content.length, 0) / 4) +
+  (maxTokens ?? defaultCompletionEstimate)
 
 type CallExit = Exit.Exit<GenerateResult, GatewayError | JobTimeoutError>
 
@@ -32,7 +33,8 @@ const capacityOutcomeOf = (exit: CallExit): CapacityOutcome => {
   const failure = error.value
   if (failure._tag === "ProviderError" && failure.sent === false) return { _tag: "NotSent" }
   const overloaded = failure._tag === "JobTimeoutError" ||
-    (failure._tag === "ProviderError" && (failure.code === "PROVIDER_RATE_LIMITED" || failure.code === "PROVIDER_TIMEOUT"))
+    (failure._tag === "ProviderError" &&
+      (failure.code === "PROVIDER_RATE_LIMITED" || failure.code === "PROVIDER_TIMEOUT"))
   return { _tag: overloaded ? "Overloaded" : "Failed" }
 }
 
@@ -50,7 +52,8 @@ const breakerOutcomeOf = (exit: CallExit): BreakerOutcome => {
     case "JobTimeoutError":
       return "failure"
     case "ProviderError":
-      return failure.code === "PROVIDER_UNAVAILABLE" || failure.code === "PROVIDER_TIMEOUT" || failure.code === "PROVIDER_RESPONSE_TOO_LARGE"
+      return failure.code === "PROVIDER_UNAVAILABLE" || failure.code === "PROVIDER_TIMEOUT" ||
+          failure.code === "PROVIDER_RESPONSE_TOO_LARGE"
         ? "failure"
         : "success"
     case "ValidationError":
@@ -69,7 +72,8 @@ const breakerOutcomeOf = (exit: CallExit): BreakerOutcome => {
 const movesOn = (error: ExecutionError, target: ResolvedTarget, maxWaitMs: number): boolean => {
   switch (error._tag) {
     case "ProviderError":
-      return error.code !== "PROVIDER_RATE_LIMITED" || error.retryAfterMs === undefined || error.retryAfterMs > maxWaitMs
+      return error.code !== "PROVIDER_RATE_LIMITED" || error.retryAfterMs === undefined ||
+        error.retryAfterMs > maxWaitMs
     case "ValidationError":
       return error.code === "VALIDATION_PROVIDER_RESPONSE"
     case "CredentialError":
@@ -105,7 +109,10 @@ const waitedTooLong = (providerModel: string, waited: CapacityWaitExceeded, now:
  * The attempt's error when every target failed: the last one, unless it would stop the retries
  * (a refused request, a rejected key) while an earlier target failed for a passing reason.
  */
-const attemptError = (failures: ReadonlyArray<ExecutionError>, resolved: ResolvedJob): Option.Option<ExecutionError> => {
+const attemptError = (
+  failures: ReadonlyArray<ExecutionError>,
+  resolved: ResolvedJob
+): Option.Option<ExecutionError> => {
   const last = failures.at(-1)
   if (last === undefined) return Option.none()
   const definition = resolved.registered.definition
@@ -126,7 +133,12 @@ const attemptError = (failures: ReadonlyArray<ExecutionError>, resolved: Resolve
  * the numbers after `attemptNo`).
  */
 export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false })(
-  function* (resolved: ResolvedJob, attemptNo: number, problems: ReadonlyArray<string>, nextCallNo?: Effect.Effect<number>) {
+  function*(
+    resolved: ResolvedJob,
+    attemptNo: number,
+    problems: ReadonlyArray<string>,
+    nextCallNo?: Effect.Effect<number>
+  ) {
     yield* Effect.annotateCurrentSpan("attemptNo", attemptNo)
     const gateway = yield* AiGateway
     const templates = yield* PromptTemplates
@@ -161,10 +173,17 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
      * the answer is in, its slot, pause, breaker verdict and usage row are recorded whatever stops
      * the run, so a call the provider billed is never written as unanswered.
      */
-    const call = (target: ResolvedTarget, admission: Admission, last: boolean, restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) =>
-      Effect.gen(function* () {
+    const call = (
+      target: ResolvedTarget,
+      admission: Admission,
+      last: boolean,
+      restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+    ) =>
+      Effect.gen(function*() {
         const providerModel = `${target.provider}/${target.model}`
-        const credentialId = target.credential.mode === "user_deepseek_key" ? target.credential.credentialId ?? undefined : undefined
+        const credentialId = target.credential.mode === "user_deepseek_key"
+          ? target.credential.credentialId ?? undefined
+          : undefined
         const waited = yield* Effect.exit(restore(capacity.acquire({
           providerModel,
           estimatedTokens,
@@ -190,28 +209,38 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
         const budgetSpent = Effect.sleep(Duration.millis(Math.max(0, budgetMs))).pipe(
           Effect.zipRight(gateway.settle ?? Effect.void),
           // Made when the budget is spent, not on every call (an error's stack is costly to capture).
-          Effect.zipRight(Effect.failSync(() => new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })))
+          Effect.zipRight(Effect.failSync(() =>
+            new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })
+          ))
         )
-        const exit: CallExit = yield* Effect.exit(restore(gateway.generate({
-          job: { id: job.id, type: job.jobType, attemptNo: callNo, leaseNo: resolved.lease.leaseNo },
-          messages: prompt.messages,
-          provider: target.provider,
-          model: target.model,
-          credential: target.credential,
-          temperature: route.temperature,
-          maxTokens: route.maxTokens,
-          jsonMode: route.jsonMode,
-          input: resolved.content,
-          ...(outputJsonSchema === undefined ? {} : { outputSchema: { name: job.jobType, schema: outputJsonSchema } })
-        }).pipe(Effect.raceFirst(budgetSpent))))
+        const exit: CallExit = yield* Effect.exit(restore(
+          gateway.generate({
+            job: { id: job.id, type: job.jobType, attemptNo: callNo, leaseNo: resolved.lease.leaseNo },
+            messages: prompt.messages,
+            provider: target.provider,
+            model: target.model,
+            credential: target.credential,
+            temperature: route.temperature,
+            maxTokens: route.maxTokens,
+            jsonMode: route.jsonMode,
+            input: resolved.content,
+            ...(outputJsonSchema === undefined ? {} : { outputSchema: { name: job.jobType, schema: outputJsonSchema } })
+          }).pipe(Effect.raceFirst(budgetSpent))
+        ))
         const now = yield* Clock.currentTimeMillis
         spentMs += Math.max(0, now - startedAt)
         // The slot frees as the answer arrives, before any write; a refusal's Retry-After holds
         // the model (or the user's own key) back for every worker.
         yield* permit.release(capacityOutcomeOf(exit))
         const failure = failureOf(exit)
-        if (Option.isSome(failure) && failure.value._tag === "ProviderError" && failure.value.retryAfterMs !== undefined) {
-          yield* capacity.pause(providerModel, now + Math.min(failure.value.retryAfterMs, maxRetryAfterMs), credentialId)
+        if (
+          Option.isSome(failure) && failure.value._tag === "ProviderError" && failure.value.retryAfterMs !== undefined
+        ) {
+          yield* capacity.pause(
+            providerModel,
+            now + Math.min(failure.value.retryAfterMs, maxRetryAfterMs),
+            credentialId
+          )
         }
         yield* breaker.record(providerModel, admission, breakerOutcomeOf(exit), startedAt)
         if (Exit.isSuccess(exit)) {
@@ -219,14 +248,17 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
           return { result: exit.value, usage: yield* usageEntryOf(resolved, callNo, startedAt, exit, target) }
         }
         // A call that never left this machine (a refused connection) has no row: nothing was billed.
-        if (!Option.exists(failure, (error) => error._tag === "ProviderError" && error.sent === false)) {
+        if (
+          !Option.exists(failure, (error) =>
+            error._tag === "ProviderError" && error.sent === false)
+        ) {
           yield* Effect.flatMap(usageEntryOf(resolved, callNo, startedAt, exit, target), recordUsage)
         }
         return yield* Effect.failCause(exit.cause)
       }).pipe(Effect.scoped)
 
     return yield* Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         // The route's targets in order until one answers; the failures of those that did not.
         const failures: Array<ExecutionError> = []
         for (const [index, target] of resolved.targets.entries()) {
@@ -251,7 +283,10 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
             const { result, usage } = outcome.right
             // Validated as it arrived: an answer that fails here has its row written now.
             const output = yield* resolved.registered.decodeOutput(result.json, resolved.content).pipe(
-              Effect.tap((output) => (checkSafety ? safety.check({ stage: "output", jobType: job.jobType, content: output }) : Effect.void)),
+              Effect.tap((output) => (checkSafety
+                ? safety.check({ stage: "output", jobType: job.jobType, content: output })
+                : Effect.void)
+              ),
               Effect.onError(() => recordUsage(usage))
             )
             const hash = outputHash(output)
@@ -263,12 +298,20 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
           if (!movesOn(error, target, route.maxWaitMs ?? 0)) break
           if (!last) {
             yield* Effect.logInfo("provider call failed; trying the route's next target").pipe(
-              Effect.annotateLogs({ provider: target.provider, model: target.model, errorCode: error.code, next: resolved.targets[index + 1]?.provider ?? "" })
+              Effect.annotateLogs({
+                provider: target.provider,
+                model: target.model,
+                errorCode: error.code,
+                next: resolved.targets[index + 1]?.provider ?? ""
+              })
             )
           }
         }
         return yield* Option.match(attemptError(failures, resolved), {
-          onNone: () => Effect.fail(new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })),
+          onNone: () =>
+            Effect.fail(
+              new JobTimeoutError({ code: "TIMEOUT", message: `no answer within ${timeoutMs} ms`, timeoutMs })
+            ),
           onSome: Effect.fail
         })
       })

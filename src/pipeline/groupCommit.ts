@@ -32,7 +32,7 @@ interface Member {
  * alone), and the others run again as a group. Bodies must be repeatable (a rolled-back run
  * leaves nothing behind) and are run uninterruptibly.
  */
-export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.gen(function* () {
+export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.gen(function*() {
   const unitOfWork = yield* UnitOfWork
   const carried = yield* CarriedFiberRefs
 
@@ -40,10 +40,21 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
     const [first] = members
     if (first === undefined) return Effect.void
     if (members.length === 1) return first.alone
-    const together = first.asSubmitter(unitOfWork.transaction(Effect.forEach(members, (member, index) =>
-      Effect.flatMap(member.runInGroup, (succeeded) => succeeded ? Effect.void : Effect.fail(new MemberFailed({ index }))), {
-      discard: true
-    })))
+    const together = first.asSubmitter(
+      unitOfWork.transaction(
+        Effect.forEach(
+          members,
+          (member, index) =>
+            Effect.flatMap(
+              member.runInGroup,
+              (succeeded) => succeeded ? Effect.void : Effect.fail(new MemberFailed({ index }))
+            ),
+          {
+            discard: true
+          }
+        )
+      )
+    )
     return Effect.flatMap(Effect.exit(together), (exit) => {
       if (Exit.isSuccess(exit)) return Effect.forEach(members, (member) => member.settle, { discard: true })
       const failure = Cause.failureOption(exit.cause)
@@ -57,7 +68,9 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
       }
       // A COMMIT whose outcome is unknown may have written the whole group: each body hears
       // that, as it would from a transaction of its own. Anything else rolled back: each runs alone.
-      if (Option.isSome(failure) && failure.value instanceof PersistenceError && failure.value.commitOutcome === "unknown") {
+      if (
+        Option.isSome(failure) && failure.value instanceof PersistenceError && failure.value.commitOutcome === "unknown"
+      ) {
         const unknown = failure.value
         return Effect.forEach(members, (member) => member.fail(unknown), { discard: true })
       }
@@ -68,7 +81,7 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
   const submit = yield* makeGroupRunner<Member>(runGroup, maxCommitGroupSize)
 
   return <A, E, R>(body: Effect.Effect<A, E, R>): Effect.Effect<A, E | PersistenceError, R> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const caller = yield* captureCaller<R>(carried)
       const answer = yield* Deferred.make<A, E | PersistenceError>()
       const run = asCaller(caller, body)
@@ -79,9 +92,12 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
           return Exit.isSuccess(exit)
         }),
         settle: Effect.suspend(() =>
-          Option.match(kept, { onNone: () => Effect.void, onSome: (value) => Deferred.succeed(answer, value) })),
-        alone: Effect.flatMap(Effect.exit(asCaller(caller, unitOfWork.transaction(body))), (exit) => Deferred.done(answer, exit)),
-        fail: (error) => Deferred.fail(answer, error),
+          Option.match(kept, { onNone: () => Effect.void, onSome: (value) => Deferred.succeed(answer, value) })
+        ),
+        alone: Effect.flatMap(Effect.exit(asCaller(caller, unitOfWork.transaction(body))), (exit) =>
+          Deferred.done(answer, exit)),
+        fail: (error) =>
+          Deferred.fail(answer, error),
         asSubmitter: (effect) => asCaller(caller, effect)
       })
       return yield* Deferred.await(answer)

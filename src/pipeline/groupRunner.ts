@@ -1,4 +1,4 @@
-import { type Array as Arr, Context, Deferred, Effect, FiberRef, type HashMap, type LogSpan, type List } from "effect"
+import { type Array as Arr, Context, Deferred, Effect, FiberRef, type HashMap, type List, type LogSpan } from "effect"
 
 /**
  * Hands what callers submit to `flush` in groups, one flush at a time (group commit, as
@@ -33,14 +33,17 @@ export const makeGroupRunner = <I>(
       const [first, ...rest] = group
       if (first === undefined) return handOn
       const settle = (outcome: "flushed" | "abandoned") =>
-        Effect.zipRight(Effect.forEach(group, (member) => Deferred.succeed(member.turn, outcome), { discard: true }), handOn)
+        Effect.zipRight(
+          Effect.forEach(group, (member) => Deferred.succeed(member.turn, outcome), { discard: true }),
+          handOn
+        )
       return Effect.uninterruptible(flush([first.item, ...rest.map((member) => member.item)])).pipe(
         Effect.onInterrupt(() => settle("abandoned")),
         Effect.zipRight(settle("flushed"))
       )
     })
     return (item: I) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const turn = yield* Deferred.make<"lead" | "flushed" | "abandoned">()
         waiting.push({ item, turn })
         if (!leading) {
@@ -77,7 +80,9 @@ export interface CallerContext<R> {
 }
 
 /** The caller's services (its span among them), log annotations and `carried` values, captured at submission. */
-export const captureCaller = <R>(carried: ReadonlyArray<Effect.Effect<AsSubmitter>>): Effect.Effect<CallerContext<R>, never, R> =>
+export const captureCaller = <R>(
+  carried: ReadonlyArray<Effect.Effect<AsSubmitter>>
+): Effect.Effect<CallerContext<R>, never, R> =>
   Effect.all({
     context: Effect.context<R>(),
     annotations: FiberRef.get(FiberRef.currentLogAnnotations),
@@ -87,7 +92,10 @@ export const captureCaller = <R>(carried: ReadonlyArray<Effect.Effect<AsSubmitte
 
 /** Runs `effect` with the caller's services, log annotations and carried values, in whatever fiber runs it. */
 export const asCaller = <A, E, R>(caller: CallerContext<R>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E> =>
-  caller.carried.reduce<Effect.Effect<A, E>>((wrapped, asSubmitter) => asSubmitter(wrapped), Effect.provide(effect, caller.context)).pipe(
+  caller.carried.reduce<Effect.Effect<A, E>>(
+    (wrapped, asSubmitter) => asSubmitter(wrapped),
+    Effect.provide(effect, caller.context)
+  ).pipe(
     Effect.locally(FiberRef.currentLogAnnotations, caller.annotations),
     Effect.locally(FiberRef.currentLogSpan, caller.spans)
   )

@@ -13,5 +13,8 @@ export const persistenceAsInternal = (error: PersistenceError) =>
 export const defectsAsInternal = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | InternalError, R> =>
   Effect.catchAllDefect(self, (defect) =>
     Effect.fail(
-      new InternalError({ code: "INTERNAL_ERROR", message: `defect: ${Cause.pretty(Cause.die(defect)).split("\n")[0] ?? ""}` })
+      new InternalError({
+        code: "INTERNAL_ERROR",
+        message: `defect: ${Cause.pretty(Cause.die(defect)).split("\n")[0] ?? ""}`
+      })
     ))

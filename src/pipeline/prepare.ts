@@ -1,36 +1,36 @@
 import { Deferred, Effect, Exit, Option } from "effect"
 import { type AiJob, leaseOf } from "../domain/AiJob.js"
-import type {
-  AttemptsExhausted,
-  IllegalTransition,
-  JobLockConflict,
-  JobNotFound
-} from "../domain/LifecycleErrors.js"
-import type { PersistenceError } from "../domain/PersistenceError.js"
 import { progressAt } from "../domain/JobEvent.js"
+import type { JobSnapshot } from "../domain/JobSnapshot.js"
+import type { AttemptsExhausted, IllegalTransition, JobLockConflict, JobNotFound } from "../domain/LifecycleErrors.js"
+import type { PersistenceError } from "../domain/PersistenceError.js"
 import {
   AiJobLifecycleRepository,
   type LockedWithSnapshot,
   type QueuedLockRequest
 } from "../services/AiJobLifecycleRepository.js"
-import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { jobQueueWait, observe, stageDuration, timed } from "../services/EngineMetrics.js"
-import { jobEventOf, JobEvents } from "../services/JobEvents.js"
 import { JobDefinitionRegistry, type RegisteredJobType } from "../services/JobDefinitionRegistry.js"
-import type { JobSnapshot } from "../domain/JobSnapshot.js"
+import { jobEventOf, JobEvents } from "../services/JobEvents.js"
 import type { AiJobQueuePayload } from "../services/JobQueue.js"
+import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { asCaller, type CallerContext, captureCaller, CarriedFiberRefs, makeGroupRunner } from "./groupRunner.js"
 import type { PreparedJob } from "./RunningJob.js"
 
-const skip = (reason: string) =>
-  Effect.as(Effect.logInfo(`delivery skipped: ${reason}`), Option.none<PreparedJob>())
+const skip = (reason: string) => Effect.as(Effect.logInfo(`delivery skipped: ${reason}`), Option.none<PreparedJob>())
 
 /** Locks one delivery's job if it is still queued: with the other deliveries waiting now, or alone. */
-export type LockQueued = (request: QueuedLockRequest) => Effect.Effect<Option.Option<LockedWithSnapshot>, PersistenceError>
+export type LockQueued = (
+  request: QueuedLockRequest
+) => Effect.Effect<Option.Option<LockedWithSnapshot>, PersistenceError>
 
 /** `LockQueued` for one delivery at a time: a group of one. */
-export const lockAlone = (jobs: AiJobLifecycleRepository["Type"], workerId: string, lockTtlMs: number): LockQueued => (request) =>
-  Effect.map(jobs.lockQueued([request], workerId, lockTtlMs, progressAt.PREPARE), (answers) => answers[0] ?? Option.none())
+export const lockAlone =
+  (jobs: AiJobLifecycleRepository["Type"], workerId: string, lockTtlMs: number): LockQueued => (request) =>
+    Effect.map(
+      jobs.lockQueued([request], workerId, lockTtlMs, progressAt.PREPARE),
+      (answers) => answers[0] ?? Option.none()
+    )
 
 /** The most deliveries one locking statement takes. */
 export const maxLockGroupSize = 64
@@ -47,7 +47,7 @@ interface WaitingLock {
  * by the next statement. A failed statement fails each of its deliveries, as their own would.
  */
 export const makeGroupLock = (workerId: string, lockTtlMs: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const jobs = yield* AiJobLifecycleRepository
     const carried = yield* CarriedFiberRefs
     const submit = yield* makeGroupRunner<WaitingLock>(
@@ -55,16 +55,21 @@ export const makeGroupLock = (workerId: string, lockTtlMs: number) =>
         asCaller(
           group[0].caller,
           Effect.flatMap(
-            Effect.exit(jobs.lockQueued(group.map((waiting) => waiting.request), workerId, lockTtlMs, progressAt.PREPARE)),
+            Effect.exit(
+              jobs.lockQueued(group.map((waiting) => waiting.request), workerId, lockTtlMs, progressAt.PREPARE)
+            ),
             (exit) =>
               Effect.forEach(group, (waiting, index) =>
-                Deferred.done(waiting.answer, Exit.map(exit, (answers) => answers[index] ?? Option.none())), { discard: true })
+                Deferred.done(
+                  waiting.answer,
+                  Exit.map(exit, (answers) => answers[index] ?? Option.none())
+                ), { discard: true })
           )
         ),
       maxLockGroupSize
     )
     return ((request) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const answer = yield* Deferred.make<Option.Option<LockedWithSnapshot>, PersistenceError>()
         yield* submit({ request, answer, caller: yield* captureCaller<never>(carried) })
         return yield* Deferred.await(answer)
@@ -78,7 +83,7 @@ export const makeGroupLock = (workerId: string, lockTtlMs: number) =>
  * Any other state is a duplicate or stale delivery: nothing to do, and the delivery is acknowledged.
  */
 export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false })(
-  function* (payload: AiJobQueuePayload, workerId: string, lockTtlMs: number, lockQueued?: LockQueued) {
+  function*(payload: AiJobQueuePayload, workerId: string, lockTtlMs: number, lockQueued?: LockQueued) {
     const registry = yield* JobDefinitionRegistry
     const jobs = yield* AiJobLifecycleRepository
     const events = yield* JobEvents
@@ -91,7 +96,10 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
       return Option.none<PreparedJob>()
     }
     // The common case first, a queued job locked and read back with its snapshot; anything else is read and judged below.
-    const fast = yield* (lockQueued ?? lockAlone(jobs, workerId, lockTtlMs))({ jobId: payload.jobId, jobType: payload.jobType })
+    const fast = yield* (lockQueued ?? lockAlone(jobs, workerId, lockTtlMs))({
+      jobId: payload.jobId,
+      jobType: payload.jobType
+    })
     if (Option.isSome(fast)) {
       return yield* lockedFromQueue(fast.value.job, registered.value, fast.value.snapshot)
     }
@@ -103,10 +111,12 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
     if (job.lifecycleStatus !== "queued" && job.lifecycleStatus !== "running") {
       return yield* skip(`the job is already ${job.lifecycleStatus}`)
     }
-    const locked: Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError> =
-      job.lifecycleStatus === "queued"
-        ? jobs.lockJob(job.id, workerId, lockTtlMs, progressAt.PREPARE)
-        : jobs.takeOver(job.id, workerId, lockTtlMs, progressAt.PREPARE)
+    const locked: Effect.Effect<
+      AiJob,
+      JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError
+    > = job.lifecycleStatus === "queued"
+      ? jobs.lockJob(job.id, workerId, lockTtlMs, progressAt.PREPARE)
+      : jobs.takeOver(job.id, workerId, lockTtlMs, progressAt.PREPARE)
     return yield* locked.pipe(
       Effect.flatMap((lockedJob) =>
         Effect.flatMap(snapshotOf(lockedJob), (snapshot) =>
@@ -125,7 +135,8 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
       })
     )
   },
-  (effect, payload) => Effect.annotateLogs(effect, { stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType }),
+  (effect, payload) =>
+    Effect.annotateLogs(effect, { stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType }),
   timed(stageDuration, { stage: "prepare" })
 )
 
@@ -139,13 +150,21 @@ const snapshotOf = (locked: AiJob) =>
     snapshots.findByJobId(locked.id).pipe(
       Effect.tapError(() => {
         const lease = leaseOf(locked)
-        return lease === undefined ? Effect.void : Effect.ignore(Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.releaseLock(lease)))
+        return lease === undefined
+          ? Effect.void
+          : Effect.ignore(Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.releaseLock(lease)))
       })
     ))
 
-const preparedOf = (job: AiJob, registered: RegisteredJobType, snapshot: Option.Option<JobSnapshot>): Option.Option<PreparedJob> => {
+const preparedOf = (
+  job: AiJob,
+  registered: RegisteredJobType,
+  snapshot: Option.Option<JobSnapshot>
+): Option.Option<PreparedJob> => {
   const lease = leaseOf(job)
-  return lease === undefined ? Option.none<PreparedJob>() : Option.some<PreparedJob>({ job, lease, registered, snapshot })
+  return lease === undefined
+    ? Option.none<PreparedJob>()
+    : Option.some<PreparedJob>({ job, lease, registered, snapshot })
 }
 
 const logLocked = (message: string, prepared: Option.Option<PreparedJob>): Effect.Effect<Option.Option<PreparedJob>> =>
@@ -155,9 +174,11 @@ const logLocked = (message: string, prepared: Option.Option<PreparedJob>): Effec
 
 /** A queued job this worker just locked: its job event, its time in the queue, its log line. */
 const lockedFromQueue = (job: AiJob, registered: RegisteredJobType, snapshot: Option.Option<JobSnapshot>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     yield* Effect.flatMap(JobEvents, (events) => events.publish(jobEventOf(job)))
-    if (job.startedAt !== null) yield* observe(jobQueueWait, { job_type: job.jobType }, waitSeconds(job.createdAt, job.startedAt))
+    if (job.startedAt !== null) {
+      yield* observe(jobQueueWait, { job_type: job.jobType }, waitSeconds(job.createdAt, job.startedAt))
+    }
     return yield* logLocked("job locked", preparedOf(job, registered, snapshot))
   })
 

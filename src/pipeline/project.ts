@@ -1,17 +1,17 @@
 import { Duration, Effect, Schedule } from "effect"
+import { TimingConfig } from "../config/EngineConfig.js"
 import { InternalError } from "../domain/ExecutionError.js"
 import { LockLost } from "../domain/LifecycleErrors.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
-import { TimingConfig } from "../config/EngineConfig.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { ArtifactRepository } from "../services/ArtifactRepository.js"
+import { stageDuration, timed } from "../services/EngineMetrics.js"
 import { ResultProjectors } from "../services/ResultProjectors.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
-import { recordUsageWithResult } from "./usage.js"
-import { persistenceAsInternal } from "./internalErrors.js"
 import type { Commit } from "./groupCommit.js"
+import { persistenceAsInternal } from "./internalErrors.js"
 import type { ExecutedJob } from "./RunningJob.js"
-import { stageDuration, timed } from "../services/EngineMetrics.js"
+import { recordUsageWithResult } from "./usage.js"
 
 /**
  * PROJECT (docs/architecture.md §11.2): one transaction (`commit`: the worker's group commit,
@@ -22,7 +22,7 @@ import { stageDuration, timed } from "../services/EngineMetrics.js"
  * requested first (`CancelRequestedBeforeSuccess`, §10). A repeated projection writes nothing new.
  */
 export const project = Effect.fn("pipeline.project", { captureStackTrace: false })(
-  function* (executed: ExecutedJob, commit?: Commit) {
+  function*(executed: ExecutedJob, commit?: Commit) {
     const projectors = yield* ResultProjectors
     const artifacts = yield* ArtifactRepository
     const jobs = yield* AiJobLifecycleRepository
@@ -34,7 +34,7 @@ export const project = Effect.fn("pipeline.project", { captureStackTrace: false 
     )
     const timing = yield* TimingConfig
     return yield* (commit ?? unitOfWork.transaction)(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const projection = yield* projector.project(job, executed.output)
         const recorded = yield* artifacts.record(job.id, projection.artifacts)
         if (projection.duplicate || (recorded.inserted === 0 && recorded.duplicates > 0)) {

@@ -1,15 +1,15 @@
 import { Clock, Effect, Either, Schedule } from "effect"
+import { TimingConfig } from "../config/EngineConfig.js"
 import { byExpiredLock } from "../domain/AiJob.js"
 import { publicMessageOf } from "../domain/ExecutionError.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
-import { SnapshotRepository } from "../services/SnapshotRepository.js"
-import { TimingConfig } from "../config/EngineConfig.js"
-import { publishFinished } from "./complete.js"
-import { queueJobIdsOf, redispatch, requeue } from "./redispatch.js"
+import { increment, reaperActions } from "../services/EngineMetrics.js"
 import { JobQueue, type QueueJobState } from "../services/JobQueue.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
+import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
-import { increment, reaperActions } from "../services/EngineMetrics.js"
+import { publishFinished } from "./complete.js"
+import { queueJobIdsOf, redispatch, requeue } from "./redispatch.js"
 
 const batchSize = 100
 
@@ -35,7 +35,7 @@ const skipOnFailure = (jobId: string) => <A, E extends { readonly message: strin
  * jobs are queued again (a lost delivery must not strand a job; a waiting one must not run
  * twice), and expired snapshots are deleted (§12.3).
  */
-export const reapOnce = Effect.gen(function* () {
+export const reapOnce = Effect.gen(function*() {
   const jobs = yield* AiJobLifecycleRepository
   const snapshots = yield* SnapshotRepository
   const unitOfWork = yield* UnitOfWork
@@ -48,31 +48,33 @@ export const reapOnce = Effect.gen(function* () {
   let requeued = 0
   let failed = 0
   for (const job of expired) {
-    yield* Effect.gen(function* () {
-    const fence = byExpiredLock(job, reaperGraceMs)
-    if (job.cancelRequestedAt !== null) {
-      const result = yield* Effect.either(jobs.markCancelled(fence))
-      if (Either.isRight(result)) {
-        cancelled += 1
-        yield* publishFinished(result.right)
+    yield* Effect.gen(function*() {
+      const fence = byExpiredLock(job, reaperGraceMs)
+      if (job.cancelRequestedAt !== null) {
+        const result = yield* Effect.either(jobs.markCancelled(fence))
+        if (Either.isRight(result)) {
+          cancelled += 1
+          yield* publishFinished(result.right)
+        }
+      } else if (job.lockedBy === null || job.attemptCount < job.maxAttempts) {
+        // Attempts left, or given back by a hand-off (which costs none): queue it again.
+        const written = yield* redispatch(job, window)
+        if (!written.duplicate) requeued += 1
+      } else {
+        const result = yield* Effect.either(
+          jobs.markFailed(fence, {
+            errorCode: "INTERNAL_WORKER_LOST",
+            publicErrorMessage: publicMessageOf("INTERNAL_WORKER_LOST"),
+            internalErrorMessage: `lock held by ${
+              job.lockedBy ?? "nobody"
+            } expired; ${job.attemptCount} of ${job.maxAttempts} attempts used`
+          })
+        )
+        if (Either.isRight(result)) {
+          failed += 1
+          yield* publishFinished(result.right)
+        }
       }
-    } else if (job.lockedBy === null || job.attemptCount < job.maxAttempts) {
-      // Attempts left, or given back by a hand-off (which costs none): queue it again.
-      const written = yield* redispatch(job, window)
-      if (!written.duplicate) requeued += 1
-    } else {
-      const result = yield* Effect.either(
-        jobs.markFailed(fence, {
-          errorCode: "INTERNAL_WORKER_LOST",
-          publicErrorMessage: publicMessageOf("INTERNAL_WORKER_LOST"),
-          internalErrorMessage: `lock held by ${job.lockedBy ?? "nobody"} expired; ${job.attemptCount} of ${job.maxAttempts} attempts used`
-        })
-      )
-      if (Either.isRight(result)) {
-        failed += 1
-        yield* publishFinished(result.right)
-      }
-    }
     }).pipe(skipOnFailure(job.id))
   }
   // A queued job that nobody touched for long may have lost its delivery (dropped by the queue
@@ -87,12 +89,21 @@ export const reapOnce = Effect.gen(function* () {
   let requeuedQueued = 0
   let stillPending = 0
   for (const job of stale) {
-    const outcome = yield* Effect.gen(function* () {
-      const pending = yield* Effect.exists(queueJobIdsOf(job, window), (id) =>
-        Effect.map(queue.state(job.queueName, id), stillDelivering))
+    const outcome = yield* Effect.gen(function*() {
+      const pending = yield* Effect.exists(
+        queueJobIdsOf(job, window),
+        (id) => Effect.map(queue.state(job.queueName, id), stillDelivering)
+      )
       return yield* unitOfWork.transaction(
-        Effect.flatMap(jobs.touchQueued(job), (touched) =>
-          !touched ? Effect.succeed("changed" as const) : pending ? Effect.succeed("pending" as const) : Effect.as(requeue(job, window), "requeued" as const))
+        Effect.flatMap(
+          jobs.touchQueued(job),
+          (touched) =>
+            !touched
+              ? Effect.succeed("changed" as const)
+              : pending
+              ? Effect.succeed("pending" as const)
+              : Effect.as(requeue(job, window), "requeued" as const)
+        )
       )
     }).pipe(skipOnFailure(job.id))
     if (outcome === "requeued") requeuedQueued += 1
@@ -106,12 +117,14 @@ export const reapOnce = Effect.gen(function* () {
     )
   }
   const actions = { cancelled, requeued, failed, requeued_queued: requeuedQueued, snapshots_deleted: snapshotsDeleted }
-  for (const [action, count] of Object.entries(actions)) if (count > 0) yield* increment(reaperActions, { action }, count)
+  for (const [action, count] of Object.entries(actions)) {
+    if (count > 0) yield* increment(reaperActions, { action }, count)
+  }
   return { cancelled, requeued, failed, requeuedQueued, snapshotsDeleted }
 }).pipe(Effect.annotateLogs({ stage: "REAPER" }), Effect.withSpan("pipeline.reaper"))
 
 /** The reaper as a background loop, every `REAPER_INTERVAL_MS`; a failed pass is logged, not fatal. */
-export const runReaper = Effect.gen(function* () {
+export const runReaper = Effect.gen(function*() {
   const { reaperIntervalMs } = yield* TimingConfig
   // Whatever a pass meets, failure or defect, the loop goes on: the reaper is the safety net.
   yield* reapOnce.pipe(

@@ -2,9 +2,9 @@ import { Effect } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { newId } from "../domain/Ids.js"
 import { enqueueEventFor } from "../domain/OutboxEvent.js"
+import { payloadFor } from "../services/JobQueue.js"
 import { OutboxRepository } from "../services/OutboxRepository.js"
 import { OutboxSignal } from "../services/OutboxSignal.js"
-import { payloadFor } from "../services/JobQueue.js"
 
 /** How many of the latest reaper windows' requeues the reaper looks for in the queue. */
 const requeueWindowsChecked = 3
@@ -27,7 +27,7 @@ export const queueJobIdsOf = (job: AiJob, window: number): ReadonlyArray<string>
  * looked after: one event per requeue.
  */
 export const requeue = (job: AiJob, window: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const outbox = yield* OutboxRepository
     const touchedAt = job.updatedAt.getTime()
     return yield* outbox.createInTransaction(
@@ -48,7 +48,7 @@ export const requeue = (job: AiJob, window: number) =>
  * this one gets an id of its own.
  */
 export const redispatch = (job: AiJob, window: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const outbox = yield* OutboxRepository
     const signal = yield* OutboxSignal
     const written = yield* outbox.createInTransaction(

@@ -64,7 +64,10 @@ export const loggedRetries = (
   return logged
 }
 
-const loggedBySchedule = new WeakMap<Schedule.Schedule<unknown, unknown>, Map<string, Schedule.Schedule<unknown, unknown>>>()
+const loggedBySchedule = new WeakMap<
+  Schedule.Schedule<unknown, unknown>,
+  Map<string, Schedule.Schedule<unknown, unknown>>
+>()
 
 const buildLoggedRetries = (
   schedule: Schedule.Schedule<unknown, unknown>,

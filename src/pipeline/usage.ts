@@ -19,7 +19,7 @@ export const usageEntryOf = (
   exit: Exit.Exit<GenerateResult, ExecutionError>,
   target: ResolvedTarget = resolved.targets[0]
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const costs = yield* AiCostCalculator
     const finishedAtMillis = yield* Clock.currentTimeMillis
     const result = Exit.isSuccess(exit) ? exit.value : undefined

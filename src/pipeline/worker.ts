@@ -1,7 +1,7 @@
 import { Chunk, Clock, Duration, Effect, Layer, Schedule, Stream } from "effect"
 import { hostname } from "node:os"
-import type { QueueName } from "../domain/QueueName.js"
 import { WorkerSettings } from "../config/WorkerSettings.js"
+import type { QueueName } from "../domain/QueueName.js"
 import { JobQueue } from "../services/JobQueue.js"
 import { WorkerDirectory } from "../services/WorkerDirectory.js"
 import { makeExecutionEngine } from "./engine.js"
@@ -18,7 +18,7 @@ const directoryCoalesceMs = 250
  * its running jobs back before the consumers close, so other workers take them at once.
  */
 export const runWorker = (options: { readonly workerId: string; readonly queues: ReadonlyArray<QueueName> }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const queue = yield* JobQueue
     const directory = yield* WorkerDirectory
     const engine = yield* makeExecutionEngine(options.workerId)
@@ -33,7 +33,7 @@ export const runWorker = (options: { readonly workerId: string; readonly queues:
         Effect.zipLeft(Effect.logInfo("worker stopping: running jobs handed back"))
       )
     )
-    const beat = Effect.gen(function* () {
+    const beat = Effect.gen(function*() {
       yield* directory.beat({
         instanceId: options.workerId,
         hostname: hostname(),
@@ -54,7 +54,9 @@ export const runWorker = (options: { readonly workerId: string; readonly queues:
         Stream.runForEach(() => beat)
       )
     )
-    yield* Effect.logInfo("worker started").pipe(Effect.annotateLogs({ workerId: options.workerId, queues: options.queues.join(",") }))
+    yield* Effect.logInfo("worker started").pipe(
+      Effect.annotateLogs({ workerId: options.workerId, queues: options.queues.join(",") })
+    )
     return engine
   })
 
@@ -63,7 +65,7 @@ export const runWorker = (options: { readonly workerId: string; readonly queues:
  * fresh id), and the lock reaper beside it (safe in every process: its writes are fenced).
  */
 export const WorkerServiceLive = Layer.scopedDiscard(
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { queues, workerId } = yield* WorkerSettings
     yield* runWorker({ workerId, queues })
     yield* Effect.forkScoped(runReaper)

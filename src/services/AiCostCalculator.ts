@@ -3,7 +3,10 @@ import { defaultPriceTable, type ModelPrice, PriceTableSettings } from "../confi
 import type { TokenUsage } from "./AiGateway.js"
 
 /** Cost rounded up to whole micro-units, so that many tiny calls never sum to nothing. */
-export const costOf = (price: ModelPrice, usage: { readonly promptTokens: number; readonly completionTokens: number }) =>
+export const costOf = (
+  price: ModelPrice,
+  usage: { readonly promptTokens: number; readonly completionTokens: number }
+) =>
   Math.ceil(
     (Math.max(0, usage.promptTokens) * price.inputMicrosPerMillionTokens +
       Math.max(0, usage.completionTokens) * price.outputMicrosPerMillionTokens) / 1_000_000
@@ -17,7 +20,11 @@ const makeAiCostCalculator = (table: Readonly<Record<string, ModelPrice>>) => {
     /** Whole micro-units, rounded up; a model missing from the table costs 0 (and logs a warning). */
     costMicros: (model: string, usage: TokenUsage): Effect.Effect<number> =>
       Option.match(priceOf(model), {
-        onNone: () => Effect.as(Effect.logWarning("no price configured for model; cost recorded as 0").pipe(Effect.annotateLogs({ model })), 0),
+        onNone: () =>
+          Effect.as(
+            Effect.logWarning("no price configured for model; cost recorded as 0").pipe(Effect.annotateLogs({ model })),
+            0
+          ),
         onSome: (price) => Effect.succeed(costOf(price, usage))
       })
   }
@@ -31,6 +38,8 @@ export class AiCostCalculator extends Effect.Service<AiCostCalculator>()("ai-job
   effect: Effect.map(PriceTableSettings, makeAiCostCalculator),
   dependencies: [PriceTableSettings.layer]
 }) {
-  static readonly withTable = (table: Readonly<Record<string, ModelPrice>> = defaultPriceTable): Layer.Layer<AiCostCalculator> =>
+  static readonly withTable = (
+    table: Readonly<Record<string, ModelPrice>> = defaultPriceTable
+  ): Layer.Layer<AiCostCalculator> =>
     Layer.succeed(AiCostCalculator, AiCostCalculator.make(makeAiCostCalculator(table)))
 }

@@ -1,6 +1,12 @@
 import { Context, type Effect, type Redacted } from "effect"
 import type { CredentialMode } from "../domain/CredentialMode.js"
-import type { ContentSafetyError, CredentialError, InternalError, ProviderError, ValidationError } from "../domain/ExecutionError.js"
+import type {
+  ContentSafetyError,
+  CredentialError,
+  InternalError,
+  ProviderError,
+  ValidationError
+} from "../domain/ExecutionError.js"
 
 /** One chat message sent to the model. Messages carry snapshot content: never log them. */
 export interface ChatMessage {

@@ -23,7 +23,7 @@ export const instrumentGateway = (gateway: AiGateway["Type"], costs: AiCostCalcu
   AiGateway.of({
     ...(gateway.settle === undefined ? {} : { settle: gateway.settle }),
     generate: (request: GenerateRequest) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const started = yield* Clock.currentTimeMillis
         const exit = yield* Effect.exit(gateway.generate(request))
         const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000

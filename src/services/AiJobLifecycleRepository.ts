@@ -1,15 +1,7 @@
 import { Context, type Effect, type Option } from "effect"
-import type {
-  AiJob,
-  JobFailure,
-  JobFence,
-  JobLease,
-  JobListCursor,
-  JobListFilter,
-  NewAiJob
-} from "../domain/AiJob.js"
-import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
+import type { AiJob, JobFailure, JobFence, JobLease, JobListCursor, JobListFilter, NewAiJob } from "../domain/AiJob.js"
 import type { JobBatchRecord } from "../domain/JobBatch.js"
+import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
 import type { FinishedArtifact } from "../domain/JobFinishedEvent.js"
 import type { JobSnapshot } from "../domain/JobSnapshot.js"
 import type {
@@ -227,7 +219,10 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
      * Queued jobs untouched for more than `olderThanMs`: their delivery may have been lost (a
      * queue that dropped it, a delivery acknowledged without work). Oldest first.
      */
-    readonly findStaleQueued: (olderThanMs: number, limit: number) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
+    readonly findStaleQueued: (
+      olderThanMs: number,
+      limit: number
+    ) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
     /**
      * Marks a queued job as looked after now (its `updated_at`), if it is still queued and still
      * as `seen`; false when anything changed it meanwhile. Call inside the requeue's transaction.

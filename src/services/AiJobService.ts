@@ -1,28 +1,28 @@
 import { Effect, Either, Option, Schema } from "effect"
-import { newId } from "../domain/Ids.js"
-import { requestHash } from "../domain/CanonicalJson.js"
+import { queueDefaults } from "../config/QueueSettings.js"
 import type { AiJob, NewAiJob } from "../domain/AiJob.js"
-import type { NewJobSnapshot } from "../domain/JobSnapshot.js"
+import { requestHash } from "../domain/CanonicalJson.js"
 import type { CredentialMode } from "../domain/CredentialMode.js"
+import { newId } from "../domain/Ids.js"
 import { IdempotencyKeyReused, InvalidJobInput } from "../domain/JobCreationErrors.js"
-import { PersistenceError } from "../domain/PersistenceError.js"
-import { enqueueEventFor, enqueueEventType } from "../domain/OutboxEvent.js"
 import { JobPriority, priorityRule } from "../domain/JobDefinition.js"
+import type { NewJobSnapshot } from "../domain/JobSnapshot.js"
+import { enqueueEventFor, enqueueEventType } from "../domain/OutboxEvent.js"
+import { PersistenceError } from "../domain/PersistenceError.js"
 import type { QuotaExceeded, TooManyJobs } from "../domain/QuotaErrors.js"
 import type { UnknownJobType } from "../domain/RegistryErrors.js"
+import { currentTraceParent } from "../domain/TraceContext.js"
 import { AiJobLifecycleRepository } from "./AiJobLifecycleRepository.js"
 import { CredentialRepository } from "./CredentialRepository.js"
+import { increment, jobsCreated } from "./EngineMetrics.js"
 import { JobDefinitionRegistry, type RegisteredJobType } from "./JobDefinitionRegistry.js"
-import { OutboxRepository } from "./OutboxRepository.js"
 import { OutboxDirectPublisher } from "./OutboxDirectPublisher.js"
+import { OutboxRepository } from "./OutboxRepository.js"
 import { OutboxSignal } from "./OutboxSignal.js"
 import { Quotas } from "./Quotas.js"
 import { SnapshotBuilder } from "./SnapshotBuilder.js"
 import { SnapshotRepository } from "./SnapshotRepository.js"
 import { UnitOfWork } from "./UnitOfWork.js"
-import { queueDefaults } from "../config/QueueSettings.js"
-import { currentTraceParent } from "../domain/TraceContext.js"
-import { increment, jobsCreated } from "./EngineMetrics.js"
 
 /** The spec's `CreateJobInput`, with the job's input itself (docs/architecture.md §5.1). */
 export interface CreateJobRequest {
@@ -89,7 +89,13 @@ export interface CreatedJobBatch {
   readonly created: boolean
 }
 
-type CreationError = UnknownJobType | InvalidJobInput | IdempotencyKeyReused | TooManyJobs | QuotaExceeded | PersistenceError
+type CreationError =
+  | UnknownJobType
+  | InvalidJobInput
+  | IdempotencyKeyReused
+  | TooManyJobs
+  | QuotaExceeded
+  | PersistenceError
 
 // The definition's own priority rule, so an override obeys the same bounds.
 const isPriority = Schema.is(JobPriority)
@@ -148,7 +154,7 @@ type KeyedBy =
   | { readonly _tag: "Batch"; readonly key: string; readonly hash: string; readonly batchId: string }
 
 /** The service's make, for a test that swaps one of its ports. */
-export const makeAiJobService = Effect.gen(function* () {
+export const makeAiJobService = Effect.gen(function*() {
   const registry = yield* JobDefinitionRegistry
   const jobs = yield* AiJobLifecycleRepository
   const outbox = yield* OutboxRepository
@@ -170,7 +176,7 @@ export const makeAiJobService = Effect.gen(function* () {
 
   /** What a key already names, answered again when it was made from this request; none when the key is new. */
   const replay = (userId: string, jobType: string, keyedBy: KeyedBy) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       switch (keyedBy._tag) {
         case "None":
           return Option.none<CreatedJobBatch>()
@@ -184,7 +190,9 @@ export const makeAiJobService = Effect.gen(function* () {
           const batch = yield* jobs.findBatchByIdempotencyKey(userId, jobType, keyedBy.key)
           if (Option.isNone(batch)) return Option.none<CreatedJobBatch>()
           if (batch.value.requestHash !== keyedBy.hash) {
-            return yield* Effect.fail(new IdempotencyKeyReused({ jobType, jobId: batch.value.jobIds[0] ?? batch.value.id }))
+            return yield* Effect.fail(
+              new IdempotencyKeyReused({ jobType, jobId: batch.value.jobIds[0] ?? batch.value.id })
+            )
           }
           return Option.some<CreatedJobBatch>({ jobs: yield* jobs.findByIds(batch.value.jobIds), created: false })
         }
@@ -193,7 +201,7 @@ export const makeAiJobService = Effect.gen(function* () {
 
   /** Step 1: the job type's definition and the input decoded by its Schema. */
   const validate = (request: CreateJobRequest) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const registered = yield* registry.get(request.jobType)
       const input = yield* registered.decodeInput(request.input)
       const problems = checkOverrides(registered, request)
@@ -202,8 +210,14 @@ export const makeAiJobService = Effect.gen(function* () {
     })
 
   /** Step 2: the job's row, snapshot and event ids, before admission picks its credential. */
-  const prepare = (registered: RegisteredJobType, request: CreateJobRequest, input: unknown, keyedBy: KeyedBy, traceParent: string | null) =>
-    Effect.gen(function* () {
+  const prepare = (
+    registered: RegisteredJobType,
+    request: CreateJobRequest,
+    input: unknown,
+    keyedBy: KeyedBy,
+    traceParent: string | null
+  ) =>
+    Effect.gen(function*() {
       const { definition } = registered
       const built = yield* snapshotBuilder.build(definition, input)
       const jobId = yield* newId
@@ -242,7 +256,10 @@ export const makeAiJobService = Effect.gen(function* () {
    */
   const admit = (userId: string, count: number, keyProvider: string | undefined, enforceQuotas: boolean) =>
     enforceQuotas
-      ? Effect.map(quotas.admit(userId, { activeCredentialOf: keyProvider, jobs: count }), (admitted) => admitted.activeCredentialId)
+      ? Effect.map(
+        quotas.admit(userId, { activeCredentialOf: keyProvider, jobs: count }),
+        (admitted) => admitted.activeCredentialId
+      )
       : keyProvider === undefined
       ? Effect.succeed(Option.none<string>())
       : Effect.map(credentials.findActive(userId, keyProvider), Option.map((record) => record.id))
@@ -257,8 +274,12 @@ export const makeAiJobService = Effect.gen(function* () {
   }
 
   /** Step 4, inside the transaction: jobs, snapshots and outbox events, one statement per table. */
-  const write = (prepared: ReadonlyArray<PreparedJob>, storedKey: Option.Option<string>, registered: RegisteredJobType) =>
-    Effect.gen(function* () {
+  const write = (
+    prepared: ReadonlyArray<PreparedJob>,
+    storedKey: Option.Option<string>,
+    registered: RegisteredJobType
+  ) =>
+    Effect.gen(function*() {
       const newJobs = prepared.map(({ credentialId, credentialMode, job }): NewAiJob => ({
         ...job,
         credentialMode: credentialMode ??
@@ -276,13 +297,15 @@ export const makeAiJobService = Effect.gen(function* () {
       }
       const created = yield* jobs.createJobs(newJobs)
       yield* snapshots.createMany(prepared.map((job) => job.snapshot))
-      yield* outbox.createManyInTransaction(created.map((job, index) => enqueueEvent(job, prepared[index]?.eventId ?? "")))
+      yield* outbox.createManyInTransaction(
+        created.map((job, index) => enqueueEvent(job, prepared[index]?.eventId ?? ""))
+      )
       return created
     })
 
   /** Step 5, after the commit: queue the jobs now (or wake the dispatcher), and count them. */
   const publish = (created: ReadonlyArray<AiJob>, prepared: ReadonlyArray<PreparedJob>) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* Option.match(direct, {
         onNone: () => signal.notify,
         onSome: (publisher) =>
@@ -316,7 +339,7 @@ export const makeAiJobService = Effect.gen(function* () {
     const { keyedBy, prepared, registered, userId } = options
     const jobType = registered.definition.jobType
     return unitOfWork.transaction(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         // The batch's key goes first: a concurrent batch with the same key waits on it and then
         // answers with this one's jobs, rather than being refused by limits this one used up.
         if (keyedBy._tag === "Batch") {
@@ -340,7 +363,10 @@ export const makeAiJobService = Effect.gen(function* () {
           Option.match({
             onNone: (): Effect.Effect<CreatedJobBatch, PersistenceError> =>
               Effect.fail(
-                new PersistenceError({ operation: "ai_job.create", message: "the idempotency key conflicted but its job cannot be read" })
+                new PersistenceError({
+                  operation: "ai_job.create",
+                  message: "the idempotency key conflicted but its job cannot be read"
+                })
               ),
             onSome: Effect.succeed
           })
@@ -350,7 +376,7 @@ export const makeAiJobService = Effect.gen(function* () {
   }
 
   const createJob = (request: CreateJobRequest): Effect.Effect<CreatedJob, CreationError> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { input, registered } = yield* validate(request)
       const keyedBy: KeyedBy = request.idempotencyKey === undefined
         ? { _tag: "None" }
@@ -362,14 +388,16 @@ export const makeAiJobService = Effect.gen(function* () {
       // and the workers' spans continue it.
       const traceParent = Option.getOrNull(yield* currentTraceParent)
       const prepared = yield* prepare(registered, request, input, keyedBy, traceParent)
-      const created = yield* firstOf(yield* commit({
-        userId: request.userId,
-        registered,
-        prepared: [prepared],
-        keyedBy,
-        keyProvider: storedKeyProvider(registered, request),
-        enforceQuotas: request.enforceQuotas !== false
-      }))
+      const created = yield* firstOf(
+        yield* commit({
+          userId: request.userId,
+          registered,
+          prepared: [prepared],
+          keyedBy,
+          keyProvider: storedKeyProvider(registered, request),
+          enforceQuotas: request.enforceQuotas !== false
+        })
+      )
       yield* Effect.annotateLogs(Effect.logDebug("job created"), {
         jobId: created.job.id,
         jobType: created.job.jobType,
@@ -379,10 +407,13 @@ export const makeAiJobService = Effect.gen(function* () {
     }).pipe(Effect.withSpan("job.create", { captureStackTrace: false, attributes: { "ai_job.type": request.jobType } }))
 
   const createJobBatch = (request: CreateJobBatchRequest): Effect.Effect<CreatedJobBatch, CreationError> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const registered = yield* registry.get(request.jobType)
-      const decoded = yield* Effect.forEach(request.items, (item, index) =>
-        Effect.either(Effect.mapError(registered.decodeInput(item.input), (error) => atIndex(index, error.problems))))
+      const decoded = yield* Effect.forEach(
+        request.items,
+        (item, index) =>
+          Effect.either(Effect.mapError(registered.decodeInput(item.input), (error) => atIndex(index, error.problems)))
+      )
       const problems = [
         ...decoded.flatMap((result) => (Either.isLeft(result) ? result.left : [])),
         ...checkIdempotencyKey(request.idempotencyKey)
@@ -392,13 +423,27 @@ export const makeAiJobService = Effect.gen(function* () {
 
       const keyedBy: KeyedBy = request.idempotencyKey === undefined
         ? { _tag: "None" }
-        : { _tag: "Batch", key: request.idempotencyKey, hash: requestHash(registered.definition.jobType, inputs), batchId: yield* newId }
+        : {
+          _tag: "Batch",
+          key: request.idempotencyKey,
+          hash: requestHash(registered.definition.jobType, inputs),
+          batchId: yield* newId
+        }
       const found = yield* replay(request.userId, request.jobType, keyedBy)
       if (Option.isSome(found)) return found.value
 
       const traceParent = Option.getOrNull(yield* currentTraceParent)
-      const prepared = yield* Effect.forEach(request.items, (item, index) =>
-        prepare(registered, { ...item, userId: request.userId, jobType: request.jobType }, inputs[index], keyedBy, traceParent))
+      const prepared = yield* Effect.forEach(
+        request.items,
+        (item, index) =>
+          prepare(
+            registered,
+            { ...item, userId: request.userId, jobType: request.jobType },
+            inputs[index],
+            keyedBy,
+            traceParent
+          )
+      )
       const created = yield* commit({
         userId: request.userId,
         registered,
@@ -442,7 +487,6 @@ const firstOf = (result: CreatedJobBatch): Effect.Effect<CreatedJob, Persistence
     ? Effect.fail(new PersistenceError({ operation: "ai_job.create", message: "the create answered no job" }))
     : Effect.succeed({ job, created: result.created })
 }
-
 
 /**
  * The one way a job comes to exist (docs/architecture.md §5.1). Its ports (repositories, unit of

@@ -29,6 +29,9 @@ export class ArtifactRepository extends Context.Tag("ai-job-engine/ArtifactRepos
      */
     readonly findJobWithArtifacts: (
       jobId: string
-    ) => Effect.Effect<Option.Option<{ readonly job: AiJob; readonly artifacts: ReadonlyArray<StoredArtifact> }>, PersistenceError>
+    ) => Effect.Effect<
+      Option.Option<{ readonly job: AiJob; readonly artifacts: ReadonlyArray<StoredArtifact> }>,
+      PersistenceError
+    >
   }
 >() {}

@@ -19,7 +19,7 @@ const containsTerm = (term: TextSkeletons, text: TextSkeletons) =>
 const stringsOf = (value: unknown, out: Array<string> = [], depth = 0): Array<string> => {
   if (depth > 64) return out
   if (typeof value === "string") out.push(value)
-  else if (Array.isArray(value)) for (const item of value) stringsOf(item, out, depth + 1)
+  else if (Array.isArray(value)) { for (const item of value) stringsOf(item, out, depth + 1) }
   else if (typeof value === "object" && value !== null) {
     for (const [key, item] of Object.entries(value)) {
       out.push(key)
@@ -39,13 +39,17 @@ const compile = (pattern: string): Either.Either<RegExp, string> => {
 
 /** The checker of `rules`: blocked terms and patterns. The error names the rule (by index), never the content. */
 const makeRuleBasedContentSafety = (rules: ContentSafetyRules) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     // Rules are normalised once, here; each string of a check is normalised once.
     const terms = rules.blockedTerms.map(textSkeletons)
     const patterns: Array<CompiledPattern> = []
     for (const source of rules.blockedPatterns) {
       const compiled = compile(source)
-      if (Either.isLeft(compiled)) return yield* Effect.dieMessage(`content safety: pattern #${patterns.length + 1} is not a valid regular expression`)
+      if (Either.isLeft(compiled)) {
+        return yield* Effect.dieMessage(
+          `content safety: pattern #${patterns.length + 1} is not a valid regular expression`
+        )
+      }
       patterns.push({
         written: compiled.right,
         upper: Either.getOrUndefined(compile(skeletonPatternSource(source, "upper"))),
@@ -75,7 +79,13 @@ const makeRuleBasedContentSafety = (rules: ContentSafetyRules) =>
               return Effect.logWarning("content blocked by safety rules").pipe(
                 Effect.annotateLogs({ jobType, stage, rule }),
                 Effect.zipRight(
-                  Effect.fail(new ContentSafetyError({ code: "CONTENT_SAFETY_BLOCKED", stage, message: `${stage} of ${jobType} matched ${rule}` }))
+                  Effect.fail(
+                    new ContentSafetyError({
+                      code: "CONTENT_SAFETY_BLOCKED",
+                      stage,
+                      message: `${stage} of ${jobType} matched ${rule}`
+                    })
+                  )
                 )
               )
             }

@@ -42,7 +42,10 @@ export class CredentialRepository extends Context.Tag("ai-job-engine/CredentialR
     readonly insertReplacingActive: (record: NewCredentialRecord) => Effect.Effect<CredentialRecord, PersistenceError>
     readonly findById: (id: string) => Effect.Effect<Option.Option<CredentialRecord>, PersistenceError>
     /** The newest non-revoked credential of the user for the provider. */
-    readonly findActive: (userId: string, provider: string) => Effect.Effect<Option.Option<CredentialRecord>, PersistenceError>
+    readonly findActive: (
+      userId: string,
+      provider: string
+    ) => Effect.Effect<Option.Option<CredentialRecord>, PersistenceError>
     /** Newest first, revoked ones included. */
     readonly listByUser: (userId: string) => Effect.Effect<ReadonlyArray<CredentialRecord>, PersistenceError>
     /** Sets `revoked_at` if the credential belongs to the user and is active; false otherwise. */
@@ -54,6 +57,9 @@ export class CredentialRepository extends Context.Tag("ai-job-engine/CredentialR
       ciphertext: CredentialCiphertext
     ) => Effect.Effect<boolean, PersistenceError>
     /** Credentials (revoked ones included) still encrypted under a key version other than `currentVersion`. */
-    readonly listStale: (currentVersion: number, limit: number) => Effect.Effect<ReadonlyArray<CredentialRecord>, PersistenceError>
+    readonly listStale: (
+      currentVersion: number,
+      limit: number
+    ) => Effect.Effect<ReadonlyArray<CredentialRecord>, PersistenceError>
   }
 >() {}

@@ -1,14 +1,14 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
 import { Effect, Either, Layer, Option, Redacted } from "effect"
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
 import { CredentialKeyringSettings, keyFromBase64 } from "../config/CredentialKeyringSettings.js"
+import { ProviderConfig } from "../config/EngineConfig.js"
+import { ProviderSettings } from "../config/ProviderSettings.js"
+import { type CredentialMode, userKeyProvider } from "../domain/CredentialMode.js"
 import { CredentialError } from "../domain/ExecutionError.js"
 import { newId } from "../domain/Ids.js"
-import { type CredentialMode, userKeyProvider } from "../domain/CredentialMode.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { ResolvedCredential } from "./AiGateway.js"
 import { type CredentialCiphertext, type CredentialRecord, CredentialRepository } from "./CredentialRepository.js"
-import { ProviderConfig } from "../config/EngineConfig.js"
-import { ProviderSettings } from "../config/ProviderSettings.js"
 
 /** What the API may show about a stored key: never the key, never the ciphertext. */
 export interface CredentialSummary {
@@ -39,8 +39,10 @@ export const makeKeyring = (
   for (const [version, key] of previous) {
     Option.map(keyFromBase64(Redacted.value(key)), (buffer) => keys.set(version, Redacted.make(buffer)))
   }
-  Option.map(current, ({ key, version }) =>
-    Option.map(keyFromBase64(Redacted.value(key)), (buffer) => keys.set(version, Redacted.make(buffer)))
+  Option.map(
+    current,
+    ({ key, version }) =>
+      Option.map(keyFromBase64(Redacted.value(key)), (buffer) => keys.set(version, Redacted.make(buffer)))
   )
   return { currentVersion: Option.match(current, { onNone: () => 0, onSome: (c) => c.version }), keys }
 }
@@ -48,8 +50,10 @@ export const makeKeyring = (
 const ALGORITHM = "aes-256-gcm"
 
 /** Binds a ciphertext to its row: moving it to another row or user fails authentication. */
-const associatedData = (row: { readonly id: string; readonly userId: string; readonly provider: string }, keyVersion: number) =>
-  Buffer.from(`user_model_credential|${row.id}|${row.userId}|${row.provider}|v${keyVersion}`, "utf8")
+const associatedData = (
+  row: { readonly id: string; readonly userId: string; readonly provider: string },
+  keyVersion: number
+) => Buffer.from(`user_model_credential|${row.id}|${row.userId}|${row.provider}|v${keyVersion}`, "utf8")
 
 export const encryptKey = (
   plain: Redacted.Redacted<string>,
@@ -125,7 +129,7 @@ export interface JobCredentials extends ResolvedCredential {
 }
 
 export const makeCredentialVault = (options: CredentialVaultOptions) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const repository = yield* CredentialRepository
     const { keyring } = options
     const defaultProvider = options.provider ?? userKeyProvider
@@ -139,7 +143,8 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
         return Effect.fail(
           new CredentialError({
             code: "CREDENTIAL_DECRYPT_FAILED",
-            message: `credential ${record.id} is encrypted under key version ${record.keyVersion}, which is not configured`
+            message:
+              `credential ${record.id} is encrypted under key version ${record.keyVersion}, which is not configured`
           })
         )
       }
@@ -167,7 +172,10 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
       const key = keyring.keys.get(keyring.currentVersion)
       return key === undefined
         ? Effect.fail(
-          new CredentialError({ code: "CREDENTIAL_MISSING", message: "CREDENTIAL_ENCRYPTION_KEY is not configured: user keys cannot be stored" })
+          new CredentialError({
+            code: "CREDENTIAL_MISSING",
+            message: "CREDENTIAL_ENCRYPTION_KEY is not configured: user keys cannot be stored"
+          })
         )
         : Effect.succeed(key)
     })
@@ -178,10 +186,13 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
       readonly apiKey: Redacted.Redacted<string>
       readonly provider?: string | undefined
     }): Effect.Effect<CredentialSummary, CredentialError | PersistenceError> =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const plain = Redacted.value(request.apiKey)
         if (plain.trim().length === 0 || plain.length > 512 || /\s/.test(plain)) {
-          return yield* new CredentialError({ code: "CREDENTIAL_INVALID", message: "the key is empty, too long or contains whitespace" })
+          return yield* new CredentialError({
+            code: "CREDENTIAL_INVALID",
+            message: "the key is empty, too long or contains whitespace"
+          })
         }
         const key = yield* currentKey
         const id = yield* newId
@@ -194,7 +205,12 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
           keyFingerprint: fingerprintOf(request.apiKey)
         })
         yield* Effect.logInfo("user credential stored").pipe(
-          Effect.annotateLogs({ credentialId: id, userId: request.userId, provider, keyVersion: keyring.currentVersion })
+          Effect.annotateLogs({
+            credentialId: id,
+            userId: request.userId,
+            provider,
+            keyVersion: keyring.currentVersion
+          })
         )
         return summaryOf(record)
       })
@@ -213,7 +229,7 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
       readonly credentialId: string | null
       readonly userId: string
     }): Effect.Effect<JobCredentials, CredentialError | PersistenceError> =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         if (request.mode === "platform_key") {
           const keyOf = (provider: string) =>
             Option.map(
@@ -234,13 +250,21 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
         }
         if (found.value.revokedAt !== null) return yield* notFound(credentialId, "was revoked")
         const apiKey = yield* decrypt(found.value)
-        const own: ResolvedCredential = { mode: "user_deepseek_key", credentialId, provider: found.value.provider, apiKey }
-        return { ...own, forProvider: (provider) => (provider === own.provider ? Option.some(own) : Option.none()) } satisfies JobCredentials
+        const own: ResolvedCredential = {
+          mode: "user_deepseek_key",
+          credentialId,
+          provider: found.value.provider,
+          apiKey
+        }
+        return {
+          ...own,
+          forProvider: (provider) => (provider === own.provider ? Option.some(own) : Option.none())
+        } satisfies JobCredentials
       })
 
     /** Re-encrypts up to `limit` credentials stored under an older key version; returns how many. */
     const rotate = (limit: number): Effect.Effect<number, CredentialError | PersistenceError> =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const key = yield* currentKey
         const stale = yield* repository.listStale(keyring.currentVersion, limit)
         let rotated = 0
@@ -273,7 +297,10 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
           )
         ),
       /** The id a new `user_deepseek_key` job stores in `ai_job.credential_id`. */
-      activeCredentialId: (userId: string, provider?: string | undefined): Effect.Effect<Option.Option<string>, PersistenceError> =>
+      activeCredentialId: (
+        userId: string,
+        provider?: string | undefined
+      ): Effect.Effect<Option.Option<string>, PersistenceError> =>
         repository.findActive(userId, provider ?? defaultProvider).pipe(Effect.map(Option.map((record) => record.id))),
       list: (userId: string): Effect.Effect<ReadonlyArray<CredentialSummary>, PersistenceError> =>
         repository.listByUser(userId).pipe(Effect.map((records) => records.map(summaryOf))),
@@ -292,7 +319,7 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
  * `CredentialRepository`.
  */
 export class CredentialVault extends Effect.Service<CredentialVault>()("ai-job-engine/CredentialVault", {
-  effect: Effect.gen(function* () {
+  effect: Effect.gen(function*() {
     const provider = yield* ProviderConfig
     const providers = yield* ProviderSettings
     const ring = yield* CredentialKeyringSettings
@@ -301,12 +328,21 @@ export class CredentialVault extends Effect.Service<CredentialVault>()("ai-job-e
       ring.previous.map(([version, buffer]) => [version, Redacted.make(buffer.toString("base64"))] as const)
     )
     const platformKeys = new Map(
-      [...providers.providers.values()].flatMap((endpoint) => Option.toArray(Option.map(endpoint.apiKey, (key) => [endpoint.name, key] as const)))
+      [...providers.providers.values()].flatMap((endpoint) =>
+        Option.toArray(Option.map(endpoint.apiKey, (key) => [endpoint.name, key] as const))
+      )
     )
-    return yield* makeCredentialVault({ keyring, platformKey: Option.none(), platformKeys, platformProvider: providers.defaultProvider })
+    return yield* makeCredentialVault({
+      keyring,
+      platformKey: Option.none(),
+      platformKeys,
+      platformProvider: providers.defaultProvider
+    })
   }),
   dependencies: [ProviderSettings.layer, CredentialKeyringSettings.layer]
 }) {
-  static readonly withOptions = (options: CredentialVaultOptions): Layer.Layer<CredentialVault, never, CredentialRepository> =>
+  static readonly withOptions = (
+    options: CredentialVaultOptions
+  ): Layer.Layer<CredentialVault, never, CredentialRepository> =>
     Layer.effect(CredentialVault, Effect.map(makeCredentialVault(options), CredentialVault.make))
 }

@@ -39,26 +39,53 @@ export const jobsFinished = counter(
   "Jobs that reached a terminal state, by job type, status and error code (none on success)"
 )
 export const jobDuration = seconds("ai_job_duration_seconds", "From creation to the terminal state, by job type")
-export const jobQueueWait = seconds("ai_job_queue_wait_seconds", "From creation to the first lock by a worker, by job type")
+export const jobQueueWait = seconds(
+  "ai_job_queue_wait_seconds",
+  "From creation to the first lock by a worker, by job type"
+)
 export const stageDuration = seconds("ai_pipeline_stage_duration_seconds", "One pipeline stage of one run, by stage")
-export const engineRetries = counter("ai_engine_retries_total", "Provider calls repeated by the engine's retry schedule, by job type and error code")
+export const engineRetries = counter(
+  "ai_engine_retries_total",
+  "Provider calls repeated by the engine's retry schedule, by job type and error code"
+)
 
 export const providerCallDuration = seconds(
   "ai_provider_call_duration_seconds",
   "One provider call, by provider, model and outcome (ok or the error code)"
 )
-export const providerTokens = counter("ai_provider_tokens_total", "Tokens reported by the provider, by provider, model and direction")
-export const providerCost = counter("ai_provider_cost_total", "Cost of provider calls in the price table's units, by provider and model")
+export const providerTokens = counter(
+  "ai_provider_tokens_total",
+  "Tokens reported by the provider, by provider, model and direction"
+)
+export const providerCost = counter(
+  "ai_provider_cost_total",
+  "Cost of provider calls in the price table's units, by provider and model"
+)
 
 export const activeJobs = gauge("ai_worker_active_jobs", "Jobs this worker process is running now")
 
-export const outboxPending = gauge("ai_outbox_pending", "Job enqueue events not yet published to their queue (pending or claimed)")
+export const outboxPending = gauge(
+  "ai_outbox_pending",
+  "Job enqueue events not yet published to their queue (pending or claimed)"
+)
 export const outboxDead = gauge("ai_outbox_dead", "Job enqueue events that failed for good")
-export const outboxOldestPendingAge = gauge("ai_outbox_oldest_pending_age_seconds", "Age of the oldest unpublished job enqueue event (0 when none)")
-export const eventsPending = gauge("ai_events_pending", "Job completion events not yet delivered to every target (pending or claimed)")
+export const outboxOldestPendingAge = gauge(
+  "ai_outbox_oldest_pending_age_seconds",
+  "Age of the oldest unpublished job enqueue event (0 when none)"
+)
+export const eventsPending = gauge(
+  "ai_events_pending",
+  "Job completion events not yet delivered to every target (pending or claimed)"
+)
 export const eventsDead = gauge("ai_events_dead", "Job completion events whose delivery was given up")
-export const eventsOldestPendingAge = gauge("ai_events_oldest_pending_age_seconds", "Age of the oldest undelivered job completion event (0 when none)")
-export const dispatchLatency = seconds("ai_outbox_dispatch_latency_seconds", "From the create's commit to the event's publication")
+export const eventsOldestPendingAge = gauge(
+  "ai_events_oldest_pending_age_seconds",
+  "Age of the oldest undelivered job completion event (0 when none)"
+)
+export const dispatchLatency = seconds(
+  "ai_outbox_dispatch_latency_seconds",
+  "From the create's commit to the event's publication"
+)
 export const dispatchedEvents = counter("ai_outbox_published_total", "Outbox events published to the queue")
 
 export const reaperActions = counter("ai_reaper_actions_total", "Reaper actions, by kind")
@@ -99,7 +126,9 @@ export const tagged = <Type, In, Out>(
   const metricKey = metricKeys.get(metric)
   const made = metricKey === undefined
     ? entries.reduce((m, [name, value]) => Metric.tagged(m, name, value), metric)
-    : (Metric.fromMetricKey(MetricKey.taggedWithLabels(metricKey, entries.map(([name, value]) => MetricLabel.make(name, value)))) as unknown as Metric.Metric<Type, In, Out>)
+    : (Metric.fromMetricKey(
+      MetricKey.taggedWithLabels(metricKey, entries.map(([name, value]) => MetricLabel.make(name, value)))
+    ) as unknown as Metric.Metric<Type, In, Out>)
   byLabels.set(key, made)
   return made
 }
@@ -107,19 +136,25 @@ export const tagged = <Type, In, Out>(
 export const increment = (metric: Metric.Metric.Counter<number>, labels: Readonly<Record<string, string>>, by = 1) =>
   Metric.incrementBy(tagged(metric, labels), by)
 
-export const observe = (metric: Metric.Metric.Histogram<number>, labels: Readonly<Record<string, string>>, value: number) =>
-  Metric.update(tagged(metric, labels), value)
+export const observe = (
+  metric: Metric.Metric.Histogram<number>,
+  labels: Readonly<Record<string, string>>,
+  value: number
+) => Metric.update(tagged(metric, labels), value)
 
 /** Runs `effect` and records its duration in seconds (Effect's Clock, so TestClock drives it) under `labels`. */
-export const timed = (metric: Metric.Metric.Histogram<number>, labels: Readonly<Record<string, string>>) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Metric.trackDuration(effect, Metric.mapInput(tagged(metric, labels), Duration.toSeconds))
+export const timed =
+  (metric: Metric.Metric.Histogram<number>, labels: Readonly<Record<string, string>>) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Metric.trackDuration(effect, Metric.mapInput(tagged(metric, labels), Duration.toSeconds))
 
 /**
  * Each outbox lane's backlog gauges: `ai_outbox_*` is the job dispatch backlog (the enqueue lane),
  * `ai_events_*` the completion events awaiting delivery (the notify lane, docs/architecture.md §6.8).
  */
-const backlogGauges: Readonly<Record<OutboxLane, Readonly<Record<"pending" | "dead" | "oldestPendingAge", Metric.Metric.Gauge<number>>>>> = {
+const backlogGauges: Readonly<
+  Record<OutboxLane, Readonly<Record<"pending" | "dead" | "oldestPendingAge", Metric.Metric.Gauge<number>>>>
+> = {
   enqueue: { pending: outboxPending, dead: outboxDead, oldestPendingAge: outboxOldestPendingAge },
   notify: { pending: eventsPending, dead: eventsDead, oldestPendingAge: eventsOldestPendingAge }
 }
@@ -128,7 +163,7 @@ const backlogGauges: Readonly<Record<OutboxLane, Readonly<Record<"pending" | "de
  * Samples each outbox lane's backlog into its gauges (at scrape time: nothing is queried unless
  * someone reads the metrics). `processing` counts as pending: claimed but not yet published.
  */
-export const sampleOutboxBacklog = Effect.gen(function* () {
+export const sampleOutboxBacklog = Effect.gen(function*() {
   const outbox = yield* OutboxRepository
   yield* Effect.forEach(allOutboxLanes, (lane) =>
     Effect.flatMap(outbox.backlogOf(lane), (backlog) => {
@@ -146,7 +181,7 @@ export const sampleOutboxBacklog = Effect.gen(function* () {
  * (both times the store's), attempts and error code (docs/architecture.md §20.4).
  */
 export const recordFinished = (job: AiJob) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const finishedAt = job.finishedAt ?? job.updatedAt
     const durationMs = Math.max(0, finishedAt.getTime() - job.createdAt.getTime())
     yield* increment(jobsFinished, finishedLabels(job.jobType, job.lifecycleStatus, job.errorCode))

@@ -35,6 +35,8 @@ export interface EventTarget {
  * Every target of the terminal events: the webhook endpoints and the domain-events queue, as
  * configured. None is a valid deployment: the events are then settled at once.
  */
-export class EventTargets extends Context.Tag("ai-job-engine/EventTargets")<EventTargets, ReadonlyArray<EventTarget>>() {
+export class EventTargets
+  extends Context.Tag("ai-job-engine/EventTargets")<EventTargets, ReadonlyArray<EventTarget>>()
+{
   static readonly none = Layer.succeed(EventTargets, [])
 }

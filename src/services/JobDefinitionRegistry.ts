@@ -19,10 +19,10 @@ import {
   InvalidQueue,
   InvalidRetryBackoff,
   InvalidTimeout,
+  type JobDefinitionError,
   MalformedJobDefinition,
   UnknownJobType,
-  UnknownProjector,
-  type JobDefinitionError
+  UnknownProjector
 } from "../domain/RegistryErrors.js"
 import { ResultProjectors } from "./ResultProjectors.js"
 
@@ -74,12 +74,12 @@ const checkRules = (
 const malformed = (error: { readonly message: string }) => new MalformedJobDefinition({ message: error.message })
 
 /** An empty registry; needs the `ResultProjectors` a definition's `projector` must name. */
-export const makeJobDefinitionRegistry = Effect.gen(function* () {
+export const makeJobDefinitionRegistry = Effect.gen(function*() {
   const projectors = yield* ResultProjectors
   const registered = yield* Ref.make(HashMap.empty<string, RegisteredJobType>())
 
   const register = (spec: JobTypeSpec): Effect.Effect<RegisteredJobType, JobDefinitionError> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const draft = yield* Schema.decodeUnknown(JobDefinitionDraft)(spec.definition).pipe(
         Effect.mapError((error) => new MalformedJobDefinition({ message: formatProblems(error).join("; ") }))
       )
@@ -96,15 +96,14 @@ export const makeJobDefinitionRegistry = Effect.gen(function* () {
       return yield* Ref.modify(registered, (map) =>
         HashMap.has(map, definition.jobType)
           ? [Option.none<RegisteredJobType>(), map]
-          : [Option.some(entry), HashMap.set(map, definition.jobType, entry)]
-      ).pipe(
-        Effect.flatMap(
-          Option.match({
-            onNone: () => Effect.fail(new DuplicateJobDefinition({ jobType: definition.jobType })),
-            onSome: Effect.succeed
-          })
+          : [Option.some(entry), HashMap.set(map, definition.jobType, entry)]).pipe(
+          Effect.flatMap(
+            Option.match({
+              onNone: () => Effect.fail(new DuplicateJobDefinition({ jobType: definition.jobType })),
+              onSome: Effect.succeed
+            })
+          )
         )
-      )
     })
 
   const get = (jobType: string) =>
@@ -134,14 +133,16 @@ export const makeJobDefinitionRegistry = Effect.gen(function* () {
  * Job type → definition, instead of a switch over job types (docs/architecture.md §16.2).
  * `Default` is empty; `withSpecs` is the registry of a catalog.
  */
-export class JobDefinitionRegistry extends Effect.Service<JobDefinitionRegistry>()("ai-job-engine/JobDefinitionRegistry", {
-  effect: makeJobDefinitionRegistry
-}) {
+export class JobDefinitionRegistry
+  extends Effect.Service<JobDefinitionRegistry>()("ai-job-engine/JobDefinitionRegistry", {
+    effect: makeJobDefinitionRegistry
+  })
+{
   /** A registry holding `specs`; a spec that breaks a rule fails the layer with that rule's error. */
   static readonly withSpecs = (specs: ReadonlyArray<JobTypeSpec>) =>
     Layer.effect(
       JobDefinitionRegistry,
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const registry = yield* makeJobDefinitionRegistry
         yield* Effect.forEach(specs, registry.register, { discard: true })
         return JobDefinitionRegistry.make(registry)

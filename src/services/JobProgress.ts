@@ -14,4 +14,7 @@ export class JobProgress extends Context.Tag("ai-job-engine/JobProgress")<
 
 /** Reports progress if the caller runs inside a job's EXECUTE; anywhere else it does nothing. */
 export const reportProgress = (percent: number): Effect.Effect<void> =>
-  Effect.flatMap(Effect.serviceOption(JobProgress), Option.match({ onNone: () => Effect.void, onSome: (progress) => progress.report(percent) }))
+  Effect.flatMap(
+    Effect.serviceOption(JobProgress),
+    Option.match({ onNone: () => Effect.void, onSome: (progress) => progress.report(percent) })
+  )

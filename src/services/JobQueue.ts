@@ -35,8 +35,7 @@ export type AiJobQueuePayloadEncoded = typeof AiJobQueuePayload.Encoded
  * mapping stays one-to-one; the `aijob-` prefix keeps the id from ever being an integer
  * (BullMQ reserves integer ids for its own counter).
  */
-export const queueJobIdFor = (jobId: string): string =>
-  `aijob-${jobId.replace(/%/g, "%25").replace(/:/g, "%3A")}`
+export const queueJobIdFor = (jobId: string): string => `aijob-${jobId.replace(/%/g, "%25").replace(/:/g, "%3A")}`
 
 /**
  * The spec's priority runs 0 (highest) .. 100 (lowest) (docs/architecture.md §7.3); BullMQ's runs
@@ -64,7 +63,9 @@ export const payloadFor = (job: {
   AiJobQueuePayload.make({
     jobId: job.jobId,
     jobType: job.jobType,
-    dedupeKey: job.redispatchOf === undefined ? queueJobIdFor(job.jobId) : `${queueJobIdFor(job.jobId)}-r${job.redispatchOf}`,
+    dedupeKey: job.redispatchOf === undefined
+      ? queueJobIdFor(job.jobId)
+      : `${queueJobIdFor(job.jobId)}-r${job.redispatchOf}`,
     createdAt: job.createdAt,
     ...(job.traceParent === undefined ? {} : { traceParent: job.traceParent })
   }, true)

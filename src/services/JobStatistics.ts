@@ -33,7 +33,10 @@ export class JobStatistics extends Context.Tag("ai-job-engine/JobStatistics")<
     /** Every (type, status) pair that has at least one job. */
     readonly countsByTypeAndStatus: Effect.Effect<ReadonlyArray<TypeStatusCount>, PersistenceError>
     /** Jobs finished within the last `windowMs`, oldest first, at most `limit`. */
-    readonly finishedWithin: (windowMs: number, limit: number) => Effect.Effect<ReadonlyArray<FinishedJob>, PersistenceError>
+    readonly finishedWithin: (
+      windowMs: number,
+      limit: number
+    ) => Effect.Effect<ReadonlyArray<FinishedJob>, PersistenceError>
     /** Usage per UTC day over the last `days` days (today included), oldest day first; days without calls left out. */
     readonly usageByDay: (days: number) => Effect.Effect<ReadonlyArray<UsageDay>, PersistenceError>
   }

@@ -31,7 +31,10 @@ export const targetsOf = (route: ModelRoute): Arr.NonEmptyReadonlyArray<RouteTar
   ...(route.fallbacks ?? [])
 ]
 
-const Target = Schema.Struct({ provider: ProviderName, model: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._:@/-]{1,128}$/)) })
+const Target = Schema.Struct({
+  provider: ProviderName,
+  model: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._:@/-]{1,128}$/))
+})
 
 const RouteOverride = Schema.Struct({
   provider: Schema.optional(ProviderName),
@@ -93,13 +96,16 @@ const makeModelRouter = (options: ModelRouterOptions) => {
   for (const key of ["*", ...Object.keys(routes)]) {
     const jobType = key.split(":")[0] ?? "*"
     for (const credentialMode of credentialModes) {
-      for (const target of targetsOf(routeOf({ jobType, credentialMode }))) known.set(`${target.provider}/${target.model}`, target)
+      for (const target of targetsOf(routeOf({ jobType, credentialMode }))) {
+        known.set(`${target.provider}/${target.model}`, target)
+      }
     }
   }
   const targets: ReadonlyArray<RouteTarget> = [...known.values()]
   return {
-    route: (request: { readonly jobType: string; readonly credentialMode: CredentialMode }): Effect.Effect<ModelRoute> =>
-      Effect.sync(() => routeOf(request)),
+    route: (
+      request: { readonly jobType: string; readonly credentialMode: CredentialMode }
+    ): Effect.Effect<ModelRoute> => Effect.sync(() => routeOf(request)),
     /** Every provider and model a route names (operators' views of the breakers). */
     targets
   }
@@ -109,10 +115,12 @@ const routesInvalid = (message: string) => Effect.fail(ConfigError.InvalidData([
 
 /** The routes, each provider they name checked against `AI_PROVIDERS`: start-up refuses a route to nowhere. */
 const checkedRoutes = (raw: string, known: ReadonlySet<string>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const duplicates = duplicateTopLevelKeys(raw)
     if (duplicates.length > 0) {
-      return yield* routesInvalid(`AI_MODEL_ROUTES names ${duplicates.map((d) => JSON.stringify(d)).join(", ")} more than once`)
+      return yield* routesInvalid(
+        `AI_MODEL_ROUTES names ${duplicates.map((d) => JSON.stringify(d)).join(", ")} more than once`
+      )
     }
     const routes = yield* decodeRoutes(raw).pipe(
       Effect.catchAll((error) => routesInvalid(`AI_MODEL_ROUTES is not valid: ${error.message}`))
@@ -121,10 +129,14 @@ const checkedRoutes = (raw: string, known: ReadonlySet<string>) =>
       const named = [override.provider, ...(override.fallbacks ?? []).map((target) => target.provider)]
       const unknown = named.find((provider) => provider !== undefined && !known.has(provider))
       if (unknown !== undefined) {
-        return yield* routesInvalid(`AI_MODEL_ROUTES["${key}"] names provider "${unknown}", which is not configured (AI_PROVIDERS / AI_PROVIDER)`)
+        return yield* routesInvalid(
+          `AI_MODEL_ROUTES["${key}"] names provider "${unknown}", which is not configured (AI_PROVIDERS / AI_PROVIDER)`
+        )
       }
       // A user's own key is never moved to a platform key: its routes name the user's provider only.
-      const foreign = key.endsWith(":user_deepseek_key") ? named.find((provider) => provider !== undefined && provider !== userKeyProvider) : undefined
+      const foreign = key.endsWith(":user_deepseek_key")
+        ? named.find((provider) => provider !== undefined && provider !== userKeyProvider)
+        : undefined
       if (foreign !== undefined) {
         return yield* routesInvalid(
           `AI_MODEL_ROUTES["${key}"] names provider "${foreign}": a user's own key is for ${userKeyProvider} only, so its fallbacks must be too`
@@ -139,7 +151,7 @@ const checkedRoutes = (raw: string, known: ReadonlySet<string>) =>
  * (docs/architecture.md §8.2). Needs `ProviderConfig` (the default model).
  */
 export class ModelRouter extends Effect.Service<ModelRouter>()("ai-job-engine/ModelRouter", {
-  effect: Effect.gen(function* () {
+  effect: Effect.gen(function*() {
     const provider = yield* ProviderConfig
     const providers = yield* ProviderSettings
     const config = yield* ModelRouterSettings

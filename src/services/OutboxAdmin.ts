@@ -6,7 +6,7 @@ import { OutboxSignal } from "./OutboxSignal.js"
 
 /** The operator's view of the outbox (for the admin HTTP API). Needs the outbox and its signal. */
 export class OutboxAdmin extends Effect.Service<OutboxAdmin>()("ai-job-engine/OutboxAdmin", {
-  effect: Effect.gen(function* () {
+  effect: Effect.gen(function*() {
     const outbox = yield* OutboxRepository
     const signal = yield* OutboxSignal
     /** Events per status: a growing `pending` or any `dead` needs a look. */
@@ -28,7 +28,10 @@ export class OutboxAdmin extends Effect.Service<OutboxAdmin>()("ai-job-engine/Ou
       Effect.tap((replayed) =>
         replayed === 0
           ? Effect.void
-          : Effect.logInfo("Dead outbox events replayed").pipe(Effect.annotateLogs({ replayed }), Effect.zipRight(signal.notify))
+          : Effect.logInfo("Dead outbox events replayed").pipe(
+            Effect.annotateLogs({ replayed }),
+            Effect.zipRight(signal.notify)
+          )
       )
     )
     return { counts, replayDead, replayAllDead }

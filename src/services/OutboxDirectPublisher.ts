@@ -24,85 +24,94 @@ export interface CommittedEnqueue {
  * delay, so a dispatcher only sweeps it when this add or its mark never happened (a crash, a
  * queue outage): nothing is lost, and at worst the job is queued twice under one id.
  */
-export class OutboxDirectPublisher extends Effect.Service<OutboxDirectPublisher>()("ai-job-engine/OutboxDirectPublisher", {
-  scoped: Effect.gen(function* () {
-    const jobQueue = yield* JobQueue
-    const outbox = yield* OutboxRepository
-    const settings = yield* DirectDispatchSettings
-    const added = yield* Queue.unbounded<string>()
+export class OutboxDirectPublisher
+  extends Effect.Service<OutboxDirectPublisher>()("ai-job-engine/OutboxDirectPublisher", {
+    scoped: Effect.gen(function*() {
+      const jobQueue = yield* JobQueue
+      const outbox = yield* OutboxRepository
+      const settings = yield* DirectDispatchSettings
+      const added = yield* Queue.unbounded<string>()
 
-    const markPublished = (eventIds: ReadonlyArray<string>) =>
-      outbox.markPublishedDirect(eventIds).pipe(
-        // Unmarked events are swept after the grace and added again: a no-op on the queue.
-        Effect.catchAll((error) =>
-          Effect.logWarning("marking directly queued events published failed; a dispatcher sweeps them").pipe(
-            Effect.annotateLogs({ operation: error.operation, events: eventIds.length })
+      const markPublished = (eventIds: ReadonlyArray<string>) =>
+        outbox.markPublishedDirect(eventIds).pipe(
+          // Unmarked events are swept after the grace and added again: a no-op on the queue.
+          Effect.catchAll((error) =>
+            Effect.logWarning("marking directly queued events published failed; a dispatcher sweeps them").pipe(
+              Effect.annotateLogs({ operation: error.operation, events: eventIds.length })
+            )
           )
         )
-      )
 
-    /** Waits for a first mark, lets more gather for `flushMs`, and writes them in one statement. */
-    const flush = Effect.gen(function* () {
-      const first = yield* Queue.takeBetween(added, 1, settings.batchSize)
-      yield* Effect.sleep(settings.flushMs)
-      const rest = yield* Queue.takeUpTo(added, settings.batchSize - first.length)
-      yield* markPublished([...first, ...rest])
-    })
-    yield* Effect.forkScoped(Effect.forever(flush))
-    // Marks still waiting when the process stops are written once more on the way out.
-    yield* Effect.addFinalizer(() => Effect.flatMap(Queue.takeAll(added), (left) => markPublished([...left])))
+      /** Waits for a first mark, lets more gather for `flushMs`, and writes them in one statement. */
+      const flush = Effect.gen(function*() {
+        const first = yield* Queue.takeBetween(added, 1, settings.batchSize)
+        yield* Effect.sleep(settings.flushMs)
+        const rest = yield* Queue.takeUpTo(added, settings.batchSize - first.length)
+        yield* markPublished([...first, ...rest])
+      })
+      yield* Effect.forkScoped(Effect.forever(flush))
+      // Marks still waiting when the process stops are written once more on the way out.
+      yield* Effect.addFinalizer(() => Effect.flatMap(Queue.takeAll(added), (left) => markPublished([...left])))
 
-    const addRequest = (event: CommittedEnqueue) => ({
-      queueName: event.queueName,
-      payload: payloadFor({ jobId: event.jobId, jobType: event.jobType, createdAt: event.createdAt, traceParent: event.traceParent }),
-      priority: event.priority,
-      timeoutMs: settings.addTimeoutMs
-    })
-
-    // The dispatcher's `dispatcher.publish`, done by the creator: a child of the job's stored context.
-    const publishSpan = (event: CommittedEnqueue, attributes: Record<string, unknown>) =>
-      Effect.withSpan("outbox.publish", {
-        kind: "producer",
-        captureStackTrace: false,
-        ...Option.match(storedParent(event.traceParent), { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
-        attributes: { ...attributes, "messaging.system": "bullmq" }
+      const addRequest = (event: CommittedEnqueue) => ({
+        queueName: event.queueName,
+        payload: payloadFor({
+          jobId: event.jobId,
+          jobType: event.jobType,
+          createdAt: event.createdAt,
+          traceParent: event.traceParent
+        }),
+        priority: event.priority,
+        timeoutMs: settings.addTimeoutMs
       })
 
-    /** The events are marked published only once their add succeeded; a failed add is left to the sweep. */
-    const markedWhenAdded = (events: ReadonlyArray<CommittedEnqueue>) =>
-      <E extends { readonly message: string }>(adding: Effect.Effect<unknown, E>) =>
-        adding.pipe(
-          Effect.zipRight(Queue.offerAll(added, events.map((event) => event.eventId))),
-          Effect.catchAll((error) =>
-            Effect.logWarning("queueing new jobs directly failed; a dispatcher sweeps their events after the grace").pipe(
-              Effect.annotateLogs({ jobId: events[0]?.jobId, jobs: events.length, error: error.message })
-            )
-          ),
-          Effect.asVoid
+      // The dispatcher's `dispatcher.publish`, done by the creator: a child of the job's stored context.
+      const publishSpan = (event: CommittedEnqueue, attributes: Record<string, unknown>) =>
+        Effect.withSpan("outbox.publish", {
+          kind: "producer",
+          captureStackTrace: false,
+          ...Option.match(storedParent(event.traceParent), { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
+          attributes: { ...attributes, "messaging.system": "bullmq" }
+        })
+
+      /** The events are marked published only once their add succeeded; a failed add is left to the sweep. */
+      const markedWhenAdded =
+        (events: ReadonlyArray<CommittedEnqueue>) =>
+        <E extends { readonly message: string }>(adding: Effect.Effect<unknown, E>) =>
+          adding.pipe(
+            Effect.zipRight(Queue.offerAll(added, events.map((event) => event.eventId))),
+            Effect.catchAll((error) =>
+              Effect.logWarning("queueing new jobs directly failed; a dispatcher sweeps their events after the grace")
+                .pipe(
+                  Effect.annotateLogs({ jobId: events[0]?.jobId, jobs: events.length, error: error.message })
+                )
+            ),
+            Effect.asVoid
+          )
+
+      /**
+       * Queues a committed job now, waiting for Redis at most `addTimeoutMs` (the create answers
+       * after it); a failed or abandoned add is left to the dispatcher's sweep.
+       */
+      const publish = (event: CommittedEnqueue) =>
+        jobQueue.add(addRequest(event)).pipe(
+          markedWhenAdded([event]),
+          publishSpan(event, { "ai_job.id": event.jobId, "outbox.event_id": event.eventId })
         )
 
-    /**
-     * Queues a committed job now, waiting for Redis at most `addTimeoutMs` (the create answers
-     * after it); a failed or abandoned add is left to the dispatcher's sweep.
-     */
-    const publish = (event: CommittedEnqueue) =>
-      jobQueue.add(addRequest(event)).pipe(
-        markedWhenAdded([event]),
-        publishSpan(event, { "ai_job.id": event.jobId, "outbox.event_id": event.eventId })
-      )
+      /** A batch's jobs in one bulk add (one round trip), marked published together when it succeeded. */
+      const publishMany = (events: ReadonlyArray<CommittedEnqueue>) => {
+        const [first] = events
+        if (first === undefined) return Effect.void
+        if (events.length === 1) return publish(first)
+        return jobQueue.addBulk(events.map(addRequest), { timeoutMs: settings.addTimeoutMs }).pipe(
+          markedWhenAdded(events),
+          // A batch's jobs share the create's trace context.
+          publishSpan(first, { "ai_job.id": first.jobId, "outbox.events": events.length })
+        )
+      }
 
-    /** A batch's jobs in one bulk add (one round trip), marked published together when it succeeded. */
-    const publishMany = (events: ReadonlyArray<CommittedEnqueue>) => {
-      const [first] = events
-      if (first === undefined) return Effect.void
-      if (events.length === 1) return publish(first)
-      return jobQueue.addBulk(events.map(addRequest), { timeoutMs: settings.addTimeoutMs }).pipe(
-        markedWhenAdded(events),
-        // A batch's jobs share the create's trace context.
-        publishSpan(first, { "ai_job.id": first.jobId, "outbox.events": events.length })
-      )
-    }
-
-    return { graceMs: settings.graceMs, publish, publishMany }
+      return { graceMs: settings.graceMs, publish, publishMany }
+    })
   })
-}) {}
+{}

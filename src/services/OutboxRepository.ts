@@ -1,7 +1,7 @@
 import { Context, type Effect, type Option, Schema } from "effect"
 import type { NewOutboxEvent, OutboxBacklog, OutboxCounts, OutboxEvent, OutboxLane } from "../domain/OutboxEvent.js"
-import type { PersistenceError } from "../domain/PersistenceError.js"
 import { allOutboxStatuses, OutboxStatus } from "../domain/OutboxEvent.js"
+import type { PersistenceError } from "../domain/PersistenceError.js"
 
 export class OutboxEventNotFound extends Schema.TaggedError<OutboxEventNotFound>()("OutboxEventNotFound", {
   eventId: Schema.String
@@ -17,7 +17,9 @@ export class OutboxEventNotDead extends Schema.TaggedError<OutboxEventNotDead>()
  * A new event's row, all but the times the store's clock sets (`availableAt` is `delayMs` from
  * now; `createdAt`, `updatedAt`): `pending`, unclaimed, never tried. Both stores insert exactly this.
  */
-export const pendingEventFields = (event: NewOutboxEvent): Omit<OutboxEvent, "availableAt" | "createdAt" | "updatedAt" | "traceParent"> => ({
+export const pendingEventFields = (
+  event: NewOutboxEvent
+): Omit<OutboxEvent, "availableAt" | "createdAt" | "updatedAt" | "traceParent"> => ({
   lane: event.lane ?? "enqueue",
   deliveredTo: [],
   id: event.id,
@@ -51,7 +53,10 @@ export interface OutboxListCursor {
 }
 
 /** Newest first, ties by id descending: the order `listByStatus` pages in. */
-export const isBeforeCursor = (event: { readonly createdAt: Date; readonly id: string }, after: OutboxListCursor): boolean =>
+export const isBeforeCursor = (
+  event: { readonly createdAt: Date; readonly id: string },
+  after: OutboxListCursor
+): boolean =>
   event.createdAt.getTime() < after.createdAt.getTime() ||
   (event.createdAt.getTime() === after.createdAt.getTime() && event.id < after.id)
 
@@ -66,7 +71,12 @@ export type DeliverySettlement =
   /** Every target acknowledged: `published`. */
   | { readonly _tag: "Delivered"; readonly deliveredTo: ReadonlyArray<string> }
   /** Some did not: back to `pending`, available again after `retryDelayMs`. */
-  | { readonly _tag: "RetryLater"; readonly deliveredTo: ReadonlyArray<string>; readonly error: string; readonly retryDelayMs: number }
+  | {
+    readonly _tag: "RetryLater"
+    readonly deliveredTo: ReadonlyArray<string>
+    readonly error: string
+    readonly retryDelayMs: number
+  }
   /** The retry time is spent: `dead`, for an operator to replay. */
   | { readonly _tag: "GiveUp"; readonly deliveredTo: ReadonlyArray<string>; readonly error: string }
 

@@ -20,7 +20,10 @@ export interface PromptRenderContext<I> {
 export interface PromptTemplate {
   readonly jobType: string
   readonly version: string
-  readonly render: (content: unknown, problems: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<ChatMessage>, InternalError>
+  readonly render: (
+    content: unknown,
+    problems: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<ChatMessage>, InternalError>
 }
 
 export const definePromptTemplate = <I, IE>(spec: {
@@ -40,7 +43,9 @@ export const definePromptTemplate = <I, IE>(spec: {
             code: "INTERNAL_ERROR",
             // Paths only: the parse error's full text could quote snapshot content.
             message: `prompt ${spec.jobType}@${spec.version}: snapshot content does not fit the template's input (${
-              ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => issue.path.join(".") || "<root>").join(", ")
+              ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => issue.path.join(".") || "<root>").join(
+                ", "
+              )
             })`
           })
         ),
@@ -50,7 +55,9 @@ export const definePromptTemplate = <I, IE>(spec: {
 }
 
 /** A JSON value a data message carries: nested lists and objects too (a learning analysis's evaluations). */
-export type DataValue = string | number | boolean | null | ReadonlyArray<DataValue> | { readonly [key: string]: DataValue }
+export type DataValue = string | number | boolean | null | ReadonlyArray<DataValue> | {
+  readonly [key: string]: DataValue
+}
 
 /**
  * The user message that carries a job's input: one JSON object whose fields are the user's values,
@@ -92,7 +99,7 @@ export interface RenderedPrompt {
  * error and stops the layer. The last version listed for a job type is its current one.
  */
 const makePromptTemplates = (templates: ReadonlyArray<PromptTemplate>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const byKey = new Map<string, PromptTemplate>()
     const versions = new Map<string, Array<string>>()
     for (const template of templates) {

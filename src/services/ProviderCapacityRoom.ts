@@ -94,7 +94,9 @@ export type TryAcquireResult =
     readonly paused?: boolean
   }
 
-export class CapacityStoreError extends Data.TaggedError("CapacityStoreError")<{ readonly operation: string; readonly cause: unknown }> {}
+export class CapacityStoreError
+  extends Data.TaggedError("CapacityStoreError")<{ readonly operation: string; readonly cause: unknown }>
+{}
 
 export interface StoreState {
   readonly inFlight: number
@@ -116,11 +118,19 @@ export interface CapacityStore {
     readonly now: number
   }) => Effect.Effect<void, CapacityStoreError>
   /** Extends the leases of permits this worker holds (a crashed worker's permits lapse). */
-  readonly refresh: (providerModel: string, permitIds: ReadonlyArray<string>, leaseUntil: number) => Effect.Effect<void, CapacityStoreError>
+  readonly refresh: (
+    providerModel: string,
+    permitIds: ReadonlyArray<string>,
+    leaseUntil: number
+  ) => Effect.Effect<void, CapacityStoreError>
   readonly pause: (providerModel: string, untilMs: number, now: number) => Effect.Effect<void, CapacityStoreError>
   /** Clears the worker's interactive mark (its last interactive waiter left without a grant). */
   readonly withdraw: (providerModel: string, workerId: string) => Effect.Effect<void, CapacityStoreError>
-  readonly state: (providerModel: string, limits: StoreLimits, now: number) => Effect.Effect<StoreState, CapacityStoreError>
+  readonly state: (
+    providerModel: string,
+    limits: StoreLimits,
+    now: number
+  ) => Effect.Effect<StoreState, CapacityStoreError>
 }
 
 // --- The waiting room ---
@@ -200,15 +210,18 @@ interface Room {
 /** Token counts are whole and never negative (Redis adds them with HINCRBY). */
 const wholeTokens = (tokens: number) => Number.isFinite(tokens) ? Math.max(0, Math.ceil(tokens)) : 0
 
-const laneOf = (room: Room, priority: CapacityPriority) => priority === "interactive" ? room.interactive : room.background
+const laneOf = (room: Room, priority: CapacityPriority) =>
+  priority === "interactive" ? room.interactive : room.background
 const headOf = (room: Room) => room.interactive.head() ?? room.background.head()
-const pausedSoFar = (room: Room, now: number) => room.pausedMs + (room.pausedSince === undefined ? 0 : now - room.pausedSince)
+const pausedSoFar = (room: Room, now: number) =>
+  room.pausedMs + (room.pausedSince === undefined ? 0 : now - room.pausedSince)
 
 /** Whether a refusal until `retryAt` would hold `waiter` past a bound its request set. */
 const overBound = (room: Room, waiter: Waiter, retryAt: number, paused: boolean, now: number) => {
   const { maxPausedMs, maxWaitMs } = waiter.request
   if (maxWaitMs !== undefined && retryAt - waiter.enteredAt > maxWaitMs) return true
-  return paused && maxPausedMs !== undefined && pausedSoFar(room, now) - waiter.pausedAtEntry + (retryAt - now) > maxPausedMs
+  return paused && maxPausedMs !== undefined &&
+    pausedSoFar(room, now) - waiter.pausedAtEntry + (retryAt - now) > maxPausedMs
 }
 
 const storeOutcomeOf = (outcome: CapacityOutcome): StoreOutcome => {
@@ -236,8 +249,12 @@ export interface ProviderCapacityOptions {
  * store for the head waiter's permit and sleeps on the Clock until the store's `retryAt` or a local
  * event (a new waiter, a release), whichever comes first. The fibers live in the layer's scope.
  */
-export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimits, options: ProviderCapacityOptions = {}) =>
-  Effect.gen(function* () {
+export const makeProviderCapacity = (
+  store: CapacityStore,
+  limits: ProviderLimits,
+  options: ProviderCapacityOptions = {}
+) =>
+  Effect.gen(function*() {
     const scope = yield* Effect.scope
     const leaseMs = options.leaseMs ?? 60_000
     const workerId = options.workerId ?? `cap-${(yield* newId).slice(-12)}`
@@ -247,9 +264,22 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
     const storeWarning = (error: CapacityStoreError) =>
       Effect.logWarning("Provider capacity store unavailable").pipe(Effect.annotateLogs({ operation: error.operation }))
 
-    const releaseInStore = (key: string, providerModel: string, permitId: string, outcome: StoreOutcome, totalTokens: number | undefined) =>
+    const releaseInStore = (
+      key: string,
+      providerModel: string,
+      permitId: string,
+      outcome: StoreOutcome,
+      totalTokens: number | undefined
+    ) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        store.release({ providerModel: key, permitId, outcome, totalTokens, limits: storeLimitsOf(limits.limitFor(providerModel)), now })).pipe(
+        store.release({
+          providerModel: key,
+          permitId,
+          outcome,
+          totalTokens,
+          limits: storeLimitsOf(limits.limitFor(providerModel)),
+          now
+        })).pipe(
           Effect.catchAll(storeWarning)
         )
 
@@ -264,7 +294,9 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
         pausedMs: pausedSoFar(room, now) - waiter.pausedAtEntry,
         release: (outcome) =>
           Effect.suspend(() => {
-            if (released) return Effect.void
+            if (released) {
+              return Effect.void
+            }
             released = true
             room.held.delete(waiter.permitId)
             // At saturation most refusals are the request window's; waking the pump on every
@@ -275,7 +307,9 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
               room.providerModel,
               waiter.permitId,
               storeOutcomeOf(outcome),
-              outcome._tag === "NotSent" || outcome.totalTokens === undefined ? undefined : wholeTokens(outcome.totalTokens)
+              outcome._tag === "NotSent" || outcome.totalTokens === undefined
+                ? undefined
+                : wholeTokens(outcome.totalTokens)
             ).pipe(Effect.zipRight(wake ? Queue.offer(room.wake, undefined) : Effect.void), Effect.asVoid)
           }).pipe(Effect.uninterruptible)
       }
@@ -287,12 +321,15 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
         if (waiter.status !== "waiting" || !overBound(room, waiter, retryAt, paused, now)) return Effect.void
         waiter.status = "refused"
         laneOf(room, waiter.request.priority).remove(waiter, false)
-        return Deferred.fail(waiter.granted, new CapacityWaitExceeded({ providerModel: room.providerModel, retryAt, paused }))
+        return Deferred.fail(
+          waiter.granted,
+          new CapacityWaitExceeded({ providerModel: room.providerModel, retryAt, paused })
+        )
       }, { discard: true })
 
     /** Idle: wait for a waiter; a room that stays empty is dropped and its pump ends (`true`). */
     const idle = (key: string, room: Room) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         if (room.marked) {
           room.marked = false
           yield* store.withdraw(key, workerId).pipe(Effect.catchAll(storeWarning))
@@ -307,7 +344,7 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
       })
 
     const pump = (key: string, room: Room): Effect.Effect<void> =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const head = headOf(room)
         if (head === undefined) return yield* idle(key, room)
         const now = yield* Clock.currentTimeMillis
@@ -324,7 +361,8 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
           now
         }).pipe(
           Effect.catchAll((error) =>
-            Effect.as(storeWarning(error), { granted: false, retryAt: now + 1_000, releaseMayFree: true } as const))
+            Effect.as(storeWarning(error), { granted: false, retryAt: now + 1_000, releaseMayFree: true } as const)
+          )
         )
         room.marked = room.interactive.size - (result.granted && head.request.priority === "interactive" ? 1 : 0) > 0
         room.releaseMayFree = result.granted || result.releaseMayFree
@@ -349,11 +387,13 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
         yield* refuseOverBound(room, head, result.retryAt, paused, now)
         // Until an instant, read after the store answered: a clock that moved meanwhile shortens the sleep.
         const delay = result.retryAt - (yield* Clock.currentTimeMillis)
-        if (delay > 0 && headOf(room) === head) yield* Effect.raceFirst(Effect.sleep(Duration.millis(delay)), Queue.take(room.wake))
+        if (delay > 0 && headOf(room) === head) {
+          yield* Effect.raceFirst(Effect.sleep(Duration.millis(delay)), Queue.take(room.wake))
+        }
         return false
       }).pipe(Effect.repeat({ until: (closed) => closed }), Effect.asVoid)
 
-    const refresher = Effect.gen(function* () {
+    const refresher = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       for (const [key, room] of rooms) {
         if (room.held.size === 0) continue
@@ -363,7 +403,7 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
     yield* Effect.forkIn(Effect.interruptible(refresher), scope)
 
     const roomFor = (key: string, providerModel: string) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const existing = rooms.get(key)
         if (existing !== undefined) return existing
         const wake = yield* Queue.sliding<void>(1)
@@ -389,8 +429,12 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
       })
 
     /** The waiter joins its room's lane; a room dropped meanwhile is replaced by a new one. */
-    const enter = (key: string, providerModel: string, make: (room: Room, now: number) => Waiter): Effect.Effect<readonly [Room, Waiter]> =>
-      Effect.gen(function* () {
+    const enter = (
+      key: string,
+      providerModel: string,
+      make: (room: Room, now: number) => Waiter
+    ): Effect.Effect<readonly [Room, Waiter]> =>
+      Effect.gen(function*() {
         const room = yield* roomFor(key, providerModel)
         const now = yield* Clock.currentTimeMillis
         const entered = yield* Effect.sync(() => {
@@ -404,7 +448,7 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
 
     const acquire = (request: CapacityRequest): Effect.Effect<CapacityPermit, CapacityWaitExceeded, Scope.Scope> =>
       Effect.uninterruptibleMask((restore) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const key = capacityKeyOf(request.providerModel, request.credentialId)
           const granted = yield* Deferred.make<CapacityPermit, CapacityWaitExceeded>()
           const permitId = `${workerId}-${++permitCounter}`
@@ -424,7 +468,8 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
             : Deferred.await(granted).pipe(
               Effect.timeoutFail({
                 duration: Duration.millis(request.maxWaitMs),
-                onTimeout: () => new CapacityWaitExceeded({ providerModel: request.providerModel, retryAt: undefined, paused: false })
+                onTimeout: () =>
+                  new CapacityWaitExceeded({ providerModel: request.providerModel, retryAt: undefined, paused: false })
               })
             )
           // Only the wait itself is interruptible: a granted permit is always either owned by the
@@ -441,27 +486,40 @@ export const makeProviderCapacity = (store: CapacityStore, limits: ProviderLimit
           } else if (waiter.status === "granted") {
             const permit = yield* Deferred.poll(granted)
             if (Option.isSome(permit)) {
-              yield* Effect.flatMap(Effect.either(permit.value), (got) => got._tag === "Right" ? got.right.release({ _tag: "NotSent" }) : Effect.void)
+              yield* Effect.flatMap(
+                Effect.either(permit.value),
+                (got) => got._tag === "Right" ? got.right.release({ _tag: "NotSent" }) : Effect.void
+              )
             }
           }
           return yield* Effect.failCause(waited.cause)
         })
-      ).pipe(Effect.withSpan("ProviderCapacity.acquire", { captureStackTrace: false, attributes: { providerModel: request.providerModel, priority: request.priority } }))
+      ).pipe(
+        Effect.withSpan("ProviderCapacity.acquire", {
+          captureStackTrace: false,
+          attributes: { providerModel: request.providerModel, priority: request.priority }
+        })
+      )
 
     const pause = (providerModel: string, untilMs: number, credentialId?: string) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        store.pause(capacityKeyOf(providerModel, credentialId), Math.min(untilMs, now + maxPauseMs), now)).pipe(
-          Effect.catchAll(storeWarning),
-          Effect.zipRight(Effect.suspend(() => {
-            const room = rooms.get(capacityKeyOf(providerModel, credentialId))
-            return room === undefined ? Effect.void : Queue.offer(room.wake, undefined)
-          })),
-          Effect.asVoid
-        )
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (now) => store.pause(capacityKeyOf(providerModel, credentialId), Math.min(untilMs, now + maxPauseMs), now)
+      ).pipe(
+        Effect.catchAll(storeWarning),
+        Effect.zipRight(Effect.suspend(() => {
+          const room = rooms.get(capacityKeyOf(providerModel, credentialId))
+          return room === undefined ? Effect.void : Queue.offer(room.wake, undefined)
+        })),
+        Effect.asVoid
+      )
 
     const state = (providerModel: string, credentialId?: string): Effect.Effect<CapacityState> => {
       const key = capacityKeyOf(providerModel, credentialId)
-      return Effect.flatMap(Clock.currentTimeMillis, (now) => store.state(key, storeLimitsOf(limits.limitFor(providerModel)), now)).pipe(
+      return Effect.flatMap(
+        Clock.currentTimeMillis,
+        (now) => store.state(key, storeLimitsOf(limits.limitFor(providerModel)), now)
+      ).pipe(
         Effect.orDie,
         Effect.map((shared) => {
           const room = rooms.get(key)

@@ -33,7 +33,9 @@ export interface BreakerWrite {
   readonly from: BreakerState
 }
 
-export class BreakerStoreError extends Data.TaggedError("BreakerStoreError")<{ readonly operation: string; readonly cause: unknown }> {}
+export class BreakerStoreError
+  extends Data.TaggedError("BreakerStoreError")<{ readonly operation: string; readonly cause: unknown }>
+{}
 
 /** One atomic operation per method, on the caller's Clock (`now`); Redis and memory pass one contract. */
 export interface BreakerStore {
@@ -50,7 +52,11 @@ export interface BreakerStore {
     settings: CircuitBreakerSettingsShape
   ) => Effect.Effect<BreakerWrite, BreakerStoreError>
   /** `sentAt`: when the answered call was sent; an answer to a call sent before the last failure resets nothing. */
-  readonly recordSuccess: (providerModel: string, now: number, sentAt: number) => Effect.Effect<BreakerWrite, BreakerStoreError>
+  readonly recordSuccess: (
+    providerModel: string,
+    now: number,
+    sentAt: number
+  ) => Effect.Effect<BreakerWrite, BreakerStoreError>
   /** The probe ended without a verdict (interrupted): the next caller may probe at once. */
   readonly abandonProbe: (providerModel: string, now: number) => Effect.Effect<BreakerWrite, BreakerStoreError>
   /** The models whose breaker another process changed (pub/sub): each process re-reads them. */
@@ -63,9 +69,16 @@ export interface BreakerStore {
 export const worthTelling = (before: BreakerRecord, next: BreakerRecord) =>
   before.state !== next.state || (before.failures > 0) !== (next.failures > 0) || next.probeUntil < before.probeUntil
 
-export const probeTransition = (record: BreakerRecord, now: number, probeLeaseMs: number): BreakerRecord & { readonly probe: boolean } => {
-  const due = (record.state === "open" && now >= record.openUntil) || (record.state === "half_open" && now >= record.probeUntil)
-  return due ? { ...record, state: "half_open", probeUntil: now + probeLeaseMs, probe: true } : { ...record, probe: false }
+export const probeTransition = (
+  record: BreakerRecord,
+  now: number,
+  probeLeaseMs: number
+): BreakerRecord & { readonly probe: boolean } => {
+  const due = (record.state === "open" && now >= record.openUntil) ||
+    (record.state === "half_open" && now >= record.probeUntil)
+  return due
+    ? { ...record, state: "half_open", probeUntil: now + probeLeaseMs, probe: true }
+    : { ...record, probe: false }
 }
 
 /** `lastFailureAt` is the store's: failures further apart than the window start a new count. */
@@ -76,13 +89,27 @@ export const failureTransition = (
 ): BreakerRecord & { readonly lastFailureAt: number } => {
   if (record.state === "half_open") {
     const openMs = Math.min(Math.max(record.openMs * 2, settings.openMs), settings.maxOpenMs)
-    return { state: "open", failures: record.failures, openUntil: now + openMs, openMs, probeUntil: 0, lastFailureAt: now }
+    return {
+      state: "open",
+      failures: record.failures,
+      openUntil: now + openMs,
+      openMs,
+      probeUntil: 0,
+      lastFailureAt: now
+    }
   }
   // A call sent before the breaker opened may fail after: the breaker is open already.
   if (record.state === "open") return record
   const failures = now - record.lastFailureAt > settings.windowMs ? 1 : record.failures + 1
   return failures >= settings.failures
-    ? { state: "open", failures, openUntil: now + settings.openMs, openMs: settings.openMs, probeUntil: 0, lastFailureAt: now }
+    ? {
+      state: "open",
+      failures,
+      openUntil: now + settings.openMs,
+      openMs: settings.openMs,
+      probeUntil: 0,
+      lastFailureAt: now
+    }
     : { ...record, failures, lastFailureAt: now }
 }
 
@@ -91,7 +118,10 @@ export const failureTransition = (
  * for its probe. An answer to a call sent before the latest failure says nothing of it: calls in
  * flight when a provider goes down keep answering for a while and must not hold the breaker shut.
  */
-export const successTransition = (record: BreakerRecord & { readonly lastFailureAt: number }, sentAt: number): BreakerRecord =>
+export const successTransition = (
+  record: BreakerRecord & { readonly lastFailureAt: number },
+  sentAt: number
+): BreakerRecord =>
   record.state === "open" || (record.state === "closed" && sentAt < record.lastFailureAt) ? record : closedRecord
 
 export const abandonTransition = (record: BreakerRecord): BreakerRecord =>
@@ -120,7 +150,12 @@ export class ProviderCircuitBreaker extends Context.Tag("ai-job-engine/ProviderC
   {
     readonly admit: (providerModel: string) => Effect.Effect<Admission>
     /** `sentAt` (epoch ms, default now): when the call was sent, so an answer to an older call resets no newer failure. */
-    readonly record: (providerModel: string, admission: Admission, outcome: BreakerOutcome, sentAt?: number) => Effect.Effect<void>
+    readonly record: (
+      providerModel: string,
+      admission: Admission,
+      outcome: BreakerOutcome,
+      sentAt?: number
+    ) => Effect.Effect<void>
     /** As the shared store holds it now (operators, `/metrics`). */
     readonly view: (providerModel: string) => Effect.Effect<BreakerView>
   }
@@ -151,7 +186,7 @@ export const breakerRefreshMs = 5_000
  * processes arrive on `store.changes` (and a re-read every few seconds, should a message be lost).
  */
 export const makeProviderCircuitBreaker = (store: BreakerStore, settings: CircuitBreakerSettingsShape) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const known = new Map<string, BreakerRecord>()
 
     const warn = (error: BreakerStoreError) =>
@@ -166,7 +201,7 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
 
     /** One log line per change this process made. */
     const written = (providerModel: string, write: BreakerWrite) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         yield* remember(providerModel, write.record)
         if (write.from === write.record.state) return
         const { model, provider } = labelsOf(providerModel)
@@ -181,7 +216,9 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
             model,
             from: write.from,
             to: write.record.state,
-            ...(write.record.state === "open" ? { openForMs: write.record.openUntil > 0 ? write.record.openMs : 0 } : {})
+            ...(write.record.state === "open"
+              ? { openForMs: write.record.openUntil > 0 ? write.record.openMs : 0 }
+              : {})
           })
         )
       })
@@ -208,15 +245,21 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
     )
 
     const admit = (providerModel: string): Effect.Effect<Admission> =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const record = yield* current(providerModel)
         if (record.state === "closed") return { _tag: "Call" } as const
         const now = yield* Clock.currentTimeMillis
-        if (record.state === "open" && now < record.openUntil) return { _tag: "Skip", retryAt: record.openUntil } as const
-        if (record.state === "half_open" && now < record.probeUntil) return { _tag: "Skip", retryAt: record.probeUntil } as const
+        if (record.state === "open" && now < record.openUntil) {
+          return { _tag: "Skip", retryAt: record.openUntil } as const
+        }
+        if (record.state === "half_open" && now < record.probeUntil) {
+          return { _tag: "Skip", retryAt: record.probeUntil } as const
+        }
         const asked = yield* store.tryProbe(providerModel, now, settings.probeLeaseMs).pipe(Effect.either)
         // A store that does not answer must not stop the calls: the provider's own answer decides.
-        if (asked._tag === "Left") return yield* Effect.as(warn(asked.left), { _tag: "Call" } as const)
+        if (asked._tag === "Left") {
+          return yield* Effect.as(warn(asked.left), { _tag: "Call" } as const)
+        }
         yield* written(providerModel, asked.right)
         if (asked.right.probe) return { _tag: "Probe" } as const
         const { record: after } = asked.right
@@ -225,13 +268,21 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
           : { _tag: "Skip", retryAt: Math.max(after.openUntil, after.probeUntil, now + 1) } as const
       })
 
-    const record = (providerModel: string, admission: Admission, outcome: BreakerOutcome, sentAt?: number): Effect.Effect<void> =>
-      Effect.gen(function* () {
+    const record = (
+      providerModel: string,
+      admission: Admission,
+      outcome: BreakerOutcome,
+      sentAt?: number
+    ): Effect.Effect<void> =>
+      Effect.gen(function*() {
         if (admission._tag === "Skip") return
         const now = yield* Clock.currentTimeMillis
         if (outcome === "abandoned") {
           if (admission._tag === "Probe") {
-            yield* store.abandonProbe(providerModel, now).pipe(Effect.flatMap((write) => written(providerModel, write)), Effect.catchAll(warn))
+            yield* store.abandonProbe(providerModel, now).pipe(
+              Effect.flatMap((write) => written(providerModel, write)),
+              Effect.catchAll(warn)
+            )
           }
           return
         }
@@ -251,7 +302,10 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
       }).pipe(Effect.uninterruptible)
 
     const view = (providerModel: string): Effect.Effect<BreakerView> =>
-      Effect.zipRight(reread(providerModel), Effect.sync(() => ({ providerModel, ...(known.get(providerModel) ?? closedRecord) })))
+      Effect.zipRight(
+        reread(providerModel),
+        Effect.sync(() => ({ providerModel, ...(known.get(providerModel) ?? closedRecord) }))
+      )
 
     return ProviderCircuitBreaker.of({ admit, record, view })
   })
@@ -268,4 +322,6 @@ export const breakerViews = (targets: ReadonlyArray<{ readonly provider: string;
     }))
 
 /** The gauges of every routed provider's breaker, sampled at scrape time (in any process: the state is shared). */
-export const sampleProviderBreakers = Effect.flatMap(ModelRouter, (router) => breakerViews(router.targets)).pipe(Effect.asVoid)
+export const sampleProviderBreakers = Effect.flatMap(ModelRouter, (router) => breakerViews(router.targets)).pipe(
+  Effect.asVoid
+)

@@ -47,7 +47,7 @@ export class ReadinessProbe extends Context.Tag("ai-job-engine/ReadinessProbe")<
 export const defaultCheckTimeout = Duration.seconds(1)
 
 const run = (check: ReadinessCheck, timeout: Duration.DurationInput): Effect.Effect<CheckResult> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const started = yield* Clock.currentTimeMillis
     // Interruptible, so the timeout abandons a ping that hangs (a paused Redis) even for a caller
     // that runs uninterruptibly: the creation routes, whose gate asks this.
@@ -55,7 +55,9 @@ const run = (check: ReadinessCheck, timeout: Duration.DurationInput): Effect.Eff
     const ended = yield* Clock.currentTimeMillis
     const up = Option.isSome(outcome) && Option.isSome(outcome.value)
     if (!up) {
-      yield* Effect.logWarning("readiness check failed").pipe(Effect.annotateLogs({ check: check.name, backend: check.backend }))
+      yield* Effect.logWarning("readiness check failed").pipe(
+        Effect.annotateLogs({ check: check.name, backend: check.backend })
+      )
     }
     return { name: check.name, backend: check.backend, status: up ? "up" : "down", latencyMs: ended - started }
   })
@@ -63,8 +65,7 @@ const run = (check: ReadinessCheck, timeout: Duration.DurationInput): Effect.Eff
 export const makeReadinessProbe = (
   checks: ReadonlyArray<ReadinessCheck>,
   options: { readonly timeout?: Duration.DurationInput } = {}
-) =>
-{
+) => {
   const runAll = (selected: ReadonlyArray<ReadinessCheck>) =>
     Effect.forEach(selected, (c) => run(c, options.timeout ?? defaultCheckTimeout), { concurrency: "unbounded" }).pipe(
       Effect.map((results): ReadinessReport => ({ ready: results.every((r) => r.status === "up"), checks: results }))

@@ -1,7 +1,7 @@
 import { Context, type Effect, Schema } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
-import type { PersistenceError } from "../domain/PersistenceError.js"
 import type { ValidationError } from "../domain/ExecutionError.js"
+import type { PersistenceError } from "../domain/PersistenceError.js"
 
 export interface ArtifactRef {
   readonly artifactType: string
@@ -21,7 +21,10 @@ export interface ProjectionResult {
  */
 export interface ResultProjector {
   readonly key: string
-  readonly project: (job: AiJob, validatedOutput: unknown) => Effect.Effect<ProjectionResult, PersistenceError | ValidationError>
+  readonly project: (
+    job: AiJob,
+    validatedOutput: unknown
+  ) => Effect.Effect<ProjectionResult, PersistenceError | ValidationError>
   /** The business records a job's projection wrote, as the API shows them. */
   readonly records: (job: AiJob) => Effect.Effect<ReadonlyArray<Readonly<Record<string, unknown>>>, PersistenceError>
 }

@@ -1,6 +1,6 @@
 import { Clock, Effect } from "effect"
-import type { JobDefinition } from "../domain/JobDefinition.js"
 import { TimingConfig } from "../config/EngineConfig.js"
+import type { JobDefinition } from "../domain/JobDefinition.js"
 
 export interface BuiltSnapshot {
   readonly content: unknown
@@ -30,7 +30,7 @@ const redact = (value: unknown): unknown => {
  * `TimingConfig` (the retention).
  */
 export class SnapshotBuilder extends Effect.Service<SnapshotBuilder>()("ai-job-engine/SnapshotBuilder", {
-  effect: Effect.gen(function* () {
+  effect: Effect.gen(function*() {
     const timing = yield* TimingConfig
     return {
       build: (_definition: JobDefinition, validatedInput: unknown): Effect.Effect<BuiltSnapshot> =>

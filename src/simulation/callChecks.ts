@@ -8,7 +8,8 @@ import { capacityKeyOf } from "../services/ProviderCapacity.js"
 /** The invariants about provider calls, cancels and capacity (see `makeCallChecks`). */
 export const callInvariantNames = {
   finalRefusal: "no provider call after a credential refusal in the same lease",
-  keyOwnProvider: "a provider call carries its own provider's key: that provider's platform key, or the job's user key at the user's provider",
+  keyOwnProvider:
+    "a provider call carries its own provider's key: that provider's platform key, or the job's user key at the user's provider",
   snapshotSent: "the provider is sent the job's snapshot, never its raw input",
   capacityBounded: "provider calls in flight never exceed the model's concurrency limit",
   cancelStops: "an honoured cancel stops its run's provider calls within two heartbeats"
@@ -57,7 +58,12 @@ export interface CallChecksOptions {
 }
 
 /** Error codes that end a job for good: the engine never calls again for them in that lease. */
-const finalCodes = new Set(["CREDENTIAL_INVALID", "CREDENTIAL_NOT_FOUND", "CREDENTIAL_DECRYPT_FAILED", "CREDENTIAL_MISSING"])
+const finalCodes = new Set([
+  "CREDENTIAL_INVALID",
+  "CREDENTIAL_NOT_FOUND",
+  "CREDENTIAL_DECRYPT_FAILED",
+  "CREDENTIAL_MISSING"
+])
 
 const leaseKey = (call: ProviderCall) => `${call.jobId}\u0000${call.leaseNo ?? "-"}`
 
@@ -98,41 +104,60 @@ export const makeCallChecks = (options: CallChecksOptions) => {
     if (now - cancelledAt <= options.cancelStopMs || pausedBetween(call.by, cancelledAt, now)) return
     options.fail(
       callInvariantNames.cancelStops,
-      `${options.alias(call.jobId)}: a call by ${call.by} in lease ${call.leaseNo ?? "-"} ${what} ${now - cancelledAt} ms after its cancel ` +
+      `${options.alias(call.jobId)}: a call by ${call.by} in lease ${call.leaseNo ?? "-"} ${what} ${
+        now - cancelledAt
+      } ms after its cancel ` +
         `(at most ${options.cancelStopMs} ms)`
     )
   }
 
   /** What is wrong with the key a call carries, if anything (never the key itself). */
-  const wrongKey = (call: ProviderCall, platformKeys: ReadonlyMap<string, Redacted.Redacted<string>>): string | undefined => {
+  const wrongKey = (
+    call: ProviderCall,
+    platformKeys: ReadonlyMap<string, Redacted.Redacted<string>>
+  ): string | undefined => {
     const { credential } = call
     const job = jobCredentials.get(call.jobId)
     if (credential.provider !== call.provider) return `carried the credential of ${credential.provider}`
     if (job !== undefined && (job.mode !== credential.mode || job.credentialId !== credential.credentialId)) {
       return `carried a ${credential.mode} key for a ${job.mode} job`
     }
-    const sameKey = (expected: Redacted.Redacted<string>) => Redacted.value(expected) === Redacted.value(credential.apiKey)
+    const sameKey = (expected: Redacted.Redacted<string>) =>
+      Redacted.value(expected) === Redacted.value(credential.apiKey)
     if (credential.mode === "platform_key") {
       const platform = platformKeys.get(call.provider)
-      return platform !== undefined && sameKey(platform) ? undefined : `carried a platform key that is not ${call.provider}'s`
+      return platform !== undefined && sameKey(platform)
+        ? undefined
+        : `carried a platform key that is not ${call.provider}'s`
     }
     const stored = userKeys.get(credential.credentialId ?? "")
-    if (stored === undefined || stored.provider !== call.provider) return `carried a user key not stored for ${call.provider}`
+    if (stored === undefined || stored.provider !== call.provider) {
+      return `carried a user key not stored for ${call.provider}`
+    }
     return sameKey(stored.apiKey) ? undefined : "carried a user key other than the one stored"
   }
 
   const callStarted = (call: ProviderCall) => {
     const name = options.alias(call.jobId)
     if (refused.has(leaseKey(call))) {
-      options.fail(callInvariantNames.finalRefusal, `${name}: a call by ${call.by} in lease ${call.leaseNo ?? "-"} after the provider refused its credential`)
+      options.fail(
+        callInvariantNames.finalRefusal,
+        `${name}: a call by ${call.by} in lease ${call.leaseNo ?? "-"} after the provider refused its credential`
+      )
     }
     const keyProblem = options.platformKeys === undefined ? undefined : wrongKey(call, options.platformKeys)
     if (keyProblem !== undefined) {
-      options.fail(callInvariantNames.keyOwnProvider, `${name}: a call by ${call.by} to ${call.providerModel} ${keyProblem}`)
+      options.fail(
+        callInvariantNames.keyOwnProvider,
+        `${name}: a call by ${call.by} to ${call.providerModel} ${keyProblem}`
+      )
     }
     const snapshot = snapshots.get(call.jobId)
     if (snapshot !== undefined && canonicalJson(call.input ?? null) !== snapshot) {
-      options.fail(callInvariantNames.snapshotSent, `${name}: a call by ${call.by} sent content that is not the job's snapshot`)
+      options.fail(
+        callInvariantNames.snapshotSent,
+        `${name}: a call by ${call.by} sent content that is not the job's snapshot`
+      )
     }
     inFlight.add(call)
     const limit = options.concurrencyLimits[call.providerModel]
@@ -141,7 +166,10 @@ export const makeCallChecks = (options: CallChecksOptions) => {
     const concurrent = Array.from(inFlight).filter((other) => capacityKeyOfCall(other) === key).length
     if (limit !== undefined && concurrent > limit) {
       const whose = key === call.providerModel ? "" : " on one user's key"
-      options.fail(callInvariantNames.capacityBounded, `${concurrent} calls to ${call.providerModel}${whose} in flight at once (limit ${limit}); the last by ${call.by} for ${name}`)
+      options.fail(
+        callInvariantNames.capacityBounded,
+        `${concurrent} calls to ${call.providerModel}${whose} in flight at once (limit ${limit}); the last by ${call.by} for ${name}`
+      )
     }
     lateForCancel(call, "began")
   }
@@ -158,7 +186,9 @@ export const makeCallChecks = (options: CallChecksOptions) => {
   const committed = (before: MemoryTables, after: MemoryTables) => {
     if (before.aiJobSnapshot !== after.aiJobSnapshot) {
       for (const [id, snapshot] of after.aiJobSnapshot) {
-        if (!HashMap.has(before.aiJobSnapshot, id)) snapshots.set(snapshot.jobId, canonicalJson(snapshot.content ?? null))
+        if (!HashMap.has(before.aiJobSnapshot, id)) {
+          snapshots.set(snapshot.jobId, canonicalJson(snapshot.content ?? null))
+        }
       }
     }
     if (before.aiJob === after.aiJob) return
@@ -167,7 +197,10 @@ export const makeCallChecks = (options: CallChecksOptions) => {
       if (previous._tag === "None") jobCredentials.set(id, { mode: job.credentialMode, credentialId: job.credentialId })
       if (previous._tag === "None" || previous.value === job) continue
       if (job.lifecycleStatus !== "running") cancels.delete(id)
-      else if (previous.value.cancelRequestedAt === null && job.cancelRequestedAt !== null && options.cancellable.has(job.jobType)) {
+      else if (
+        previous.value.cancelRequestedAt === null && job.cancelRequestedAt !== null &&
+        options.cancellable.has(job.jobType)
+      ) {
         cancels.set(id, options.now())
       }
     }

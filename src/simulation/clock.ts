@@ -76,7 +76,7 @@ export const makeSimulatedClock = (options: SimulatedClockOptions): SimulatedClo
       return Effect.sync(() => remove(sleeper))
     })
 
-  const settle = Effect.gen(function* () {
+  const settle = Effect.gen(function*() {
     let quiet = 0
     for (let i = 0; i < maxYields && quiet < quietYields; i++) {
       const before = activity
@@ -86,7 +86,7 @@ export const makeSimulatedClock = (options: SimulatedClockOptions): SimulatedClo
   })
 
   const advanceTo = (time: number) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* settle
       while (sleepers.length > 0 && sleepers[0]!.at <= time) {
         const due = sleepers[0]!.at

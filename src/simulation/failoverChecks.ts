@@ -1,8 +1,8 @@
 import { FiberRef } from "effect"
 import type { CircuitBreakerSettingsShape } from "../config/CircuitBreakerSettings.js"
 import type { AiJob } from "../domain/AiJob.js"
-import { type BreakerState, breakerRefreshMs } from "../services/ProviderCircuitBreaker.js"
 import type { RouteTarget } from "../services/ModelRouter.js"
+import { breakerRefreshMs, type BreakerState } from "../services/ProviderCircuitBreaker.js"
 import type { ProviderCall } from "./callChecks.js"
 
 /** The invariants of a world with several providers (see `makeFailoverChecks`). */
@@ -15,7 +15,9 @@ export const failoverInvariantNames = {
 export type FailoverInvariantName = (typeof failoverInvariantNames)[keyof typeof failoverInvariantNames]
 
 /** The last admission a run asked of its circuit breaker: for which `provider/model`, and when. */
-export const currentAdmission = FiberRef.unsafeMake<{ readonly providerModel: string; readonly at: number } | undefined>(undefined)
+export const currentAdmission = FiberRef.unsafeMake<
+  { readonly providerModel: string; readonly at: number } | undefined
+>(undefined)
 
 /** A write of the shared breaker store, as the world's watch saw it. */
 export interface BreakerStoreWrite {
@@ -123,9 +125,13 @@ export const makeFailoverChecks = (options: FailoverChecksOptions) => {
     if (stretch.late > allowed) {
       options.fail(
         failoverInvariantNames.outageBounded,
-        `${call.providerModel}: ${stretch.late} calls admitted between ${breakerRefreshMs} and ${admittedAt - stretch.since} ms ` +
+        `${call.providerModel}: ${stretch.late} calls admitted between ${breakerRefreshMs} and ${
+          admittedAt - stretch.since
+        } ms ` +
           `after its breaker opened, at most ${allowed} (one probe per ${cooldownMs} ms` +
-          `${givenBack > 0 ? `, ${givenBack} given back` : ""}); the last by ${call.by} for ${options.alias(call.jobId)}`
+          `${givenBack > 0 ? `, ${givenBack} given back` : ""}); the last by ${call.by} for ${
+            options.alias(call.jobId)
+          }`
       )
     }
   }
@@ -141,20 +147,27 @@ export const makeFailoverChecks = (options: FailoverChecksOptions) => {
 
   /** A job just failed (`previous` is its row before): was its fallback taken? */
   const jobFailed = (previous: AiJob, job: AiJob) => {
-    if (job.errorCode !== "PROVIDER_UNAVAILABLE" || job.credentialMode !== "platform_key" || primary === undefined) return
+    if (job.errorCode !== "PROVIDER_UNAVAILABLE" || job.credentialMode !== "platform_key" || primary === undefined) {
+      return
+    }
     const last = lastCalls.get(`${job.id}\u0000${previous.leaseNo}`)
     if (last === undefined || last.provider !== primary.provider) return
     const timeoutMs = options.timeoutMs[job.jobType] ?? 0
     if (last.endedAt - last.admittedAt >= timeoutMs) return
     const notTried = fallbacks.filter((target) => {
       const providerModel = `${target.provider}/${target.model}`
-      return !stretches.has(providerModel) && (lastOpen.get(providerModel) ?? -Infinity) < last.endedAt - breakerRefreshMs
+      return !stretches.has(providerModel) &&
+        (lastOpen.get(providerModel) ?? -Infinity) < last.endedAt - breakerRefreshMs
     })
     if (notTried.length === 0) return
     options.fail(
       failoverInvariantNames.fallbackTried,
-      `${options.alias(job.id)}: failed PROVIDER_UNAVAILABLE in lease ${previous.leaseNo}, its last call to ${primary.provider} ` +
-        `${last.endedAt - last.admittedAt} ms after its admission, while ${notTried.map((target) => target.provider).join(", ")} ` +
+      `${
+        options.alias(job.id)
+      }: failed PROVIDER_UNAVAILABLE in lease ${previous.leaseNo}, its last call to ${primary.provider} ` +
+        `${last.endedAt - last.admittedAt} ms after its admission, while ${
+          notTried.map((target) => target.provider).join(", ")
+        } ` +
         `was closed and never called after it`
     )
   }

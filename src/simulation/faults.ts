@@ -33,7 +33,13 @@ export type ProviderTrouble =
 /** What goes wrong, decided by the seed. */
 export type FaultAction =
   /** Arms `point` on the worker in `slot`; it restarts (new id) `restartAfterMs` after dying. */
-  | { readonly _tag: "CrashWorker"; readonly at: number; readonly slot: number; readonly point: CrashPoint; readonly restartAfterMs: number }
+  | {
+    readonly _tag: "CrashWorker"
+    readonly at: number
+    readonly slot: number
+    readonly point: CrashPoint
+    readonly restartAfterMs: number
+  }
   /** The dispatcher in `slot` dies between its claim and its queue add; restarts later. */
   | { readonly _tag: "CrashDispatcher"; readonly at: number; readonly slot: number; readonly restartAfterMs: number }
   /**
@@ -68,7 +74,12 @@ export type FaultAction =
    * freezes there, after its last heartbeat, for longer than its lease; with `cancelHeldJob`, a
    * client cancels that job meanwhile. Extended fault set only.
    */
-  | { readonly _tag: "PauseInProject"; readonly at: number; readonly durationMs: number; readonly cancelHeldJob: boolean }
+  | {
+    readonly _tag: "PauseInProject"
+    readonly at: number
+    readonly durationMs: number
+    readonly cancelHeldJob: boolean
+  }
   /**
    * `provider` is down for `durationMs`: every call sent to it, and every answer a worker reads
    * from it meanwhile, is PROVIDER_UNAVAILABLE, after `answerMs` (a 503), or at once when
@@ -112,10 +123,12 @@ export interface FaultPlan {
   readonly delivery: DeliveryFaults
 }
 
-const troubleOf = Effect.gen(function* () {
+const troubleOf = Effect.gen(function*() {
   const roll = yield* Random.nextIntBetween(0, 10)
   if (roll < 4) return { _tag: "Unavailable" } satisfies ProviderTrouble
-  if (roll < 5) return { _tag: "RateLimited", retryAfterMs: yield* Random.nextIntBetween(500, 6_000) } satisfies ProviderTrouble
+  if (roll < 5) {
+    return { _tag: "RateLimited", retryAfterMs: yield* Random.nextIntBetween(500, 6_000) } satisfies ProviderTrouble
+  }
   if (roll < 7) return { _tag: "Slow", ms: yield* Random.nextIntBetween(2_000, 20_000) } satisfies ProviderTrouble
   if (roll < 8) return { _tag: "Hang" } satisfies ProviderTrouble
   return { _tag: "NotJson" } satisfies ProviderTrouble
@@ -127,7 +140,7 @@ const troubleOf = Effect.gen(function* () {
  * in timing, and some seeds are nearly fault-free.
  */
 export const generateFaults = (settings: FaultSettings) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const actions: Array<FaultAction> = []
     const at = Random.nextIntBetween(0, settings.phaseMs)
     const upTo = (max: number) => Random.nextIntBetween(0, max + 1)
@@ -191,7 +204,7 @@ export const generateFaults = (settings: FaultSettings) =>
  * faults of a seed stay as they were): up to `windows`, each for 1 to 3 creates.
  */
 export const generateCreatorCrashes = (settings: { readonly phaseMs: number; readonly windows: number }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const actions: Array<FaultAction> = []
     for (let i = yield* Random.nextIntBetween(0, settings.windows + 1); i > 0; i--) {
       actions.push({
@@ -221,7 +234,7 @@ export interface ExtendedFaultSettings {
  * binds).
  */
 export const generateExtendedFaults = (settings: ExtendedFaultSettings) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const actions: Array<FaultAction> = []
     const at = Random.nextIntBetween(0, settings.phaseMs)
     for (let i = yield* Random.nextIntBetween(1, 3); i > 0; i--) {
@@ -241,12 +254,20 @@ export const generateExtendedFaults = (settings: ExtendedFaultSettings) =>
     }
     for (let i = yield* Random.nextIntBetween(0, 3); i > 0; i--) {
       const count = yield* Random.nextIntBetween(1, 3)
-      actions.push({ _tag: "Provider", at: yield* at, trouble: Array.from({ length: count }, () => ({ _tag: "CredentialRejected" as const })) })
+      actions.push({
+        _tag: "Provider",
+        at: yield* at,
+        trouble: Array.from({ length: count }, () => ({ _tag: "CredentialRejected" as const }))
+      })
     }
     for (const burstAt of settings.burstsAt) {
       // Just before the burst, so its first calls are the ones that hang.
       const count = yield* Random.nextIntBetween(4, 8)
-      actions.push({ _tag: "Provider", at: Math.max(0, burstAt - 1), trouble: Array.from({ length: count }, () => ({ _tag: "Hang" as const })) })
+      actions.push({
+        _tag: "Provider",
+        at: Math.max(0, burstAt - 1),
+        trouble: Array.from({ length: count }, () => ({ _tag: "Hang" as const }))
+      })
     }
     return actions
   })
@@ -264,7 +285,7 @@ export interface FailoverFaultSettings {
  * window sometimes), each answering with a 503 after 20-600 ms or refusing the connection.
  */
 export const generateFailoverFaults = (settings: FailoverFaultSettings) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const actions: Array<Extract<FaultAction, { readonly _tag: "ProviderOutage" }>> = []
     const [primary, ...others] = settings.providers
     for (let i = yield* Random.nextIntBetween(1, 3); i > 0; i--) {
@@ -273,7 +294,9 @@ export const generateFailoverFaults = (settings: FailoverFaultSettings) =>
       actions.push({
         _tag: "ProviderOutage",
         at: yield* Random.nextIntBetween(0, Math.max(1, settings.phaseMs - durationMs)),
-        provider: others.length === 0 || (yield* Random.next) < 0.75 ? primary : others[yield* Random.nextIntBetween(0, others.length)]!,
+        provider: others.length === 0 || (yield* Random.next) < 0.75
+          ? primary
+          : others[yield* Random.nextIntBetween(0, others.length)]!,
         durationMs,
         answerMs: refused ? 1 : yield* Random.nextIntBetween(20, 601),
         refused

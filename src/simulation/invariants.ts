@@ -1,15 +1,15 @@
 import { Effect, FiberRef, HashMap, Option, type Redacted, Schema } from "effect"
 import type { CircuitBreakerSettingsShape } from "../config/CircuitBreakerSettings.js"
-import type { RouteTarget } from "../services/ModelRouter.js"
 import type { AiJob } from "../domain/AiJob.js"
-import { isAllowedTransition, isTerminal } from "../domain/LifecycleStatus.js"
-import { EnqueuePayload, enqueueEventType, type OutboxEvent } from "../domain/OutboxEvent.js"
 import { finishedEventTypeOf } from "../domain/JobFinishedEvent.js"
+import { isAllowedTransition, isTerminal } from "../domain/LifecycleStatus.js"
+import { enqueueEventType, EnqueuePayload, type OutboxEvent } from "../domain/OutboxEvent.js"
 import type { QueueName } from "../domain/QueueName.js"
 import type { MemoryTables } from "../layers/memory/MemoryDatabase.js"
 import { payloadFor } from "../services/JobQueue.js"
-import { type BreakerStoreWrite, type FailoverInvariantName, makeFailoverChecks } from "./failoverChecks.js"
+import type { RouteTarget } from "../services/ModelRouter.js"
 import { type CallInvariantName, makeCallChecks, type ProviderCall } from "./callChecks.js"
+import { type BreakerStoreWrite, type FailoverInvariantName, makeFailoverChecks } from "./failoverChecks.js"
 import type { Trace } from "./trace.js"
 
 /** Who is writing: a simulated process id, or `shared` (clients, reaper, operator). */
@@ -22,7 +22,9 @@ export const currentWriter = FiberRef.unsafeMake("shared")
  */
 export interface RunRecord {
   readonly jobId: string
-  lease: { readonly jobId: string; readonly owner: string; readonly leaseNo: number; readonly attempt: number } | undefined
+  lease:
+    | { readonly jobId: string; readonly owner: string; readonly leaseNo: number; readonly attempt: number }
+    | undefined
   projectSaw: MemoryTables | undefined
 }
 
@@ -67,7 +69,10 @@ export const invariantNames = {
   backoff: "no retry before the larger of its backoff and the provider's Retry-After",
   liveness: "every job reaches a terminal state after a fault-free tail"
 } as const
-export type InvariantName = (typeof invariantNames)[keyof typeof invariantNames] | CallInvariantName | FailoverInvariantName
+export type InvariantName =
+  | (typeof invariantNames)[keyof typeof invariantNames]
+  | CallInvariantName
+  | FailoverInvariantName
 
 export interface Violation {
   readonly invariant: InvariantName
@@ -124,7 +129,8 @@ export const makeMonitor = (options: MonitorOptions) => {
   /** The end of the last provider call of each (job, lease), and under `lease\u0000provider` of each (job, lease, provider). */
   const lastCallEnd = new Map<string, CallEnd>()
   /** Where each provider stands in the route (the primary first); one provider: every call a retry. */
-  const routeIndex = (provider: string) => Math.max(0, options.failover?.route.findIndex((target) => target.provider === provider) ?? 0)
+  const routeIndex = (provider: string) =>
+    Math.max(0, options.failover?.route.findIndex((target) => target.provider === provider) ?? 0)
   /** Each outbox event's job lease number when the event was written. */
   const leaseAtEvent = new Map<string, number>()
 
@@ -134,10 +140,21 @@ export const makeMonitor = (options: MonitorOptions) => {
       trace.record("VIOLATION", { invariant, detail })
     }
   }
-  const calls = makeCallChecks({ ...options, platformRouteTargets: options.failover?.route.length, alias: trace.alias, fail })
+  const calls = makeCallChecks({
+    ...options,
+    platformRouteTargets: options.failover?.route.length,
+    alias: trace.alias,
+    fail
+  })
   const failover = options.failover === undefined
     ? undefined
-    : makeFailoverChecks({ ...options.failover, settings: options.failover.breakers, now: options.now, alias: trace.alias, fail })
+    : makeFailoverChecks({
+      ...options.failover,
+      settings: options.failover.breakers,
+      now: options.now,
+      alias: trace.alias,
+      fail
+    })
 
   /**
    * A terminal write: a queued job is cancelled by its client; a running one is ended by the run
@@ -148,32 +165,44 @@ export const makeMonitor = (options: MonitorOptions) => {
     const name = trace.alias(job.id)
     if (previous.lifecycleStatus === "queued") {
       if (writer !== "shared" || job.lifecycleStatus !== "cancelled") {
-        fail(invariantNames.leaseHolderEnds, `${name}: ended ${job.lifecycleStatus} by ${writer} while queued, without a lease`)
+        fail(
+          invariantNames.leaseHolderEnds,
+          `${name}: ended ${job.lifecycleStatus} by ${writer} while queued, without a lease`
+        )
       }
       return
     }
     if (isTerminal(previous.lifecycleStatus)) {
-      fail(invariantNames.leaseHolderEnds, `${name}: ${previous.lifecycleStatus} job written ${job.lifecycleStatus} by ${writer}, which holds no lease`)
+      fail(
+        invariantNames.leaseHolderEnds,
+        `${name}: ${previous.lifecycleStatus} job written ${job.lifecycleStatus} by ${writer}, which holds no lease`
+      )
       return
     }
     if (writer === "shared") {
-      const expired = previous.lockUntil === null || previous.lockUntil.getTime() < job.updatedAt.getTime() - options.reaperGraceMs
+      const expired = previous.lockUntil === null ||
+        previous.lockUntil.getTime() < job.updatedAt.getTime() - options.reaperGraceMs
       if (!expired) {
         fail(
           invariantNames.leaseHolderEnds,
-          `${name}: ended ${job.lifecycleStatus} by ${writer} while ${previous.lockedBy ?? "nobody"} held lease ${previous.leaseNo} ` +
+          `${name}: ended ${job.lifecycleStatus} by ${writer} while ${
+            previous.lockedBy ?? "nobody"
+          } held lease ${previous.leaseNo} ` +
             `(lock until ${previous.lockUntil?.toISOString() ?? "none"})`
         )
       }
       return
     }
     const lease = run?.lease
-    const holds = lease !== undefined && lease.jobId === job.id && lease.owner === writer && previous.lockedBy === writer &&
+    const holds = lease !== undefined && lease.jobId === job.id && lease.owner === writer &&
+      previous.lockedBy === writer &&
       lease.leaseNo === previous.leaseNo && lease.attempt === previous.attemptCount
     if (!holds) {
       fail(
         invariantNames.leaseHolderEnds,
-        `${name}: ended ${job.lifecycleStatus} by ${writer} in ${lease === undefined ? "no lease" : `lease ${lease.leaseNo} (attempt ${lease.attempt})`}` +
+        `${name}: ended ${job.lifecycleStatus} by ${writer} in ${
+          lease === undefined ? "no lease" : `lease ${lease.leaseNo} (attempt ${lease.attempt})`
+        }` +
           ` while ${previous.lockedBy ?? "nobody"} held lease ${previous.leaseNo} (attempt ${previous.attemptCount})`
       )
     }
@@ -186,8 +215,17 @@ export const makeMonitor = (options: MonitorOptions) => {
     const handedOff = previous.lifecycleStatus === "running" && previous.lockedBy === null
     const expected = newOwner && !handedOff ? previous.attemptCount + 1 : previous.attemptCount
     if (job.attemptCount !== expected) {
-      const what = !newOwner ? "no new owner" : handedOff ? "a pickup after a hand-off" : `${previous.lockedBy ?? "a queued job"} → ${job.lockedBy ?? "?"}`
-      fail(invariantNames.newOwnerCounts, `${trace.alias(job.id)}: ${what} (by ${writer}) took attempt ${previous.attemptCount} → ${job.attemptCount}; expected ${expected}`)
+      const what = !newOwner
+        ? "no new owner"
+        : handedOff
+        ? "a pickup after a hand-off"
+        : `${previous.lockedBy ?? "a queued job"} → ${job.lockedBy ?? "?"}`
+      fail(
+        invariantNames.newOwnerCounts,
+        `${
+          trace.alias(job.id)
+        }: ${what} (by ${writer}) took attempt ${previous.attemptCount} → ${job.attemptCount}; expected ${expected}`
+      )
     }
   }
 
@@ -205,10 +243,19 @@ export const makeMonitor = (options: MonitorOptions) => {
       run.lease = { jobId: job.id, owner: writer, leaseNo: job.leaseNo, attempt: job.attemptCount }
     }
     if (to === "failed" && from !== "failed") failover?.jobFailed(previous, job)
-    if (to === "failed" && from !== "failed" && job.errorCode === "INTERNAL_WORKER_LOST" && job.attemptCount < job.maxAttempts) {
-      fail(invariantNames.workerLostExhausted, `${name}: failed INTERNAL_WORKER_LOST after ${job.attemptCount} of ${job.maxAttempts} attempts (by ${writer})`)
+    if (
+      to === "failed" && from !== "failed" && job.errorCode === "INTERNAL_WORKER_LOST" &&
+      job.attemptCount < job.maxAttempts
+    ) {
+      fail(
+        invariantNames.workerLostExhausted,
+        `${name}: failed INTERNAL_WORKER_LOST after ${job.attemptCount} of ${job.maxAttempts} attempts (by ${writer})`
+      )
     }
-    if (to === "succeeded" && from !== "succeeded" && previous.cancelRequestedAt !== null && options.cancellable.has(job.jobType)) {
+    if (
+      to === "succeeded" && from !== "succeeded" && previous.cancelRequestedAt !== null &&
+      options.cancellable.has(job.jobType)
+    ) {
       // PROJECT began when the run asked for its transaction: was the cancel committed by then?
       const seen = run?.projectSaw === undefined ? Option.none<AiJob>() : HashMap.get(run.projectSaw.aiJob, job.id)
       if (Option.isNone(seen) || seen.value.cancelRequestedAt !== null) {
@@ -248,7 +295,10 @@ export const makeMonitor = (options: MonitorOptions) => {
     const earlier = projectionCommit.get(jobId)
     if (earlier === undefined) projectionCommit.set(jobId, commit)
     else if (earlier !== commit) {
-      fail(invariantNames.oneArtifactSet, `${trace.alias(jobId)}: ${what} written by a second projection (commits ${earlier} and ${commit})`)
+      fail(
+        invariantNames.oneArtifactSet,
+        `${trace.alias(jobId)}: ${what} written by a second projection (commits ${earlier} and ${commit})`
+      )
     }
   }
 
@@ -269,13 +319,19 @@ export const makeMonitor = (options: MonitorOptions) => {
     const now = options.now()
     const retry = routeIndex(call.provider) <= routeIndex(previous.provider)
     const backoff = retry ? options.minRetryGapMs[call.jobType] ?? 0 : 0
-    const sameProvider = previous.provider === call.provider ? previous : lastCallEnd.get(`${lease}\u0000${call.provider}`)
+    const sameProvider = previous.provider === call.provider
+      ? previous
+      : lastCallEnd.get(`${lease}\u0000${call.provider}`)
     const asked = sameProvider?.retryAfterMs ?? 0
     if (now - previous.at < backoff || (sameProvider !== undefined && now - sameProvider.at < asked)) {
       fail(
         invariantNames.backoff,
-        `${trace.alias(call.jobId)}: a call by ${call.by} in lease ${call.leaseNo} began ${now - previous.at} ms after the previous one ended; ` +
-          `the backoff is at least ${backoff} ms${asked === 0 ? "" : `, ${call.provider} asked for ${asked} ms (${now - (sameProvider?.at ?? now)} ms ago)`}`
+        `${trace.alias(call.jobId)}: a call by ${call.by} in lease ${call.leaseNo} began ${
+          now - previous.at
+        } ms after the previous one ended; ` +
+          `the backoff is at least ${backoff} ms${
+            asked === 0 ? "" : `, ${call.provider} asked for ${asked} ms (${now - (sameProvider?.at ?? now)} ms ago)`
+          }`
       )
     }
   }
@@ -295,14 +351,15 @@ export const makeMonitor = (options: MonitorOptions) => {
    * (a worker locked it since the event was written, it holds a live lock, or it ended).
    */
   const checkPublished = (event: OutboxEvent, tables: MemoryTables, queue: QueueView) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const payload = decodeEnqueuePayload(event.payload)
       if (Option.isNone(payload)) return
       const job = HashMap.get(tables.aiJob, payload.value.jobId)
       if (Option.isNone(job)) return
       const { lifecycleStatus, leaseNo, lockUntil, lockedBy } = job.value
       const writtenAt = leaseAtEvent.get(event.id) ?? 0
-      const liveLock = lifecycleStatus === "running" && lockedBy !== null && lockUntil !== null && lockUntil.getTime() >= options.now()
+      const liveLock = lifecycleStatus === "running" && lockedBy !== null && lockUntil !== null &&
+        lockUntil.getTime() >= options.now()
       if (isTerminal(lifecycleStatus) || leaseNo > writtenAt || liveLock) return
       const queueJobId = payloadFor({
         jobId: payload.value.jobId,
@@ -314,7 +371,9 @@ export const makeMonitor = (options: MonitorOptions) => {
       if (!held.includes(queueJobId)) {
         fail(
           invariantNames.publishedIsQueued,
-          `${trace.alias(job.value.id)}: event ${event.dedupeKey} published, but ${payload.value.queueName} does not hold ${queueJobId}; ` +
+          `${
+            trace.alias(job.value.id)
+          }: event ${event.dedupeKey} published, but ${payload.value.queueName} does not hold ${queueJobId}; ` +
             `the job is ${lifecycleStatus} in lease ${leaseNo}, as when the event was written`
         )
       }
@@ -322,7 +381,7 @@ export const makeMonitor = (options: MonitorOptions) => {
 
   /** The commit observer: diffs the tables before and after one commit, and checks what it published against the queue. */
   const observer = (queue: QueueView) => (before: MemoryTables, after: MemoryTables) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const writer = yield* FiberRef.get(currentWriter)
       const run = yield* FiberRef.get(currentRun)
       const published = diff(before, after, writer, run)
@@ -331,7 +390,12 @@ export const makeMonitor = (options: MonitorOptions) => {
     })
 
   /** Checks one commit; returns the enqueue events it published. */
-  const diff = (before: MemoryTables, after: MemoryTables, writer: string, run: RunRecord | undefined): ReadonlyArray<OutboxEvent> => {
+  const diff = (
+    before: MemoryTables,
+    after: MemoryTables,
+    writer: string,
+    run: RunRecord | undefined
+  ): ReadonlyArray<OutboxEvent> => {
     const published: Array<OutboxEvent> = []
     commits += 1
     if (before.aiJob !== after.aiJob) {
@@ -341,7 +405,13 @@ export const makeMonitor = (options: MonitorOptions) => {
           if (job.lifecycleStatus !== "queued") {
             fail(invariantNames.createdQueued, `${trace.alias(id)} was created ${job.lifecycleStatus}`)
           }
-          trace.record("job", { job: trace.alias(id), from: "none", to: job.lifecycleStatus, type: job.jobType, by: writer })
+          trace.record("job", {
+            job: trace.alias(id),
+            from: "none",
+            to: job.lifecycleStatus,
+            type: job.jobType,
+            by: writer
+          })
         } else if (previous.value !== job) {
           jobTransition(previous.value, job, writer, run)
         }
@@ -350,7 +420,9 @@ export const makeMonitor = (options: MonitorOptions) => {
         }
       }
       for (const [id] of before.aiJob) {
-        if (!HashMap.has(after.aiJob, id)) fail(invariantNames.terminalFinal, `${trace.alias(id)}: the job row vanished`)
+        if (!HashMap.has(after.aiJob, id)) {
+          fail(invariantNames.terminalFinal, `${trace.alias(id)}: the job row vanished`)
+        }
       }
     }
     if (before.aiJobArtifact !== after.aiJobArtifact) {
@@ -363,7 +435,9 @@ export const makeMonitor = (options: MonitorOptions) => {
         const earlier = HashMap.get(before.business, table)
         if (earlier._tag === "Some" && earlier.value === rows) continue
         for (const [id, row] of rows) {
-          if (earlier._tag === "None" || !HashMap.has(earlier.value, id)) projected(row.job_id, commits, `a ${table} row`)
+          if (earlier._tag === "None" || !HashMap.has(earlier.value, id)) {
+            projected(row.job_id, commits, `a ${table} row`)
+          }
         }
       }
     }
@@ -381,15 +455,24 @@ export const makeMonitor = (options: MonitorOptions) => {
         }
         if (next.value === event) continue
         if (event.status === "published" && next.value.status !== "published") {
-          fail(invariantNames.outboxPublishedFinal, `event for ${trace.alias(event.aggregateId)}: published → ${next.value.status}`)
+          fail(
+            invariantNames.outboxPublishedFinal,
+            `event for ${trace.alias(event.aggregateId)}: published → ${next.value.status}`
+          )
         }
-        if (event.status !== "published" && next.value.status === "published" && next.value.eventType === enqueueEventType) {
+        if (
+          event.status !== "published" && next.value.status === "published" && next.value.eventType === enqueueEventType
+        ) {
           published.push(next.value)
         }
         if (event.status !== next.value.status && (next.value.status === "published" || next.value.status === "dead")) {
           trace.record("outbox", {
             job: trace.alias(event.aggregateId),
-            event: event.lane === "notify" ? "terminal" : event.dedupeKey.startsWith(enqueueEventType) ? "enqueue" : "redispatch",
+            event: event.lane === "notify"
+              ? "terminal"
+              : event.dedupeKey.startsWith(enqueueEventType)
+              ? "enqueue"
+              : "redispatch",
             to: next.value.status,
             by: writer
           })
@@ -424,14 +507,20 @@ export const makeMonitor = (options: MonitorOptions) => {
       withArtifacts.add(row.jobId)
       const status = statusOf(row.jobId)
       if (status !== "succeeded") {
-        fail(invariantNames.noArtifactsUnlessSucceeded, `${trace.alias(row.jobId)} is ${status} but has artifact ${row.artifactType}`)
+        fail(
+          invariantNames.noArtifactsUnlessSucceeded,
+          `${trace.alias(row.jobId)} is ${status} but has artifact ${row.artifactType}`
+        )
       }
     }
     for (const [table, rows] of tables.business) {
       for (const row of HashMap.values(rows)) {
         const status = statusOf(row.job_id)
         if (status !== "succeeded") {
-          fail(invariantNames.noArtifactsUnlessSucceeded, `${trace.alias(row.job_id)} is ${status} but has a ${table} row`)
+          fail(
+            invariantNames.noArtifactsUnlessSucceeded,
+            `${trace.alias(row.job_id)} is ${status} but has a ${table} row`
+          )
         }
       }
     }
@@ -441,13 +530,20 @@ export const makeMonitor = (options: MonitorOptions) => {
     const terminalEvents = new Map<string, Array<string>>()
     for (const event of HashMap.values(tables.outboxEvent)) {
       events.add(event.dedupeKey)
-      if (event.lane === "notify") terminalEvents.set(event.aggregateId, [...(terminalEvents.get(event.aggregateId) ?? []), event.eventType])
+      if (event.lane === "notify") {
+        terminalEvents.set(event.aggregateId, [...(terminalEvents.get(event.aggregateId) ?? []), event.eventType])
+      }
     }
     for (const [jobId, types] of terminalEvents) {
       const status = statusOf(jobId)
-      const expected = status === "succeeded" || status === "failed" || status === "cancelled" ? finishedEventTypeOf[status] : undefined
+      const expected = status === "succeeded" || status === "failed" || status === "cancelled"
+        ? finishedEventTypeOf[status]
+        : undefined
       if (types.length !== 1 || types[0] !== expected) {
-        fail(invariantNames.oneTerminalEvent, `${trace.alias(jobId)} is ${status} with terminal events [${types.join(", ")}]`)
+        fail(
+          invariantNames.oneTerminalEvent,
+          `${trace.alias(jobId)} is ${status} with terminal events [${types.join(", ")}]`
+        )
       }
     }
     for (const job of HashMap.values(tables.aiJob)) {
@@ -455,12 +551,18 @@ export const makeMonitor = (options: MonitorOptions) => {
         const key = `${job.userId}\u0000${job.jobType}\u0000${job.idempotencyKey}`
         const other = keys.get(key)
         if (other !== undefined) {
-          fail(invariantNames.oneJobPerKey, `${trace.alias(other)} and ${trace.alias(job.id)} share ${job.userId}/${job.jobType}/${job.idempotencyKey}`)
+          fail(
+            invariantNames.oneJobPerKey,
+            `${trace.alias(other)} and ${trace.alias(job.id)} share ${job.userId}/${job.jobType}/${job.idempotencyKey}`
+          )
         }
         keys.set(key, job.id)
       }
       if (job.attemptCount > job.maxAttempts) {
-        fail(invariantNames.attemptsBounded, `${trace.alias(job.id)}: attempt ${job.attemptCount} of ${job.maxAttempts}`)
+        fail(
+          invariantNames.attemptsBounded,
+          `${trace.alias(job.id)}: attempt ${job.attemptCount} of ${job.maxAttempts}`
+        )
       }
       if (job.lifecycleStatus === "succeeded" && !withArtifacts.has(job.id)) {
         fail(invariantNames.succeededHasArtifacts, `${trace.alias(job.id)} succeeded without artifacts`)
@@ -469,7 +571,10 @@ export const makeMonitor = (options: MonitorOptions) => {
         fail(invariantNames.jobHasEnqueueEvent, `${trace.alias(job.id)} has no enqueue event`)
       }
       if (isTerminal(job.lifecycleStatus) && !terminalEvents.has(job.id)) {
-        fail(invariantNames.oneTerminalEvent, `${trace.alias(job.id)} is ${job.lifecycleStatus} without a terminal event`)
+        fail(
+          invariantNames.oneTerminalEvent,
+          `${trace.alias(job.id)} is ${job.lifecycleStatus} without a terminal event`
+        )
       }
     }
   }

@@ -1,8 +1,8 @@
 import { Effect, Either, HashMap, Option, type Scope, Stream } from "effect"
 import { AiJob } from "../domain/AiJob.js"
 import { finishedEventFor } from "../domain/JobFinishedEvent.js"
-import { JobNotFound } from "../domain/LifecycleErrors.js"
 import { JobSnapshot } from "../domain/JobSnapshot.js"
+import { JobNotFound } from "../domain/LifecycleErrors.js"
 import { takeOverGuard } from "../domain/LifecycleGuards.js"
 import { legacyStatusOf } from "../domain/LifecycleStatus.js"
 import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
@@ -12,9 +12,9 @@ import type { CancelSignal } from "../services/CancelSignal.js"
 import { CredentialVault } from "../services/CredentialVault.js"
 import { JobDefinitionRegistry, type RegisteredJobType } from "../services/JobDefinitionRegistry.js"
 import type { JobQueue } from "../services/JobQueue.js"
+import { ModelRouter } from "../services/ModelRouter.js"
 import type { ProviderCapacity } from "../services/ProviderCapacity.js"
 import type { ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
-import { ModelRouter } from "../services/ModelRouter.js"
 import type { SnapshotRepository } from "../services/SnapshotRepository.js"
 
 /**
@@ -66,29 +66,35 @@ export const takeOverWithoutAttempt = (
 ): AiJobLifecycleRepository["Type"] => ({
   ...jobs,
   takeOver: (jobId, workerId, lockTtlMs) =>
-    db.write("ai_job.takeOver", (tables, now) =>
-      Either.map(takeOverGuard(jobId, HashMap.get(tables.aiJob, jobId), now), (job) => {
-        const updated = new AiJob(
-          {
-            ...job,
-            lockedBy: workerId,
-            lockedAt: now,
-            lockUntil: new Date(now.getTime() + lockTtlMs),
-            leaseNo: job.leaseNo + 1,
-            updatedAt: now
-          },
-          { disableValidation: true }
-        )
-        return [updated, { ...tables, aiJob: HashMap.set(tables.aiJob, jobId, updated) }] as const
-      }))
+    db.write(
+      "ai_job.takeOver",
+      (tables, now) =>
+        Either.map(takeOverGuard(jobId, HashMap.get(tables.aiJob, jobId), now), (job) => {
+          const updated = new AiJob(
+            {
+              ...job,
+              lockedBy: workerId,
+              lockedAt: now,
+              lockUntil: new Date(now.getTime() + lockTtlMs),
+              leaseNo: job.leaseNo + 1,
+              updatedAt: now
+            },
+            { disableValidation: true }
+          )
+          return [updated, { ...tables, aiJob: HashMap.set(tables.aiJob, jobId, updated) }] as const
+        })
+    )
 })
 
 /** `reaper-off-by-one`: the reaper's view of expired jobs, each with one attempt fewer allowed. */
 export const reaperOffByOne = (jobs: AiJobLifecycleRepository["Type"]): AiJobLifecycleRepository["Type"] => ({
   ...jobs,
   findExpiredLocks: (graceMs, limit) =>
-    Effect.map(jobs.findExpiredLocks(graceMs, limit), (expired) =>
-      expired.map((job) => new AiJob({ ...job, maxAttempts: job.maxAttempts - 1 }, { disableValidation: true })))
+    Effect.map(
+      jobs.findExpiredLocks(graceMs, limit),
+      (expired) =>
+        expired.map((job) => new AiJob({ ...job, maxAttempts: job.maxAttempts - 1 }, { disableValidation: true }))
+    )
 })
 
 const notCancellable = (registered: RegisteredJobType): RegisteredJobType => ({
@@ -126,22 +132,25 @@ export const handOffCostsAttempt = (
 ): AiJobLifecycleRepository["Type"] => ({
   ...jobs,
   takeOver: (jobId, workerId, lockTtlMs) =>
-    db.write("ai_job.takeOver", (tables, now) =>
-      Either.map(takeOverGuard(jobId, HashMap.get(tables.aiJob, jobId), now), (job) => {
-        const updated = new AiJob(
-          {
-            ...job,
-            lockedBy: workerId,
-            lockedAt: now,
-            lockUntil: new Date(now.getTime() + lockTtlMs),
-            attemptCount: job.attemptCount + 1,
-            leaseNo: job.leaseNo + 1,
-            updatedAt: now
-          },
-          { disableValidation: true }
-        )
-        return [updated, { ...tables, aiJob: HashMap.set(tables.aiJob, jobId, updated) }] as const
-      }))
+    db.write(
+      "ai_job.takeOver",
+      (tables, now) =>
+        Either.map(takeOverGuard(jobId, HashMap.get(tables.aiJob, jobId), now), (job) => {
+          const updated = new AiJob(
+            {
+              ...job,
+              lockedBy: workerId,
+              lockedAt: now,
+              lockUntil: new Date(now.getTime() + lockTtlMs),
+              attemptCount: job.attemptCount + 1,
+              leaseNo: job.leaseNo + 1,
+              updatedAt: now
+            },
+            { disableValidation: true }
+          )
+          return [updated, { ...tables, aiJob: HashMap.set(tables.aiJob, jobId, updated) }] as const
+        })
+    )
 })
 
 /**
@@ -154,26 +163,32 @@ export const projectUnfenced = (
 ): AiJobLifecycleRepository["Type"] => ({
   ...jobs,
   markSucceeded: (lease, outputHash, options) =>
-    db.write("ai_job.markSucceeded", (tables, now) =>
-      Either.map(Either.fromOption(HashMap.get(tables.aiJob, lease.jobId), () => new JobNotFound({ jobId: lease.jobId })), (job) => {
-        const updated = new AiJob(
-          {
-            ...job,
-            lifecycleStatus: "succeeded",
-            status: legacyStatusOf.succeeded,
-            progress: 100,
-            outputHash,
-            lockedBy: null,
-            lockUntil: null,
-            finishedAt: now,
-            updatedAt: now
-          },
-          { disableValidation: true }
+    db.write(
+      "ai_job.markSucceeded",
+      (tables, now) =>
+        Either.map(
+          Either.fromOption(HashMap.get(tables.aiJob, lease.jobId), () => new JobNotFound({ jobId: lease.jobId })),
+          (job) => {
+            const updated = new AiJob(
+              {
+                ...job,
+                lifecycleStatus: "succeeded",
+                status: legacyStatusOf.succeeded,
+                progress: 100,
+                outputHash,
+                lockedBy: null,
+                lockUntil: null,
+                finishedAt: now,
+                updatedAt: now
+              },
+              { disableValidation: true }
+            )
+            const written = { ...tables, aiJob: HashMap.set(tables.aiJob, job.id, updated) }
+            const event = finishedEventFor(updated, options?.artifacts ?? [])
+            return [updated, event === undefined ? written : insertOutboxEvent(written, event, now)[1]] as const
+          }
         )
-        const written = { ...tables, aiJob: HashMap.set(tables.aiJob, job.id, updated) }
-        const event = finishedEventFor(updated, options?.artifacts ?? [])
-        return [updated, event === undefined ? written : insertOutboxEvent(written, event, now)[1]] as const
-      }))
+    )
 })
 
 /** The job's input in the place of its snapshot's content. */
@@ -199,9 +214,12 @@ export const snapshotAsInput = (
   snapshots: {
     ...snapshots,
     findByJobId: (jobId) =>
-      Effect.flatMap(snapshots.findByJobId(jobId), (found) =>
-        Effect.map(jobs.findById(jobId), (job) =>
-          Option.flatMap(found, (snapshot) => Option.map(job, (row) => inputAsContent(snapshot, row)))))
+      Effect.flatMap(
+        snapshots.findByJobId(jobId),
+        (found) =>
+          Effect.map(jobs.findById(jobId), (job) =>
+            Option.flatMap(found, (snapshot) => Option.map(job, (row) => inputAsContent(snapshot, row))))
+      )
   }
 })
 
@@ -219,7 +237,10 @@ export const cancelDeaf = (
   jobs: {
     ...jobs,
     extendLocks: (held, lockTtlMs) =>
-      Effect.map(jobs.extendLocks(held, lockTtlMs), (beats) => beats.map((beat) => (beat === "CancelRequested" ? "Extended" : beat)))
+      Effect.map(
+        jobs.extendLocks(held, lockTtlMs),
+        (beats) => beats.map((beat) => (beat === "CancelRequested" ? "Extended" : beat))
+      )
   },
   cancels: { ...cancels, subscribe: Effect.map(cancels.subscribe, Stream.filter(() => false)) }
 })
@@ -247,6 +268,7 @@ export const keyCrossesProvider = (vault: CredentialVault): CredentialVault =>
 /** `fallbacks-dropped`: a router whose routes keep only their first target. */
 export const fallbacksDropped = (router: ModelRouter): ModelRouter =>
   ModelRouter.make({
-    route: (request) => Effect.map(router.route(request), ({ fallbacks: _fallbacks, maxWaitMs: _maxWaitMs, ...first }) => first),
+    route: (request) =>
+      Effect.map(router.route(request), ({ fallbacks: _fallbacks, maxWaitMs: _maxWaitMs, ...first }) => first),
     targets: router.targets
   })

@@ -5,10 +5,16 @@ import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
 import type { MemoryJobQueueControl } from "../layers/memory/MemoryJobQueue.js"
 import type { AiGateway, GatewayError, GenerateRequest, GenerateResult } from "../services/AiGateway.js"
 import type { CancelSignal } from "../services/CancelSignal.js"
-import { encodeQueuePayload, type JobDelivery, type JobQueue, JobQueueUnavailable, queueJobIdFor } from "../services/JobQueue.js"
-import type { CrashPoint, DeliveryFaults } from "./faults.js"
+import {
+  encodeQueuePayload,
+  type JobDelivery,
+  type JobQueue,
+  JobQueueUnavailable,
+  queueJobIdFor
+} from "../services/JobQueue.js"
 import type { ProviderCall } from "./callChecks.js"
 import { currentAdmission } from "./failoverChecks.js"
+import type { CrashPoint, DeliveryFaults } from "./faults.js"
 import { activeRunKey, activeRuns, currentRun, currentWriter, newRunRecord } from "./invariants.js"
 
 /** Where an armed process dies: a worker's crash point, or a dispatcher between claim and add. */
@@ -61,7 +67,7 @@ export const makeProcess = (options: {
   readonly kind: "worker" | "dispatcher"
   readonly hooks: ProcessHooks
 }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const scope = yield* Scope.make()
     const crashed = yield* Deferred.make<void>()
     const gate = yield* Effect.makeLatch(true)
@@ -72,7 +78,7 @@ export const makeProcess = (options: {
     let projectPauseHook: ((jobId: string) => Effect.Effect<void>) | null = null
     const consumerScopes: Array<Scope.CloseableScope> = []
 
-    const teardown = Effect.gen(function* () {
+    const teardown = Effect.gen(function*() {
       // Consumers first and all at once: a dead process takes no new delivery.
       yield* Effect.forEach(consumerScopes, (consumer) => Scope.close(consumer, Exit.void), {
         concurrency: "unbounded",
@@ -115,7 +121,7 @@ export const makeProcess = (options: {
           if (dead) return Effect.void
           dead = true
           armedPoint = null
-          return Effect.gen(function* () {
+          return Effect.gen(function*() {
             yield* Deferred.succeed(crashed, undefined)
             // A paused process dies too: open the gate so its fibers can be interrupted cleanly.
             yield* gate.open
@@ -150,13 +156,13 @@ export const processDatabase = (shared: MemoryDatabase["Type"], process: SimProc
   let crashAfterCommit = false
 
   const enter = (operation: string) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       if (!(yield* FiberRef.get(inTransaction))) yield* process.gate.await
       if (process.isCrashed()) return yield* Effect.fail(refused(process, operation))
     })
 
   const write: MemoryDatabase["Type"]["write"] = (operation, f) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* enter(operation)
       if (lockOperations.has(operation)) yield* crashAt(process, "before-lock")
       if (operation === "ai_job_artifact.record") yield* crashAt(process, "inside-project")
@@ -174,7 +180,7 @@ export const processDatabase = (shared: MemoryDatabase["Type"], process: SimProc
     }).pipe(Effect.locally(currentWriter, process.id))
 
   const transaction: MemoryDatabase["Type"]["transaction"] = (effect) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       // What the database held when the run asked for its transaction: when its PROJECT began.
       const run = yield* FiberRef.get(currentRun)
       if (run !== undefined && run.projectSaw === undefined && !(yield* FiberRef.get(inTransaction))) {
@@ -202,9 +208,11 @@ export const processDatabase = (shared: MemoryDatabase["Type"], process: SimProc
       return result
     }).pipe(
       // A transaction that did not commit leaves nothing to crash after.
-      Effect.tapErrorCause(() => Effect.sync(() => {
-        crashAfterCommit = false
-      })),
+      Effect.tapErrorCause(() =>
+        Effect.sync(() => {
+          crashAfterCommit = false
+        })
+      ),
       Effect.locally(currentWriter, process.id)
     )
 
@@ -233,7 +241,7 @@ const retryAfterIn = (exit: Exit.Exit<unknown, ExecutionError>): number | undefi
 
 /** One call through the process: the pause, the crash point, the gate. */
 const callThrough = (shared: AiGateway["Type"], process: SimProcess, request: GenerateRequest) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const onPause = process.pauseArmed()
     if (onPause !== null) {
       // The call goes out, then the whole process freezes before the answer is read.
@@ -281,16 +289,22 @@ const reachedDuring = (shared: AiGateway["Type"], outages: ProviderOutages): AiG
   generate: (request) =>
     Effect.suspend(() => {
       const down = outages(request.provider)
-      return down === undefined ? shared.generate(request) : Effect.zipRight(Effect.sleep(down.answerMs), Effect.fail(outageError(!down.refused)))
+      return down === undefined
+        ? shared.generate(request)
+        : Effect.zipRight(Effect.sleep(down.answerMs), Effect.fail(outageError(!down.refused)))
     })
 })
 
 /** The answer as the worker reads it: while its provider is down, whatever arrives is a 503 (a stop from outside stays one). */
-const readDuring = (provider: string, outages: ProviderOutages) => <A>(exit: Exit.Exit<A, GatewayError>): Effect.Effect<A, GatewayError> => {
-  if (outages(provider) === undefined || Exit.isInterrupted(exit)) return exit
-  const failure = failureIn(exit)
-  return failure?._tag === "ProviderError" && failure.code === "PROVIDER_UNAVAILABLE" ? exit : Effect.fail(outageError(true))
-}
+const readDuring =
+  (provider: string, outages: ProviderOutages) =>
+  <A>(exit: Exit.Exit<A, GatewayError>): Effect.Effect<A, GatewayError> => {
+    if (outages(provider) === undefined || Exit.isInterrupted(exit)) return exit
+    const failure = failureIn(exit)
+    return failure?._tag === "ProviderError" && failure.code === "PROVIDER_UNAVAILABLE"
+      ? exit
+      : Effect.fail(outageError(true))
+  }
 
 /**
  * The worker's provider calls: frozen while paused; the `mid-execute` crash point; each call's
@@ -351,7 +365,10 @@ export const processGateway = (
           watched(
             request,
             admission,
-            callThrough(reachedDuring(shared, outages), process, request).pipe(Effect.exit, Effect.flatMap(readDuring(request.provider, outages)))
+            callThrough(reachedDuring(shared, outages), process, request).pipe(
+              Effect.exit,
+              Effect.flatMap(readDuring(request.provider, outages))
+            )
           ))
   }
 }
@@ -371,7 +388,7 @@ export const processCancelSignal = (shared: CancelSignal["Type"], process: SimPr
 export const processQueue = (shared: JobQueue["Type"], process: SimProcess): JobQueue["Type"] => ({
   ...shared,
   consume: (queueName, handler, options) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const consumerScope = yield* Scope.make()
       process.consumerScopes.push(consumerScope)
       yield* Effect.addFinalizer(() => Scope.close(consumerScope, Exit.void))
@@ -416,7 +433,7 @@ export const processQueueAdds = (
   return {
     ...shared,
     add: (request) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         if (process.isCrashed()) {
           return yield* Effect.fail(new JobQueueUnavailable({ operation: "add", message: `${process.id} is dead` }))
         }

@@ -1,13 +1,12 @@
 import { Clock, ConfigProvider, Effect, Exit, FiberRef, HashMap, HashSet, Random, Scheduler, Scope } from "effect"
+import { circuitBreakerDefaults } from "../config/CircuitBreakerSettings.js"
+import type { TimingConfig } from "../config/EngineConfig.js"
+import { queueDefaults } from "../config/QueueSettings.js"
 import { isTerminal } from "../domain/LifecycleStatus.js"
 import { feynmanEvaluationDefinition } from "../jobs/feynman_evaluation/definition.js"
 import { flashcardGenerationDefinition } from "../jobs/flashcard_generation/definition.js"
 import { syntheticEchoDefinition } from "../jobs/synthetic_echo/definition.js"
-import type { TimingConfig } from "../config/EngineConfig.js"
-import { queueDefaults } from "../config/QueueSettings.js"
 import { makeSimulatedClock } from "./clock.js"
-import { makeSimulationScheduler } from "./scheduler.js"
-import { circuitBreakerDefaults } from "../config/CircuitBreakerSettings.js"
 import {
   type FaultSettings,
   generateCreatorCrashes,
@@ -17,14 +16,15 @@ import {
 } from "./faults.js"
 import { invariantNames, makeMonitor, type Violation } from "./invariants.js"
 import type { PlantedBug } from "./plantedBugs.js"
-import { formatEntry, makeTrace, traceLogger, type TraceEntry } from "./trace.js"
+import { makeSimulationScheduler } from "./scheduler.js"
 import { sealedEchoDefinition } from "./sealedEcho.js"
+import { formatEntry, makeTrace, type TraceEntry, traceLogger } from "./trace.js"
 import {
-  type WorkloadSettings,
   defaultWorkloadSettings,
   generateExtendedWorkload,
   generateFailoverWorkload,
-  generateWorkload
+  generateWorkload,
+  type WorkloadSettings
 } from "./workload.js"
 import { failoverWorld, makeWorld, platformKeysOf, simulationProviderLimits, type WorldSettings } from "./world.js"
 
@@ -119,7 +119,12 @@ export const defaultSimulationSettings: SimulationSettings = {
 }
 
 /** The definitions of the simulated job types (their timeouts and backoffs bound the checks). */
-const definitions = [syntheticEchoDefinition, flashcardGenerationDefinition, feynmanEvaluationDefinition, sealedEchoDefinition] as const
+const definitions = [
+  syntheticEchoDefinition,
+  flashcardGenerationDefinition,
+  feynmanEvaluationDefinition,
+  sealedEchoDefinition
+] as const
 
 /** How long after an honoured cancel a run's calls may go on: the cancel message stops them at once, a beat within one interval. */
 const cancelStopMs = (timing: TimingConfig["Type"]) => 2 * timing.jobHeartbeatMs
@@ -150,7 +155,10 @@ export const livenessBoundMs = (settings: SimulationSettings, failover = false):
   const execution = Math.max(
     ...definitions.map((definition) =>
       definition.execution.timeoutMs +
-      Math.max(retryAfterMs, 1.2 * definition.execution.retryBackoff.delay * 2 ** (definition.execution.maxRetries - 1)) +
+      Math.max(
+        retryAfterMs,
+        1.2 * definition.execution.retryBackoff.delay * 2 ** (definition.execution.maxRetries - 1)
+      ) +
       settings.providerLatencyMs.max
     )
   )
@@ -160,9 +168,12 @@ export const livenessBoundMs = (settings: SimulationSettings, failover = false):
 
 /** The extended workload and faults of a seed, when it runs them (none otherwise). */
 const planExtended = (seed: number, settings: SimulationSettings) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     if (!(settings.extendedFaults ?? seed >= firstExtendedSeed)) return { workload: [], faults: [] }
-    const { actions: workload, burstsAt } = yield* generateExtendedWorkload({ phaseMs: settings.phaseMs, users: settings.workload.users }).pipe(
+    const { actions: workload, burstsAt } = yield* generateExtendedWorkload({
+      phaseMs: settings.phaseMs,
+      users: settings.workload.users
+    }).pipe(
       Effect.withRandom(Random.make(`extended-workload:${seed}`))
     )
     const faults = yield* generateExtendedFaults({
@@ -176,7 +187,7 @@ const planExtended = (seed: number, settings: SimulationSettings) =>
 
 /** The failover workload and faults of a seed. */
 const planFailover = (seed: number, settings: SimulationSettings) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const faults = yield* generateFailoverFaults({
       phaseMs: settings.phaseMs,
       providers: [failoverWorld.primary, failoverWorld.backup]
@@ -218,7 +229,11 @@ const epochMillis = 1_735_689_600_000
 const yieldToEventLoop = Effect.yieldNow().pipe(Effect.withScheduler(Scheduler.timer(0)))
 
 /** One seed: plan the workload and faults, run the world step by step, check after each step. */
-export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {}, options: { readonly keepEntries?: number } = {}) => {
+export const runSeed = (
+  seed: number,
+  overrides: Partial<SimulationSettings> = {},
+  options: { readonly keepEntries?: number } = {}
+) => {
   const settings: SimulationSettings = { ...defaultSimulationSettings, ...overrides }
   const failover = settings.failover ?? seed >= firstFailoverSeed
   const clock = makeSimulatedClock({ startMillis: epochMillis })
@@ -226,12 +241,16 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
   const trace = makeTrace(elapsed)
   const monitor = makeMonitor({
     minRetryGapMs: minRetryGapMs(),
-    cancellable: new Set(definitions.filter((definition) => definition.execution.cancellable).map((definition) => definition.jobType)),
+    cancellable: new Set(
+      definitions.filter((definition) => definition.execution.cancellable).map((definition) => definition.jobType)
+    ),
     reaperGraceMs: settings.timing.reaperGraceMs,
     now: clock.now,
     trace,
     concurrencyLimits: Object.fromEntries(
-      Object.entries(failover ? failoverWorld.providerLimits : simulationProviderLimits).map(([providerModel, limit]) => [
+      Object.entries(failover ? failoverWorld.providerLimits : simulationProviderLimits).map((
+        [providerModel, limit]
+      ) => [
         providerModel,
         limit.concurrency
       ])
@@ -242,13 +261,15 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
       ? {
         breakers: circuitBreakerDefaults,
         route: failoverWorld.route,
-        timeoutMs: Object.fromEntries(definitions.map((definition) => [definition.jobType, definition.execution.timeoutMs]))
+        timeoutMs: Object.fromEntries(
+          definitions.map((definition) => [definition.jobType, definition.execution.timeoutMs])
+        )
       }
       : undefined
   })
   const keep = options.keepEntries ?? 30
 
-  const program = Effect.gen(function* () {
+  const program = Effect.gen(function*() {
     const workload = yield* generateWorkload({ ...settings.workload, phaseMs: settings.phaseMs }).pipe(
       Effect.withRandom(Random.make(`workload:${seed}`))
     )
@@ -287,7 +308,8 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
     world.setDeliveryFaults(faults.delivery)
     trace.record("plan", {
       creates: [...workload, ...extended.workload, ...failoverPlan.workload].filter((a) => a._tag === "Create").length,
-      faults: [...faults.actions, ...creatorCrashes, ...extended.faults, ...failoverPlan.faults].map((a) => a._tag).join(","),
+      faults: [...faults.actions, ...creatorCrashes, ...extended.faults, ...failoverPlan.faults].map((a) => a._tag)
+        .join(","),
       delayRate: faults.delivery.delayRate,
       duplicateRate: faults.delivery.duplicateRate
     })
@@ -299,7 +321,7 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
     }
 
     let step = 0
-    const check = Effect.gen(function* () {
+    const check = Effect.gen(function*() {
       monitor.checkState(yield* world.db.snapshot)
       return monitor.violation() === undefined
     })
@@ -309,7 +331,7 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
     }
     /** Moves the clock to `target` in ticks, checking after each. */
     const advance = (target: number, tickMs: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         while (elapsed() < target) {
           nextStep()
           yield* clock.advanceTo(epochMillis + Math.min(target, elapsed() + tickMs))
@@ -319,13 +341,15 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
       })
     /** Runs the agenda up to `until`. */
     const runAgenda = (until: number, tickMs: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         while (world.agenda.length > 0 && world.agenda[0]!.at <= until) {
           const item = world.agenda.shift()!
           if (!(yield* advance(item.at, tickMs))) return false
           nextStep()
           yield* item.run.pipe(
-            Effect.catchAllCause((cause) => Effect.sync(() => trace.record("action-error", { label: item.label, cause: String(cause) })))
+            Effect.catchAllCause((cause) =>
+              Effect.sync(() => trace.record("action-error", { label: item.label, cause: String(cause) }))
+            )
           )
           yield* clock.settle
           if (!(yield* check)) return false
@@ -344,7 +368,9 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
       while (monitor.violation() === undefined) {
         const tables = yield* world.db.snapshot
         const open = Array.from(HashMap.values(tables.aiJob)).filter((job) => !isTerminal(job.lifecycleStatus))
-        const unsettled = Array.from(HashMap.values(tables.outboxEvent)).filter((e) => e.status !== "published" && e.status !== "dead")
+        const unsettled = Array.from(HashMap.values(tables.outboxEvent)).filter((e) =>
+          e.status !== "published" && e.status !== "dead"
+        )
         if (open.length === 0 && unsettled.length === 0) break
         if (elapsed() - tailStart >= bound) {
           if (open.length > 0) {
@@ -353,7 +379,9 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
               const entries = yield* world.queueEntriesOf(job)
               described.push(
                 `${trace.alias(job.id)} is ${job.lifecycleStatus} (attempt ${job.attemptCount}/${job.maxAttempts}, ` +
-                  `lock ${job.lockUntil === null ? "none" : `until ${job.lockUntil.getTime() - epochMillis} ms`}, ${entries} queue entries)`
+                  `lock ${
+                    job.lockUntil === null ? "none" : `until ${job.lockUntil.getTime() - epochMillis} ms`
+                  }, ${entries} queue entries)`
               )
             }
             monitor.fail(invariantNames.liveness, `${bound} ms after the faults stopped, ${described.join("; ")}`)
@@ -366,7 +394,9 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
     }
     const tables = yield* world.db.snapshot
     const outcomes: Record<string, number> = {}
-    for (const job of HashMap.values(tables.aiJob)) outcomes[job.lifecycleStatus] = (outcomes[job.lifecycleStatus] ?? 0) + 1
+    for (const job of HashMap.values(tables.aiJob)) {
+      outcomes[job.lifecycleStatus] = (outcomes[job.lifecycleStatus] ?? 0) + 1
+    }
     yield* world.shutdown
     const entries = trace.entries()
     const violation = monitor.violation()
@@ -387,7 +417,7 @@ export const runSeed = (seed: number, overrides: Partial<SimulationSettings> = {
 
   // The world's scope is closed in the background: closing it may wait on fibers that need
   // simulated time, which no longer moves once the run is over.
-  const scoped = Effect.gen(function* () {
+  const scoped = Effect.gen(function*() {
     const scope = yield* Scope.make()
     const result = yield* program.pipe(Scope.extend(scope))
     yield* Effect.forkDaemon(Scope.close(scope, Exit.void))
@@ -430,7 +460,7 @@ export const runSeeds = (
     readonly onResult?: (result: SeedResult) => Effect.Effect<void>
   } = {}
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const failures: Array<SeedResult> = []
     let seeds = 0
     const started = yield* Clock.currentTimeMillis
@@ -446,4 +476,3 @@ export const runSeeds = (
     const wallMs = (yield* Clock.currentTimeMillis) - started
     return { seeds, failures, wallMs } satisfies RunSummary
   })
-

@@ -1,10 +1,10 @@
 import { Schema } from "effect"
 import { defineJobType } from "../domain/JobType.js"
 import { maxChars, minChars } from "../domain/TextLength.js"
+import type { JobTypeModule } from "../jobs/JobTypeModule.js"
 import { syntheticEchoDefinition } from "../jobs/synthetic_echo/definition.js"
 import { SyntheticEchoOutput } from "../jobs/synthetic_echo/output.js"
 import { syntheticEchoProjector } from "../jobs/synthetic_echo/projector.js"
-import type { JobTypeModule } from "../jobs/JobTypeModule.js"
 import { correctionMessages, dataMessage, dataMessageRule, definePromptTemplate } from "../services/PromptTemplates.js"
 
 /**
@@ -42,9 +42,9 @@ export const sealedEchoJobType: JobTypeModule = {
           role: "system",
           content: [
             "You are an echo service.",
-            'The user message is one JSON object: {"message": the text to echo}.',
+            "The user message is one JSON object: {\"message\": the text to echo}.",
             dataMessageRule,
-            'Reply with one JSON object of this exact shape and nothing else: {"echo": "<message, unchanged>"}'
+            "Reply with one JSON object of this exact shape and nothing else: {\"echo\": \"<message, unchanged>\"}"
           ].join("\n")
         },
         dataMessage({ message: input.message }),

@@ -64,7 +64,9 @@ export const formatEntry = (entry: TraceEntry): string => {
 export const traceLogger = (trace: Trace) =>
   Logger.make(({ annotations, cause, logLevel, message }) => {
     if (!LogLevel.greaterThanEqual(logLevel, LogLevel.Warning)) return
-    const text = (Array.isArray(message) ? message : [message]).map((part) => (typeof part === "string" ? part : part instanceof Error ? `${part.name}: ${part.message}` : "…")).join(" ")
+    const text = (Array.isArray(message) ? message : [message]).map((
+      part
+    ) => (typeof part === "string" ? part : part instanceof Error ? `${part.name}: ${part.message}` : "…")).join(" ")
     const jobId = HashMap.get(annotations, "jobId")
     const workerId = HashMap.get(annotations, "workerId")
     const dispatcherId = HashMap.get(annotations, "dispatcherId")
@@ -74,7 +76,10 @@ export const traceLogger = (trace: Trace) =>
       level: logLevel.label,
       message: text.slice(0, 120),
       cause: reason,
-      job: Option.match(jobId, { onNone: () => null, onSome: (id) => (typeof id === "string" ? trace.alias(id) : null) }),
+      job: Option.match(jobId, {
+        onNone: () => null,
+        onSome: (id) => (typeof id === "string" ? trace.alias(id) : null)
+      }),
       by: Option.match(who, { onNone: () => null, onSome: (id) => (typeof id === "string" ? id : null) })
     })
   })

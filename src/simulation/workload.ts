@@ -59,7 +59,7 @@ const pickOf = <A>(items: ReadonlyArray<A>) =>
   Effect.map(Random.nextIntBetween(0, items.length), (index) => items[index]!)
 
 const inputFor = (jobType: SimulatedJobType, n: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     switch (jobType) {
       case "synthetic_echo":
         return { message: `simulated message ${n}` }
@@ -78,9 +78,11 @@ const inputFor = (jobType: SimulatedJobType, n: number) =>
 
 /** The clients' actions, in time order, from the `Random` in context (seed it). */
 export const generateWorkload = (settings: WorkloadSettings) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const actions: Array<WorkloadAction> = []
-    const keys: Array<{ readonly userId: string; readonly jobType: SimulatedJobType; readonly key: string; readonly input: unknown }> = []
+    const keys: Array<
+      { readonly userId: string; readonly jobType: SimulatedJobType; readonly key: string; readonly input: unknown }
+    > = []
     for (let n = 1; n <= settings.jobs; n++) {
       const at = yield* Random.nextIntBetween(0, settings.phaseMs)
       const reuse = keys.length > 0 && (yield* Random.next) < settings.duplicateRate
@@ -115,7 +117,11 @@ export const generateWorkload = (settings: WorkloadSettings) =>
       })
     }
     for (let i = 0; i < settings.cancels; i++) {
-      actions.push({ _tag: "Cancel", at: yield* Random.nextIntBetween(0, settings.phaseMs), pick: yield* Random.nextInt })
+      actions.push({
+        _tag: "Cancel",
+        at: yield* Random.nextIntBetween(0, settings.phaseMs),
+        pick: yield* Random.nextInt
+      })
     }
     for (let i = 0; i < settings.adminRetries; i++) {
       // Later in the phase, when some jobs have failed or been cancelled.
@@ -137,7 +143,7 @@ export interface ExtendedWorkloadSettings {
  * echo type, whose snapshot differs from their input.
  */
 export const generateExtendedWorkload = (settings: ExtendedWorkloadSettings) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const actions: Array<WorkloadAction> = []
     const burstsAt: Array<number> = []
     const user = Effect.map(Random.nextIntBetween(1, settings.users + 1), (n) => `user-${n}`)
@@ -158,7 +164,11 @@ export const generateExtendedWorkload = (settings: ExtendedWorkloadSettings) =>
         })
       }
       for (let cancels = yield* Random.nextIntBetween(1, 3); cancels > 0; cancels--) {
-        actions.push({ _tag: "Cancel", at: at + (yield* Random.nextIntBetween(500, 4_000)), pick: -(yield* Random.nextIntBetween(1, size + 1)) })
+        actions.push({
+          _tag: "Cancel",
+          at: at + (yield* Random.nextIntBetween(500, 4_000)),
+          pick: -(yield* Random.nextIntBetween(1, size + 1))
+        })
       }
     }
     for (let n = yield* Random.nextIntBetween(2, 6); n > 0; n--) {
@@ -167,7 +177,10 @@ export const generateExtendedWorkload = (settings: ExtendedWorkloadSettings) =>
         at: yield* Random.nextIntBetween(0, settings.phaseMs),
         userId: yield* user,
         jobType: sealedEchoJobTypeName,
-        input: { message: `sealed message ${n}`, accessToken: `tok-${yield* Random.nextIntBetween(100_000, 1_000_000)}` },
+        input: {
+          message: `sealed message ${n}`,
+          accessToken: `tok-${yield* Random.nextIntBetween(100_000, 1_000_000)}`
+        },
         idempotencyKey: null,
         copies: 1
       })
@@ -184,7 +197,7 @@ export const generateFailoverWorkload = (settings: {
   readonly users: number
   readonly outages: ReadonlyArray<{ readonly at: number; readonly durationMs: number }>
 }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const actions: Array<WorkloadAction> = []
     for (const [index, outage] of settings.outages.entries()) {
       for (let n = yield* Random.nextIntBetween(15, 36); n > 0; n--) {

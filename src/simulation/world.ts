@@ -1,65 +1,89 @@
-import { ConfigProvider, Context, Duration, Effect, Either, Exit, FiberRef, HashMap, Layer, Option, Random, Redacted, Scope } from "effect"
+import {
+  ConfigProvider,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  FiberRef,
+  HashMap,
+  Layer,
+  Option,
+  Random,
+  Redacted,
+  Scope
+} from "effect"
+import { CircuitBreakerSettings } from "../config/CircuitBreakerSettings.js"
+import { CredentialKeyringSettings } from "../config/CredentialKeyringSettings.js"
+import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
+import { DispatcherSettings } from "../config/DispatcherSettings.js"
+import { ProviderConfig, TimingConfig } from "../config/EngineConfig.js"
+import { EventDeliverySettings } from "../config/EventDeliverySettings.js"
+import { ModelRouterSettings } from "../config/ModelRouterSettings.js"
+import { defaultPriceTable } from "../config/PriceTableSettings.js"
+import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
+import { ProviderSettings } from "../config/ProviderSettings.js"
+import { QueueSettings } from "../config/QueueSettings.js"
+import { QuotaLimitsConfig } from "../config/QuotaLimitsConfig.js"
 import type { AiJob } from "../domain/AiJob.js"
 import { CredentialError, ProviderError } from "../domain/ExecutionError.js"
 import { allQueueNames } from "../domain/QueueName.js"
 import { jobCatalog } from "../jobs/catalog.js"
-import { MemoryAiJobLifecycleRepositoryWith } from "../layers/memory/MemoryAiJobLifecycleRepository.js"
-import { ProviderConfig, TimingConfig } from "../config/EngineConfig.js"
 import { jobCatalogLayer } from "../jobs/JobCatalogLive.js"
-import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
-import { AiCostCalculator } from "../services/AiCostCalculator.js"
-import { CredentialVault } from "../services/CredentialVault.js"
-import { CredentialKeyringSettings } from "../config/CredentialKeyringSettings.js"
-import { ModelRouterSettings } from "../config/ModelRouterSettings.js"
-import { ModelRouter } from "../services/ModelRouter.js"
-import { PromptTemplates } from "../services/PromptTemplates.js"
-import { ContentSafety } from "../services/ContentSafety.js"
-import { SyntheticGatewayControl, SyntheticGatewayLayer, type SyntheticStep } from "../layers/gateway/SyntheticGateway.js"
+import {
+  SyntheticGatewayControl,
+  SyntheticGatewayLayer,
+  type SyntheticStep
+} from "../layers/gateway/SyntheticGateway.js"
 import { InProcessCancelSignal } from "../layers/memory/InProcessCancelSignal.js"
 import { InProcessJobEvents } from "../layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../layers/memory/InProcessOutboxSignal.js"
+import { MemoryAiJobLifecycleRepositoryWith } from "../layers/memory/MemoryAiJobLifecycleRepository.js"
 import { MemoryArtifactRepository } from "../layers/memory/MemoryArtifactRepository.js"
+import {
+  makeMemoryBreakerStore,
+  MemoryBreakerStore,
+  MemoryCircuitBreaker
+} from "../layers/memory/MemoryCircuitBreaker.js"
 import { MemoryCredentialRepository } from "../layers/memory/MemoryCredentialRepository.js"
 import { MemoryDatabase, MemoryDatabaseLive } from "../layers/memory/MemoryDatabase.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../layers/memory/MemoryJobQueue.js"
 import { MemoryOutboxRepository } from "../layers/memory/MemoryOutboxRepository.js"
 import { MemoryProjectionStore } from "../layers/memory/MemoryProjectionStore.js"
+import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/MemoryProviderCapacity.js"
 import { MemoryQuotas } from "../layers/memory/MemoryQuotas.js"
 import { MemorySnapshotRepository } from "../layers/memory/MemorySnapshotRepository.js"
 import { MemoryUnitOfWork } from "../layers/memory/MemoryUnitOfWork.js"
 import { MemoryUsageLogRepository } from "../layers/memory/MemoryUsageLogRepository.js"
 import { MemoryWorkerDirectory } from "../layers/memory/MemoryWorkerDirectory.js"
-import { QueueSettings } from "../config/QueueSettings.js"
-import { ProviderLimitsConfig } from "../config/ProviderLimitsConfig.js"
-import { MemoryCapacityStore, MemoryProviderCapacity } from "../layers/memory/MemoryProviderCapacity.js"
-import { makeMemoryBreakerStore, MemoryBreakerStore, MemoryCircuitBreaker } from "../layers/memory/MemoryCircuitBreaker.js"
-import { CircuitBreakerSettings } from "../config/CircuitBreakerSettings.js"
-import { type BreakerStore, type BreakerWrite, ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
-import { defaultPriceTable } from "../config/PriceTableSettings.js"
-import { ProviderSettings } from "../config/ProviderSettings.js"
 import { makeDispatcher } from "../pipeline/dispatcher.js"
 import { makeEventDispatcher } from "../pipeline/eventDispatcher.js"
-import { EventDeliverySettings } from "../config/EventDeliverySettings.js"
-import { EventTargets } from "../services/EventTargets.js"
-import { DispatcherSettings } from "../config/DispatcherSettings.js"
+import { CarriedFiberRefs, carry } from "../pipeline/groupRunner.js"
 import { runReaper } from "../pipeline/reaper.js"
 import { runWorker } from "../pipeline/worker.js"
-import { CarriedFiberRefs, carry } from "../pipeline/groupRunner.js"
+import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import { AiGateway } from "../services/AiGateway.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../services/AiJobService.js"
 import { CancelSignal } from "../services/CancelSignal.js"
+import { ContentSafety } from "../services/ContentSafety.js"
+import { CredentialVault } from "../services/CredentialVault.js"
+import { EventTargets } from "../services/EventTargets.js"
 import { JobDefinitionRegistry } from "../services/JobDefinitionRegistry.js"
-import { ProviderCapacity } from "../services/ProviderCapacity.js"
-import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { encodeQueuePayload, JobQueue, JobQueueUnavailable, payloadFor } from "../services/JobQueue.js"
-import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
-import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
+import { ModelRouter } from "../services/ModelRouter.js"
 import { OutboxAdmin } from "../services/OutboxAdmin.js"
-import { QuotaLimitsConfig } from "../config/QuotaLimitsConfig.js"
+import { OutboxDirectPublisher } from "../services/OutboxDirectPublisher.js"
+import { PromptTemplates } from "../services/PromptTemplates.js"
+import { ProviderCapacity } from "../services/ProviderCapacity.js"
+import { type BreakerStore, type BreakerWrite, ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
+import { SnapshotBuilder } from "../services/SnapshotBuilder.js"
+import { SnapshotRepository } from "../services/SnapshotRepository.js"
+import { type BreakerStoreWrite, currentAdmission } from "./failoverChecks.js"
 import type { FaultAction, ProviderTrouble } from "./faults.js"
 import type { DeliveryFaults } from "./faults.js"
 import type { Monitor } from "./invariants.js"
+import { currentRun, invariantNames } from "./invariants.js"
 import {
   addAfterAnswer,
   breakerIgnored,
@@ -75,21 +99,19 @@ import {
   snapshotAsInput,
   takeOverWithoutAttempt
 } from "./plantedBugs.js"
-import { sealedEchoJobType } from "./sealedEcho.js"
-import { currentRun, invariantNames } from "./invariants.js"
-import { type BreakerStoreWrite, currentAdmission } from "./failoverChecks.js"
 import {
+  type CallWatch,
   makeProcess,
+  type OutageAnswer,
   processCancelSignal,
   processDatabase,
   processGateway,
   processQueue,
   processQueueAdds,
-  type CallWatch,
-  type OutageAnswer,
   type ProviderOutages,
   type SimProcess
 } from "./process.js"
+import { sealedEchoJobType } from "./sealedEcho.js"
 import type { Trace } from "./trace.js"
 import type { WorkloadAction } from "./workload.js"
 
@@ -137,7 +159,9 @@ const creatorQueue = (crashes: CreatorCrashes) =>
             if (crashes.armed === 0) return queue.add(request)
             crashes.armed -= 1
             crashes.onCrash(request.payload.jobId)
-            return Effect.fail(new JobQueueUnavailable({ operation: "add", message: "the creating process died after its commit" }))
+            return Effect.fail(
+              new JobQueueUnavailable({ operation: "add", message: "the creating process died after its commit" })
+            )
           })
       }))
   )
@@ -176,7 +200,10 @@ export const failoverWorld = {
   /** A platform-key job's targets: the default provider and model, then the backup (the route's fallback). */
   route: [{ provider: "deepseek", model: "deepseek-chat" }, { provider: "backup", model: "backup-chat" }],
   providerLimits: { ...simulationProviderLimits, "backup/backup-chat": { rpm: 240, concurrency: 4 } },
-  prices: { ...defaultPriceTable, "backup-chat": { inputMicrosPerMillionTokens: 300_000, outputMicrosPerMillionTokens: 450_000 } },
+  prices: {
+    ...defaultPriceTable,
+    "backup-chat": { inputMicrosPerMillionTokens: 300_000, outputMicrosPerMillionTokens: 450_000 }
+  },
   /** The user with a key of their own (for the primary), and that key. */
   keyUser: { userId: "user-1", apiKey: "sk-simulation-user-1-own-key" }
 } as const
@@ -184,7 +211,9 @@ export const failoverWorld = {
 /** Each provider's platform key, as the monitor checks them. */
 export const platformKeysOf = (failover: boolean): ReadonlyMap<string, Redacted.Redacted<string>> =>
   new Map(
-    Object.entries(failover ? failoverWorld.platformKeys : { deepseek: simulationPlatformKey }).map(([provider, key]) => [provider, Redacted.make(key)])
+    Object.entries(failover ? failoverWorld.platformKeys : { deepseek: simulationPlatformKey }).map((
+      [provider, key]
+    ) => [provider, Redacted.make(key)])
   )
 
 /** The providers, the route and their keys as configuration gives them, for the failover world. */
@@ -193,7 +222,12 @@ const failoverProviders = Layer.mergeAll(
     Layer.provide(ModelRouterSettings.layer),
     Layer.provide(
       Layer.setConfigProvider(
-        ConfigProvider.fromMap(new Map([["AI_MODEL_ROUTES", JSON.stringify({ "*:platform_key": { fallbacks: failoverWorld.route.slice(1) } })]]))
+        ConfigProvider.fromMap(
+          new Map([[
+            "AI_MODEL_ROUTES",
+            JSON.stringify({ "*:platform_key": { fallbacks: failoverWorld.route.slice(1) } })
+          ]])
+        )
       )
     )
   ),
@@ -201,7 +235,10 @@ const failoverProviders = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     ProviderSettings.make(
-      Object.entries(failoverWorld.platformKeys).map(([name, key]) => ({ name, apiKey: Option.some(Redacted.make(key)) })),
+      Object.entries(failoverWorld.platformKeys).map(([name, key]) => ({
+        name,
+        apiKey: Option.some(Redacted.make(key))
+      })),
       { defaultProvider: failoverWorld.primary }
     )
   )
@@ -212,33 +249,45 @@ const watchedBreakerStore = (watch: (write: BreakerStoreWrite) => void) =>
   Layer.effect(
     MemoryBreakerStore,
     Effect.map(makeMemoryBreakerStore, (store: BreakerStore): BreakerStore => {
-      const told = <W extends BreakerWrite>(providerModel: string, operation: BreakerStoreWrite["operation"], now: number) => (write: W) => {
-        watch({ providerModel, operation, from: write.from, to: write.record.state, at: now })
-        return write
-      }
+      const told =
+        <W extends BreakerWrite>(providerModel: string, operation: BreakerStoreWrite["operation"], now: number) =>
+        (write: W) => {
+          watch({ providerModel, operation, from: write.from, to: write.record.state, at: now })
+          return write
+        }
       return {
         ...store,
-        tryProbe: (providerModel, now, leaseMs) => Effect.map(store.tryProbe(providerModel, now, leaseMs), told(providerModel, "tryProbe", now)),
+        tryProbe: (providerModel, now, leaseMs) =>
+          Effect.map(store.tryProbe(providerModel, now, leaseMs), told(providerModel, "tryProbe", now)),
         recordFailure: (providerModel, now, settings) =>
           Effect.map(store.recordFailure(providerModel, now, settings), told(providerModel, "recordFailure", now)),
         recordSuccess: (providerModel, now, sentAt) =>
           Effect.map(store.recordSuccess(providerModel, now, sentAt), told(providerModel, "recordSuccess", now)),
-        abandonProbe: (providerModel, now) => Effect.map(store.abandonProbe(providerModel, now), told(providerModel, "abandonProbe", now))
+        abandonProbe: (providerModel, now) =>
+          Effect.map(store.abandonProbe(providerModel, now), told(providerModel, "abandonProbe", now))
       }
     })
   )
 
 /** A run's breaker: each admission it asks for is remembered with its moment, for the calls that follow (`currentAdmission`). */
-const admissionsWatched = (breaker: ProviderCircuitBreaker["Type"], now: () => number): ProviderCircuitBreaker["Type"] => ({
+const admissionsWatched = (
+  breaker: ProviderCircuitBreaker["Type"],
+  now: () => number
+): ProviderCircuitBreaker["Type"] => ({
   ...breaker,
-  admit: (providerModel) => Effect.zipRight(FiberRef.set(currentAdmission, { providerModel, at: now() }), breaker.admit(providerModel))
+  admit: (providerModel) =>
+    Effect.zipRight(FiberRef.set(currentAdmission, { providerModel, at: now() }), breaker.admit(providerModel))
 })
 
 /** Every built-in job type, and the simulation's own whose snapshot differs from its input. */
 const simulationCatalog = [...jobCatalog, sealedEchoJobType]
 
 /** Everything the processes share: the memory infrastructure and the engine's services. */
-const sharedLayer = (settings: WorldSettings, crashes: CreatorCrashes, breakerWatch: (write: BreakerStoreWrite) => void) => {
+const sharedLayer = (
+  settings: WorldSettings,
+  crashes: CreatorCrashes,
+  breakerWatch: (write: BreakerStoreWrite) => void
+) => {
   const lifecycle = MemoryAiJobLifecycleRepositoryWith({ unsafeDisableFencingForSimulation: fencingOff(settings) })
   const storage = MemoryQuotas.pipe(
     Layer.provideMerge(
@@ -355,7 +404,12 @@ type WorkerServices =
   | CredentialVault
 
 /** A worker's own services with the planted bug, if it lives there (`router`: the shared one). */
-const plantInWorker = <S>(bug: PlantedBug | null, own: Context.Context<S | WorkerServices>, db: MemoryDatabase["Type"], router: ModelRouter) => {
+const plantInWorker = <S>(
+  bug: PlantedBug | null,
+  own: Context.Context<S | WorkerServices>,
+  db: MemoryDatabase["Type"],
+  router: ModelRouter
+) => {
   const jobs = Context.get(own, AiJobLifecycleRepository)
   switch (bug) {
     case "takeover-without-attempt":
@@ -370,7 +424,11 @@ const plantInWorker = <S>(bug: PlantedBug | null, own: Context.Context<S | Worke
 }
 
 /** The bugs the extended and failover fault sets prove their invariants on (see `plantedBugs.ts`). */
-const plantExtendedInWorker = <S>(bug: PlantedBug | null, own: Context.Context<S | WorkerServices>, db: MemoryDatabase["Type"]) => {
+const plantExtendedInWorker = <S>(
+  bug: PlantedBug | null,
+  own: Context.Context<S | WorkerServices>,
+  db: MemoryDatabase["Type"]
+) => {
   const jobs = Context.get(own, AiJobLifecycleRepository)
   switch (bug) {
     case "handoff-costs-attempt":
@@ -379,7 +437,10 @@ const plantExtendedInWorker = <S>(bug: PlantedBug | null, own: Context.Context<S
       return Context.add(own, AiJobLifecycleRepository, projectUnfenced(jobs, db))
     case "snapshot-replaced-by-input": {
       const planted = snapshotAsInput(jobs, Context.get(own, SnapshotRepository))
-      return own.pipe(Context.add(AiJobLifecycleRepository, planted.jobs), Context.add(SnapshotRepository, planted.snapshots))
+      return own.pipe(
+        Context.add(AiJobLifecycleRepository, planted.jobs),
+        Context.add(SnapshotRepository, planted.snapshots)
+      )
     }
     case "capacity-released-early":
       return Context.add(own, ProviderCapacity, capacityReleasedEarly(Context.get(own, ProviderCapacity)))
@@ -410,7 +471,11 @@ const providerStep = (trouble: ProviderTrouble): SyntheticStep => {
     case "RateLimited":
       return {
         _tag: "Fail",
-        error: new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "simulated 429", retryAfterMs: trouble.retryAfterMs })
+        error: new ProviderError({
+          code: "PROVIDER_RATE_LIMITED",
+          message: "simulated 429",
+          retryAfterMs: trouble.retryAfterMs
+        })
       }
     case "Slow":
       return { _tag: "Delay", ms: trouble.ms }
@@ -419,7 +484,10 @@ const providerStep = (trouble: ProviderTrouble): SyntheticStep => {
     case "NotJson":
       return { _tag: "RespondText", text: "Sure! Here is your answer (not JSON)." }
     case "CredentialRejected":
-      return { _tag: "Fail", error: new CredentialError({ code: "CREDENTIAL_INVALID", message: "simulated 401: the key was refused" }) }
+      return {
+        _tag: "Fail",
+        error: new CredentialError({ code: "CREDENTIAL_INVALID", message: "simulated 401: the key was refused" })
+      }
   }
 }
 
@@ -436,7 +504,7 @@ export const makeWorld = (options: {
   readonly monitor: Monitor
   readonly now: () => number
 }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { monitor, settings, trace } = options
     const worldScope = yield* Effect.scope
     const creatorCrashes: CreatorCrashes = {
@@ -455,11 +523,17 @@ export const makeWorld = (options: {
 
     /** The providers down now (the failover world's outages; overlapping ones of a provider count). */
     const down = new Map<string, { count: number; answer: OutageAnswer }>()
-    const outages: ProviderOutages | undefined = settings.failover ? (provider) => down.get(provider)?.answer : undefined
+    const outages: ProviderOutages | undefined = settings.failover
+      ? (provider) => down.get(provider)?.answer
+      : undefined
     if (settings.failover) {
       // As the user's `POST /api/ai/credentials`: their jobs then run on their own key, at the primary only.
       const { apiKey, userId } = failoverWorld.keyUser
-      const stored = yield* Context.get(shared, CredentialVault).store({ userId, apiKey: Redacted.make(apiKey), provider: failoverWorld.primary }).pipe(
+      const stored = yield* Context.get(shared, CredentialVault).store({
+        userId,
+        apiKey: Redacted.make(apiKey),
+        provider: failoverWorld.primary
+      }).pipe(
         Effect.orDie
       )
       monitor.userKeyStored(stored.id, { userId, provider: failoverWorld.primary, apiKey: Redacted.make(apiKey) })
@@ -471,13 +545,18 @@ export const makeWorld = (options: {
     const schedule = (at: number, label: string, run: Effect.Effect<void>) => {
       const item: AgendaItem = { at, seq: agendaSeq++, label, run }
       let index = agenda.length
-      while (index > 0 && (agenda[index - 1]!.at > at || (agenda[index - 1]!.at === at && agenda[index - 1]!.seq > item.seq))) index--
+      while (
+        index > 0 && (agenda[index - 1]!.at > at || (agenda[index - 1]!.at === at && agenda[index - 1]!.seq > item.seq))
+      ) index--
       agenda.splice(index, 0, item)
     }
 
     const workers: Array<SimProcess | undefined> = Array.from({ length: settings.workers }, () => undefined)
     const dispatchers: Array<SimProcess | undefined> = Array.from({ length: settings.dispatchers }, () => undefined)
-    const incarnations = { worker: new Array<number>(settings.workers).fill(0), dispatcher: new Array<number>(settings.dispatchers).fill(0) }
+    const incarnations = {
+      worker: new Array<number>(settings.workers).fill(0),
+      dispatcher: new Array<number>(settings.dispatchers).fill(0)
+    }
     let deliveryFaults: DeliveryFaults | undefined
     let faultsOn = true
     const restartDelays = new Map<string, number>()
@@ -493,25 +572,38 @@ export const makeWorld = (options: {
       Effect.sync(() => {
         trace.record("crash", { process: process.id, at: where })
         if (process.kind === "worker" && workers[process.slot] === process) workers[process.slot] = undefined
-        if (process.kind === "dispatcher" && dispatchers[process.slot] === process) dispatchers[process.slot] = undefined
+        if (process.kind === "dispatcher" && dispatchers[process.slot] === process) {
+          dispatchers[process.slot] = undefined
+        }
         const delay = restartDelays.get(process.id) ?? 1_000
         schedule(options.now() + delay, `restart ${process.kind} ${process.slot}`, start(process.kind, process.slot))
       })
 
     const startWorker = (slot: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const incarnation = incarnations.worker[slot]!
         incarnations.worker[slot] = incarnation + 1
         const id = `w${slot + 1}${incarnation === 0 ? "" : `.${incarnation}`}`
         const process = yield* makeProcess({ id, slot, kind: "worker", hooks: { onCrash } })
         const processDb = processDatabase(db, process)
         const built = yield* Layer.build(
-          workerLayer(settings, shared, process, processDb, { started: monitor.callStarted, ended: monitor.callEnded }, outages)
+          workerLayer(
+            settings,
+            shared,
+            process,
+            processDb,
+            { started: monitor.callStarted, ended: monitor.callEnded },
+            outages
+          )
         ).pipe(Effect.provide(shared), Scope.extend(process.scope))
         const planted = plantInWorker(settings.plantedBug, built, processDb, Context.get(shared, ModelRouter))
         // Outside any planted bug: the admission the run asked for, whatever it was told.
         const own = settings.failover
-          ? Context.add(planted, ProviderCircuitBreaker, admissionsWatched(Context.get(planted, ProviderCircuitBreaker), monitor.now))
+          ? Context.add(
+            planted,
+            ProviderCircuitBreaker,
+            admissionsWatched(Context.get(planted, ProviderCircuitBreaker), monitor.now)
+          )
           : planted
         if (projectPause !== null) process.armProjectPause(projectPause(process))
         yield* runWorker({ workerId: id, queues: allQueueNames }).pipe(
@@ -525,7 +617,7 @@ export const makeWorld = (options: {
       })
 
     const startDispatcher = (slot: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const incarnation = incarnations.dispatcher[slot]!
         incarnations.dispatcher[slot] = incarnation + 1
         const id = `d${slot + 1}${incarnation === 0 ? "" : `.${incarnation}`}`
@@ -533,10 +625,18 @@ export const makeWorld = (options: {
         const storage = yield* Layer.build(
           MemoryOutboxRepository.pipe(Layer.provide(Layer.succeed(MemoryDatabase, processDatabase(db, process))))
         ).pipe(Scope.extend(process.scope))
-        const adds = processQueueAdds(Context.get(shared, JobQueue), queueControl, process, () => (faultsOn ? deliveryFaults : undefined), (what, jobId, ms) =>
-          trace.record("delivery", { job: trace.alias(jobId), what, ms, by: id }))
+        const adds = processQueueAdds(
+          Context.get(shared, JobQueue),
+          queueControl,
+          process,
+          () => (faultsOn ? deliveryFaults : undefined),
+          (what, jobId, ms) => trace.record("delivery", { job: trace.alias(jobId), what, ms, by: id })
+        )
         const own = storage.pipe(
-          Context.add(JobQueue, settings.plantedBug === "publish-before-add" ? addAfterAnswer(adds, process.scope) : adds),
+          Context.add(
+            JobQueue,
+            settings.plantedBug === "publish-before-add" ? addAfterAnswer(adds, process.scope) : adds
+          ),
           Context.add(DispatcherSettings, {
             ...DispatcherSettings.defaults,
             dispatcherId: id,
@@ -589,7 +689,7 @@ export const makeWorld = (options: {
       )
 
     const create = (action: Extract<WorkloadAction, { _tag: "Create" }>) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const request = {
           userId: action.userId,
           jobType: action.jobType,
@@ -610,14 +710,22 @@ export const makeWorld = (options: {
             continue
           }
           const { created, job } = result.right
-          trace.record("create", { job: trace.alias(job.id), type: action.jobType, key: action.idempotencyKey, created })
+          trace.record("create", {
+            job: trace.alias(job.id),
+            type: action.jobType,
+            key: action.idempotencyKey,
+            created
+          })
           if (!known.includes(job.id)) known.push(job.id)
           if (action.idempotencyKey !== null) {
             const key = `${action.userId}/${action.jobType}/${action.idempotencyKey}`
             const owner = keyOwner.get(key)
             if (owner === undefined) keyOwner.set(key, job.id)
             else if (owner !== job.id) {
-              monitor.fail(invariantNames.oneJobPerKey, `${key} answered ${trace.alias(owner)} and ${trace.alias(job.id)}`)
+              monitor.fail(
+                invariantNames.oneJobPerKey,
+                `${key} answered ${trace.alias(owner)} and ${trace.alias(job.id)}`
+              )
             }
           }
         }
@@ -625,7 +733,7 @@ export const makeWorld = (options: {
 
     /** As the HTTP API's cancel: record the request, then publish it if the job is running. */
     const cancelJob = (jobId: string) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const after = yield* Effect.either(jobs.requestCancel(jobId))
         if (Either.isLeft(after)) {
           trace.record("cancel", { job: trace.alias(jobId), outcome: after.left._tag })
@@ -640,7 +748,7 @@ export const makeWorld = (options: {
 
     /** As the admin API's retry: a new job with the same input, for a failed or cancelled job. */
     const adminRetry = (pick: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const original = yield* findJob(pick)
         if (Option.isNone(original)) return
         const job = original.value
@@ -682,7 +790,7 @@ export const makeWorld = (options: {
     let queueOutages = 0
 
     const applyFault = (action: FaultAction): Effect.Effect<void> =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         if (!faultsOn) return
         switch (action._tag) {
           case "CrashWorker": {
@@ -709,11 +817,20 @@ export const makeWorld = (options: {
             process.armPause((jobId) =>
               Effect.sync(() => {
                 if (!faultsOn) return
-                trace.record("fault", { kind: "pause", process: process.id, holding: trace.alias(jobId), ms: action.durationMs })
+                trace.record("fault", {
+                  kind: "pause",
+                  process: process.id,
+                  holding: trace.alias(jobId),
+                  ms: action.durationMs
+                })
                 monitor.processPaused(process.id)
                 schedule(options.now() + action.durationMs, `resume ${process.id}`, resumeLater(process))
                 if (action.cancelHeldJob) {
-                  schedule(options.now() + Math.floor(action.durationMs / 2), "cancel the zombie's job", cancelJob(jobId))
+                  schedule(
+                    options.now() + Math.floor(action.durationMs / 2),
+                    "cancel the zombie's job",
+                    cancelJob(jobId)
+                  )
                 }
               })
             )
@@ -733,26 +850,37 @@ export const makeWorld = (options: {
             trace.record("fault", { kind: "queue-down", ms: action.durationMs })
             queueOutages += 1
             yield* queueControl.setUnreachable(true)
-            schedule(options.now() + action.durationMs, "queue back", Effect.suspend(() => {
-              queueOutages -= 1
-              if (queueOutages > 0) return Effect.void
-              trace.record("fault", { kind: "queue-up" })
-              return queueControl.setUnreachable(false)
-            }))
+            schedule(
+              options.now() + action.durationMs,
+              "queue back",
+              Effect.suspend(() => {
+                queueOutages -= 1
+                if (queueOutages > 0) return Effect.void
+                trace.record("fault", { kind: "queue-up" })
+                return queueControl.setUnreachable(false)
+              })
+            )
             return
           }
           case "DatabaseFaults": {
             trace.record("fault", { kind: "db-faults", rate: action.rate, ms: action.durationMs })
             databaseFaultWindows += 1
             yield* db.setFaults(Option.some(() =>
-              Effect.map(Random.next, (roll) => (roll < action.rate ? Option.some("simulated transient database error") : Option.none()))
+              Effect.map(
+                Random.next,
+                (roll) => (roll < action.rate ? Option.some("simulated transient database error") : Option.none())
+              )
             ))
-            schedule(options.now() + action.durationMs, "db faults end", Effect.suspend(() => {
-              databaseFaultWindows -= 1
-              if (databaseFaultWindows > 0) return Effect.void
-              trace.record("fault", { kind: "db-ok" })
-              return db.setFaults(Option.none())
-            }))
+            schedule(
+              options.now() + action.durationMs,
+              "db faults end",
+              Effect.suspend(() => {
+                databaseFaultWindows -= 1
+                if (databaseFaultWindows > 0) return Effect.void
+                trace.record("fault", { kind: "db-ok" })
+                return db.setFaults(Option.none())
+              })
+            )
             return
           }
           case "StopWorker":
@@ -763,9 +891,17 @@ export const makeWorld = (options: {
           case "DuplicateDelivery": {
             const job = yield* findJob(action.pick)
             if (Option.isNone(job)) return
-            const payload = payloadFor({ jobId: job.value.id, jobType: job.value.jobType, createdAt: job.value.createdAt })
+            const payload = payloadFor({
+              jobId: job.value.id,
+              jobType: job.value.jobType,
+              createdAt: job.value.createdAt
+            })
             trace.record("fault", { kind: "duplicate-delivery", job: trace.alias(job.value.id) })
-            yield* queueControl.addRaw(job.value.queueName, `${payload.dedupeKey}-extra-${action.at}`, encodeQueuePayload(payload))
+            yield* queueControl.addRaw(
+              job.value.queueName,
+              `${payload.dedupeKey}-extra-${action.at}`,
+              encodeQueuePayload(payload)
+            )
             return
           }
         }
@@ -791,7 +927,11 @@ export const makeWorld = (options: {
             // consumers wait for their deliveries), and a new one starts later.
             trace.record("fault", { kind: "stop", process: process.id })
             workers[action.slot] = undefined
-            schedule(options.now() + action.restartAfterMs, `restart worker ${action.slot}`, start("worker", action.slot))
+            schedule(
+              options.now() + action.restartAfterMs,
+              `restart worker ${action.slot}`,
+              start("worker", action.slot)
+            )
             return Effect.asVoid(Effect.forkDaemon(Scope.close(process.scope, Exit.void)))
           }
           case "PauseInProject": {
@@ -801,7 +941,12 @@ export const makeWorld = (options: {
               Effect.suspend(() => {
                 if (projectPause === null || !faultsOn || process.isPaused()) return Effect.void
                 disarmProjectPause()
-                trace.record("fault", { kind: "pause-in-project", process: process.id, holding: trace.alias(jobId), ms: action.durationMs })
+                trace.record("fault", {
+                  kind: "pause-in-project",
+                  process: process.id,
+                  holding: trace.alias(jobId),
+                  ms: action.durationMs
+                })
                 monitor.processPaused(process.id)
                 schedule(options.now() + action.durationMs, `resume ${process.id}`, resumeLater(process))
                 if (action.cancelHeldJob) {
@@ -825,23 +970,32 @@ export const makeWorld = (options: {
     const providerOutage = (action: Extract<FaultAction, { readonly _tag: "ProviderOutage" }>) =>
       Effect.sync(() => {
         const { answerMs, durationMs, provider, refused } = action
-        trace.record("fault", { kind: "provider-down", provider, ms: durationMs, answer: refused ? "refused" : `503 after ${answerMs} ms` })
+        trace.record("fault", {
+          kind: "provider-down",
+          provider,
+          ms: durationMs,
+          answer: refused ? "refused" : `503 after ${answerMs} ms`
+        })
         const current = down.get(provider)
         if (current === undefined) monitor.providerDown(provider)
         down.set(provider, { count: (current?.count ?? 0) + 1, answer: { answerMs, refused } })
-        schedule(options.now() + durationMs, `${provider} back`, Effect.suspend(() => {
-          const outage = down.get(provider)
-          if (outage === undefined) return Effect.void
-          outage.count -= 1
-          return outage.count > 0 ? Effect.void : providerBack(provider)
-        }))
+        schedule(
+          options.now() + durationMs,
+          `${provider} back`,
+          Effect.suspend(() => {
+            const outage = down.get(provider)
+            if (outage === undefined) return Effect.void
+            outage.count -= 1
+            return outage.count > 0 ? Effect.void : providerBack(provider)
+          })
+        )
       })
 
     /**
      * The fault-free tail: every fault ends, dead processes restart, and the operator replays
      * dead outbox events (the runbook's answer to an outage longer than the dispatch retries).
      */
-    const endFaults = Effect.gen(function* () {
+    const endFaults = Effect.gen(function*() {
       faultsOn = false
       deliveryFaults = undefined
       creatorCrashes.armed = 0
@@ -865,7 +1019,7 @@ export const makeWorld = (options: {
       for (let slot = 0; slot < settings.dispatchers; slot++) yield* start("dispatcher", slot)
     })
 
-    const replayDeadEvents = Effect.gen(function* () {
+    const replayDeadEvents = Effect.gen(function*() {
       const tables = yield* db.snapshot
       for (const event of HashMap.values(tables.outboxEvent)) {
         if (event.status !== "dead") continue
@@ -877,7 +1031,7 @@ export const makeWorld = (options: {
       }
     })
 
-    const shutdown = Effect.gen(function* () {
+    const shutdown = Effect.gen(function*() {
       yield* db.setCommitObserver(Option.none())
       for (const process of [...workers, ...dispatchers]) {
         if (process !== undefined) yield* Effect.forkDaemon(Scope.close(process.scope, Exit.void))

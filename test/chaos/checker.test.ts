@@ -1,5 +1,5 @@
-import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { checkDatabase, describeViolations, type RuleName } from "../../chaos/checker.js"
 import { scratchMysqlLayer } from "../support/scratchDatabase.js"
@@ -40,21 +40,24 @@ const insertJob = (
   })
 
 const insertFlashcards = (jobId: string, n: number, options: { readonly artifacts?: number } = {}) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.forEach(Array.from({ length: n }, (_, ordinal) => ordinal), (ordinal) =>
-      Effect.gen(function* () {
-        const rowId = `${jobId.slice(0, 30)}-f${ordinal}`
-        yield* sql`INSERT INTO flashcard (id, job_id, user_id, ordinal, front, back, created_at)
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      Effect.forEach(Array.from({ length: n }, (_, ordinal) => ordinal), (ordinal) =>
+        Effect.gen(function*() {
+          const rowId = `${jobId.slice(0, 30)}-f${ordinal}`
+          yield* sql`INSERT INTO flashcard (id, job_id, user_id, ordinal, front, back, created_at)
           VALUES (${rowId}, ${jobId}, 'checker-user', ${ordinal}, 'front', 'back', UTC_TIMESTAMP(3))`
-        if (ordinal < (options.artifacts ?? n)) {
-          yield* sql`INSERT INTO ai_job_artifact (id, job_id, artifact_type, artifact_id, ordinal, created_at)
+          if (ordinal < (options.artifacts ?? n)) {
+            yield* sql`INSERT INTO ai_job_artifact (id, job_id, artifact_type, artifact_id, ordinal, created_at)
             VALUES (${`${rowId}-a`}, ${jobId}, 'flashcard', ${rowId}, ${ordinal}, UTC_TIMESTAMP(3))`
-        }
-      })))
+          }
+        }))
+  )
 
 const insertEvaluation = (jobId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const rowId = `${jobId.slice(0, 30)}-e`
       yield* sql`INSERT INTO learning_evaluation (id, job_id, user_id, concept, score, feedback, gaps, created_at)
         VALUES (${rowId}, ${jobId}, 'checker-user', 'energy', 80, 'good', '[]', UTC_TIMESTAMP(3))`
@@ -63,20 +66,35 @@ const insertEvaluation = (jobId: string) =>
     }))
 
 const insertEvent = (jobId: string, suffix: string, status: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql`INSERT INTO outbox_event (id, event_type, aggregate_type, aggregate_id, dedupe_key, payload, status, attempt_count,
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql`INSERT INTO outbox_event (id, event_type, aggregate_type, aggregate_id, dedupe_key, payload, status, attempt_count,
         available_at, created_at, updated_at)
-      VALUES (${`${jobId.slice(0, 30)}-${suffix}`}, 'ai.job.enqueue', 'AiJob', ${jobId}, ${`ai.job.enqueue:${jobId}:${suffix}`}, '{}',
-        ${status}, 1, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`)
+      VALUES (${`${
+        jobId.slice(0, 30)
+      }-${suffix}`}, 'ai.job.enqueue', 'AiJob', ${jobId}, ${`ai.job.enqueue:${jobId}:${suffix}`}, '{}',
+        ${status}, 1, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`
+  )
 
 const insertUsage = (jobId: string, attemptNo: number, suffix: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql`INSERT INTO ai_usage_log (id, job_id, attempt_no, credential_mode, provider, model, latency_ms, created_at)
-      VALUES (${`${jobId.slice(0, 30)}-u${suffix}`}, ${jobId}, ${attemptNo}, 'platform_key', 'fake', 'fake-model', 10, UTC_TIMESTAMP(3))`)
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql`INSERT INTO ai_usage_log (id, job_id, attempt_no, credential_mode, provider, model, latency_ms, created_at)
+      VALUES (${`${
+        jobId.slice(0, 30)
+      }-u${suffix}`}, ${jobId}, ${attemptNo}, 'platform_key', 'fake', 'fake-model', 10, UTC_TIMESTAMP(3))`
+  )
 
 /** A healthy job: succeeded with its rows, artifacts, published event and one usage row. */
 const healthyFlashcards = (id: string) =>
-  Effect.all([insertJob(id, { status: "succeeded", count: 2 }), insertFlashcards(id, 2), insertEvent(id, "e", "published"), insertUsage(id, 1, "1")])
+  Effect.all([
+    insertJob(id, { status: "succeeded", count: 2 }),
+    insertFlashcards(id, 2),
+    insertEvent(id, "e", "published"),
+    insertUsage(id, 1, "1")
+  ])
 
 const rulesOf = (violations: ReadonlyArray<{ readonly rule: RuleName; readonly jobId?: string }>, jobId: string) =>
   violations.filter((v) => v.jobId === jobId).map((v) => v.rule).sort()
@@ -84,57 +102,114 @@ const rulesOf = (violations: ReadonlyArray<{ readonly rule: RuleName; readonly j
 describe("chaos checker", () => {
   it.layer(scratchMysqlLayer("chaos_checker_clean"))("on a healthy database", (it) => {
     it.effect("reports no violation", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         yield* healthyFlashcards("job-ok-flash")
-        yield* Effect.all([insertJob("job-ok-eval", { status: "succeeded", jobType: "feynman_evaluation" }), insertEvaluation("job-ok-eval"), insertEvent("job-ok-eval", "e", "published")])
-        yield* Effect.all([insertJob("job-ok-failed", { status: "failed", errorCode: "PROVIDER_UNAVAILABLE", attempts: 3 }), insertEvent("job-ok-failed", "e", "published")])
+        yield* Effect.all([
+          insertJob("job-ok-eval", { status: "succeeded", jobType: "feynman_evaluation" }),
+          insertEvaluation("job-ok-eval"),
+          insertEvent("job-ok-eval", "e", "published")
+        ])
+        yield* Effect.all([
+          insertJob("job-ok-failed", { status: "failed", errorCode: "PROVIDER_UNAVAILABLE", attempts: 3 }),
+          insertEvent("job-ok-failed", "e", "published")
+        ])
         // Dead, but the job never ran: an honest dead event.
-        yield* Effect.all([insertJob("job-ok-dead", { status: "cancelled", attempts: 0, started: false }), insertEvent("job-ok-dead", "e", "dead")])
-        const report = yield* checkDatabase({ acknowledged: ["job-ok-flash", "job-ok-eval"], crashedJobs: new Set(), exactFlashcardCount: true })
+        yield* Effect.all([
+          insertJob("job-ok-dead", { status: "cancelled", attempts: 0, started: false }),
+          insertEvent("job-ok-dead", "e", "dead")
+        ])
+        const report = yield* checkDatabase({
+          acknowledged: ["job-ok-flash", "job-ok-eval"],
+          crashedJobs: new Set(),
+          exactFlashcardCount: true
+        })
         expect(report.violations).toEqual([])
         expect(report.jobsByStatus).toEqual({ succeeded: 2, failed: 1, cancelled: 1 })
         expect(report.failuresByCode).toEqual({ PROVIDER_UNAVAILABLE: 1 })
       }))
 
     it.effect("names a create held by a paused Redis and a hand-off that failed its delivery, beside a healthy database", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const report = yield* checkDatabase({
           createsHeldByRedis: ["answered 503 after 4900 ms (deadline 2500 ms)"],
           handBacksFailed: ["worker-2.log: Queue delivery failed; reason=JobHandedOff: worker stopping"]
         })
-        expect(report.violations.map((violation) => violation.rule)).toEqual(["createHeldByRedis", "handBackUsedAttempt"])
+        expect(report.violations.map((violation) => violation.rule)).toEqual([
+          "createHeldByRedis",
+          "handBackUsedAttempt"
+        ])
         expect(describeViolations(report.violations).join("\n")).toContain("waited past the create deadline")
       }))
   })
 
   it.layer(scratchMysqlLayer("chaos_checker_planted"))("on a database with planted violations", (it) => {
     it.effect("names each one", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         yield* healthyFlashcards("job-healthy")
         // Succeeded without artifacts.
-        yield* Effect.all([insertJob("job-no-artifacts", { status: "succeeded", count: 2 }), insertFlashcards("job-no-artifacts", 2, { artifacts: 0 }), insertEvent("job-no-artifacts", "e", "published")])
+        yield* Effect.all([
+          insertJob("job-no-artifacts", { status: "succeeded", count: 2 }),
+          insertFlashcards("job-no-artifacts", 2, { artifacts: 0 }),
+          insertEvent("job-no-artifacts", "e", "published")
+        ])
         // Succeeded with fewer cards than the provider always answers.
-        yield* Effect.all([insertJob("job-short", { status: "succeeded", count: 3 }), insertFlashcards("job-short", 2), insertEvent("job-short", "e", "published")])
+        yield* Effect.all([
+          insertJob("job-short", { status: "succeeded", count: 3 }),
+          insertFlashcards("job-short", 2),
+          insertEvent("job-short", "e", "published")
+        ])
         // Failed, yet projected.
-        yield* Effect.all([insertJob("job-failed-rows", { status: "failed", errorCode: "PROVIDER_UNAVAILABLE" }), insertFlashcards("job-failed-rows", 1), insertEvent("job-failed-rows", "e", "published")])
+        yield* Effect.all([
+          insertJob("job-failed-rows", { status: "failed", errorCode: "PROVIDER_UNAVAILABLE" }),
+          insertFlashcards("job-failed-rows", 1),
+          insertEvent("job-failed-rows", "e", "published")
+        ])
         // A dead event whose job was delivered by it (no other event published).
-        yield* Effect.all([insertJob("job-dead-delivered", { status: "succeeded", count: 1 }), insertFlashcards("job-dead-delivered", 1), insertEvent("job-dead-delivered", "e", "dead")])
+        yield* Effect.all([
+          insertJob("job-dead-delivered", { status: "succeeded", count: 1 }),
+          insertFlashcards("job-dead-delivered", 1),
+          insertEvent("job-dead-delivered", "e", "dead")
+        ])
         // More attempts than allowed.
-        yield* Effect.all([insertJob("job-attempts", { status: "failed", attempts: 4, maxAttempts: 3, errorCode: "PROVIDER_UNAVAILABLE" }), insertEvent("job-attempts", "e", "published")])
+        yield* Effect.all([
+          insertJob("job-attempts", {
+            status: "failed",
+            attempts: 4,
+            maxAttempts: 3,
+            errorCode: "PROVIDER_UNAVAILABLE"
+          }),
+          insertEvent("job-attempts", "e", "published")
+        ])
         // Stuck, with an event still pending.
-        yield* Effect.all([insertJob("job-stuck", { status: "running", attempts: 1 }), insertEvent("job-stuck", "e", "pending")])
+        yield* Effect.all([
+          insertJob("job-stuck", { status: "running", attempts: 1 }),
+          insertEvent("job-stuck", "e", "pending")
+        ])
         // Two usage rows numbered alike (planted past the unique key a drifted schema might lack).
         yield* sql.unsafe("ALTER TABLE ai_usage_log DROP INDEX IF EXISTS uq_ai_usage_log_call")
         yield* Effect.all([insertUsage("job-healthy", 2, "2"), insertUsage("job-healthy", 2, "3")])
         // Failed for lost workers although none crashed while holding it.
-        yield* Effect.all([insertJob("job-lost", { status: "failed", attempts: 2, maxAttempts: 2, errorCode: "INTERNAL_WORKER_LOST" }), insertEvent("job-lost", "e", "published")])
+        yield* Effect.all([
+          insertJob("job-lost", { status: "failed", attempts: 2, maxAttempts: 2, errorCode: "INTERNAL_WORKER_LOST" }),
+          insertEvent("job-lost", "e", "published")
+        ])
         // Failed in PROJECT for the frozen owner's row locks: no crash explains that.
-        yield* Effect.all([insertJob("job-frozen", { status: "failed", attempts: 2, errorCode: "INTERNAL_PERSISTENCE" }), insertEvent("job-frozen", "e", "published")])
+        yield* Effect.all([
+          insertJob("job-frozen", { status: "failed", attempts: 2, errorCode: "INTERNAL_PERSISTENCE" }),
+          insertEvent("job-frozen", "e", "published")
+        ])
         // Failed for lost workers after a crash: explained.
-        yield* Effect.all([insertJob("job-crashed", { status: "failed", attempts: 3, errorCode: "INTERNAL_WORKER_LOST" }), insertEvent("job-crashed", "e", "published")])
+        yield* Effect.all([
+          insertJob("job-crashed", { status: "failed", attempts: 3, errorCode: "INTERNAL_WORKER_LOST" }),
+          insertEvent("job-crashed", "e", "published")
+        ])
         // A cancel refused with 409 that stamped the request all the same.
-        yield* Effect.all([insertJob("job-cancel", { status: "succeeded", count: 1, cancelRequested: true }), insertFlashcards("job-cancel", 1), insertEvent("job-cancel", "e", "published")])
+        yield* Effect.all([
+          insertJob("job-cancel", { status: "succeeded", count: 1, cancelRequested: true }),
+          insertFlashcards("job-cancel", 1),
+          insertEvent("job-cancel", "e", "published")
+        ])
 
         const report = yield* checkDatabase({
           acknowledged: ["job-healthy", "job-vanished"],
@@ -163,28 +238,39 @@ describe("chaos checker", () => {
         // The report names the known defect where one explains the rule.
         const text = describeViolations(v).join("\n")
         expect(text).toContain("[known: an abandoned queue add ran after the event was counted as failed]")
-        expect(text).toContain("[known: a SIGTERM hand-off used up an attempt, or a frozen owner's transaction failed the new owner]")
+        expect(text).toContain(
+          "[known: a SIGTERM hand-off used up an attempt, or a frozen owner's transaction failed the new owner]"
+        )
         expect(text).toContain("[known: a commit whose outcome is unknown answers 500 instead of 503]")
         expect(v.find((x) => x.jobId === "job-lost")?.detail).toContain("SIGTERM")
         expect(v.find((x) => x.jobId === "job-frozen")?.detail).toContain("SIGSTOP")
       }))
 
     it.effect("counts usage per provider call: the same number in another lease is another call", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         yield* sql.unsafe("ALTER TABLE ai_usage_log DROP INDEX IF EXISTS uq_ai_usage_log_call")
         // Call 1 of leases 1 and 2: two calls. Call 2 of lease 1, written twice: one duplicate.
-        yield* Effect.all([insertUsage("job-per-call", 1, "1"), insertUsage("job-per-call", 1, "2"), insertUsage("job-per-call", 2, "3"), insertUsage("job-per-call", 2, "4")])
+        yield* Effect.all([
+          insertUsage("job-per-call", 1, "1"),
+          insertUsage("job-per-call", 1, "2"),
+          insertUsage("job-per-call", 2, "3"),
+          insertUsage("job-per-call", 2, "4")
+        ])
         yield* sql`UPDATE ai_usage_log SET lease_no = 1 WHERE job_id = ${"job-per-call"}`
         yield* sql`UPDATE ai_usage_log SET lease_no = 2 WHERE id = ${"job-per-call-u2"}`
         const report = yield* checkDatabase()
-        expect(report.violations.filter((x) => x.rule === "usageNotUnique" && x.jobId === "job-per-call").map((x) => x.detail)).toEqual([
+        expect(
+          report.violations.filter((x) => x.rule === "usageNotUnique" && x.jobId === "job-per-call").map((x) =>
+            x.detail
+          )
+        ).toEqual([
           "2 usage rows with attempt_no 2 and the same lease_no"
         ])
       }))
 
     it.effect("finds business rows of no job", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         yield* insertFlashcards("job-never-existed", 1)
         const report = yield* checkDatabase()
         expect(report.violations.filter((x) => x.rule === "orphanRows").map((x) => x.detail)).toEqual([

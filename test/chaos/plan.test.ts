@@ -4,7 +4,7 @@ import { faultKinds, planFaults } from "../../chaos/faults.js"
 
 describe("chaos fault plan", () => {
   it.effect("holds every fault kind, inside the window, the same for the same seed", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const window = { startMs: 5_000, endMs: 63_000, extra: 3 }
       const plan = yield* planFaults(42, window)
       expect(plan).toHaveLength(faultKinds.length + 3)

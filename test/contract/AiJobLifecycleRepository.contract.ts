@@ -7,12 +7,12 @@ import { LockLost } from "../../src/domain/LifecycleErrors.js"
 import { PersistenceError } from "../../src/domain/PersistenceError.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService, makeAiJobService } from "../../src/services/AiJobService.js"
+import { CredentialRepository } from "../../src/services/CredentialRepository.js"
 import { JobDefinitionRegistry } from "../../src/services/JobDefinitionRegistry.js"
 import { OutboxRepository } from "../../src/services/OutboxRepository.js"
 import { OutboxSignal } from "../../src/services/OutboxSignal.js"
 import { Quotas } from "../../src/services/Quotas.js"
 import { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
-import { CredentialRepository } from "../../src/services/CredentialRepository.js"
 import { SnapshotRepository } from "../../src/services/SnapshotRepository.js"
 import { UnitOfWork } from "../../src/services/UnitOfWork.js"
 
@@ -42,10 +42,14 @@ export interface RepositoryHarness {
   readonly lockTtlMs: number
 }
 
-const failure = { errorCode: "PROVIDER_UNAVAILABLE", publicErrorMessage: "unavailable", internalErrorMessage: "503 from x" }
+const failure = {
+  errorCode: "PROVIDER_UNAVAILABLE",
+  publicErrorMessage: "unavailable",
+  internalErrorMessage: "503 from x"
+}
 
 /** One job per test, under its own user, so tests sharing a store never see each other. */
-const freshJob = Effect.gen(function* () {
+const freshJob = Effect.gen(function*() {
   const service = yield* AiJobService
   const userId = `user-${yield* newId}`
   const { job } = yield* service.createJob({
@@ -73,7 +77,7 @@ const refusedWithoutChange = <A, E extends { readonly _tag: string }, R>(
   tag: string,
   attempt: Effect.Effect<A, E, R>
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const before = yield* reload(jobId)
     const result = yield* Effect.either(attempt)
     expect(Either.isLeft(result) ? result.left._tag : "succeeded").toBe(tag)
@@ -86,9 +90,14 @@ const refusedWithoutChange = <A, E extends { readonly _tag: string }, R>(
  * lease is gone, otherwise whether a cancel was requested.
  */
 const beatOne = (lease: JobLease, lockTtlMs: number, progress = 0) =>
-  Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.extendLocks([{ lease, progress, reportCancel: true }], lockTtlMs)).pipe(
+  Effect.flatMap(
+    AiJobLifecycleRepository,
+    (repo) => repo.extendLocks([{ lease, progress, reportCancel: true }], lockTtlMs)
+  ).pipe(
     Effect.flatMap(([beat]) =>
-      beat === "Lost" ? Effect.fail(new LockLost({ ...lease })) : Effect.succeed({ cancelRequested: beat === "CancelRequested" })
+      beat === "Lost"
+        ? Effect.fail(new LockLost({ ...lease }))
+        : Effect.succeed({ cancelRequested: beat === "CancelRequested" })
     )
   )
 
@@ -98,7 +107,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
 
     layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("creates a queued job with its legacy status, snapshot and outbox event", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const job = yield* freshJob
           expect(job.lifecycleStatus).toBe("queued")
           expect(job.status).toBe("pending")
@@ -110,7 +119,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("queued → running by lockJob, then running → succeeded by the lease holder", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           const running = yield* repo.lockJob(job.id, "worker-a", ttl)
@@ -128,10 +137,12 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("lockQueued locks a queued job as lockJob does and answers exactly the stored row and its snapshot", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
-          const locked = Option.getOrThrow((yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-a", ttl, 10))[0]!)
+          const locked = Option.getOrThrow(
+            (yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-a", ttl, 10))[0]!
+          )
           expect(locked.job.lifecycleStatus).toBe("running")
           expect(locked.job.status).toBe("processing")
           expect(locked.job.lockedBy).toBe("worker-a")
@@ -148,45 +159,63 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("lockQueued writes nothing and answers none for a running job, a job of another type, or no job", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           const queued = yield* reload(job.id)
-          expect(yield* repo.lockQueued([{ jobId: job.id, jobType: "another_type" }], "worker-a", ttl)).toEqual([Option.none()])
+          expect(yield* repo.lockQueued([{ jobId: job.id, jobType: "another_type" }], "worker-a", ttl)).toEqual([
+            Option.none()
+          ])
           expect(yield* reload(job.id)).toStrictEqual(queued)
-          const first = Option.getOrThrow((yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-a", ttl))[0]!)
-          expect(yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-b", ttl)).toEqual([Option.none()])
+          const first = Option.getOrThrow(
+            (yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-a", ttl))[0]!
+          )
+          expect(yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-b", ttl)).toEqual([
+            Option.none()
+          ])
           expect(yield* reload(job.id)).toStrictEqual(first.job)
-          expect(yield* repo.lockQueued([{ jobId: `missing-${yield* newId}`, jobType: job.jobType }], "worker-a", ttl)).toEqual([Option.none()])
+          expect(yield* repo.lockQueued([{ jobId: `missing-${yield* newId}`, jobType: job.jobType }], "worker-a", ttl))
+            .toEqual([Option.none()])
         }))
 
       it.effect("lockQueued locks a group in one go: each queued job of its type once, in the order asked, and nothing else", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const [a, b, c, held, elsewhere] = yield* Effect.all([freshJob, freshJob, freshJob, freshJob, freshJob])
           // Already this worker's (an earlier lease) and another worker's: neither is locked again.
           const heldBefore = yield* repo.lockJob(held!.id, "worker-g", ttl)
           const elsewhereBefore = yield* repo.lockJob(elsewhere!.id, "worker-h", ttl)
           const missing = `missing-${yield* newId}`
-          const answers = yield* repo.lockQueued([
-            { jobId: c!.id, jobType: c!.jobType },
-            { jobId: held!.id, jobType: held!.jobType },
-            { jobId: a!.id, jobType: a!.jobType },
-            { jobId: b!.id, jobType: "another_type" },
-            { jobId: missing, jobType: a!.jobType },
-            { jobId: a!.id, jobType: a!.jobType },
-            { jobId: elsewhere!.id, jobType: elsewhere!.jobType }
-          ], "worker-g", ttl, 10)
+          const answers = yield* repo.lockQueued(
+            [
+              { jobId: c!.id, jobType: c!.jobType },
+              { jobId: held!.id, jobType: held!.jobType },
+              { jobId: a!.id, jobType: a!.jobType },
+              { jobId: b!.id, jobType: "another_type" },
+              { jobId: missing, jobType: a!.jobType },
+              { jobId: a!.id, jobType: a!.jobType },
+              { jobId: elsewhere!.id, jobType: elsewhere!.jobType }
+            ],
+            "worker-g",
+            ttl,
+            10
+          )
           expect(answers.map(Option.isSome)).toEqual([true, false, true, false, false, false, false])
           for (const [index, job] of [[0, c!], [2, a!]] as const) {
             const locked = Option.getOrThrow(answers[index]!)
             expect(locked.job.id).toBe(job.id)
-            expect([locked.job.lifecycleStatus, locked.job.status, locked.job.lockedBy]).toEqual(["running", "processing", "worker-g"])
+            expect([locked.job.lifecycleStatus, locked.job.status, locked.job.lockedBy]).toEqual([
+              "running",
+              "processing",
+              "worker-g"
+            ])
             expect([locked.job.attemptCount, locked.job.leaseNo, locked.job.progress]).toEqual([1, 1, 10])
             expect(locked.job.lockUntil!.getTime() - locked.job.lockedAt!.getTime()).toBe(ttl)
             // Exactly the stored row, and its snapshot.
             expect(yield* reload(job.id)).toStrictEqual(locked.job)
-            expect(locked.snapshot).toStrictEqual(yield* Effect.flatMap(SnapshotRepository, (snapshots) => snapshots.findByJobId(job.id)))
+            expect(locked.snapshot).toStrictEqual(
+              yield* Effect.flatMap(SnapshotRepository, (snapshots) => snapshots.findByJobId(job.id))
+            )
             // Its lease is the row's: it can write.
             const done = yield* repo.markSucceeded(leaseFor(locked.job), "9".repeat(64), { locked: locked.job })
             expect(done).toStrictEqual(yield* reload(job.id))
@@ -197,7 +226,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("createJob and markSucceeded(…, locked) answer exactly the row they stored, without reading it back", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           expect(yield* reload(job.id)).toStrictEqual(job)
@@ -208,17 +237,21 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("markSucceeded with the locked job still refuses a lease that was taken over", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           const first = yield* repo.lockJob(job.id, "worker-a", ttl)
           yield* harness.advance(ttl * 2)
           yield* repo.takeOver(job.id, "worker-b", ttl)
-          yield* refusedWithoutChange(job.id, "LockLost", repo.markSucceeded(leaseFor(first), "zombie", { locked: first }))
+          yield* refusedWithoutChange(
+            job.id,
+            "LockLost",
+            repo.markSucceeded(leaseFor(first), "zombie", { locked: first })
+          )
         }))
 
       it.effect("running → failed records the error", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
           const failed = yield* repo.markFailed(byLease(leaseFor(running)), failure)
@@ -230,7 +263,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("queued → cancelled at once by requestCancel", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const cancelled = yield* repo.requestCancel((yield* freshJob).id)
           expect(cancelled.lifecycleStatus).toBe("cancelled")
@@ -240,7 +273,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("running → cancelled only after a cancel request, seen by the heartbeat", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
           const lease = leaseFor(running)
@@ -255,25 +288,36 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a cancellable job's success is refused once a cancel was requested; one that ignores cancels succeeds", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
           const lease = leaseFor(running)
           yield* repo.requestCancel(running.id)
           const honourCancel = { honourCancel: true }
-          yield* refusedWithoutChange(running.id, "CancelRequestedBeforeSuccess", repo.markSucceeded(lease, "e".repeat(64), { ...honourCancel, locked: running }))
+          yield* refusedWithoutChange(
+            running.id,
+            "CancelRequestedBeforeSuccess",
+            repo.markSucceeded(lease, "e".repeat(64), { ...honourCancel, locked: running })
+          )
           const cancelled = yield* repo.markCancelled(byLease(lease))
           expect([cancelled.lifecycleStatus, cancelled.outputHash]).toStrictEqual(["cancelled", null])
           // The lease comes first: another owner's refusal is still a lost lock.
           const other = yield* repo.lockJob((yield* freshJob).id, "worker-b", ttl)
           yield* repo.requestCancel(other.id)
-          yield* refusedWithoutChange(other.id, "LockLost", repo.markSucceeded({ ...leaseFor(other), workerId: "worker-z" }, "f", { ...honourCancel, locked: other }))
-          const ignoring = yield* repo.markSucceeded(leaseFor(other), "f".repeat(64), { locked: other, honourCancel: false })
+          yield* refusedWithoutChange(
+            other.id,
+            "LockLost",
+            repo.markSucceeded({ ...leaseFor(other), workerId: "worker-z" }, "f", { ...honourCancel, locked: other })
+          )
+          const ignoring = yield* repo.markSucceeded(leaseFor(other), "f".repeat(64), {
+            locked: other,
+            honourCancel: false
+          })
           expect(ignoring.lifecycleStatus).toBe("succeeded")
         }))
 
       it.effect("a cancel racing a cancellable job's success: exactly one of them wins, and its answer says which", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           for (let round = 0; round < 40; round++) {
             const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl * 100)
@@ -282,7 +326,9 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
                 Effect.either(repo.requestCancel(running.id)),
                 Effect.zipRight(
                   Effect.sleep(`${round % 3} millis`),
-                  Effect.either(repo.markSucceeded(leaseFor(running), "d".repeat(64), { locked: running, honourCancel: true }))
+                  Effect.either(
+                    repo.markSucceeded(leaseFor(running), "d".repeat(64), { locked: running, honourCancel: true })
+                  )
                 )
               ],
               { concurrency: "unbounded" }
@@ -303,12 +349,16 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }).pipe(Effect.withClock(Clock.make())))
 
       it.effect("illegal transitions fail with a typed error and leave the row unchanged", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const queued = yield* freshJob
           const notALease = { jobId: queued.id, workerId: "worker-a", attempt: 0, leaseNo: 0 }
           // queued → succeeded / failed / cancelled-by-worker: a job must be locked first.
-          yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markSucceeded(notALease, "h", { locked: queued }))
+          yield* refusedWithoutChange(
+            queued.id,
+            "IllegalTransition",
+            repo.markSucceeded(notALease, "h", { locked: queued })
+          )
           yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markFailed(byLease(notALease), failure))
           yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markCancelled(byLease(notALease)))
 
@@ -319,7 +369,11 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const lastLease = { jobId: succeeded.id, workerId: "worker-a", attempt: 1, leaseNo: 1 }
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.lockJob(succeeded.id, "worker-b", ttl))
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.takeOver(succeeded.id, "worker-b", ttl))
-          yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markSucceeded(lastLease, "h2", { locked: succeeded }))
+          yield* refusedWithoutChange(
+            succeeded.id,
+            "IllegalTransition",
+            repo.markSucceeded(lastLease, "h2", { locked: succeeded })
+          )
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markFailed(byLease(lastLease), failure))
           yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.markCancelled(byLease(lastLease)))
           yield* refusedWithoutChange(succeeded.id, "JobNotCancellable", repo.requestCancel(succeeded.id))
@@ -330,15 +384,27 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           )
           const failedLease = { jobId: failed.id, workerId: "worker-a", attempt: 1, leaseNo: 1 }
           yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.lockJob(failed.id, "worker-b", ttl))
-          yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.markSucceeded(failedLease, "h", { locked: failed }))
+          yield* refusedWithoutChange(
+            failed.id,
+            "IllegalTransition",
+            repo.markSucceeded(failedLease, "h", { locked: failed })
+          )
           yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.markCancelled(byLease(failedLease)))
           yield* refusedWithoutChange(failed.id, "JobNotCancellable", repo.requestCancel(failed.id))
 
           const cancelled = yield* repo.requestCancel((yield* freshJob).id)
           const cancelledLease = { jobId: cancelled.id, workerId: "worker-a", attempt: 0, leaseNo: 0 }
           yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.lockJob(cancelled.id, "worker-b", ttl))
-          yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.markSucceeded(cancelledLease, "h", { locked: cancelled }))
-          yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.markFailed(byLease(cancelledLease), failure))
+          yield* refusedWithoutChange(
+            cancelled.id,
+            "IllegalTransition",
+            repo.markSucceeded(cancelledLease, "h", { locked: cancelled })
+          )
+          yield* refusedWithoutChange(
+            cancelled.id,
+            "IllegalTransition",
+            repo.markFailed(byLease(cancelledLease), failure)
+          )
           yield* refusedWithoutChange(cancelled.id, "JobAlreadyCancelled", repo.requestCancel(cancelled.id))
 
           // running → queued has no method at all: the repository cannot express it.
@@ -347,7 +413,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("20 concurrent lockJob on one queued job: exactly one wins", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           const results = yield* Effect.forEach(
@@ -365,7 +431,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a worker whose lock was taken over cannot extend, succeed or fail the job", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           const first = yield* repo.lockJob(job.id, "worker-a", ttl)
@@ -388,7 +454,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a takeover past the last attempt is refused; the reaper's fence fails the job", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           yield* repo.lockJob(job.id, "worker-a", ttl)
@@ -409,7 +475,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("the reaper's fence refuses a job whose worker came back and extended its lock", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
           yield* harness.advance(ttl * 2)
@@ -421,7 +487,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a released lock can be taken over at once", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl * 100)
           yield* repo.releaseLock(leaseFor(running))
@@ -430,25 +496,32 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a cancel racing the worker's finish: refused exactly when it wrote nothing", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           for (let round = 0; round < 60; round++) {
             const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl * 100)
             const [cancel] = yield* Effect.all(
               [
                 Effect.either(repo.requestCancel(running.id)),
-                Effect.zipRight(Effect.sleep(`${round % 3} millis`), Effect.either(repo.markSucceeded(leaseFor(running), "d".repeat(64), { locked: running })))
+                Effect.zipRight(
+                  Effect.sleep(`${round % 3} millis`),
+                  Effect.either(repo.markSucceeded(leaseFor(running), "d".repeat(64), { locked: running }))
+                )
               ],
               { concurrency: "unbounded" }
             )
             const row = yield* reload(running.id)
             expect({ round, accepted: Either.isRight(cancel), stamped: row.cancelRequestedAt !== null })
-              .toStrictEqual({ round, accepted: row.cancelRequestedAt !== null, stamped: row.cancelRequestedAt !== null })
+              .toStrictEqual({
+                round,
+                accepted: row.cancelRequestedAt !== null,
+                stamped: row.cancelRequestedAt !== null
+              })
           }
         }).pipe(Effect.withClock(Clock.make())))
 
       it.effect("a hand-off costs no attempt, however often, and fences the worker that gave the job back", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const locked = yield* repo.lockJob((yield* freshJob).id, "worker-0", ttl * 100)
           expect(locked.attemptCount).toBe(1)
@@ -480,7 +553,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a takeover of an expired lock after a hand-off costs an attempt; one after the last attempt is refused", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const locked = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
           yield* harness.advance(ttl * 2)
@@ -498,7 +571,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("the reaper's fence refuses a job handed off after the reaper saw it", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
           yield* harness.advance(ttl * 2)
@@ -510,7 +583,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("finds queued jobs nobody touched for long, and touching one is a compare-and-set", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           expect((yield* repo.findStaleQueued(ttl, 10_000)).map((row) => row.id)).not.toContain(job.id)
@@ -527,10 +600,11 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("one beat extends every held lease, raises progress, and names the leases lost and the cancels requested", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           expect(yield* repo.extendLocks([], ttl)).toStrictEqual([])
-          const lock = (progress?: number) => Effect.flatMap(freshJob, (job) => repo.lockJob(job.id, "worker-a", ttl, progress))
+          const lock = (progress?: number) =>
+            Effect.flatMap(freshJob, (job) => repo.lockJob(job.id, "worker-a", ttl, progress))
           const steady = yield* lock(30)
           const cancelled = yield* lock()
           const ignoring = yield* lock()
@@ -571,7 +645,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("progress moves only under the lease", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
           yield* beatOne(leaseFor(running), ttl, 40)
@@ -579,7 +653,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("finds jobs by status and lists a user's jobs newest first with a cursor", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const service = yield* AiJobService
           const userId = `lister-${yield* newId}`
@@ -599,7 +673,10 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const firstPage = yield* repo.list({ userId }, { limit: 3 })
           expect(firstPage.map((job) => job.id)).toStrictEqual(created.slice(2).reverse().map((job) => job.id))
           const last = firstPage[2]!
-          const secondPage = yield* repo.list({ userId }, { limit: 3, after: { createdAt: last.createdAt, id: last.id } })
+          const secondPage = yield* repo.list({ userId }, {
+            limit: 3,
+            after: { createdAt: last.createdAt, id: last.id }
+          })
           expect(secondPage.map((job) => job.id)).toStrictEqual([created[1]!.id, created[0]!.id])
           const running = yield* repo.list({ userId, statuses: ["running"] }, { limit: 10 })
           expect(running.map((job) => job.id)).toStrictEqual([created[0]!.id])
@@ -610,7 +687,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("50 concurrent creates with one idempotency key: one job, one outbox event", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const outbox = yield* OutboxRepository
           const userId = `idem-${yield* newId}`
@@ -647,12 +724,18 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("user ids and idempotency keys compare exactly: a trailing space is another user and another key", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const repo = yield* AiJobLifecycleRepository
           const victim = `victim-${yield* newId}`
           const padded = `${victim} `
-          const request = { jobType: "synthetic_echo", targetType: "test", targetId: "t", idempotencyKey: "key-1", input: { message: "mine" } }
+          const request = {
+            jobType: "synthetic_echo",
+            targetType: "test",
+            targetId: "t",
+            idempotencyKey: "key-1",
+            input: { message: "mine" }
+          }
           const { job: victimJob } = yield* service.createJob({ ...request, userId: victim })
 
           expect(yield* repo.list({ userId: padded }, { limit: 10 })).toEqual([])
@@ -675,11 +758,17 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("an idempotency key reused with another input is refused; the same input returns the first job", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const repo = yield* AiJobLifecycleRepository
           const userId = `reuse-${yield* newId}`
-          const request = { userId, jobType: "synthetic_echo", targetType: "test", targetId: "t", idempotencyKey: "key-1" }
+          const request = {
+            userId,
+            jobType: "synthetic_echo",
+            targetType: "test",
+            targetId: "t",
+            idempotencyKey: "key-1"
+          }
           const first = yield* service.createJob({ ...request, input: { message: "first" } })
           expect(first.created).toBe(true)
           expect(first.job.requestHash).toMatch(/^[0-9a-f]{64}$/)
@@ -689,16 +778,22 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
 
           const other = yield* Effect.either(service.createJob({ ...request, input: { message: "second" } }))
           expect(Either.isLeft(other) && other.left._tag).toBe("IdempotencyKeyReused")
-          expect(Either.isLeft(other) && other.left._tag === "IdempotencyKeyReused" && other.left.jobId).toBe(first.job.id)
+          expect(Either.isLeft(other) && other.left._tag === "IdempotencyKeyReused" && other.left.jobId).toBe(
+            first.job.id
+          )
           expect((yield* repo.list({ userId }, { limit: 10 })).map((job) => job.id)).toEqual([first.job.id])
 
           // A job without a key stores no hash: there is nothing to bind.
-          const unkeyed = yield* service.createJob({ ...request, idempotencyKey: undefined, input: { message: "second" } })
+          const unkeyed = yield* service.createJob({
+            ...request,
+            idempotencyKey: undefined,
+            input: { message: "second" }
+          })
           expect(unkeyed.job.requestHash).toBeNull()
         }))
 
       it.effect("concurrent creates with one key and two inputs: one job; the other input is refused", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const repo = yield* AiJobLifecycleRepository
           const userId = `race-${yield* newId}`
@@ -725,21 +820,27 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("50 concurrent creates without a key make 50 jobs", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const repo = yield* AiJobLifecycleRepository
           const userId = `nokey-${yield* newId}`
           yield* Effect.forEach(
             Array.from({ length: 50 }, (_, i) => i),
             (i) =>
-              service.createJob({ userId, jobType: "synthetic_echo", targetType: "test", targetId: `${i}`, input: { message: "x" } }),
+              service.createJob({
+                userId,
+                jobType: "synthetic_echo",
+                targetType: "test",
+                targetId: `${i}`,
+                input: { message: "x" }
+              }),
             { concurrency: "unbounded" }
           )
           expect(yield* repo.list({ userId }, { limit: 100 })).toHaveLength(50)
         }))
 
       it.effect("a failure inside the create transaction leaves no job and no snapshot", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const realOutbox = yield* OutboxRepository
           let attemptedJobId = ""
           const failingOutbox = OutboxRepository.of({
@@ -748,7 +849,9 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
               Effect.sync(() => {
                 attemptedJobId = event.aggregateId
               }).pipe(
-                Effect.zipRight(Effect.fail(new PersistenceError({ operation: "outbox_event.create", message: "forced" })))
+                Effect.zipRight(
+                  Effect.fail(new PersistenceError({ operation: "outbox_event.create", message: "forced" }))
+                )
               )
           })
           const service = yield* makeAiJobService.pipe(Effect.provideService(OutboxRepository, failingOutbox))
@@ -770,7 +873,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a retry records the job it retries, and the retried job finds its retries oldest first", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const repo = yield* AiJobLifecycleRepository
           const original = yield* freshJob
@@ -798,12 +901,18 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("bad input is a typed error naming the field, and nothing is written", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const repo = yield* AiJobLifecycleRepository
           const userId = `bad-${yield* newId}`
           const result = yield* Effect.either(
-            service.createJob({ userId, jobType: "synthetic_echo", targetType: "t", targetId: "t", input: { message: 42 } })
+            service.createJob({
+              userId,
+              jobType: "synthetic_echo",
+              targetType: "t",
+              targetId: "t",
+              input: { message: 42 }
+            })
           )
           expect(Either.isLeft(result) && result.left._tag).toBe("InvalidJobInput")
           if (Either.isLeft(result) && result.left._tag === "InvalidJobInput") {

@@ -17,7 +17,7 @@ const insertJob = (fields: {
   readonly idempotencyKey?: string
   readonly retriedFromJobId?: string
 }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const repo = yield* AiJobLifecycleRepository
     const uow = yield* UnitOfWork
     const job: NewAiJob = {
@@ -71,7 +71,7 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
 
     layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("the job list filters by job type, queue and creation dates, without a user too", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const tag = yield* newId
           const userId = `filter-${tag}`
@@ -87,20 +87,32 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
           expect(idsOf(yield* repo.list({ jobType: echoType }, page))).toStrictEqual([background.id, first.id])
           expect(idsOf(yield* repo.list({ userId, jobType: otherType }, page))).toStrictEqual([other.id])
           expect(idsOf(yield* repo.list({ userId, queueName: "ai-background" }, page))).toStrictEqual([background.id])
-          expect(idsOf(yield* repo.list({ userId, queueName: "ai-interactive" }, page))).toStrictEqual([other.id, first.id])
-          expect(idsOf(yield* repo.list({ userId, createdFrom: background.createdAt }, page))).toStrictEqual([other.id, background.id])
+          expect(idsOf(yield* repo.list({ userId, queueName: "ai-interactive" }, page))).toStrictEqual([
+            other.id,
+            first.id
+          ])
+          expect(idsOf(yield* repo.list({ userId, createdFrom: background.createdAt }, page))).toStrictEqual([
+            other.id,
+            background.id
+          ])
           expect(idsOf(yield* repo.list({ userId, createdTo: background.createdAt }, page))).toStrictEqual([first.id])
-          expect(idsOf(yield* repo.list({ userId, createdFrom: background.createdAt, createdTo: other.createdAt }, page)))
+          expect(
+            idsOf(yield* repo.list({ userId, createdFrom: background.createdAt, createdTo: other.createdAt }, page))
+          )
             .toStrictEqual([background.id])
           // An empty status set filters nothing out.
-          expect(idsOf(yield* repo.list({ userId, statuses: [] }, page))).toStrictEqual([other.id, background.id, first.id])
+          expect(idsOf(yield* repo.list({ userId, statuses: [] }, page))).toStrictEqual([
+            other.id,
+            background.id,
+            first.id
+          ])
           expect(idsOf(yield* repo.list({ userId }, { limit: 1 }))).toStrictEqual([other.id])
           // No filter at all: every job, newest first, this test's newest among them.
           expect(idsOf(yield* repo.list({}, { limit: 1 }))).toStrictEqual([other.id])
         }))
 
       it.effect("rows written in the same millisecond are ordered by id in every list and scan", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const base = yield* newId
           const userId = `tie-${base}`
@@ -112,7 +124,10 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
           yield* harness.advance(5)
           const clock = yield* Effect.clock
           const at = yield* Clock.currentTimeMillis
-          const inserted = yield* Effect.forEach(shuffled, (id) => insertJob({ userId, id, retriedFromJobId: original.id })).pipe(
+          const inserted = yield* Effect.forEach(
+            shuffled,
+            (id) => insertJob({ userId, id, retriedFromJobId: original.id })
+          ).pipe(
             Effect.withClock(stoppedAt(at, clock))
           )
           expect(new Set(inserted.map((job) => job.createdAt.getTime()))).toStrictEqual(new Set([at]))
@@ -135,7 +150,7 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a repeated idempotency key is refused with the user, type and key", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const userId = `dup-${yield* newId}`
           yield* insertJob({ userId, idempotencyKey: "key-1" })
           const again = yield* Effect.either(insertJob({ userId, idempotencyKey: "key-1" }))
@@ -148,10 +163,14 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a beat calls lost a lease in another worker's name, an older lease number, and an unknown job", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const held = leaseFor(yield* repo.lockJob((yield* insertJob({ userId: `beat-${yield* newId}` })).id, "worker-a", ttl))
-          const handedOff = leaseFor(yield* repo.lockJob((yield* insertJob({ userId: `beat-${yield* newId}` })).id, "worker-a", ttl))
+          const held = leaseFor(
+            yield* repo.lockJob((yield* insertJob({ userId: `beat-${yield* newId}` })).id, "worker-a", ttl)
+          )
+          const handedOff = leaseFor(
+            yield* repo.lockJob((yield* insertJob({ userId: `beat-${yield* newId}` })).id, "worker-a", ttl)
+          )
           yield* repo.releaseLock(handedOff)
           // The same worker picks it up again: its old lease number is fenced out.
           const retaken = leaseFor(yield* repo.takeOver(handedOff.jobId, "worker-a", ttl))
@@ -162,27 +181,33 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
             { lease: { ...held, jobId: yield* newId }, progress: 90, reportCancel: true }
           ], ttl)
           expect(beats).toStrictEqual(["Extended", "Lost", "Lost", "Lost"])
-          const progressOf = (jobId: string) => Effect.map(repo.findById(jobId), (row) => Option.getOrThrow(row).progress)
+          const progressOf = (jobId: string) =>
+            Effect.map(repo.findById(jobId), (row) => Option.getOrThrow(row).progress)
           expect(yield* progressOf(held.jobId)).toBe(10)
           expect(yield* progressOf(retaken.jobId)).toBe(0)
         }))
 
       it.effect("a takeover that reports no progress keeps the progress the job had", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const running = yield* repo.lockJob((yield* insertJob({ userId: `keep-${yield* newId}` })).id, "worker-a", ttl, 40)
+          const running = yield* repo.lockJob(
+            (yield* insertJob({ userId: `keep-${yield* newId}` })).id,
+            "worker-a",
+            ttl,
+            40
+          )
           yield* repo.releaseLock(leaseFor(running))
           const taken = yield* repo.takeOver(running.id, "worker-b", ttl)
           expect([taken.lockedBy, taken.progress]).toStrictEqual(["worker-b", 40])
         }))
 
       it.effect("a failed nested transaction undoes only its own writes; the outer one commits", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const uow = yield* UnitOfWork
           const userId = `nested-${yield* newId}`
           const outcome = yield* uow.transaction(
-            Effect.gen(function* () {
+            Effect.gen(function*() {
               const kept = yield* insertJob({ userId })
               const inner = yield* Effect.either(
                 uow.transaction(Effect.zipRight(insertJob({ userId }), Effect.fail("inner gives up" as const)))
@@ -192,14 +217,16 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
             })
           )
           expect(outcome.inner).toStrictEqual(Either.left("inner gives up"))
-          expect(idsOf(yield* repo.list({ userId }, { limit: 10 })).sort()).toStrictEqual([outcome.kept.id, outcome.last.id].sort())
+          expect(idsOf(yield* repo.list({ userId }, { limit: 10 })).sort()).toStrictEqual(
+            [outcome.kept.id, outcome.last.id].sort()
+          )
         }))
     })
 
     // Its own store: the status scan has no user to filter by, so nothing else may be in it.
     layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("the status scan filters by queue, oldest first, up to its limit (100 unless given)", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const userId = `scan-${yield* newId}`
           const jobs: Array<AiJob> = []
@@ -212,8 +239,13 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
 
           expect(yield* repo.findByLifecycleStatus([])).toStrictEqual([])
           expect(idsOf(yield* repo.findByLifecycleStatus(["queued"]))).toStrictEqual([a.id, b.id, c.id])
-          expect(idsOf(yield* repo.findByLifecycleStatus(["queued", "running"], { limit: 2 }))).toStrictEqual([a.id, b.id])
-          expect(idsOf(yield* repo.findByLifecycleStatus(["queued"], { queueName: "ai-background" }))).toStrictEqual([b.id])
+          expect(idsOf(yield* repo.findByLifecycleStatus(["queued", "running"], { limit: 2 }))).toStrictEqual([
+            a.id,
+            b.id
+          ])
+          expect(idsOf(yield* repo.findByLifecycleStatus(["queued"], { queueName: "ai-background" }))).toStrictEqual([
+            b.id
+          ])
           expect(idsOf(yield* repo.findByLifecycleStatus(["queued", "running"], { queueName: "ai-background" })))
             .toStrictEqual([b.id, d.id])
           expect(idsOf(yield* repo.findByLifecycleStatus(["queued"], { queueName: "ai-interactive", limit: 1 })))
@@ -221,7 +253,8 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
 
           for (let i = 0; i < 100; i++) yield* insertJob({ userId })
           expect(yield* Effect.map(repo.findByLifecycleStatus(["queued"]), (found) => found.length)).toBe(100)
-          expect(yield* Effect.map(repo.findByLifecycleStatus(["queued"], { limit: 200 }), (found) => found.length)).toBe(103)
+          expect(yield* Effect.map(repo.findByLifecycleStatus(["queued"], { limit: 200 }), (found) => found.length))
+            .toBe(103)
         }))
     })
   })

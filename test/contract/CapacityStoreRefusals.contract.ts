@@ -17,7 +17,13 @@ export class StoreUnderTest extends Context.Tag("test/CapacityStoreUnderTest")<S
 export const capacityStoreRefusalsContract = (name: string, stack: Layer.Layer<StoreUnderTest, unknown>) =>
   describe(`CapacityStore refusals (${name})`, () => {
     layer(stack, { timeout: 30_000 })((it) => {
-      const ask = (s: CapacityStore, providerModel: string, limits: StoreLimits, now: number, overrides: Partial<TryAcquireInput> = {}) =>
+      const ask = (
+        s: CapacityStore,
+        providerModel: string,
+        limits: StoreLimits,
+        now: number,
+        overrides: Partial<TryAcquireInput> = {}
+      ) =>
         s.tryAcquire({
           providerModel,
           permitId: `p-${now}-${overrides.workerId ?? "w-1"}`,
@@ -34,7 +40,7 @@ export const capacityStoreRefusalsContract = (name: string, stack: Layer.Layer<S
         result.granted ? "granted" : { retryAt: result.retryAt, releaseMayFree: result.releaseMayFree }
 
       it.effect("the concurrency limit and the token window: a release may free the request", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const s = yield* StoreUnderTest
           const slots = freshModel()
           const oneSlot = { ...unlimited, ceiling: 1 }
@@ -44,21 +50,30 @@ export const capacityStoreRefusalsContract = (name: string, stack: Layer.Layer<S
           const tokens = freshModel()
           const tpm = { ...unlimited, tpm: 100 }
           expect(refusal(yield* ask(s, tokens, tpm, 0, { tokens: 60 }))).toBe("granted")
-          expect(refusal(yield* ask(s, tokens, tpm, 10, { tokens: 60 }))).toStrictEqual({ retryAt: 60_000, releaseMayFree: true })
+          expect(refusal(yield* ask(s, tokens, tpm, 10, { tokens: 60 }))).toStrictEqual({
+            retryAt: 60_000,
+            releaseMayFree: true
+          })
         }))
 
       it.effect("the request window, the pace, a pause and another worker's interactive call: only time frees the request", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const s = yield* StoreUnderTest
           const window = freshModel()
           const onePerMinute = { ...unlimited, rpm: 1 }
           expect(refusal(yield* ask(s, window, onePerMinute, 0))).toBe("granted")
-          expect(refusal(yield* ask(s, window, onePerMinute, 2_000))).toStrictEqual({ retryAt: 60_000, releaseMayFree: false })
+          expect(refusal(yield* ask(s, window, onePerMinute, 2_000))).toStrictEqual({
+            retryAt: 60_000,
+            releaseMayFree: false
+          })
 
           const pace = freshModel()
           const onePerSecond = { ...unlimited, rpm: 60 }
           expect(refusal(yield* ask(s, pace, onePerSecond, 0))).toBe("granted")
-          expect(refusal(yield* ask(s, pace, onePerSecond, 500))).toStrictEqual({ retryAt: 1_000, releaseMayFree: false })
+          expect(refusal(yield* ask(s, pace, onePerSecond, 500))).toStrictEqual({
+            retryAt: 1_000,
+            releaseMayFree: false
+          })
 
           const paused = freshModel()
           yield* s.pause(paused, 5_000, 0)
@@ -66,7 +81,11 @@ export const capacityStoreRefusalsContract = (name: string, stack: Layer.Layer<S
 
           const marked = freshModel()
           // Worker 2 is granted one interactive call and has another waiting: its mark holds background calls back.
-          expect(refusal(yield* ask(s, marked, unlimited, 0, { workerId: "w-2", priority: "interactive", interactiveWaiters: 2 })))
+          expect(
+            refusal(
+              yield* ask(s, marked, unlimited, 0, { workerId: "w-2", priority: "interactive", interactiveWaiters: 2 })
+            )
+          )
             .toBe("granted")
           const held = refusal(yield* ask(s, marked, unlimited, 10))
           expect(held).toMatchObject({ releaseMayFree: false })

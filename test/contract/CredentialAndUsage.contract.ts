@@ -1,11 +1,11 @@
-import { randomBytes, randomUUID } from "node:crypto"
 import { expect, it } from "@effect/vitest"
 import { Effect, Either, Layer, Option, Redacted } from "effect"
+import { randomBytes, randomUUID } from "node:crypto"
+import type { CredentialError } from "../../src/domain/ExecutionError.js"
+import type { PersistenceError } from "../../src/domain/PersistenceError.js"
 import { CredentialRepository } from "../../src/services/CredentialRepository.js"
 import { CredentialVault, makeCredentialVault, makeKeyring } from "../../src/services/CredentialVault.js"
 import { UsageLog } from "../../src/services/UsageLog.js"
-import type { CredentialError } from "../../src/domain/ExecutionError.js"
-import type { PersistenceError } from "../../src/domain/PersistenceError.js"
 import { CANARY_KEY } from "../support/canary.js"
 
 /**
@@ -18,20 +18,33 @@ const keyV2 = Redacted.make(randomBytes(32).toString("base64"))
 const otherKey = Redacted.make(randomBytes(32).toString("base64"))
 const platformKey = Redacted.make("sk-platform-not-the-canary")
 
-const vaultV1 = CredentialVault.withOptions({ keyring: makeKeyring(Option.some({ version: 1, key: keyV1 })), platformKey: Option.some(platformKey) })
+const vaultV1 = CredentialVault.withOptions({
+  keyring: makeKeyring(Option.some({ version: 1, key: keyV1 })),
+  platformKey: Option.some(platformKey)
+})
 
 /** A vault over the same repository with another keyring. */
 const vaultWith = (keyring: ReturnType<typeof makeKeyring>) =>
-  Effect.flatMap(CredentialRepository, (repository) =>
-    makeCredentialVault({ keyring, platformKey: Option.none() }).pipe(Effect.provideService(CredentialRepository, repository))
+  Effect.flatMap(
+    CredentialRepository,
+    (repository) =>
+      makeCredentialVault({ keyring, platformKey: Option.none() }).pipe(
+        Effect.provideService(CredentialRepository, repository)
+      )
   )
 
 /** The code of a vault failure (a storage failure shows as its tag). */
-const codeOf = (error: CredentialError | PersistenceError) => (error._tag === "CredentialError" ? error.code : error._tag)
+const codeOf = (
+  error: CredentialError | PersistenceError
+) => (error._tag === "CredentialError" ? error.code : error._tag)
 
 const user = () => `user-${randomUUID()}`
 
-const usageEntry = (jobId: string, attemptNo: number, overrides: Partial<Parameters<UsageLog["Type"]["record"]>[0]> = {}) => ({
+const usageEntry = (
+  jobId: string,
+  attemptNo: number,
+  overrides: Partial<Parameters<UsageLog["Type"]["record"]>[0]> = {}
+) => ({
   id: randomUUID(),
   jobId,
   leaseNo: 1,
@@ -54,11 +67,19 @@ export const credentialAndUsageContract = <E>(
 ) => {
   it.layer(Layer.provideMerge(vaultV1, storage), { timeout: "60 seconds" })(name, (it) => {
     it.effect("usage log: records rows and lists a job's rows by attempt", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const usage = yield* UsageLog
         const jobId = randomUUID()
         const second = yield* usage.record(usageEntry(jobId, 2, { errorCode: null, costMicros: 12_345_678_901 }))
-        const first = yield* usage.record(usageEntry(jobId, 1, { errorCode: "PROVIDER_UNAVAILABLE", promptTokens: 0, completionTokens: 0, totalTokens: 0, costMicros: 0 }))
+        const first = yield* usage.record(
+          usageEntry(jobId, 1, {
+            errorCode: "PROVIDER_UNAVAILABLE",
+            promptTokens: 0,
+            completionTokens: 0,
+            totalTokens: 0,
+            costMicros: 0
+          })
+        )
         yield* usage.record(usageEntry(randomUUID(), 1))
         expect(second.createdAt).toBeInstanceOf(Date)
         expect(second.costMicros).toBe(12_345_678_901)
@@ -71,7 +92,7 @@ export const credentialAndUsageContract = <E>(
       }))
 
     it.effect("usage log: a call is numbered once per job and lease; another lease may use the same number", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const usage = yield* UsageLog
         const jobId = randomUUID()
         yield* usage.record(usageEntry(jobId, 1, { leaseNo: 1 }))
@@ -84,16 +105,27 @@ export const credentialAndUsageContract = <E>(
       }))
 
     it.effect("credentials: a new key revokes the user's previous active key of that provider only", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const repository = yield* CredentialRepository
         const userId = user()
-        const base = { userId, encryptedKey: "ZW5j", iv: "aXY=", authTag: "dGFn", keyVersion: 1, keyFingerprint: "f".repeat(64) }
+        const base = {
+          userId,
+          encryptedKey: "ZW5j",
+          iv: "aXY=",
+          authTag: "dGFn",
+          keyVersion: 1,
+          keyFingerprint: "f".repeat(64)
+        }
         const first = yield* repository.insertReplacingActive({ ...base, id: randomUUID(), provider: "deepseek" })
         const other = yield* repository.insertReplacingActive({ ...base, id: randomUUID(), provider: "openai" })
         const second = yield* repository.insertReplacingActive({ ...base, id: randomUUID(), provider: "deepseek" })
         expect(first.revokedAt).toBeNull()
-        expect(Option.map(yield* repository.findActive(userId, "deepseek"), (row) => row.id)).toEqual(Option.some(second.id))
-        expect(Option.map(yield* repository.findActive(userId, "openai"), (row) => row.id)).toEqual(Option.some(other.id))
+        expect(Option.map(yield* repository.findActive(userId, "deepseek"), (row) => row.id)).toEqual(
+          Option.some(second.id)
+        )
+        expect(Option.map(yield* repository.findActive(userId, "openai"), (row) => row.id)).toEqual(
+          Option.some(other.id)
+        )
         const reread = yield* repository.findById(first.id)
         expect(Option.map(reread, (row) => row.revokedAt !== null)).toEqual(Option.some(true))
         const listed = yield* repository.listByUser(userId)
@@ -102,11 +134,18 @@ export const credentialAndUsageContract = <E>(
       }))
 
     it.effect("credentials: revoke only an active key of its owner", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const repository = yield* CredentialRepository
         const userId = user()
         const row = yield* repository.insertReplacingActive({
-          id: randomUUID(), userId, provider: "deepseek", encryptedKey: "ZW5j", iv: "aXY=", authTag: "dGFn", keyVersion: 1, keyFingerprint: "a".repeat(64)
+          id: randomUUID(),
+          userId,
+          provider: "deepseek",
+          encryptedKey: "ZW5j",
+          iv: "aXY=",
+          authTag: "dGFn",
+          keyVersion: 1,
+          keyFingerprint: "a".repeat(64)
         })
         expect(yield* repository.revoke(row.id, user())).toBe(false)
         expect(yield* repository.revoke(row.id, userId)).toBe(true)
@@ -116,26 +155,42 @@ export const credentialAndUsageContract = <E>(
       }))
 
     it.effect("credentials: user ids compare exactly: the owner with a trailing space is another user", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const repository = yield* CredentialRepository
         const owner = user()
         const padded = `${owner} `
         const row = yield* repository.insertReplacingActive({
-          id: randomUUID(), userId: owner, provider: "deepseek", encryptedKey: "ZW5j", iv: "aXY=", authTag: "dGFn", keyVersion: 1, keyFingerprint: "b".repeat(64)
+          id: randomUUID(),
+          userId: owner,
+          provider: "deepseek",
+          encryptedKey: "ZW5j",
+          iv: "aXY=",
+          authTag: "dGFn",
+          keyVersion: 1,
+          keyFingerprint: "b".repeat(64)
         })
         expect(yield* repository.findActive(padded, "deepseek")).toEqual(Option.none())
         expect(yield* repository.listByUser(padded)).toEqual([])
         expect(yield* repository.revoke(row.id, padded)).toBe(false)
         // The padded user's own key does not revoke the owner's either.
         yield* repository.insertReplacingActive({
-          id: randomUUID(), userId: padded, provider: "deepseek", encryptedKey: "ZW5j", iv: "aXY=", authTag: "dGFn", keyVersion: 1, keyFingerprint: "c".repeat(64)
+          id: randomUUID(),
+          userId: padded,
+          provider: "deepseek",
+          encryptedKey: "ZW5j",
+          iv: "aXY=",
+          authTag: "dGFn",
+          keyVersion: 1,
+          keyFingerprint: "c".repeat(64)
         })
-        expect(Option.map(yield* repository.findActive(owner, "deepseek"), (active) => active.id)).toEqual(Option.some(row.id))
+        expect(Option.map(yield* repository.findActive(owner, "deepseek"), (active) => active.id)).toEqual(
+          Option.some(row.id)
+        )
         expect((yield* repository.listByUser(padded)).map((listed) => listed.userId)).toEqual([padded])
       }))
 
     it.effect("credentials: a user's keys are listed newest first, equal times by id from the highest; stale keys by id, at most `limit`", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const repository = yield* CredentialRepository
         const userId = user()
         const base = { userId, encryptedKey: "ZW5j", iv: "aXY=", authTag: "dGFn", keyFingerprint: "d".repeat(64) }
@@ -144,22 +199,33 @@ export const credentialAndUsageContract = <E>(
           yield* repository.insertReplacingActive({ ...base, id: randomUUID(), provider, keyVersion: 4_000_001 })
         }
         const listed = yield* repository.listByUser(userId)
-        const newestFirst = [...listed].sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1))
+        const newestFirst = [...listed].sort((a, b) =>
+          b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1)
+        )
         expect(listed.map((row) => row.id)).toStrictEqual(newestFirst.map((row) => row.id))
         expect(new Set(listed.map((row) => row.provider))).toStrictEqual(new Set(providers))
         // Every other row of the store is stale for this version too: the order and the limit are what is checked.
         const stale = yield* repository.listStale(4_000_002, 100_000)
         expect(stale.map((row) => row.id)).toStrictEqual(stale.map((row) => row.id).sort())
         expect(stale.map((row) => row.id)).toEqual(expect.arrayContaining(listed.map((row) => row.id)))
-        expect((yield* repository.listStale(4_000_002, 2)).map((row) => row.id)).toStrictEqual(stale.slice(0, 2).map((row) => row.id))
+        expect((yield* repository.listStale(4_000_002, 2)).map((row) => row.id)).toStrictEqual(
+          stale.slice(0, 2).map((row) => row.id)
+        )
         expect((yield* repository.listStale(4_000_001, 100_000)).some((row) => row.userId === userId)).toBe(false)
       }))
 
     it.effect("credentials: re-encryption is a compare-and-set on the key version", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const repository = yield* CredentialRepository
         const row = yield* repository.insertReplacingActive({
-          id: randomUUID(), userId: user(), provider: "deepseek", encryptedKey: "b2xk", iv: "aXY=", authTag: "dGFn", keyVersion: 7, keyFingerprint: "b".repeat(64)
+          id: randomUUID(),
+          userId: user(),
+          provider: "deepseek",
+          encryptedKey: "b2xk",
+          iv: "aXY=",
+          authTag: "dGFn",
+          keyVersion: 7,
+          keyFingerprint: "b".repeat(64)
         })
         expect((yield* repository.listStale(8, 1000)).some((r) => r.id === row.id)).toBe(true)
         const next = { encryptedKey: "bmV3", iv: "aXYy", authTag: "dGFnMg==", keyVersion: 8 }
@@ -172,7 +238,7 @@ export const credentialAndUsageContract = <E>(
       }))
 
     it.effect("vault: the stored row never contains the plain key, and resolve decrypts it", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const vault = yield* CredentialVault
         const repository = yield* CredentialRepository
         const userId = user()
@@ -191,7 +257,7 @@ export const credentialAndUsageContract = <E>(
       }))
 
     it.effect("vault: a wrong key, an unknown key version or a tampered row is CREDENTIAL_DECRYPT_FAILED", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const vault = yield* CredentialVault
         const repository = yield* CredentialRepository
         const userId = user()
@@ -215,7 +281,7 @@ export const credentialAndUsageContract = <E>(
       }))
 
     it.effect("vault: rotation re-encrypts old rows under the current key version", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const vault = yield* CredentialVault
         const userId = user()
         const stored = yield* vault.store({ userId, apiKey: Redacted.make(CANARY_KEY) })
@@ -224,34 +290,51 @@ export const credentialAndUsageContract = <E>(
         const onlyV2 = yield* vaultWith(makeKeyring(Option.some({ version: 2, key: keyV2 })))
         const resolved = yield* onlyV2.resolve({ mode: "user_deepseek_key", credentialId: stored.id, userId })
         expect(Redacted.value(resolved.apiKey)).toBe(CANARY_KEY)
-        expect(codeOf(yield* Effect.flip(vault.resolve({ mode: "user_deepseek_key", credentialId: stored.id, userId })))).toBe(
+        expect(
+          codeOf(yield* Effect.flip(vault.resolve({ mode: "user_deepseek_key", credentialId: stored.id, userId })))
+        ).toBe(
           "CREDENTIAL_DECRYPT_FAILED"
         )
       }))
 
     it.effect("vault: resolve refuses missing, foreign and revoked credentials; platform key from config", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const vault = yield* CredentialVault
         const userId = user()
         const stored = yield* vault.store({ userId, apiKey: Redacted.make(CANARY_KEY) })
         const resolveCode = (request: Parameters<CredentialVault["resolve"]>[0]) =>
           Effect.map(Effect.either(vault.resolve(request)), Either.match({ onLeft: codeOf, onRight: () => "ok" }))
-        expect(yield* resolveCode({ mode: "user_deepseek_key", credentialId: null, userId })).toBe("CREDENTIAL_NOT_FOUND")
-        expect(yield* resolveCode({ mode: "user_deepseek_key", credentialId: randomUUID(), userId })).toBe("CREDENTIAL_NOT_FOUND")
-        expect(yield* resolveCode({ mode: "user_deepseek_key", credentialId: stored.id, userId: user() })).toBe("CREDENTIAL_NOT_FOUND")
+        expect(yield* resolveCode({ mode: "user_deepseek_key", credentialId: null, userId })).toBe(
+          "CREDENTIAL_NOT_FOUND"
+        )
+        expect(yield* resolveCode({ mode: "user_deepseek_key", credentialId: randomUUID(), userId })).toBe(
+          "CREDENTIAL_NOT_FOUND"
+        )
+        expect(yield* resolveCode({ mode: "user_deepseek_key", credentialId: stored.id, userId: user() })).toBe(
+          "CREDENTIAL_NOT_FOUND"
+        )
         const platform = yield* vault.resolve({ mode: "platform_key", credentialId: null, userId })
         expect(platform.credentialId).toBeNull()
         expect(Redacted.value(platform.apiKey)).toBe(Redacted.value(platformKey))
 
-        expect(codeOf(yield* Effect.flip(vault.revoke({ userId: user(), credentialId: stored.id })))).toBe("CREDENTIAL_NOT_FOUND")
+        expect(codeOf(yield* Effect.flip(vault.revoke({ userId: user(), credentialId: stored.id })))).toBe(
+          "CREDENTIAL_NOT_FOUND"
+        )
         yield* vault.revoke({ userId, credentialId: stored.id })
-        expect(yield* resolveCode({ mode: "user_deepseek_key", credentialId: stored.id, userId })).toBe("CREDENTIAL_NOT_FOUND")
+        expect(yield* resolveCode({ mode: "user_deepseek_key", credentialId: stored.id, userId })).toBe(
+          "CREDENTIAL_NOT_FOUND"
+        )
         expect(yield* vault.activeCredentialId(userId)).toEqual(Option.none())
 
         const noPlatform = yield* vaultWith(makeKeyring(Option.none()))
-        expect(codeOf(yield* Effect.flip(noPlatform.resolve({ mode: "platform_key", credentialId: null, userId })))).toBe("CREDENTIAL_MISSING")
-        expect(codeOf(yield* Effect.flip(noPlatform.store({ userId, apiKey: Redacted.make(CANARY_KEY) })))).toBe("CREDENTIAL_MISSING")
-        expect(codeOf(yield* Effect.flip(vault.store({ userId, apiKey: Redacted.make("  ") })))).toBe("CREDENTIAL_INVALID")
+        expect(codeOf(yield* Effect.flip(noPlatform.resolve({ mode: "platform_key", credentialId: null, userId }))))
+          .toBe("CREDENTIAL_MISSING")
+        expect(codeOf(yield* Effect.flip(noPlatform.store({ userId, apiKey: Redacted.make(CANARY_KEY) })))).toBe(
+          "CREDENTIAL_MISSING"
+        )
+        expect(codeOf(yield* Effect.flip(vault.store({ userId, apiKey: Redacted.make("  ") })))).toBe(
+          "CREDENTIAL_INVALID"
+        )
       }))
   })
 }

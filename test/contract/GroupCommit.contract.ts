@@ -12,7 +12,7 @@ import { UnitOfWork } from "../../src/services/UnitOfWork.js"
 import type { TerminalEventsHarness } from "./TerminalEvents.contract.js"
 
 const freshRunning = (workerId = "worker-g") =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { job } = yield* (yield* AiJobService).createJob({
       userId: `user-${yield* newId}`,
       jobType: "synthetic_echo",
@@ -39,11 +39,16 @@ const artifactIdsOf = (jobId: string) =>
 
 /** What PROJECT commits for a job, in small: an artifact, then the fenced success. */
 const projection = (job: AiJob, artifactId: string, options: { readonly honourCancel?: boolean } = {}) =>
-  Effect.gen(function* () {
-    yield* Effect.flatMap(ArtifactRepository, (artifacts) =>
-      artifacts.record(job.id, [{ artifactType: "synthetic_echo_result", artifactId, ordinal: 0 }]))
-    return yield* Effect.flatMap(AiJobLifecycleRepository, (repo) =>
-      repo.markSucceeded(leaseFor(job), "c".repeat(64), { locked: job, honourCancel: options.honourCancel === true }))
+  Effect.gen(function*() {
+    yield* Effect.flatMap(
+      ArtifactRepository,
+      (artifacts) => artifacts.record(job.id, [{ artifactType: "synthetic_echo_result", artifactId, ordinal: 0 }])
+    )
+    return yield* Effect.flatMap(
+      AiJobLifecycleRepository,
+      (repo) =>
+        repo.markSucceeded(leaseFor(job), "c".repeat(64), { locked: job, honourCancel: options.honourCancel === true })
+    )
   })
 
 /**
@@ -51,7 +56,7 @@ const projection = (job: AiJob, artifactId: string, options: { readonly honourCa
  * first body submitted holds its (lone) transaction open until `open`, so what is submitted
  * meanwhile waits and makes the next group.
  */
-const withCommitter = Effect.gen(function* () {
+const withCommitter = Effect.gen(function*() {
   const unitOfWork = yield* UnitOfWork
   const transactions = yield* Ref.make(0)
   const counting = UnitOfWork.of({
@@ -62,8 +67,10 @@ const withCommitter = Effect.gen(function* () {
    * Holds the committer with one transaction, submits each body meanwhile, lets every submission
    * reach the committer, then lets the held one commit: the bodies make the next group.
    */
-  const submitTogether = <A, E>(bodies: ReadonlyArray<Effect.Effect<A, E, ArtifactRepository | AiJobLifecycleRepository>>) =>
-    Effect.gen(function* () {
+  const submitTogether = <A, E>(
+    bodies: ReadonlyArray<Effect.Effect<A, E, ArtifactRepository | AiJobLifecycleRepository>>
+  ) =>
+    Effect.gen(function*() {
       const holder = yield* freshRunning()
       const gate = yield* Deferred.make<void>()
       const entered = yield* Deferred.make<void>()
@@ -91,12 +98,16 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
   describe(`group commit of projections (${harness.name})`, () => {
     layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.scoped("a lone projection commits at once, in a transaction of its own", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const unitOfWork = yield* UnitOfWork
           const transactions = yield* Ref.make(0)
-          const commit = yield* makeGroupCommit.pipe(Effect.provideService(UnitOfWork, UnitOfWork.of({
-            transaction: (effect) => Effect.zipRight(Ref.update(transactions, (n) => n + 1), unitOfWork.transaction(effect))
-          })))
+          const commit = yield* makeGroupCommit.pipe(Effect.provideService(
+            UnitOfWork,
+            UnitOfWork.of({
+              transaction: (effect) =>
+                Effect.zipRight(Ref.update(transactions, (n) => n + 1), unitOfWork.transaction(effect))
+            })
+          ))
           const job = yield* freshRunning()
           // Nothing else is submitted: a committer that waited for company would never answer under a TestClock.
           const done = yield* commit(projection(job, "alone"))
@@ -107,11 +118,15 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
         }))
 
       it.scoped("projections submitted while a commit is in flight share the next transaction", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const jobs = yield* Effect.all([freshRunning(), freshRunning(), freshRunning()])
           const { submitTogether, transactions } = yield* withCommitter
           const answers = yield* submitTogether(jobs.map((job, index) => projection(job, `together-${index}`)))
-          expect(answers.map((answer) => Either.isRight(answer) && answer.right.lifecycleStatus)).toStrictEqual(["succeeded", "succeeded", "succeeded"])
+          expect(answers.map((answer) => Either.isRight(answer) && answer.right.lifecycleStatus)).toStrictEqual([
+            "succeeded",
+            "succeeded",
+            "succeeded"
+          ])
           // The held one alone, then the three in one.
           expect(yield* Ref.get(transactions)).toBe(2)
           for (const [index, job] of jobs.entries()) {
@@ -121,7 +136,7 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
         }))
 
       it.scoped("a projection that fails in a group leaves nothing behind, runs again alone, and the others commit", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const [first, flaky, last] = yield* Effect.all([freshRunning(), freshRunning(), freshRunning()])
           const { submitTogether } = yield* withCommitter
           const runs = yield* Ref.make(0)
@@ -154,14 +169,22 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
         }))
 
       it.scoped("a member fenced out (its lease taken over) commits nothing and stops no other member", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const [before, zombie, after] = yield* Effect.all([freshRunning(), freshRunning("worker-lost"), freshRunning()])
+          const [before, zombie, after] = yield* Effect.all([
+            freshRunning(),
+            freshRunning("worker-lost"),
+            freshRunning()
+          ])
           // The lease is lost: released (a hand-off), then taken by another worker.
           yield* repo.releaseLock(leaseFor(zombie!))
           const owner = yield* repo.takeOver(zombie!.id, "worker-new", 60_000)
           const { submitTogether } = yield* withCommitter
-          const answers = yield* submitTogether([projection(before!, "before"), projection(zombie!, "zombie"), projection(after!, "after")])
+          const answers = yield* submitTogether([
+            projection(before!, "before"),
+            projection(zombie!, "zombie"),
+            projection(after!, "after")
+          ])
           expect(answers.map((answer) => Either.isLeft(answer) ? answer.left._tag : answer.right.lifecycleStatus))
             .toStrictEqual(["succeeded", "LockLost", "succeeded"])
           expect(yield* reload(zombie!.id)).toStrictEqual(owner)
@@ -171,7 +194,7 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
         }))
 
       it.scoped("a cancel requested before a grouped success wins for that job alone", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const [kept, cancelled] = yield* Effect.all([freshRunning(), freshRunning()])
           yield* repo.requestCancel(cancelled!.id)
@@ -183,7 +206,11 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
           expect(answers.map((answer) => Either.isLeft(answer) ? answer.left._tag : answer.right.lifecycleStatus))
             .toStrictEqual(["succeeded", "CancelRequestedBeforeSuccess"])
           const row = yield* reload(cancelled!.id)
-          expect([row.lifecycleStatus, row.cancelRequestedAt !== null, row.outputHash]).toStrictEqual(["running", true, null])
+          expect([row.lifecycleStatus, row.cancelRequestedAt !== null, row.outputHash]).toStrictEqual([
+            "running",
+            true,
+            null
+          ])
           expect(yield* artifactIdsOf(cancelled!.id)).toStrictEqual([])
           expect(yield* artifactIdsOf(kept!.id)).toStrictEqual(["kept"])
         }))

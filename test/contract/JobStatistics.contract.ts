@@ -10,7 +10,8 @@ import { UsageLog } from "../../src/services/UsageLog.js"
 const countOf = (status: string) =>
   Effect.map(
     Effect.flatMap(JobStatistics, (statistics) => statistics.countsByTypeAndStatus),
-    (counts) => counts.find((count) => count.jobType === "synthetic_echo" && count.lifecycleStatus === status)?.total ?? 0
+    (counts) =>
+      counts.find((count) => count.jobType === "synthetic_echo" && count.lifecycleStatus === status)?.total ?? 0
   )
 
 const today = Effect.flatMap(JobStatistics, (statistics) => statistics.usageByDay(1)).pipe(
@@ -26,7 +27,7 @@ export const jobStatisticsContract = (harness: {
   describe(`JobStatistics contract (${harness.name})`, () => {
     layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("counts by type and status, finished jobs of the window, usage of the day", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const lifecycle = yield* AiJobLifecycleRepository
           const statistics = yield* JobStatistics
@@ -36,7 +37,13 @@ export const jobStatisticsContract = (harness: {
           const usageBefore = yield* today
 
           const create = Effect.flatMap(newId, (id) =>
-            service.createJob({ userId: `stats-${id}`, jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message: "hi" } }))
+            service.createJob({
+              userId: `stats-${id}`,
+              jobType: "synthetic_echo",
+              targetType: "test",
+              targetId: "t",
+              input: { message: "hi" }
+            }))
           yield* create
           const { job } = yield* create
           const running = yield* lifecycle.lockJob(job.id, "stats-worker", 60_000)

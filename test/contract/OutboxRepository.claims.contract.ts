@@ -24,7 +24,7 @@ export const outboxClaimsContract = (harness: RepositoryHarness) =>
   describe(`OutboxRepository claims (${harness.name})`, () => {
     layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("a dispatcher that read events as pending while another's claim of them was uncommitted gets none of them", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           const unitOfWork = yield* UnitOfWork
           // What earlier tests left pending goes first, so the claims below see only these events.
@@ -38,7 +38,7 @@ export const outboxClaimsContract = (harness: RepositoryHarness) =>
           // still read as pending to everyone else until it commits.
           const firstClaimed = yield* Deferred.make<ReadonlyArray<OutboxEvent>>()
           const commitFirst = yield* Deferred.make<void>()
-          const first = yield* Effect.fork(unitOfWork.transaction(Effect.gen(function* () {
+          const first = yield* Effect.fork(unitOfWork.transaction(Effect.gen(function*() {
             yield* Deferred.succeed(firstClaimed, yield* outbox.claimBatch("claims-first", 100))
             yield* Deferred.await(commitFirst)
           })))

@@ -1,10 +1,10 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Either, Option, Tracer } from "effect"
 import { newId } from "../../src/domain/Ids.js"
+import { PersistenceError } from "../../src/domain/PersistenceError.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
 import { OutboxRepository } from "../../src/services/OutboxRepository.js"
 import { UnitOfWork } from "../../src/services/UnitOfWork.js"
-import { PersistenceError } from "../../src/domain/PersistenceError.js"
 import type { RepositoryHarness } from "./AiJobLifecycleRepository.contract.js"
 
 const newEvent = (eventType = "ai.job.enqueue") =>
@@ -51,7 +51,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
   describe(`OutboxRepository contract (${harness.name})`, () => {
     layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("a duplicate dedupe key is an idempotent success", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           const event = yield* newEvent()
           const first = yield* outbox.createInTransaction(event)
@@ -61,7 +61,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("an event written in a rolled-back transaction is never claimed", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           const unitOfWork = yield* UnitOfWork
           yield* drain("d-rollback")
@@ -79,7 +79,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("markPublishedDirect publishes pending events in one write and leaves a claimed one to its dispatcher", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-direct")
           const events = yield* Effect.forEach([0, 1, 2], () => newEvent())
@@ -100,7 +100,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a claimed event carries the trace context stored with its job; the backlog age counts unpublished events", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           const service = yield* AiJobService
           yield* drain("d-trace")
@@ -124,7 +124,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("claims, publishes, and never hands one event to two dispatchers", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-0")
           const events = yield* Effect.forEach(Array.from({ length: 30 }, () => 0), () => newEvent())
@@ -133,7 +133,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           // the whole table and lock every row, so one claim can take all while the others skip:
           // exclusivity is the property, not an even share.
           const claimUntilEmpty = (dispatcherId: string) =>
-            Effect.gen(function* () {
+            Effect.gen(function*() {
               const mine: Array<{ readonly id: string; readonly status: string; readonly lockedBy: string | null }> = []
               while (true) {
                 const claimed = yield* outbox.claimBatch(dispatcherId, 12)
@@ -160,7 +160,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a failed dispatch backs off, and the third failure makes the event dead; replay revives it", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-fail")
           const event = yield* newEvent()
@@ -202,7 +202,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("each lane claims only its own events", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-lanes")
           yield* drainNotify("d-lanes")
@@ -220,7 +220,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("each lane's backlog counts only its own events: unpublished (claimed too), dead, and its oldest one's age", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           // Earlier cases may leave dead events: revived and published, both lanes start empty.
           yield* outbox.replayAllDead
@@ -250,17 +250,36 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           const claimed = yield* outbox.claimBatch("d-backlog", 10, "notify")
           expect(claimed.map((event) => event.id).sort()).toStrictEqual([delivered.id, givenUp.id].sort())
           expect((yield* outbox.backlogOf("notify")).unpublished).toBe(2)
-          yield* outbox.settleDelivery(givenUp.id, "d-backlog", { _tag: "GiveUp", deliveredTo: [], error: "webhook answered 500" })
+          yield* outbox.settleDelivery(givenUp.id, "d-backlog", {
+            _tag: "GiveUp",
+            deliveredTo: [],
+            error: "webhook answered 500"
+          })
           expect(yield* outbox.backlogOf("notify")).toMatchObject({ unpublished: 1, dead: 1 })
           yield* outbox.settleDelivery(delivered.id, "d-backlog", { _tag: "Delivered", deliveredTo: ["a"] })
-          expect(yield* outbox.backlogOf("notify")).toStrictEqual({ unpublished: 0, dead: 1, oldestUnpublishedAgeMs: 0 })
+          expect(yield* outbox.backlogOf("notify")).toStrictEqual({
+            unpublished: 0,
+            dead: 1,
+            oldestUnpublishedAgeMs: 0
+          })
           // The enqueue lane saw none of it: its event waits until it fails for good.
           expect(yield* outbox.backlogOf("enqueue")).toMatchObject({ unpublished: 1, dead: 0 })
           expect((yield* outbox.claimBatch("d-backlog", 10)).map((event) => event.id)).toStrictEqual([enqueue.id])
           expect((yield* outbox.backlogOf("enqueue")).unpublished).toBe(1)
-          yield* outbox.markDispatchFailed(enqueue.id, "d-backlog", "queue refused", { retryDelayMs: 0, maxAttempts: 1 })
-          expect(yield* outbox.backlogOf("enqueue")).toStrictEqual({ unpublished: 0, dead: 1, oldestUnpublishedAgeMs: 0 })
-          expect(yield* outbox.backlogOf("notify")).toStrictEqual({ unpublished: 0, dead: 1, oldestUnpublishedAgeMs: 0 })
+          yield* outbox.markDispatchFailed(enqueue.id, "d-backlog", "queue refused", {
+            retryDelayMs: 0,
+            maxAttempts: 1
+          })
+          expect(yield* outbox.backlogOf("enqueue")).toStrictEqual({
+            unpublished: 0,
+            dead: 1,
+            oldestUnpublishedAgeMs: 0
+          })
+          expect(yield* outbox.backlogOf("notify")).toStrictEqual({
+            unpublished: 0,
+            dead: 1,
+            oldestUnpublishedAgeMs: 0
+          })
 
           expect(yield* outbox.replayAllDead).toBe(2)
           yield* drain("d-backlog")
@@ -268,7 +287,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a delivery round records its acknowledged targets: retried after its delay, dead when given up, replayed to the rest", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drainNotify("d-settle")
           const event = yield* newNotifyEvent
@@ -287,30 +306,50 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           })
           expect(Option.getOrThrow(retry)).toBe("retry_scheduled")
           const pending = Option.getOrThrow(yield* outbox.findById(event.id))
-          expect(pending).toMatchObject({ status: "pending", attemptCount: 1, deliveredTo: ["a"], lastError: "webhook b answered 500", lockedBy: null })
+          expect(pending).toMatchObject({
+            status: "pending",
+            attemptCount: 1,
+            deliveredTo: ["a"],
+            lastError: "webhook b answered 500",
+            lockedBy: null
+          })
           expect(yield* outbox.claimBatch("d-settle", 10, "notify")).toHaveLength(0)
           yield* harness.advance(retryDelayMs * 2)
-          expect((yield* outbox.claimBatch("d-settle", 10, "notify")).map((claimed) => claimed.deliveredTo)).toEqual([["a"]])
-          const dead = yield* outbox.settleDelivery(event.id, "d-settle", { _tag: "GiveUp", deliveredTo: ["a"], error: "webhook b: timed out" })
+          expect((yield* outbox.claimBatch("d-settle", 10, "notify")).map((claimed) => claimed.deliveredTo)).toEqual([[
+            "a"
+          ]])
+          const dead = yield* outbox.settleDelivery(event.id, "d-settle", {
+            _tag: "GiveUp",
+            deliveredTo: ["a"],
+            error: "webhook b: timed out"
+          })
           expect(Option.getOrThrow(dead)).toBe("dead")
-          expect(Option.getOrThrow(yield* outbox.findById(event.id))).toMatchObject({ status: "dead", attemptCount: 2, deliveredTo: ["a"] })
+          expect(Option.getOrThrow(yield* outbox.findById(event.id))).toMatchObject({
+            status: "dead",
+            attemptCount: 2,
+            deliveredTo: ["a"]
+          })
           expect(yield* outbox.claimBatch("d-settle", 10, "notify")).toHaveLength(0)
           // A replay keeps what was acknowledged: the next round goes to the others only.
           yield* outbox.replayDead(event.id)
           const [replayed] = yield* outbox.claimBatch("d-settle", 10, "notify")
           expect(replayed).toMatchObject({ id: event.id, attemptCount: 0, deliveredTo: ["a"] })
-          const delivered = yield* outbox.settleDelivery(event.id, "d-settle", { _tag: "Delivered", deliveredTo: ["a", "b"] })
+          const delivered = yield* outbox.settleDelivery(event.id, "d-settle", {
+            _tag: "Delivered",
+            deliveredTo: ["a", "b"]
+          })
           expect(Option.getOrThrow(delivered)).toBe("published")
           const published = Option.getOrThrow(yield* outbox.findById(event.id))
           expect(published).toMatchObject({ status: "published", deliveredTo: ["a", "b"] })
           expect(published.publishedAt).not.toBeNull()
-          expect(yield* outbox.settleDelivery(event.id, "d-settle", { _tag: "GiveUp", deliveredTo: [], error: "late" })).toStrictEqual(
-            Option.none()
-          )
+          expect(yield* outbox.settleDelivery(event.id, "d-settle", { _tag: "GiveUp", deliveredTo: [], error: "late" }))
+            .toStrictEqual(
+              Option.none()
+            )
         }))
 
       it.effect("a claim older than the lock TTL goes back to pending", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-dead")
           const event = yield* newEvent()
@@ -328,7 +367,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("dead events are listed newest first in pages with their last error; replaying all of them counts them", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* outbox.replayAllDead
           yield* drain("d-list")
@@ -338,11 +377,15 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           yield* outbox.createInTransaction(second)
           const claimed = yield* outbox.claimBatch("d-list", 10)
           expect(claimed.map((event) => event.id).sort()).toStrictEqual([first.id, second.id].sort())
-          expect((yield* outbox.listByStatus("processing", { limit: 10 })).map((event) => event.id).sort()).toStrictEqual(
-            [first.id, second.id].sort()
-          )
+          expect((yield* outbox.listByStatus("processing", { limit: 10 })).map((event) => event.id).sort())
+            .toStrictEqual(
+              [first.id, second.id].sort()
+            )
           for (const event of claimed) {
-            yield* outbox.markDispatchFailed(event.id, "d-list", `queue refused ${event.id}`, { retryDelayMs: 0, maxAttempts: 1 })
+            yield* outbox.markDispatchFailed(event.id, "d-list", `queue refused ${event.id}`, {
+              retryDelayMs: 0,
+              maxAttempts: 1
+            })
           }
           const page1 = yield* outbox.listByStatus("dead", { limit: 1 })
           expect(page1).toHaveLength(1)
@@ -370,7 +413,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
 
       // Each of these cases builds every row it asserts on: a mutation run may run it alone.
       it.effect("claims the earliest available event first, equal times by id, and no more than the limit", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-order")
           const ids = (yield* Effect.forEach([0, 1, 2, 3], () => newId)).sort()
@@ -378,7 +421,9 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           // delay outlasts the three inserts after it even on a loaded machine.
           const late = { ...(yield* newEvent()), id: ids[0]!, delayMs: 500 }
           yield* outbox.createInTransaction(late)
-          for (const id of [ids[3]!, ids[2]!, ids[1]!]) yield* outbox.createInTransaction({ ...(yield* newEvent()), id })
+          for (const id of [ids[3]!, ids[2]!, ids[1]!]) {
+            yield* outbox.createInTransaction({ ...(yield* newEvent()), id })
+          }
           yield* harness.advance(600)
           const first = yield* outbox.claimBatch("d-order", 2)
           expect(first).toHaveLength(2)
@@ -393,16 +438,20 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("lists newest first, equal times by id from the highest, page after page", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-pages")
           const ids = (yield* Effect.forEach([0, 1, 2, 3], () => newId)).sort()
           // The highest id is the oldest row: only its time can put it last.
           yield* outbox.createInTransaction({ ...(yield* newEvent()), id: ids[3]! })
           yield* harness.advance(10)
-          for (const id of [ids[1]!, ids[0]!, ids[2]!]) yield* outbox.createInTransaction({ ...(yield* newEvent()), id })
+          for (const id of [ids[1]!, ids[0]!, ids[2]!]) {
+            yield* outbox.createInTransaction({ ...(yield* newEvent()), id })
+          }
           const all = yield* outbox.listByStatus("pending", { limit: 10 })
-          const newestFirst = [...all].sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1))
+          const newestFirst = [...all].sort((a, b) =>
+            b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1)
+          )
           expect(all.map((event) => event.id)).toStrictEqual(newestFirst.map((event) => event.id))
           expect(new Set(all.map((event) => event.id))).toStrictEqual(new Set(ids))
           expect(all.at(-1)?.id).toBe(ids[3])
@@ -413,7 +462,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("the backlog ages: the oldest pending event, then the oldest unpublished one, then none", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-ages")
           expect(Option.isNone(yield* outbox.oldestPendingAgeMs)).toBe(true)
@@ -442,7 +491,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("a published event stays published: its dispatcher can neither publish, fail nor release it again", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-once")
           const event = yield* newEvent()
@@ -453,7 +502,9 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(yield* outbox.markPublishedMany([event.id], "d-once")).toBe(0)
           expect(yield* outbox.markPublishedDirect([event.id])).toBe(0)
           const options = { retryDelayMs: 0, maxAttempts: 3 }
-          expect(yield* outbox.markDispatchFailed(event.id, "d-once", "late failure", options)).toStrictEqual(Option.none())
+          expect(yield* outbox.markDispatchFailed(event.id, "d-once", "late failure", options)).toStrictEqual(
+            Option.none()
+          )
           expect(yield* outbox.releaseClaimsOf("d-once")).toBe(0)
           yield* harness.advance(harness.lockTtlMs * 2)
           expect(yield* outbox.releaseExpiredLocks(harness.lockTtlMs)).toBe(0)
@@ -462,14 +513,17 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
         }))
 
       it.effect("an event failed for the last time keeps its time and is never claimed, released or published", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-last")
           const event = yield* newEvent()
           yield* outbox.createInTransaction(event)
           const [claimed] = yield* outbox.claimBatch("d-last", 10)
           expect(claimed?.id).toBe(event.id)
-          const outcome = yield* outbox.markDispatchFailed(event.id, "d-last", "refused", { retryDelayMs: 60_000, maxAttempts: 1 })
+          const outcome = yield* outbox.markDispatchFailed(event.id, "d-last", "refused", {
+            retryDelayMs: 60_000,
+            maxAttempts: 1
+          })
           expect(outcome).toStrictEqual(Option.some("dead"))
           const dead = Option.getOrThrow(yield* outbox.findById(event.id))
           expect([dead.status, dead.lockedBy, dead.lockedAt, dead.attemptCount]).toStrictEqual(["dead", null, null, 1])
@@ -483,13 +537,18 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(Option.getOrThrow(yield* outbox.findById(event.id)).status).toBe("dead")
           // Replayed, it is available at once, without its error.
           const replayed = yield* outbox.replayDead(event.id)
-          expect([replayed.status, replayed.attemptCount, replayed.lastError, replayed.lockedBy]).toStrictEqual(["pending", 0, null, null])
+          expect([replayed.status, replayed.attemptCount, replayed.lastError, replayed.lockedBy]).toStrictEqual([
+            "pending",
+            0,
+            null,
+            null
+          ])
           expect((yield* outbox.claimBatch("d-last", 10)).map((row) => row.id)).toStrictEqual([event.id])
           expect(yield* outbox.markPublishedMany([event.id], "d-last")).toBe(1)
         }))
 
       it.effect("a stopping dispatcher gives back its own claims at once, and only its own", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           yield* drain("d-stopping")
           const mine = yield* newEvent()

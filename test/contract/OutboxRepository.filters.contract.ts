@@ -19,7 +19,7 @@ export const outboxFiltersContract = (harness: RepositoryHarness) =>
   describe(`OutboxRepository filters (${harness.name})`, () => {
     layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("a failure reported by a dispatcher without the claim changes nothing; the error kept is cut at 2000 characters", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const outbox = yield* OutboxRepository
           const event = yield* newEvent
           yield* outbox.createInTransaction(event)
@@ -27,13 +27,17 @@ export const outboxFiltersContract = (harness: RepositoryHarness) =>
           expect(claimed.map((row) => row.id)).toContain(event.id)
           const options = { retryDelayMs: 10, maxAttempts: 3 }
 
-          expect(yield* outbox.markDispatchFailed(event.id, "d-stranger", "not mine", options)).toStrictEqual(Option.none())
+          expect(yield* outbox.markDispatchFailed(event.id, "d-stranger", "not mine", options)).toStrictEqual(
+            Option.none()
+          )
           const untouched = Option.getOrThrow(yield* outbox.findById(event.id))
           expect([untouched.status, untouched.lockedBy, untouched.attemptCount, untouched.lastError])
             .toStrictEqual(["processing", "d-owner", 0, null])
 
           const longError = "x".repeat(5_000)
-          expect(yield* outbox.markDispatchFailed(event.id, "d-owner", longError, options)).toStrictEqual(Option.some("retry_scheduled"))
+          expect(yield* outbox.markDispatchFailed(event.id, "d-owner", longError, options)).toStrictEqual(
+            Option.some("retry_scheduled")
+          )
           expect(Option.getOrThrow(yield* outbox.findById(event.id)).lastError).toBe(longError.slice(0, 2000))
           expect(yield* outbox.markPublishedMany([], "d-owner")).toBe(0)
         }))

@@ -13,7 +13,7 @@ export interface ProjectionHarness {
   readonly liveClock: boolean
 }
 
-const echoJob = Effect.gen(function* () {
+const echoJob = Effect.gen(function*() {
   const service = yield* AiJobService
   const { job } = yield* service.createJob({
     userId: `projection-${yield* newId}`,
@@ -52,7 +52,7 @@ export const projectionStoreContract = (harness: ProjectionHarness) =>
   describe(`ProjectionStore contract (${harness.name})`, () => {
     layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("the same job projected twice in separate transactions: no error, duplicate, rows unchanged", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const unitOfWork = yield* UnitOfWork
           const projector = yield* syntheticEchoProjector
           const job = yield* echoJob
@@ -67,12 +67,14 @@ export const projectionStoreContract = (harness: ProjectionHarness) =>
         }))
 
       it.effect("a learning analysis: its lists come back as stored, a second projection is a duplicate", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const unitOfWork = yield* UnitOfWork
           const projector = yield* learningAnalysisProjector
           const job = yield* analysisJob
           const first = yield* unitOfWork.transaction(projector.project(job, analysis))
-          const second = yield* unitOfWork.transaction(projector.project(job, { ...analysis, summary: "another answer" }))
+          const second = yield* unitOfWork.transaction(
+            projector.project(job, { ...analysis, summary: "another answer" })
+          )
           expect(first.duplicate).toBe(false)
           expect(second.duplicate).toBe(true)
           expect(first.artifacts.map((artifact) => artifact.artifactType)).toStrictEqual(["learning_analysis"])
@@ -87,7 +89,7 @@ export const projectionStoreContract = (harness: ProjectionHarness) =>
         }))
 
       it.effect("every business row carries the time it was stored, never a zero date", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const unitOfWork = yield* UnitOfWork
           const projector = yield* syntheticEchoProjector
           const job = yield* echoJob

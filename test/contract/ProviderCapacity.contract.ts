@@ -1,8 +1,8 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Chunk, Clock, Effect, Fiber, Option, Ref, type Layer, type Scope, TestClock } from "effect"
+import { Chunk, Clock, Effect, Fiber, type Layer, Option, Ref, type Scope, TestClock } from "effect"
 import type { ProviderLimit } from "../../src/config/ProviderLimitsConfig.js"
-import { capacityPollMs } from "../../src/services/ProviderCapacityRoom.js"
 import type { CapacityPriority, ProviderCapacity } from "../../src/services/ProviderCapacity.js"
+import { capacityPollMs } from "../../src/services/ProviderCapacityRoom.js"
 
 type Capacity = ProviderCapacity["Type"]
 
@@ -29,7 +29,7 @@ const realTick = Effect.promise(() => new Promise<void>((resolve) => setTimeout(
 
 /** Waits (on real I/O, at most ~5 s) until `check` holds. */
 const eventually = (label: string, check: Effect.Effect<boolean>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     for (let i = 0; i < 5_000; i++) {
       if (yield* check) return
       yield* realTick
@@ -41,7 +41,8 @@ const eventually = (label: string, check: Effect.Effect<boolean>) =>
 const sleepersAt = (instant: number, count = 1) =>
   eventually(
     `${count} sleeper(s) at ${instant}`,
-    Effect.map(TestClock.sleeps(), (sleeps) => Chunk.toReadonlyArray(sleeps).filter((at) => at === instant).length >= count)
+    Effect.map(TestClock.sleeps(), (sleeps) =>
+      Chunk.toReadonlyArray(sleeps).filter((at) => at === instant).length >= count)
   )
 
 const waiting = (capacity: Capacity, model: string, count: number) =>
@@ -49,7 +50,12 @@ const waiting = (capacity: Capacity, model: string, count: number) =>
 
 const isWaiting = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) => Effect.map(Fiber.poll(fiber), Option.isNone)
 
-const request = (providerModel: string, userId: string, priority: CapacityPriority = "background", estimatedTokens = 10) => ({
+const request = (
+  providerModel: string,
+  userId: string,
+  priority: CapacityPriority = "background",
+  estimatedTokens = 10
+) => ({
   providerModel,
   userId,
   priority,
@@ -60,18 +66,23 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
   describe(`ProviderCapacity contract (${harness.name})`, () => {
     layer(harness.layer, { timeout: 60_000 })((it) => {
       it.scoped("a model with no entry in AI_RATE_LIMITS is not limited", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           yield* start
           const capacity = yield* harness.worker({})
-          yield* Effect.forEach(Array.from({ length: 100 }, (_, i) => i), (i) => capacity.acquire(request(model, `u${i}`)), {
+          yield* Effect.forEach(Array.from({ length: 100 }, (_, i) => i), (i) =>
+            capacity.acquire(request(model, `u${i}`)), {
             concurrency: "unbounded"
           })
-          expect(yield* capacity.state(model)).toMatchObject({ inFlight: 100, requestsInWindow: 100, concurrencyLimit: undefined })
+          expect(yield* capacity.state(model)).toMatchObject({
+            inFlight: 100,
+            requestsInWindow: 100,
+            concurrencyLimit: undefined
+          })
         }))
 
       it.scoped("rpm: the window slides, so no 60 s span sees more than the limit", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           const t0 = yield* start
           const capacity = yield* harness.worker({ [model]: { rpm: 2 } })
@@ -94,7 +105,7 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
         }))
 
       it.scoped("rpm is paced: a second grants its share of the minute, so no burst leaves a minute-long gap", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           const t0 = yield* start
           // 120 a minute are 2 a second: the third call of the same instant waits for the next second.
@@ -111,7 +122,7 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
         }))
 
       it.scoped("tpm: tokens of the window plus the estimate stay within the limit", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           const t0 = yield* start
           const capacity = yield* harness.worker({ [model]: { tpm: 100 } })
@@ -126,7 +137,7 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
         }))
 
       it.scoped("the usage the provider reports replaces the estimate, both ways", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           const t0 = yield* start
           const capacity = yield* harness.worker({ [model]: { tpm: 100 } })
@@ -149,12 +160,14 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
         }))
 
       it.scoped("concurrency: a slot frees when its permit is released or its scope ends", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           const t0 = yield* start
           const capacity = yield* harness.worker({ [model]: { concurrency: 2 } })
           const first = yield* capacity.acquire(request(model, "a"))
-          const scoped = yield* Effect.fork(Effect.scoped(Effect.zipRight(capacity.acquire(request(model, "a")), Effect.never)))
+          const scoped = yield* Effect.fork(
+            Effect.scoped(Effect.zipRight(capacity.acquire(request(model, "a")), Effect.never))
+          )
           yield* eventually("two in flight", Effect.map(capacity.state(model), (state) => state.inFlight === 2))
           const third = yield* Effect.fork(capacity.acquire(request(model, "a")))
           yield* waiting(capacity, model, 1)
@@ -171,7 +184,7 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
         }))
 
       it.scoped("a pause holds every worker's calls until it ends, and only ever extends", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           const t0 = yield* start
           const a = yield* harness.worker({})
@@ -193,7 +206,7 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
         }))
 
       it.scoped("AIMD: +1 per success up to the ceiling, halved by overload at most once a second, never under the floor", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           const t0 = yield* start
           const capacity = yield* harness.worker({ [model]: { concurrency: 8, minConcurrency: 2 } })
@@ -228,7 +241,7 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
         }))
 
       it.scoped("interactive calls get a freed slot before background calls that waited longer", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           yield* start
           const capacity = yield* harness.worker({ [model]: { concurrency: 1 } })
@@ -245,7 +258,7 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
         }))
 
       it.scoped("a worker with interactive calls waiting holds back other workers' background calls", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           const t0 = yield* start
           const limits = { [model]: { concurrency: 1 } }
@@ -269,7 +282,7 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
         }))
 
       it.scoped("fairness: one user's 200 background calls do not queue ahead of another user's calls", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           yield* start
           const capacity = yield* harness.worker({ [model]: { concurrency: 1 } })
@@ -280,7 +293,10 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
                 Effect.zipRight(Ref.update(order, (all) => [...all, label]), permit.release({ _tag: "Succeeded" })))
             )
           const holder = yield* capacity.acquire(request(model, "h"))
-          const heavy = yield* Effect.forEach(Array.from({ length: 200 }, (_, i) => i), (i) => Effect.fork(call("heavy", `heavy-${i}`, "background")))
+          const heavy = yield* Effect.forEach(
+            Array.from({ length: 200 }, (_, i) => i),
+            (i) => Effect.fork(call("heavy", `heavy-${i}`, "background"))
+          )
           yield* waiting(capacity, model, 200)
           const lightBackground = yield* Effect.fork(call("light", "light-background", "background"))
           const lightInteractive = yield* Effect.fork(call("light", "light-interactive", "interactive"))
@@ -296,7 +312,7 @@ export const providerCapacityContract = <R>(harness: ProviderCapacityHarness<R>)
         }))
 
       it.scoped("a waiter that is interrupted leaves the queue and takes nothing it did not hold", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const model = freshModel()
           const t0 = yield* start
           const capacity = yield* harness.worker({ [model]: { concurrency: 1 } })

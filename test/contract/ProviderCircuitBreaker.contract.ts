@@ -13,7 +13,13 @@ export interface BreakerHarness<R> {
   readonly process: (settings: CircuitBreakerSettingsShape) => Effect.Effect<Breaker, never, Scope.Scope | R>
 }
 
-const settings: CircuitBreakerSettingsShape = { failures: 3, windowMs: 10_000, openMs: 5_000, maxOpenMs: 12_000, probeLeaseMs: 20_000 }
+const settings: CircuitBreakerSettingsShape = {
+  failures: 3,
+  windowMs: 10_000,
+  openMs: 5_000,
+  maxOpenMs: 12_000,
+  probeLeaseMs: 20_000
+}
 
 /** Each test starts an hour after the last one, on the block's shared TestClock. */
 const start = Effect.zipRight(TestClock.adjust(3_600_000), Clock.currentTimeMillis)
@@ -26,7 +32,7 @@ const realTick = Effect.promise(() => new Promise<void>((resolve) => setTimeout(
 
 /** What `breaker` would do with a call to `model` now, once it agrees with `expected` (other processes hear of changes by message). */
 const eventuallyAdmits = (breaker: Breaker, model: string, expected: Admission["_tag"]) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     let seen: Admission | undefined
     for (let i = 0; i < 2_500; i++) {
       seen = yield* breaker.admit(model)
@@ -44,7 +50,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
   describe(`ProviderCircuitBreaker contract (${harness.name})`, () => {
     layer(harness.layer, { timeout: 60_000 })((it) => {
       it.scoped("a closed breaker admits every call; a success, or failures further apart than the window, keep it closed", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           yield* start
           const breaker = yield* harness.process(settings)
           const model = freshModel()
@@ -62,7 +68,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
         }))
 
       it.scoped("answers to calls sent before the latest failure reset nothing: calls in flight when a provider dies do not hold it shut", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const t0 = yield* start
           const breaker = yield* harness.process(settings)
           const model = freshModel()
@@ -83,7 +89,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
         }))
 
       it.scoped("failures in a row open it for every process: calls skip the target until the cooldown ends", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const t0 = yield* start
           const one = yield* harness.process(settings)
           const other = yield* harness.process(settings)
@@ -92,14 +98,17 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
           for (let i = 0; i < settings.failures; i++) yield* one.record(model, call, "failure")
           expect(yield* one.view(model)).toMatchObject({ state: "open", openUntil: t0 + settings.openMs })
           expect(yield* one.admit(model)).toStrictEqual({ _tag: "Skip", retryAt: t0 + settings.openMs })
-          expect(yield* eventuallyAdmits(other, model, "Skip")).toStrictEqual({ _tag: "Skip", retryAt: t0 + settings.openMs })
+          expect(yield* eventuallyAdmits(other, model, "Skip")).toStrictEqual({
+            _tag: "Skip",
+            retryAt: t0 + settings.openMs
+          })
           // A call sent before it opened and failing after changes nothing.
           yield* one.record(model, call, "failure")
           expect((yield* one.view(model)).openUntil).toBe(t0 + settings.openMs)
         }))
 
       it.scoped("after the cooldown one call probes; a success closes it for everyone", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           yield* start
           const one = yield* harness.process(settings)
           const other = yield* harness.process(settings)
@@ -118,7 +127,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
         }))
 
       it.scoped("a failed probe opens it again for twice as long, never longer than the cap", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           yield* start
           const breaker = yield* harness.process(settings)
           const model = freshModel()
@@ -139,7 +148,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
         }))
 
       it.scoped("a probe stopped before its answer lets the next call probe at once; a probe that never reports lapses", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           yield* start
           const breaker = yield* harness.process(settings)
           const model = freshModel()
@@ -157,7 +166,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
         }))
 
       it.scoped("a 429 or an output the job rejects is an answer: a probe that gets one closes the breaker", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           yield* start
           const breaker = yield* harness.process(settings)
           const model = freshModel()

@@ -24,13 +24,19 @@ export const quotasContract = (
           }))
 
       it.effect("20 parallel creates with a limit of 5 active jobs accept exactly 5", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const userId = `quota-${yield* newId}`
-          const results = yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => i), (i) => Effect.either(create(userId, i)), {
-            concurrency: "unbounded"
-          })
+          const results = yield* Effect.forEach(
+            Array.from({ length: 20 }, (_, i) => i),
+            (i) => Effect.either(create(userId, i)),
+            {
+              concurrency: "unbounded"
+            }
+          )
           expect(results.filter(Either.isRight)).toHaveLength(5)
-          expect(new Set(results.filter(Either.isLeft).map((result) => result.left._tag))).toStrictEqual(new Set(["TooManyJobs"]))
+          expect(new Set(results.filter(Either.isLeft).map((result) => result.left._tag))).toStrictEqual(
+            new Set(["TooManyJobs"])
+          )
           const repo = yield* AiJobLifecycleRepository
           expect(yield* repo.countActive(userId)).toBe(5)
           // Another user is not affected.
@@ -38,42 +44,57 @@ export const quotasContract = (
         }))
 
       it.effect("parallel batches count whole: of 10 batches of 2 with a limit of 5 active jobs exactly 2 are accepted; a batch of 6 is refused whole", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const userId = `quota-batch-${yield* newId}`
           const batch = (size: number, first: number) =>
             Effect.flatMap(AiJobService, (service) =>
               service.createJobBatch({
                 userId,
                 jobType: "synthetic_echo",
-                items: Array.from({ length: size }, (_, k) => ({ targetType: "test", targetId: `${first + k}`, input: { message: "x" } }))
+                items: Array.from(
+                  { length: size },
+                  (_, k) => ({ targetType: "test", targetId: `${first + k}`, input: { message: "x" } })
+                )
               }))
           const repo = yield* AiJobLifecycleRepository
           const tooBig = yield* Effect.either(batch(6, 100))
           expect(Either.isLeft(tooBig) && tooBig.left._tag).toBe("TooManyJobs")
           expect(yield* repo.countActive(userId)).toBe(0)
-          const results = yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => Effect.either(batch(2, i * 2)), {
-            concurrency: "unbounded"
-          })
+          const results = yield* Effect.forEach(
+            Array.from({ length: 10 }, (_, i) => i),
+            (i) => Effect.either(batch(2, i * 2)),
+            {
+              concurrency: "unbounded"
+            }
+          )
           expect(results.filter(Either.isRight)).toHaveLength(2)
-          expect(new Set(results.filter(Either.isLeft).map((result) => result.left._tag))).toStrictEqual(new Set(["TooManyJobs"]))
+          expect(new Set(results.filter(Either.isLeft).map((result) => result.left._tag))).toStrictEqual(
+            new Set(["TooManyJobs"])
+          )
           expect(yield* repo.countActive(userId)).toBe(4)
         }))
 
       it.effect("a user admitted before: 20 parallel creates with a limit of 5 active jobs accept exactly the 4 left", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const userId = `quota-again-${yield* newId}`
           yield* create(userId, 0)
-          const results = yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => i + 1), (i) => Effect.either(create(userId, i)), {
-            concurrency: "unbounded"
-          })
+          const results = yield* Effect.forEach(
+            Array.from({ length: 20 }, (_, i) => i + 1),
+            (i) => Effect.either(create(userId, i)),
+            {
+              concurrency: "unbounded"
+            }
+          )
           expect(results.filter(Either.isRight)).toHaveLength(4)
-          expect(new Set(results.filter(Either.isLeft).map((result) => result.left._tag))).toStrictEqual(new Set(["TooManyJobs"]))
+          expect(new Set(results.filter(Either.isLeft).map((result) => result.left._tag))).toStrictEqual(
+            new Set(["TooManyJobs"])
+          )
           const repo = yield* AiJobLifecycleRepository
           expect(yield* repo.countActive(userId)).toBe(5)
         }))
 
       it.effect("the daily quota counts finished jobs too", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const userId = `daily-${yield* newId}`
           for (let i = 0; i < 8; i++) {
@@ -87,7 +108,7 @@ export const quotasContract = (
 
       // The admission's read finds the key (MySQL: the gate row's read), on a user's first create and after.
       it.effect("a create asking for a stored key gets the user's active key for that provider, and only that", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const credentials = yield* CredentialRepository
           const repo = yield* AiJobLifecycleRepository
@@ -139,7 +160,7 @@ export const quotasContract = (
         }))
 
       it.effect("a user who stored a key before any create gets it on the first create (the gate's insert path)", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const credentials = yield* CredentialRepository
           const userId = `keyed-first-${yield* newId}`
@@ -166,7 +187,7 @@ export const quotasContract = (
         }))
 
       it.effect("an operator's retry is not held to the user's limits", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const service = yield* AiJobService
           const userId = `bypass-${yield* newId}`
           for (let i = 0; i < 5; i++) yield* create(userId, i)

@@ -23,7 +23,7 @@ export interface TerminalEventsHarness {
 /** What only the job's input holds: it must never reach an event. */
 const secretInput = "input-that-never-leaves-the-job"
 
-const freshJob = Effect.gen(function* () {
+const freshJob = Effect.gen(function*() {
   const service = yield* AiJobService
   const { job } = yield* service.createJob({
     userId: `user-${yield* newId}`,
@@ -36,7 +36,10 @@ const freshJob = Effect.gen(function* () {
 })
 
 const running = (workerId = "worker-a", ttl = 5_000) =>
-  Effect.flatMap(freshJob, (job) => Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.lockJob(job.id, workerId, ttl)))
+  Effect.flatMap(
+    freshJob,
+    (job) => Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.lockJob(job.id, workerId, ttl))
+  )
 
 const leaseFor = (job: AiJob): JobLease => {
   const lease = leaseOf(job)
@@ -54,7 +57,7 @@ const terminalEventsOf = (jobId: string) =>
 
 /** Exactly one terminal event, pending in the notify lane; its body, checked to carry no input. */
 const theTerminalEvent = (jobId: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const events = yield* terminalEventsOf(jobId)
     expect(events).toHaveLength(1)
     const event = events[0]!
@@ -68,7 +71,11 @@ const theTerminalEvent = (jobId: string) =>
     return { event, body }
   })
 
-const failure = { errorCode: "PROVIDER_UNAVAILABLE", publicErrorMessage: "unavailable", internalErrorMessage: "503 from x" }
+const failure = {
+  errorCode: "PROVIDER_UNAVAILABLE",
+  publicErrorMessage: "unavailable",
+  internalErrorMessage: "503 from x"
+}
 
 /**
  * docs/architecture.md §6.8: every write that ends a job writes its terminal event in the same
@@ -80,7 +87,7 @@ export const terminalEventsContract = (harness: TerminalEventsHarness) =>
 
     layer(harness.layer, { timeout: 60_000, excludeTestServices: harness.liveClock })((it) => {
       it.effect("a success announces itself once, with the artifacts its transaction recorded, and no input", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const artifacts = yield* ArtifactRepository
           const unitOfWork = yield* UnitOfWork
@@ -115,7 +122,7 @@ export const terminalEventsContract = (harness: TerminalEventsHarness) =>
         }))
 
       it.effect("a success given its artifacts lists those", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* running()
           yield* repo.markSucceeded(leaseFor(job), "b".repeat(64), {
@@ -127,7 +134,7 @@ export const terminalEventsContract = (harness: TerminalEventsHarness) =>
         }))
 
       it.effect("a failure announces its code; a cancel by the worker and a cancel of a queued job announce the cancel", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const failing = yield* running()
           const failed = yield* repo.markFailed(byLease(leaseFor(failing)), failure)
@@ -159,7 +166,7 @@ export const terminalEventsContract = (harness: TerminalEventsHarness) =>
         }))
 
       it.effect("the reaper's fenced failure of a lost job announces it too", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* running("worker-a", ttl)
           yield* harness.advance(ttl * 2)
@@ -176,7 +183,7 @@ export const terminalEventsContract = (harness: TerminalEventsHarness) =>
         }))
 
       it.effect("a terminal write rolled back with its transaction leaves neither the state nor the event", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const unitOfWork = yield* UnitOfWork
           const job = yield* running()
@@ -197,12 +204,14 @@ export const terminalEventsContract = (harness: TerminalEventsHarness) =>
         }))
 
       it.effect("a refused terminal write announces nothing, and a job ends (and is announced) only once", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* running()
           const stale = { ...leaseFor(job), leaseNo: job.leaseNo + 1 }
           expect(Either.isLeft(yield* Effect.either(repo.markFailed(byLease(stale), failure)))).toBe(true)
-          expect(Either.isLeft(yield* Effect.either(repo.markSucceeded(stale, "d".repeat(64), { locked: job })))).toBe(true)
+          expect(Either.isLeft(yield* Effect.either(repo.markSucceeded(stale, "d".repeat(64), { locked: job })))).toBe(
+            true
+          )
           expect(yield* terminalEventsOf(job.id)).toHaveLength(0)
           yield* repo.markSucceeded(leaseFor(job), "d".repeat(64), { locked: job })
           expect(Either.isLeft(yield* Effect.either(repo.markFailed(byLease(leaseFor(job)), failure)))).toBe(true)

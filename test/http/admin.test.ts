@@ -35,14 +35,24 @@ const Timeline = Schema.Struct({
   job: AdminJob,
   attempts: Schema.Array(Schema.Struct({
     leaseNo: Schema.Number,
-    calls: Schema.Array(Schema.Struct({ model: Schema.String, latencyMs: Schema.Number, totalTokens: Schema.Number, costMicros: Schema.Number, outcome: Schema.String }))
+    calls: Schema.Array(
+      Schema.Struct({
+        model: Schema.String,
+        latencyMs: Schema.Number,
+        totalTokens: Schema.Number,
+        costMicros: Schema.Number,
+        outcome: Schema.String
+      })
+    )
   })),
-  events: Schema.Array(Schema.Struct({ at: Schema.String, kind: Schema.String, detail: Schema.optional(Schema.String) })),
+  events: Schema.Array(
+    Schema.Struct({ at: Schema.String, kind: Schema.String, detail: Schema.optional(Schema.String) })
+  ),
   retriedFrom: Schema.optional(Schema.String),
   retriedAs: Schema.Array(Schema.String)
 })
 
-const setup = Effect.gen(function* () {
+const setup = Effect.gen(function*() {
   const api = yield* startApi(memoryEngine())
   const userA = yield* tokenFor("user-a")
   const userB = yield* tokenFor("user-b")
@@ -66,7 +76,7 @@ const failure = {
 describe("admin jobs", () => {
   it.live("GET /admin-api/ai/jobs lists every user's jobs, filtered, newest first, with a cursor", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, userB, admin, create } = yield* setup
         const a1 = yield* create(userA)
         yield* Effect.sleep("5 millis")
@@ -91,17 +101,21 @@ describe("admin jobs", () => {
         expect(yield* ids(`?createdFrom=${encodeURIComponent(b1.createdAt)}`)).toEqual([a2.jobId, b1.jobId])
         expect(yield* ids(`?createdTo=${encodeURIComponent(b1.createdAt)}`)).toEqual([a1.jobId])
 
-        const first = yield* bodyAs(AdminPage)(yield* api.request("GET", "/admin-api/ai/jobs?limit=2", { token: admin }))
+        const first = yield* bodyAs(AdminPage)(
+          yield* api.request("GET", "/admin-api/ai/jobs?limit=2", { token: admin })
+        )
         expect(first.items).toHaveLength(2)
         expect(first.nextCursor).not.toBeNull()
         expect(yield* ids(`?limit=2&cursor=${first.nextCursor}`)).toEqual([a1.jobId])
 
-        for (const [q, field] of [
-          ["?queueName=ai-nowhere", "queueName"],
-          ["?createdFrom=yesterday", "createdFrom"],
-          ["?status=done", "status"],
-          ["?limit=1000", "limit"]
-        ] as const) {
+        for (
+          const [q, field] of [
+            ["?queueName=ai-nowhere", "queueName"],
+            ["?createdFrom=yesterday", "createdFrom"],
+            ["?status=done", "status"],
+            ["?limit=1000", "limit"]
+          ] as const
+        ) {
           const bad = yield* api.request("GET", `/admin-api/ai/jobs${q}`, { token: admin })
           expect(bad.status).toBe(400)
           const error = yield* bodyAs(ErrorBody)(bad)
@@ -113,7 +127,7 @@ describe("admin jobs", () => {
 
   it.live("GET /admin-api/ai/jobs/:jobId adds internalErrorMessage; a missing job is 404", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, admin, create } = yield* setup
         const job = yield* create(userA)
         yield* api.run(markFailed(job.jobId, failure))
@@ -128,7 +142,9 @@ describe("admin jobs", () => {
           internalErrorMessage: failure.internalErrorMessage,
           attemptCount: 1
         })
-        const missing = yield* api.request("GET", "/admin-api/ai/jobs/00000000-0000-7000-8000-000000000000", { token: admin })
+        const missing = yield* api.request("GET", "/admin-api/ai/jobs/00000000-0000-7000-8000-000000000000", {
+          token: admin
+        })
         expect(missing.status).toBe(404)
         expect(yield* bodyAs(ErrorBody)(missing)).toMatchObject({ code: "JOB_NOT_FOUND" })
       })
@@ -136,7 +152,7 @@ describe("admin jobs", () => {
 
   it.live("POST /admin-api/ai/jobs/:jobId/retry: 201 a new job with the same input for failed or cancelled jobs; else 409", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, admin, create } = yield* setup
         const failed = yield* create(userA, "feynman")
         yield* api.run(markFailed(failed.jobId, failure))
@@ -148,7 +164,12 @@ describe("admin jobs", () => {
           expect(response.status).toBe(201)
           const retried = yield* bodyAs(AdminJob)(response)
           expect(retried.jobId).not.toBe(original.jobId)
-          expect(retried).toMatchObject({ jobType: original.jobType, lifecycleStatus: "queued", userId: "user-a", priority: original.priority })
+          expect(retried).toMatchObject({
+            jobType: original.jobType,
+            lifecycleStatus: "queued",
+            userId: "user-a",
+            priority: original.priority
+          })
           const [before, after] = yield* api.run(Effect.all([jobById(original.jobId), jobById(retried.jobId)]))
           expect(after.input).toEqual(before.input)
           expect(after.targetId).toBe(before.targetId)
@@ -167,7 +188,9 @@ describe("admin jobs", () => {
           expect(refused.status).toBe(409)
           expect(yield* bodyAs(ErrorBody)(refused)).toMatchObject({ code: "JOB_NOT_RETRYABLE" })
         }
-        const missing = yield* api.request("POST", "/admin-api/ai/jobs/00000000-0000-7000-8000-000000000000/retry", { token: admin })
+        const missing = yield* api.request("POST", "/admin-api/ai/jobs/00000000-0000-7000-8000-000000000000/retry", {
+          token: admin
+        })
         expect(missing.status).toBe(404)
       })
     ))
@@ -176,7 +199,7 @@ describe("admin jobs", () => {
 describe("a job's timeline", () => {
   it.live("GET /admin-api/ai/jobs/:jobId/timeline: provider calls, events with the cancel and the retries, links both ways", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, admin, create } = yield* setup
         const original = yield* create(userA)
         yield* api.run(Effect.flatMap(UsageLog, (usage) =>
@@ -207,9 +230,23 @@ describe("a job's timeline", () => {
         const ofOriginal = yield* timelineOf(original.jobId)
         expect(ofOriginal.job).toMatchObject({ jobId: original.jobId, lifecycleStatus: "cancelled" })
         expect(ofOriginal.attempts).toMatchObject([
-          { leaseNo: 1, calls: [{ model: "deepseek-chat", latencyMs: 1200, totalTokens: 0, costMicros: 0, outcome: "PROVIDER_UNAVAILABLE" }] }
+          {
+            leaseNo: 1,
+            calls: [{
+              model: "deepseek-chat",
+              latencyMs: 1200,
+              totalTokens: 0,
+              costMicros: 0,
+              outcome: "PROVIDER_UNAVAILABLE"
+            }]
+          }
         ])
-        expect(ofOriginal.events.map((event) => event.kind)).toEqual(["created", "cancel_requested", "cancelled", "retry_requested"])
+        expect(ofOriginal.events.map((event) => event.kind)).toEqual([
+          "created",
+          "cancel_requested",
+          "cancelled",
+          "retry_requested"
+        ])
         expect(ofOriginal.events.at(-1)?.detail).toBe(`retried as ${first.jobId}`)
         expect(ofOriginal.retriedFrom).toBeUndefined()
         expect(ofOriginal.retriedAs).toEqual([first.jobId])
@@ -225,7 +262,9 @@ describe("a job's timeline", () => {
 
         const asUser = yield* api.request("GET", `/admin-api/ai/jobs/${original.jobId}/timeline`, { token: userA })
         expect(asUser.status).toBe(403)
-        const missing = yield* api.request("GET", "/admin-api/ai/jobs/00000000-0000-7000-8000-000000000000/timeline", { token: admin })
+        const missing = yield* api.request("GET", "/admin-api/ai/jobs/00000000-0000-7000-8000-000000000000/timeline", {
+          token: admin
+        })
         expect(missing.status).toBe(404)
       })
     ))
@@ -234,7 +273,7 @@ describe("a job's timeline", () => {
 describe("admin outbox and workers", () => {
   it.live("GET /admin-api/ai/outbox counts by status; replay sends a dead event back to pending", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, admin, create } = yield* setup
         const job = yield* create(userA)
         yield* create(userA)
@@ -243,12 +282,15 @@ describe("admin outbox and workers", () => {
         expect(counts.body).toEqual({ pending: 2, processing: 0, published: 0, failed: 0, dead: 0 })
 
         const dead = yield* api.run(
-          Effect.gen(function* () {
+          Effect.gen(function*() {
             const outbox = yield* OutboxRepository
             const claimed = yield* outbox.claimBatch("dispatcher-test", 10)
             const event = claimed.find((e) => e.aggregateId === job.jobId)
             if (event === undefined) return yield* Effect.dieMessage("event not claimed")
-            yield* outbox.markDispatchFailed(event.id, "dispatcher-test", "redis down", { retryDelayMs: 0, maxAttempts: 1 })
+            yield* outbox.markDispatchFailed(event.id, "dispatcher-test", "redis down", {
+              retryDelayMs: 0,
+              maxAttempts: 1
+            })
             const other = claimed.find((e) => e.aggregateId !== job.jobId)
             if (other !== undefined) yield* outbox.markPublishedMany([other.id], "dispatcher-test")
             return { deadId: event.id, publishedId: other?.id ?? "" }
@@ -268,7 +310,12 @@ describe("admin outbox and workers", () => {
 
         const replayed = yield* api.request("POST", `/admin-api/ai/outbox/${dead.deadId}/replay`, { token: admin })
         expect(replayed.status).toBe(200)
-        expect(replayed.body).toMatchObject({ eventId: dead.deadId, aggregateId: job.jobId, status: "pending", attemptCount: 0 })
+        expect(replayed.body).toMatchObject({
+          eventId: dead.deadId,
+          aggregateId: job.jobId,
+          status: "pending",
+          attemptCount: 0
+        })
         const final = yield* api.request("GET", "/admin-api/ai/outbox", { token: admin })
         expect(final.body).toMatchObject({ pending: 1, dead: 0 })
       })
@@ -276,13 +323,13 @@ describe("admin outbox and workers", () => {
 
   it.live("a terminal event whose delivery gave up is listed dead with what its endpoint answered, and replayed to the endpoints still owed it", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { admin, api, create, userA } = yield* setup
         const job = yield* create(userA)
         yield* api.run(markFailed(job.jobId, failure))
         const eventId = finishedEventId(job.jobId)
         yield* api.run(
-          Effect.gen(function* () {
+          Effect.gen(function*() {
             const outbox = yield* OutboxRepository
             const claimed = yield* outbox.claimBatch("dispatcher-test", 10, "notify")
             expect(claimed.map((event) => event.id)).toEqual([eventId])
@@ -296,19 +343,32 @@ describe("admin outbox and workers", () => {
         const dead = yield* api.request("GET", "/admin-api/ai/outbox/events?status=dead", { token: admin })
         expect(dead.status).toBe(200)
         expect(dead.body).toMatchObject({
-          items: [{ eventId, eventType: "ai.job.failed", aggregateId: job.jobId, status: "dead", attemptCount: 1, lastError: "webhook https://b.example/hooks: answered 503" }]
+          items: [{
+            eventId,
+            eventType: "ai.job.failed",
+            aggregateId: job.jobId,
+            status: "dead",
+            attemptCount: 1,
+            lastError: "webhook https://b.example/hooks: answered 503"
+          }]
         })
         const replayed = yield* api.request("POST", `/admin-api/ai/outbox/${eventId}/replay`, { token: admin })
         expect(replayed.status).toBe(200)
         expect(replayed.body).toMatchObject({ eventId, eventType: "ai.job.failed", status: "pending", attemptCount: 0 })
-        const pending = yield* api.run(Effect.flatMap(OutboxRepository, (outbox) => outbox.findById(eventId)).pipe(Effect.orDie))
-        expect(Option.getOrThrow(pending)).toMatchObject({ status: "pending", lane: "notify", deliveredTo: ["webhook:aaaa"] })
+        const pending = yield* api.run(
+          Effect.flatMap(OutboxRepository, (outbox) => outbox.findById(eventId)).pipe(Effect.orDie)
+        )
+        expect(Option.getOrThrow(pending)).toMatchObject({
+          status: "pending",
+          lane: "notify",
+          deliveredTo: ["webhook:aaaa"]
+        })
       })
     ))
 
   it.live("GET /admin-api/ai/workers lists live workers and the jobs each holds", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, admin } = yield* setup
         const empty = yield* api.request("GET", "/admin-api/ai/workers", { token: admin })
         expect(empty.body).toEqual({ workers: [] })

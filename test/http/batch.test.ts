@@ -8,10 +8,11 @@ batchCreationCases("memory", apiLayer(memoryEngine(batchSuiteLimits)))
 describe("batch creation: the body limit", () => {
   it.live("a batch body past HTTP_MAX_BODY_BYTES is 413, and nothing is created", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine(), { transport: { maxBodyBytes: 8_192 } })
         const token = yield* tokenFor("batch-413")
-        const items = Array.from({ length: 20 }, (_, index) => flashcardBody({ sourceText: `${index} ${"long text ".repeat(60)}` }))
+        const items = Array.from({ length: 20 }, (_, index) =>
+          flashcardBody({ sourceText: `${index} ${"long text ".repeat(60)}` }))
         const refused = yield* api.request("POST", "/api/ai/flashcard-generations/batch", { token, body: { items } })
         expect(refused.status, refused.text).toBe(413)
         expect((yield* bodyAs(ErrorBody)(refused)).code).toBe("PAYLOAD_TOO_LARGE")

@@ -1,14 +1,14 @@
-import { existsSync, mkdirSync } from "node:fs"
-import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
+import { existsSync, mkdirSync } from "node:fs"
+import { join } from "node:path"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
+import { leaseOf } from "../../src/domain/AiJob.js"
+import type { AiJob } from "../../src/domain/AiJob.js"
+import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
+import { jobEventOf, JobEvents } from "../../src/services/JobEvents.js"
 import { OutboxRepository } from "../../src/services/OutboxRepository.js"
 import { WorkerDirectory } from "../../src/services/WorkerDirectory.js"
-import { leaseOf } from "../../src/domain/AiJob.js"
-import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
-import type { AiJob } from "../../src/domain/AiJob.js"
-import { jobEventOf, JobEvents } from "../../src/services/JobEvents.js"
 import { flashcardBody, markRunning, memoryEngine, startApi, tokenFor } from "./support/harness.js"
 
 // Debian's chromium (`apt-get install -y chromium`, done by .ci/run); skipped where it is not installed.
@@ -19,7 +19,11 @@ const Created = Schema.Struct({ jobId: Schema.String })
 
 const launch = Effect.acquireRelease(
   Effect.promise(() =>
-    puppeteer.launch({ executablePath: chromium, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] })
+    puppeteer.launch({
+      executablePath: chromium,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+    })
   ),
   (browser: Browser) => Effect.promise(() => browser.close())
 )
@@ -34,7 +38,8 @@ const waitForText = (page: Page, selector: string, text: string) =>
     page.waitForFunction(
       `(document.querySelector(${JSON.stringify(selector)})?.textContent ?? "").includes(${JSON.stringify(text)})`,
       { timeout: 15_000 }
-    ))
+    )
+  )
 
 const screenshot = (page: Page, name: string) =>
   browse(() => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true }))
@@ -44,7 +49,7 @@ describe("operator console in Chromium", () => {
     "sign in, see a new job appear, watch it succeed, replay a dead event, see workers; a USER token is refused",
     () =>
       Effect.scoped(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           mkdirSync(artifacts, { recursive: true })
           const api = yield* startApi(memoryEngine())
           const admin = yield* tokenFor("console-admin", "SUPER_ADMIN")
@@ -79,7 +84,10 @@ describe("operator console in Chromium", () => {
           // A job created through the API appears in the list (it refreshes by itself).
           yield* browse(() => page.goto(`${api.baseUrl}/admin#/jobs`))
           yield* browse(() => page.waitForSelector("#jobs-table"))
-          const created = yield* api.request("POST", "/api/ai/flashcard-generations", { token: user, body: flashcardBody() })
+          const created = yield* api.request("POST", "/api/ai/flashcard-generations", {
+            token: user,
+            body: flashcardBody()
+          })
           expect(created.status).toBe(202)
           const { jobId } = yield* Schema.decodeUnknown(Created)(created.body)
           yield* browse(() => page.waitForSelector(`tr[data-job-id="${jobId}"]`, { timeout: 15_000 }))
@@ -95,7 +103,8 @@ describe("operator console in Chromium", () => {
           const lease = leaseOf(running)
           if (lease === undefined) return yield* Effect.dieMessage("a running job without a lease")
           yield* api.run(
-            Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.markSucceeded(lease, "console-hash", { locked: running })).pipe(Effect.orDie, Effect.tap(announce))
+            Effect.flatMap(AiJobLifecycleRepository, (repo) =>
+              repo.markSucceeded(lease, "console-hash", { locked: running })).pipe(Effect.orDie, Effect.tap(announce))
           )
           yield* waitForText(page, "#job-status", "succeeded")
           yield* waitForText(page, "#live-mode", "finished")
@@ -103,12 +112,17 @@ describe("operator console in Chromium", () => {
 
           // A dead outbox event is listed and replayed from the page.
           const deadId = yield* api.run(
-            Effect.gen(function* () {
+            Effect.gen(function*() {
               const outbox = yield* OutboxRepository
               const claimed = yield* outbox.claimBatch("console-dispatcher", 10)
-              const event = claimed.find((candidate) => candidate.aggregateId === jobId)
+              const event = claimed.find((candidate) =>
+                candidate.aggregateId === jobId
+              )
               if (event === undefined) return yield* Effect.dieMessage("the job's event was not claimed")
-              yield* outbox.markDispatchFailed(event.id, "console-dispatcher", "queue refused", { retryDelayMs: 0, maxAttempts: 1 })
+              yield* outbox.markDispatchFailed(event.id, "console-dispatcher", "queue refused", {
+                retryDelayMs: 0,
+                maxAttempts: 1
+              })
               return event.id
             }).pipe(Effect.orDie)
           )
@@ -118,7 +132,9 @@ describe("operator console in Chromium", () => {
           yield* screenshot(page, "console-outbox")
           yield* browse(() => page.click(`tr[data-event-id="${deadId}"] button.replay`))
           yield* waitForText(page, "#outbox-notice", `Replayed ${deadId}`)
-          const replayed = yield* api.run(OutboxRepository.pipe(Effect.flatMap((outbox) => outbox.findById(deadId)), Effect.orDie))
+          const replayed = yield* api.run(
+            OutboxRepository.pipe(Effect.flatMap((outbox) => outbox.findById(deadId)), Effect.orDie)
+          )
           expect(replayed._tag === "Some" ? replayed.value.status : "missing").toBe("pending")
 
           // Workers: what each holds now.

@@ -2,7 +2,16 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, HashMap, Schema } from "effect"
 import { MemoryDatabase } from "../../src/layers/memory/MemoryDatabase.js"
 import { LogCapture, LogCaptureLayer } from "../support/logCapture.js"
-import { bodyAs, ErrorBody, flashcardBody, JobBody, memoryEngine, runtimeToken, startApi, tokenFor } from "./support/harness.js"
+import {
+  bodyAs,
+  ErrorBody,
+  flashcardBody,
+  JobBody,
+  memoryEngine,
+  runtimeToken,
+  startApi,
+  tokenFor
+} from "./support/harness.js"
 
 const Stored = Schema.Struct({
   credentialId: Schema.String,
@@ -21,7 +30,7 @@ const credentialRows = Effect.map(
 describe("credentials", () => {
   it.live("PUT stores the key encrypted and never returns it; DELETE revokes it (then 404)", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine())
         const token = yield* tokenFor("user-a")
         const put = yield* api.request("PUT", "/api/ai/credentials/deepseek", { token, body: { apiKey } })
@@ -52,7 +61,7 @@ describe("credentials", () => {
 
   it.live("a bad key is 400 INVALID_REQUEST naming apiKey, and nothing is stored", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine())
         const token = yield* tokenFor("user-a")
         for (const body of [{}, { apiKey: "" }, { apiKey: "has space" }, { apiKey: 42 }, { apiKey: "x".repeat(513) }]) {
@@ -68,7 +77,7 @@ describe("credentials", () => {
 
   it.live("with a stored key new jobs use it, and the runtime resolves it only for such a live job", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine())
         const userA = yield* tokenFor("user-a")
         const userB = yield* tokenFor("user-b")
@@ -113,19 +122,25 @@ describe("credentials", () => {
 
   it.live("logs carry ids only: never the key, a token or the job input", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine())
         const token = yield* tokenFor("user-a")
         const admin = yield* tokenFor("admin-1", "SUPER_ADMIN")
         const secretText = "CONFIDENTIAL-SOURCE-TEXT-42"
         yield* api.request("PUT", "/api/ai/credentials/deepseek", { token, body: { apiKey } })
         const job = yield* bodyAs(JobBody)(
-          yield* api.request("POST", "/api/ai/flashcard-generations", { token, body: flashcardBody({ sourceText: secretText }) })
+          yield* api.request("POST", "/api/ai/flashcard-generations", {
+            token,
+            body: flashcardBody({ sourceText: secretText })
+          })
         )
         yield* api.request("GET", "/api/ai/jobs", { token: `${token}x` })
         yield* api.request("POST", `/api/ai/jobs/${job.jobId}/cancel`, { token })
         yield* api.request("POST", `/admin-api/ai/jobs/${job.jobId}/retry`, { token: admin })
-        yield* api.request("POST", "/internal/credentials/x/resolve", { token: "wrong-token", body: { jobId: job.jobId } })
+        yield* api.request("POST", "/internal/credentials/x/resolve", {
+          token: "wrong-token",
+          body: { jobId: job.jobId }
+        })
         const lines = yield* Effect.flatMap(LogCapture, (capture) => capture.lines)
         expect(lines.length).toBeGreaterThan(0)
         const all = lines.join("\n")

@@ -8,7 +8,10 @@ const timeout = { timeout: "60 seconds" } as const
 const OpenApiResponses = Schema.Struct({
   paths: Schema.Record({
     key: Schema.String,
-    value: Schema.Record({ key: Schema.String, value: Schema.Struct({ responses: Schema.Record({ key: Schema.String, value: Schema.Unknown }) }) })
+    value: Schema.Record({
+      key: Schema.String,
+      value: Schema.Struct({ responses: Schema.Record({ key: Schema.String, value: Schema.Unknown }) })
+    })
   })
 })
 
@@ -16,7 +19,7 @@ layer(apiLayer(mysqlEngine("http_identities")), { excludeTestServices: true, ...
   "exact identities over HTTP on MySQL + Redis",
   (it) => {
     it.effect("victim1's job exists", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const created = yield* api.request("POST", "/api/ai/flashcard-generations", {
           token: yield* tokenFor("victim1"),
@@ -37,7 +40,7 @@ layer(apiLayer(mysqlEngine("http_identities")), { excludeTestServices: true, ...
     ]
     for (const [label, sub] of refusedSubs) {
       it.effect(`a sub with ${label} is 401 on every route`, () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const api = yield* TestApi
           const token = yield* tokenFor(sub)
           const listed = yield* api.request("GET", "/api/ai/jobs", { token })
@@ -55,7 +58,7 @@ layer(apiLayer(mysqlEngine("http_identities")), { excludeTestServices: true, ...
     }
 
     it.effect("every character the pattern allows, 64 of them, is a valid user", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const token = yield* tokenFor("Az09._:@-".repeat(8).slice(0, 64))
         const page = yield* api.request("GET", "/api/ai/jobs", { token })
@@ -64,11 +67,15 @@ layer(apiLayer(mysqlEngine("http_identities")), { excludeTestServices: true, ...
       }))
 
     it.effect("Idempotency-Key reused with another body is 409 IDEMPOTENCY_KEY_REUSED; the same body is 200 with the job", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const token = yield* tokenFor("idem-user")
         const send = (body: Readonly<Record<string, unknown>>) =>
-          api.request("POST", "/api/ai/flashcard-generations", { token, body, headers: { "Idempotency-Key": "reused-key" } })
+          api.request("POST", "/api/ai/flashcard-generations", {
+            token,
+            body,
+            headers: { "Idempotency-Key": "reused-key" }
+          })
 
         const first = yield* send(flashcardBody({ sourceText: "The first source text, about the water cycle." }))
         expect(first.status).toBe(202)
@@ -86,7 +93,9 @@ layer(apiLayer(mysqlEngine("http_identities")), { excludeTestServices: true, ...
         expect(error.message).not.toContain(otherText)
         expect(error.message).not.toContain("reused-key")
 
-        const otherCount = yield* send(flashcardBody({ sourceText: "The first source text, about the water cycle.", count: 5 }))
+        const otherCount = yield* send(
+          flashcardBody({ sourceText: "The first source text, about the water cycle.", count: 5 })
+        )
         expect(otherCount.status).toBe(409)
 
         const listed = yield* bodyAs(PageBody)(yield* api.request("GET", "/api/ai/jobs", { token }))
@@ -94,7 +103,7 @@ layer(apiLayer(mysqlEngine("http_identities")), { excludeTestServices: true, ...
       }))
 
     it.effect("OpenAPI documents the 409 on both creation routes", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const spec = yield* bodyAs(OpenApiResponses)(yield* api.request("GET", "/openapi.json"))
         for (const path of ["/api/ai/flashcard-generations", "/api/ai/feynman-evaluations"]) {

@@ -1,9 +1,9 @@
-import { execFile } from "node:child_process"
-import { createHash } from "node:crypto"
-import { existsSync } from "node:fs"
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Schema } from "effect"
+import { execFile } from "node:child_process"
+import { createHash } from "node:crypto"
+import { existsSync } from "node:fs"
 import { ReadinessProbeLive } from "../../src/main/AppLayers.js"
 import {
   apiLayer,
@@ -25,7 +25,7 @@ const mebibyte = 1_048_576
 const createPath = "/api/ai/flashcard-generations"
 
 const Count = Schema.Struct({ n: Schema.Number })
-const jobRows = Effect.gen(function* () {
+const jobRows = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const [row] = yield* Schema.decodeUnknown(Schema.Array(Count))(yield* sql`SELECT COUNT(*) AS n FROM ai_job`)
   return row?.n ?? 0
@@ -44,11 +44,23 @@ const renderInChromium = (url: string) =>
   Effect.async<{ readonly dom: string; readonly console: string }, Error>((resume) => {
     const child = execFile(
       chromium,
-      ["--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=15000", "--dump-dom", url],
+      [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=15000",
+        "--dump-dom",
+        url
+      ],
       { maxBuffer: 64 * mebibyte, timeout: 80_000 },
       (error, stdout, stderr) => {
         if (error !== null) resume(Effect.fail(error))
-        else resume(Effect.succeed({ dom: stdout, console: stderr.split("\n").filter((line) => line.includes(":CONSOLE")).join("\n") }))
+        else {resume(Effect.succeed({
+            dom: stdout,
+            console: stderr.split("\n").filter((line) => line.includes(":CONSOLE")).join("\n")
+          }))}
       }
     )
     return Effect.sync(() => child.kill())
@@ -56,19 +68,28 @@ const renderInChromium = (url: string) =>
 
 const base64Url = (text: string) => Buffer.from(text, "utf8").toString("base64url")
 
-layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { excludeTestServices: true, ...timeout })(
+layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), {
+  excludeTestServices: true,
+  ...timeout
+})(
   "transport hardening on MySQL + Redis",
   (it) => {
     it.effect("a body up to HTTP_MAX_BODY_BYTES (1 MiB) is read; one byte more is 413, refused before reading", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const token = yield* tokenFor("hardening-limit")
         const atLimit = yield* api.request("POST", createPath, { token, rawBody: paddedBody(mebibyte) })
         expect(atLimit.status).toBe(202)
 
-        const over = yield* streamBody(api.baseUrl, createPath, { token, totalBytes: mebibyte + 1, contentType: "application/json" })
+        const over = yield* streamBody(api.baseUrl, createPath, {
+          token,
+          totalBytes: mebibyte + 1,
+          contentType: "application/json"
+        })
         expect(over.status).toBe(413)
-        expect(yield* Schema.decodeUnknown(Schema.parseJson(ErrorBody))(over.text)).toMatchObject({ code: "PAYLOAD_TOO_LARGE" })
+        expect(yield* Schema.decodeUnknown(Schema.parseJson(ErrorBody))(over.text)).toMatchObject({
+          code: "PAYLOAD_TOO_LARGE"
+        })
 
         // A 100 MB declared length is answered from the head alone: the client never sends a byte of it.
         const declared = yield* streamBody(api.baseUrl, createPath, {
@@ -82,7 +103,7 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
       }))
 
     it.effect("a huge chunked body is cut off once it passes the limit: 413 before the client has sent it", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const token = yield* tokenFor("hardening-chunked")
         const before = yield* jobRows
@@ -101,7 +122,7 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
       }))
 
     it.effect("only application/json bodies: multipart and text are 415 before any reading, charset utf-8 is fine", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const token = yield* tokenFor("hardening-media")
         const multipart = yield* streamBody(api.baseUrl, createPath, {
@@ -115,7 +136,9 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
         expect(multipart.text).toContain("UNSUPPORTED_MEDIA_TYPE")
         expect(multipart.sentAll).toBe(false)
 
-        for (const contentType of ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1"]) {
+        for (
+          const contentType of ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1"]
+        ) {
           const refused = yield* api.request("POST", createPath, {
             token,
             rawBody: JSON.stringify(flashcardBody()),
@@ -133,11 +156,13 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
       }))
 
     it.effect("JSON nested 100,000 deep is 400 INVALID_REQUEST, at the top or inside a field", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const token = yield* tokenFor("hardening-deep")
         const deep = "[".repeat(100_000) + "]".repeat(100_000)
-        for (const rawBody of [deep, `{"sourceText":${deep},"count":3}`, `{"sourceText":"a","count":3,"deckId":${deep}}`]) {
+        for (
+          const rawBody of [deep, `{"sourceText":${deep},"count":3}`, `{"sourceText":"a","count":3,"deckId":${deep}}`]
+        ) {
           const answer = yield* api.request("POST", createPath, { token, rawBody })
           expect(answer.status).toBe(400)
           expect((yield* bodyAs(ErrorBody)(answer)).code).toBe("INVALID_REQUEST")
@@ -145,15 +170,18 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
       }))
 
     it.effect("a lone surrogate in a text field is 400 INVALID_REQUEST and writes nothing; a surrogate pair is fine", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const token = yield* tokenFor("hardening-surrogate")
         const before = yield* jobRows
         const bodies: ReadonlyArray<readonly [string, string]> = [
-          [createPath, '{"sourceText":"Photosynthesis \\ud800 makes sugar","count":3}'],
-          [createPath, '{"sourceText":"Photosynthesis makes sugar \\udfff","count":3}'],
-          [createPath, '{"sourceText":"Photosynthesis makes sugar","count":3,"deckId":"\\ud83d"}'],
-          ["/api/ai/feynman-evaluations", '{"concept":"light \\udc00","explanation":"Plants turn light into sugar."}']
+          [createPath, "{\"sourceText\":\"Photosynthesis \\ud800 makes sugar\",\"count\":3}"],
+          [createPath, "{\"sourceText\":\"Photosynthesis makes sugar \\udfff\",\"count\":3}"],
+          [createPath, "{\"sourceText\":\"Photosynthesis makes sugar\",\"count\":3,\"deckId\":\"\\ud83d\"}"],
+          [
+            "/api/ai/feynman-evaluations",
+            "{\"concept\":\"light \\udc00\",\"explanation\":\"Plants turn light into sugar.\"}"
+          ]
         ]
         for (const [path, rawBody] of bodies) {
           const answer = yield* api.request("POST", path, { token, rawBody })
@@ -164,7 +192,7 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
 
         const pair = yield* api.request("POST", createPath, {
           token,
-          rawBody: '{"sourceText":"Photosynthesis \\ud83c\\udf31 makes sugar","count":3}'
+          rawBody: "{\"sourceText\":\"Photosynthesis \\ud83c\\udf31 makes sugar\",\"count\":3}"
         })
         expect(pair.status).toBe(202)
         const readyz = yield* api.request("GET", "/readyz")
@@ -172,11 +200,13 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
       }))
 
     it.effect("a cursor or a time filter outside what the database stores is 400, not 503", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const token = yield* tokenFor("hardening-cursor")
         const admin = yield* tokenFor("hardening-admin", "SUPER_ADMIN")
-        for (const createdAt of ["+275760-09-13T00:00:00.000Z", "-000001-01-01T00:00:00.000Z", "0000-01-01T00:00:00.000Z"]) {
+        for (
+          const createdAt of ["+275760-09-13T00:00:00.000Z", "-000001-01-01T00:00:00.000Z", "0000-01-01T00:00:00.000Z"]
+        ) {
           const cursor = base64Url(JSON.stringify({ createdAt, id: "00000000-0000-7000-8000-000000000000" }))
           for (const [path, who] of [["/api/ai/jobs", token], ["/admin-api/ai/jobs", admin]] as const) {
             const answer = yield* api.request("GET", `${path}?cursor=${cursor}`, { token: who })
@@ -188,15 +218,20 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
           const answer = yield* api.request("GET", `/admin-api/ai/jobs?${query}`, { token: admin })
           expect(answer.status, query).toBe(400)
         }
-        const ordinary = base64Url(JSON.stringify({ createdAt: "2030-01-01T00:00:00.000Z", id: "00000000-0000-7000-8000-000000000000" }))
+        const ordinary = base64Url(
+          JSON.stringify({ createdAt: "2030-01-01T00:00:00.000Z", id: "00000000-0000-7000-8000-000000000000" })
+        )
         expect((yield* api.request("GET", `/api/ai/jobs?cursor=${ordinary}`, { token })).status).toBe(200)
       }))
 
     it.effect("every answer carries nosniff, no-referrer and no-store, the internal key route included", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const token = yield* tokenFor("hardening-headers")
-        const created = yield* api.request("PUT", "/api/ai/credentials/deepseek", { token, body: { apiKey: "sk-hardening-0123456789" } })
+        const created = yield* api.request("PUT", "/api/ai/credentials/deepseek", {
+          token,
+          body: { apiKey: "sk-hardening-0123456789" }
+        })
         const stored = yield* bodyAs(Schema.Struct({ credentialId: Schema.String }))(created)
         const job = yield* bodyAs(JobBody)(yield* api.request("POST", createPath, { token, body: flashcardBody() }))
         const resolved = yield* api.request("POST", `/internal/credentials/${stored.credentialId}/resolve`, {
@@ -226,7 +261,7 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
       }))
 
     it.effect("/docs: a CSP that allows exactly its inline script and style (by hash), no framing", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const docs = yield* api.request("GET", "/docs")
         expect(docs.status).toBe(200)
@@ -254,17 +289,21 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
       }))
 
     // Debian's chromium (`apt-get install -y chromium`); skipped where it is not installed.
-    it.effect.skipIf(!existsSync(chromium))("/docs renders in Chromium under its CSP, with no violation reported", () =>
-      Effect.gen(function* () {
-        const api = yield* TestApi
-        const { dom, console } = yield* renderInChromium(`${api.baseUrl}/docs`)
-        expect(console).not.toMatch(/Content Security Policy/i)
-        expect(dom).toContain('data-path="/api/ai/flashcard-generations"')
-        expect(dom).toContain('class="title"')
-      }), { timeout: 90_000 })
+    it.effect.skipIf(!existsSync(chromium))(
+      "/docs renders in Chromium under its CSP, with no violation reported",
+      () =>
+        Effect.gen(function*() {
+          const api = yield* TestApi
+          const { dom, console } = yield* renderInChromium(`${api.baseUrl}/docs`)
+          expect(console).not.toMatch(/Content Security Policy/i)
+          expect(dom).toContain("data-path=\"/api/ai/flashcard-generations\"")
+          expect(dom).toContain("class=\"title\"")
+        }),
+      { timeout: 90_000 }
+    )
 
     it.effect("CORS is off unless origins are configured: no CORS header for any origin", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const token = yield* tokenFor("hardening-cors-off")
         const simple = yield* api.request("GET", "/api/ai/jobs", { token, headers: { origin: "https://app.example" } })
@@ -280,19 +319,23 @@ layer(apiLayer(mysqlEngine("http_hardening"), { probe: ReadinessProbeLive }), { 
 
 layer(
   apiLayer(memoryEngine(), {
-    transport: { requestTimeout: Duration.millis(1_500), headersTimeout: Duration.seconds(1), corsAllowedOrigins: ["https://app.example", "https://admin.example"] }
+    transport: {
+      requestTimeout: Duration.millis(1_500),
+      headersTimeout: Duration.seconds(1),
+      corsAllowedOrigins: ["https://app.example", "https://admin.example"]
+    }
   }),
   { excludeTestServices: true, ...timeout }
 )("transport settings: timeouts and CORS origins", (it) => {
   it.effect("headers not finished within HTTP_HEADERS_TIMEOUT_MS: the server answers 408 and closes", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* TestApi
       const received = yield* stallAndWaitForClose(api.baseUrl, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
       expect(received).toMatch(/^HTTP\/1\.1 408/)
     }))
 
   it.effect("a body not finished within HTTP_REQUEST_TIMEOUT_MS: the server answers 408 and closes", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* TestApi
       const token = yield* tokenFor("slow-body")
       const head = [
@@ -302,14 +345,14 @@ layer(
         "Content-Type: application/json",
         "Content-Length: 1000",
         "",
-        '{"sourceText":'
+        "{\"sourceText\":"
       ].join("\r\n")
       const received = yield* stallAndWaitForClose(api.baseUrl, head)
       expect(received).toMatch(/^HTTP\/1\.1 408/)
     }))
 
   it.effect("a client that sends a whole oversized body before reading gets the 413, not a reset", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* TestApi
       const token = yield* tokenFor("oversized-blast")
       // Four times the limit, within what the server reads on after its answer; repeated, since
@@ -323,7 +366,7 @@ layer(
     }))
 
   it.effect("listed origins get CORS headers (preflight too); any other origin gets none", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* TestApi
       const token = yield* tokenFor("cors-user")
       for (const origin of ["https://app.example", "https://admin.example"]) {
@@ -331,7 +374,11 @@ layer(
         expect(simple.status).toBe(200)
         expect(simple.headers.get("access-control-allow-origin")).toBe(origin)
         const preflight = yield* api.request("OPTIONS", createPath, {
-          headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type" }
+          headers: {
+            origin,
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "authorization,content-type"
+          }
         })
         expect(preflight.status).toBe(204)
         expect(preflight.headers.get("access-control-allow-origin")).toBe(origin)
@@ -346,19 +393,27 @@ layer(
     }))
 
   it.effect("with CORS on, every answer varies on Origin: preflights (beside their own Vary) and other origins' answers too", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* TestApi
       const token = yield* tokenFor("vary-user")
       const varyOf = (answer: { readonly headers: Headers }) =>
         (answer.headers.get("vary") ?? "").split(",").map((field) => field.trim().toLowerCase())
       for (const origin of ["https://app.example", "https://evil.example"]) {
         const preflight = yield* api.request("OPTIONS", createPath, {
-          headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type" }
+          headers: {
+            origin,
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "authorization,content-type"
+          }
         })
         expect(varyOf(preflight), origin).toEqual(expect.arrayContaining(["origin", "access-control-request-headers"]))
-        const bare = yield* api.request("OPTIONS", createPath, { headers: { origin, "access-control-request-method": "POST" } })
+        const bare = yield* api.request("OPTIONS", createPath, {
+          headers: { origin, "access-control-request-method": "POST" }
+        })
         expect(varyOf(bare), origin).toContain("origin")
-        expect(varyOf(yield* api.request("GET", "/api/ai/jobs", { token, headers: { origin } })), origin).toContain("origin")
+        expect(varyOf(yield* api.request("GET", "/api/ai/jobs", { token, headers: { origin } })), origin).toContain(
+          "origin"
+        )
       }
       expect(varyOf(yield* api.request("GET", "/healthz"))).toContain("origin")
     }))

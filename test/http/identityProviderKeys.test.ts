@@ -19,8 +19,14 @@ const rotated = makeSigningKey("EdDSA", "ed-2")
 /** Claims valid for an hour of TestClock time (which starts at 0). */
 const claimsOf = (issuer: string) => ({ iss: issuer, aud: audience, sub: "learner-1", exp: 3600 })
 
-const setup = (options: { readonly cacheControl?: string; readonly discoveryIssuer?: (issuer: string) => string; readonly direct?: boolean } = {}) =>
-  Effect.gen(function* () {
+const setup = (
+  options: {
+    readonly cacheControl?: string
+    readonly discoveryIssuer?: (issuer: string) => string
+    readonly direct?: boolean
+  } = {}
+) =>
+  Effect.gen(function*() {
     const idp = yield* startIdentityProvider([rsa, ec], options)
     const settings = AuthSettings.make({
       jwtSecret: "a-secret-of-thirty-two-bytes-abc",
@@ -40,12 +46,14 @@ const setup = (options: { readonly cacheControl?: string; readonly discoveryIssu
 
 describe("the identity provider's keys", () => {
   it.scoped("are fetched on the first provider token, not before, and then once for many tokens", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { accepts, claims, idp } = yield* setup()
       expect(idp.served()).toEqual({ discovery: 0, jwks: 0 })
       const hs256 = yield* Effect.promise(async () => {
         const { SignJWT } = await import("jose")
-        return new SignJWT({ role: "USER" }).setProtectedHeader({ alg: "HS256" }).setSubject("u").setExpirationTime(3600)
+        return new SignJWT({ role: "USER" }).setProtectedHeader({ alg: "HS256" }).setSubject("u").setExpirationTime(
+          3600
+        )
           .sign(new TextEncoder().encode("a-secret-of-thirty-two-bytes-abc"))
       })
       expect(yield* accepts(hs256)).toBe(true)
@@ -60,14 +68,14 @@ describe("the identity provider's keys", () => {
     }))
 
   it.scoped("AUTH_JWKS_URL is used as given, without discovery", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { accepts, claims, idp } = yield* setup({ direct: true })
       expect(yield* accepts(yield* signWith(rsa, claims))).toBe(true)
       expect(idp.served()).toEqual({ discovery: 0, jwks: 1 })
     }))
 
   it.scoped("Cache-Control max-age is honoured, within the cooldown and AUTH_JWKS_MAX_AGE_S", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { accepts, claims, idp, keys } = yield* setup({ cacheControl: "public, max-age=120" })
       const token = yield* signWith(rsa, claims)
       expect(yield* accepts(token)).toBe(true)
@@ -110,7 +118,7 @@ describe("the identity provider's keys", () => {
     }))
 
   it.scoped("a new kid is picked up by one refetch; forged kids refetch at most once per cooldown", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { accepts, claims, idp } = yield* setup()
       expect(yield* accepts(yield* signWith(rsa, claims))).toBe(true)
       expect(idp.served().jwks).toBe(1)
@@ -134,7 +142,7 @@ describe("the identity provider's keys", () => {
     }))
 
   it.scoped("keys already fetched keep working while the provider fails or is gone; a removed key stops once the set is fetched again", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { accepts, claims, idp, keys } = yield* setup()
       const rsaToken = yield* signWith(rsa, claims)
       expect(yield* accepts(rsaToken)).toBe(true)
@@ -166,7 +174,7 @@ describe("the identity provider's keys", () => {
     }).pipe(Effect.provide(LogCaptureLayer)))
 
   it.scoped("a discovery document that names another issuer is not trusted: no key is fetched", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { accepts, claims, idp } = yield* setup({ discoveryIssuer: () => "https://attacker.example" })
       expect(yield* accepts(yield* signWith(rsa, claims))).toBe(false)
       expect(idp.served()).toEqual({ discovery: 1, jwks: 0 })

@@ -34,11 +34,13 @@ const tableSizes = Effect.map(
 const ArtifactsBody = Schema.Struct({
   jobId: Schema.String,
   lifecycleStatus: Schema.String,
-  artifacts: Schema.Array(Schema.Struct({ artifactType: Schema.String, artifactId: Schema.String, ordinal: Schema.Number })),
+  artifacts: Schema.Array(
+    Schema.Struct({ artifactType: Schema.String, artifactId: Schema.String, ordinal: Schema.Number })
+  ),
   records: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 
-const setup = Effect.gen(function* () {
+const setup = Effect.gen(function*() {
   const api = yield* startApi(memoryEngine())
   const userA = yield* tokenFor("user-a")
   const userB = yield* tokenFor("user-b")
@@ -53,7 +55,7 @@ const setup = Effect.gen(function* () {
 describe("job creation", () => {
   it.live("POST /api/ai/flashcard-generations and /feynman-evaluations answer 202 with the frozen JobStatusResponse", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, createFlashcards } = yield* setup
         const flashcards = yield* createFlashcards(userA, flashcardBody({ deckId: "deck-1" }))
         expect(flashcards.status).toBe(202)
@@ -69,7 +71,10 @@ describe("job creation", () => {
 
         const feynman = yield* api.request("POST", "/api/ai/feynman-evaluations", { token: userA, body: feynmanBody() })
         expect(feynman.status).toBe(202)
-        expect(yield* bodyAs(JobBody)(feynman)).toMatchObject({ jobType: "feynman_evaluation", queueName: "ai-interactive" })
+        expect(yield* bodyAs(JobBody)(feynman)).toMatchObject({
+          jobType: "feynman_evaluation",
+          queueName: "ai-interactive"
+        })
 
         const stored = yield* api.run(tableSizes)
         expect(stored).toEqual({ jobs: 2, snapshots: 2, outbox: 2 })
@@ -78,7 +83,7 @@ describe("job creation", () => {
 
   it.live("the same Idempotency-Key returns the same job with 200; other users and job types are separate", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, userB, createFlashcards } = yield* setup
         const headers = { "Idempotency-Key": "key-1" }
         const first = yield* createFlashcards(userA, flashcardBody(), headers)
@@ -93,7 +98,11 @@ describe("job creation", () => {
         expect(otherUser.status).toBe(202)
         expect((yield* bodyAs(JobBody)(otherUser)).jobId).not.toBe(a.jobId)
 
-        const otherType = yield* api.request("POST", "/api/ai/feynman-evaluations", { token: userA, body: feynmanBody(), headers })
+        const otherType = yield* api.request("POST", "/api/ai/feynman-evaluations", {
+          token: userA,
+          body: feynmanBody(),
+          headers
+        })
         expect(otherType.status).toBe(202)
         expect(yield* api.run(tableSizes)).toMatchObject({ jobs: 3, outbox: 3 })
       })
@@ -101,7 +110,7 @@ describe("job creation", () => {
 
   it.live("concurrent creates with one Idempotency-Key make one job", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, createFlashcards } = yield* setup
         const responses = yield* Effect.forEach(
           Array.from({ length: 10 }, () => 0),
@@ -119,16 +128,28 @@ describe("job creation", () => {
 
   it.live("a bad body, header or JSON is 400 INVALID_REQUEST naming the field, and nothing is written", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA } = yield* setup
-        const cases: ReadonlyArray<{ readonly path: string; readonly body?: unknown; readonly raw?: string; readonly headers?: Record<string, string>; readonly field: string }> = [
+        const cases: ReadonlyArray<
+          {
+            readonly path: string
+            readonly body?: unknown
+            readonly raw?: string
+            readonly headers?: Record<string, string>
+            readonly field: string
+          }
+        > = [
           { path: "/api/ai/flashcard-generations", body: flashcardBody({ count: 0 }), field: "count" },
           { path: "/api/ai/flashcard-generations", body: flashcardBody({ count: 51 }), field: "count" },
           { path: "/api/ai/flashcard-generations", body: flashcardBody({ count: 1.5 }), field: "count" },
           { path: "/api/ai/flashcard-generations", body: flashcardBody({ count: "3" }), field: "count" },
           { path: "/api/ai/flashcard-generations", body: { count: 3 }, field: "sourceText" },
           { path: "/api/ai/flashcard-generations", body: flashcardBody({ sourceText: "" }), field: "sourceText" },
-          { path: "/api/ai/flashcard-generations", body: flashcardBody({ sourceText: "x".repeat(20_001) }), field: "sourceText" },
+          {
+            path: "/api/ai/flashcard-generations",
+            body: flashcardBody({ sourceText: "x".repeat(20_001) }),
+            field: "sourceText"
+          },
           { path: "/api/ai/flashcard-generations", body: flashcardBody({ deckId: "" }), field: "deckId" },
           { path: "/api/ai/flashcard-generations", body: flashcardBody({ deckID: "typo" }), field: "deckID" },
           { path: "/api/ai/flashcard-generations", body: [1, 2], field: "" },
@@ -143,7 +164,12 @@ describe("job creation", () => {
           { path: "/api/ai/feynman-evaluations", body: feynmanBody({ concept: "c".repeat(256) }), field: "concept" }
         ]
         for (const c of cases) {
-          const response = yield* api.request("POST", c.path, { token: userA, body: c.body, rawBody: c.raw, headers: c.headers })
+          const response = yield* api.request("POST", c.path, {
+            token: userA,
+            body: c.body,
+            rawBody: c.raw,
+            headers: c.headers
+          })
           expect(response.status, `${c.field}: ${response.text}`).toBe(400)
           const error = yield* bodyAs(ErrorBody)(response)
           expect(error.code).toBe("INVALID_REQUEST")
@@ -165,7 +191,7 @@ describe("job creation", () => {
 describe("job status, list and artifacts", () => {
   it.live("GET /api/ai/jobs/:jobId: the owner and a SUPER_ADMIN see it; anyone else gets the same 404 as a missing job", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, userB, admin, createdJob } = yield* setup
         const job = yield* createdJob(userA)
         const own = yield* api.request("GET", `/api/ai/jobs/${job.jobId}`, { token: userA })
@@ -186,7 +212,7 @@ describe("job status, list and artifacts", () => {
 
   it.live("user B gets 404 JOB_NOT_FOUND for user A's job on every job route, and changes nothing", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, userB, createdJob } = yield* setup
         const queued = yield* createdJob(userA)
         const succeeded = yield* createdJob(userA)
@@ -207,7 +233,7 @@ describe("job status, list and artifacts", () => {
 
   it.live("GET /api/ai/jobs lists the caller's jobs newest first, with an opaque cursor and a status filter", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, userB, createdJob } = yield* setup
         const mine: Array<string> = []
         for (let i = 0; i < 5; i++) {
@@ -237,17 +263,21 @@ describe("job status, list and artifacts", () => {
         expect(all.items.map((i) => i.jobId)).toEqual([...mine].reverse())
         expect(all.nextCursor).toBeNull()
 
-        const running = yield* bodyAs(PageBody)(yield* api.request("GET", "/api/ai/jobs?status=running", { token: userA }))
+        const running = yield* bodyAs(PageBody)(
+          yield* api.request("GET", "/api/ai/jobs?status=running", { token: userA })
+        )
         expect(running.items.map((i) => i.jobId)).toEqual([mine[1]])
 
-        for (const [query, field] of [
-          ["?limit=0", "limit"],
-          ["?limit=101", "limit"],
-          ["?limit=abc", "limit"],
-          ["?status=done", "status"],
-          ["?cursor=not-a-cursor", "cursor"],
-          [`?cursor=${Buffer.from("{\"id\":1}").toString("base64url")}`, "cursor"]
-        ] as const) {
+        for (
+          const [query, field] of [
+            ["?limit=0", "limit"],
+            ["?limit=101", "limit"],
+            ["?limit=abc", "limit"],
+            ["?status=done", "status"],
+            ["?cursor=not-a-cursor", "cursor"],
+            [`?cursor=${Buffer.from("{\"id\":1}").toString("base64url")}`, "cursor"]
+          ] as const
+        ) {
           const bad = yield* api.request("GET", `/api/ai/jobs${query}`, { token: userA })
           expect(bad.status, query).toBe(400)
           const error = yield* bodyAs(ErrorBody)(bad)
@@ -259,7 +289,7 @@ describe("job status, list and artifacts", () => {
 
   it.live("the default page is 20 and the limit may go to 100", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, createdJob } = yield* setup
         for (let i = 0; i < 21; i++) yield* createdJob(userA)
         const first = yield* bodyAs(PageBody)(yield* api.request("GET", "/api/ai/jobs", { token: userA }))
@@ -273,12 +303,16 @@ describe("job status, list and artifacts", () => {
 
   it.live("a succeeded job shows its result, and /artifacts returns the projected records", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, admin, createdJob } = yield* setup
         const job = yield* createdJob(userA, flashcardBody({ deckId: "deck-7" }))
         const before = yield* api.request("GET", `/api/ai/jobs/${job.jobId}/artifacts`, { token: userA })
         expect(before.status).toBe(200)
-        expect(yield* bodyAs(ArtifactsBody)(before)).toMatchObject({ lifecycleStatus: "queued", artifacts: [], records: [] })
+        expect(yield* bodyAs(ArtifactsBody)(before)).toMatchObject({
+          lifecycleStatus: "queued",
+          artifacts: [],
+          records: []
+        })
 
         yield* api.run(
           markSucceeded(job.jobId, {
@@ -300,7 +334,12 @@ describe("job status, list and artifacts", () => {
           const artifacts = yield* bodyAs(ArtifactsBody)(response)
           expect(artifacts.artifacts.map((a) => a.ordinal)).toEqual([0, 1])
           expect(artifacts.records).toEqual([
-            expect.objectContaining({ front: "What does photosynthesis make?", back: "Glucose and oxygen", deckId: "deck-7", ordinal: 0 }),
+            expect.objectContaining({
+              front: "What does photosynthesis make?",
+              back: "Glucose and oxygen",
+              deckId: "deck-7",
+              ordinal: 0
+            }),
             expect.objectContaining({ front: "What does it need?", back: "Light, water, CO2", ordinal: 1 })
           ])
           expect(artifacts.records.map((r) => r["id"])).toEqual(artifacts.artifacts.map((a) => a.artifactId))
@@ -310,7 +349,7 @@ describe("job status, list and artifacts", () => {
 
   it.live("a failed job shows its code and public message, never the internal one, a stack, a path or an address", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, createdJob } = yield* setup
         const clean = yield* createdJob(userA)
         yield* api.run(
@@ -349,7 +388,7 @@ describe("job status, list and artifacts", () => {
 describe("cancel", () => {
   it.live("POST /api/ai/jobs/:jobId/cancel: queued → cancelled; again → 409 JOB_ALREADY_CANCELLED", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, createdJob } = yield* setup
         const job = yield* createdJob(userA)
         const cancelled = yield* api.request("POST", `/api/ai/jobs/${job.jobId}/cancel`, { token: userA })
@@ -363,11 +402,13 @@ describe("cancel", () => {
 
   it.live("running → cancel requested (still running) and the cancel signal is published", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, createdJob } = yield* setup
         const job = yield* createdJob(userA)
         yield* api.run(markRunning(job.jobId))
-        const heard = yield* api.run(Effect.flatMap(CancelSignal, (signal) => signal.await(job.jobId))).pipe(Effect.fork)
+        const heard = yield* api.run(Effect.flatMap(CancelSignal, (signal) => signal.await(job.jobId))).pipe(
+          Effect.fork
+        )
         yield* Effect.sleep("50 millis")
         const response = yield* api.request("POST", `/api/ai/jobs/${job.jobId}/cancel`, { token: userA })
         expect(response.status).toBe(200)
@@ -382,20 +423,26 @@ describe("cancel", () => {
 
   it.live("an ended job is 409 JOB_NOT_CANCELLABLE; a missing one 404; only the owner may cancel", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, userA, admin, createdJob } = yield* setup
         const succeeded = yield* createdJob(userA)
         yield* api.run(markSucceeded(succeeded.jobId, { flashcards: [{ front: "f", back: "b" }] }))
         const failed = yield* createdJob(userA)
         yield* api.run(
-          markFailed(failed.jobId, { errorCode: "TIMEOUT", publicErrorMessage: "The job took too long and was stopped.", internalErrorMessage: "t" })
+          markFailed(failed.jobId, {
+            errorCode: "TIMEOUT",
+            publicErrorMessage: "The job took too long and was stopped.",
+            internalErrorMessage: "t"
+          })
         )
         for (const job of [succeeded, failed]) {
           const response = yield* api.request("POST", `/api/ai/jobs/${job.jobId}/cancel`, { token: userA })
           expect(response.status).toBe(409)
           expect(response.body).toEqual({ code: "JOB_NOT_CANCELLABLE", message: expect.any(String) })
         }
-        const missing = yield* api.request("POST", "/api/ai/jobs/00000000-0000-7000-8000-000000000000/cancel", { token: userA })
+        const missing = yield* api.request("POST", "/api/ai/jobs/00000000-0000-7000-8000-000000000000/cancel", {
+          token: userA
+        })
         expect(missing.status).toBe(404)
         const queued = yield* createdJob(userA)
         const byAdmin = yield* api.request("POST", `/api/ai/jobs/${queued.jobId}/cancel`, { token: admin })

@@ -18,38 +18,54 @@ const path = "/api/ai/learning-analyses"
 const ArtifactsBody = Schema.Struct({
   jobId: Schema.String,
   lifecycleStatus: Schema.String,
-  artifacts: Schema.Array(Schema.Struct({ artifactType: Schema.String, artifactId: Schema.String, ordinal: Schema.Number })),
+  artifacts: Schema.Array(
+    Schema.Struct({ artifactType: Schema.String, artifactId: Schema.String, ordinal: Schema.Number })
+  ),
   records: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 
 /** What a client reads from a feynman_evaluation job's artifacts and sends back as one evaluation. */
-const EvaluationRecord = Schema.Struct({ id: Schema.String, concept: Schema.String, score: Schema.Number, gaps: Schema.Array(Schema.String) })
+const EvaluationRecord = Schema.Struct({
+  id: Schema.String,
+  concept: Schema.String,
+  score: Schema.Number,
+  gaps: Schema.Array(Schema.String)
+})
 
 const jobCount = Effect.map(Effect.flatMap(MemoryDatabase, (db) => db.snapshot), (tables) => HashMap.size(tables.aiJob))
 
-const setup = Effect.gen(function* () {
+const setup = Effect.gen(function*() {
   const api = yield* startApi(memoryEngine())
   const user = yield* tokenFor("learner-a")
-  const create = (body: unknown, headers?: Record<string, string>, token = user) => api.request("POST", path, { token, body, headers })
+  const create = (body: unknown, headers?: Record<string, string>, token = user) =>
+    api.request("POST", path, { token, body, headers })
   return { api, user, create }
 })
 
 describe("POST /api/ai/learning-analyses", () => {
   it.live("answers 202 with a queued learning_analysis job; the same Idempotency-Key answers 200, another body 409", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, create } = yield* setup
         const headers = { "Idempotency-Key": "analysis-1" }
         const first = yield* create(learningAnalysisBody(), headers)
         expect(first.status).toBe(202)
         const job = yield* bodyAs(JobBody)(first)
-        expect(job).toMatchObject({ jobType: "learning_analysis", lifecycleStatus: "queued", queueName: "ai-background", priority: 60 })
+        expect(job).toMatchObject({
+          jobType: "learning_analysis",
+          lifecycleStatus: "queued",
+          queueName: "ai-background",
+          priority: 60
+        })
 
         const again = yield* create(learningAnalysisBody(), headers)
         expect(again.status).toBe(200)
         expect((yield* bodyAs(JobBody)(again)).jobId).toBe(job.jobId)
 
-        const other = yield* create(learningAnalysisBody({ evaluations: [{ evaluationId: "eval-9", concept: "osmosis", score: 10, gaps: [] }] }), headers)
+        const other = yield* create(
+          learningAnalysisBody({ evaluations: [{ evaluationId: "eval-9", concept: "osmosis", score: 10, gaps: [] }] }),
+          headers
+        )
         expect(other.status).toBe(409)
         expect((yield* bodyAs(ErrorBody)(other)).code).toBe("IDEMPOTENCY_KEY_REUSED")
         expect(yield* api.run(jobCount)).toBe(1)
@@ -58,13 +74,16 @@ describe("POST /api/ai/learning-analyses", () => {
 
   it.live("a bad body is 400 INVALID_REQUEST naming the field, never the value; no token is 401; nothing is written", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, create } = yield* setup
         const one = learningAnalysisBody().evaluations[0]!
         const cases: ReadonlyArray<{ readonly body: unknown; readonly field: string }> = [
           { body: { evaluations: [] }, field: "evaluations" },
           { body: {}, field: "evaluations" },
-          { body: { evaluations: Array.from({ length: 21 }, (_, i) => ({ ...one, evaluationId: `e-${i}` })) }, field: "evaluations" },
+          {
+            body: { evaluations: Array.from({ length: 21 }, (_, i) => ({ ...one, evaluationId: `e-${i}` })) },
+            field: "evaluations"
+          },
           { body: { evaluations: [{ ...one, score: 101 }] }, field: "score" },
           { body: { evaluations: [{ ...one, score: 50.5 }] }, field: "score" },
           { body: { evaluations: [{ ...one, concept: "" }] }, field: "concept" },
@@ -89,21 +108,33 @@ describe("POST /api/ai/learning-analyses", () => {
 
   it.live("a client analyses its evaluations: feynman artifacts in, the analysis in the new job's artifacts", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const { api, user, create } = yield* setup
-        const evaluation = yield* bodyAs(JobBody)(yield* api.request("POST", "/api/ai/feynman-evaluations", { token: user, body: feynmanBody() }))
-        yield* api.run(markSucceeded(evaluation.jobId, { score: 45, feedback: "A fair start.", gaps: ["no concrete example"] }))
+        const evaluation = yield* bodyAs(JobBody)(
+          yield* api.request("POST", "/api/ai/feynman-evaluations", { token: user, body: feynmanBody() })
+        )
+        yield* api.run(
+          markSucceeded(evaluation.jobId, { score: 45, feedback: "A fair start.", gaps: ["no concrete example"] })
+        )
         const evaluationArtifacts = yield* bodyAs(ArtifactsBody)(
           yield* api.request("GET", `/api/ai/jobs/${evaluation.jobId}/artifacts`, { token: user })
         )
-        const evaluations = yield* Effect.forEach(evaluationArtifacts.records, (record) =>
-          Effect.map(Schema.decodeUnknown(EvaluationRecord)(record), ({ concept, gaps, id, score }) => ({ evaluationId: id, concept, score, gaps })))
+        const evaluations = yield* Effect.forEach(
+          evaluationArtifacts.records,
+          (record) =>
+            Effect.map(
+              Schema.decodeUnknown(EvaluationRecord)(record),
+              ({ concept, gaps, id, score }) => ({ evaluationId: id, concept, score, gaps })
+            )
+        )
         expect(evaluations).toMatchObject([{ concept: "photosynthesis", score: 45, gaps: ["no concrete example"] }])
 
         const created = yield* create({ evaluations })
         expect(created.status).toBe(202)
         const job = yield* bodyAs(JobBody)(created)
-        const before = yield* bodyAs(ArtifactsBody)(yield* api.request("GET", `/api/ai/jobs/${job.jobId}/artifacts`, { token: user }))
+        const before = yield* bodyAs(ArtifactsBody)(
+          yield* api.request("GET", `/api/ai/jobs/${job.jobId}/artifacts`, { token: user })
+        )
         expect(before).toMatchObject({ lifecycleStatus: "queued", artifacts: [], records: [] })
 
         const analysis = {
@@ -115,7 +146,9 @@ describe("POST /api/ai/learning-analyses", () => {
         yield* api.run(markSucceeded(job.jobId, analysis))
         const status = yield* bodyAs(JobBody)(yield* api.request("GET", `/api/ai/jobs/${job.jobId}`, { token: user }))
         expect(status.result?.artifacts.map((a) => a.artifactType)).toEqual(["learning_analysis"])
-        const after = yield* bodyAs(ArtifactsBody)(yield* api.request("GET", `/api/ai/jobs/${job.jobId}/artifacts`, { token: user }))
+        const after = yield* bodyAs(ArtifactsBody)(
+          yield* api.request("GET", `/api/ai/jobs/${job.jobId}/artifacts`, { token: user })
+        )
         expect(after.records).toEqual([{
           id: after.artifacts[0]?.artifactId,
           evaluationIds: [evaluationArtifacts.artifacts[0]?.artifactId],

@@ -14,7 +14,7 @@ import { mysqlEngine } from "./support/mysqlEngine.js"
 
 const Count = Schema.Array(Schema.Struct({ n: Schema.Number }))
 const jobsWithKey = (key: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const rows = yield* sql`SELECT COUNT(*) AS n FROM ai_job WHERE idempotency_key = ${key}`
     return (yield* Schema.decodeUnknown(Count)(rows))[0]?.n ?? 0
@@ -32,7 +32,7 @@ layer(
   ]
   for (const [where, title, retryStatus] of cases) {
     it.effect(`${where}: 503 with Retry-After; ${title}`, () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* TestApi
         const proxy = yield* Deferred.await(proxied)
         const token = yield* tokenFor(`commit-cut-${where}`)

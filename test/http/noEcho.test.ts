@@ -3,7 +3,17 @@ import { Effect, Option, Schema } from "effect"
 import { hasValueFreeErrors } from "../../src/domain/ValueFreeMessages.js"
 import { AiJobApi } from "../../src/http/Api.js"
 import { LogCapture, LogCaptureLayer } from "../support/logCapture.js"
-import { bodyAs, feynmanBody, flashcardBody, JobBody, learningAnalysisBody, runtimeToken, startApi, tokenFor, type RequestOptions } from "./support/harness.js"
+import {
+  bodyAs,
+  feynmanBody,
+  flashcardBody,
+  JobBody,
+  learningAnalysisBody,
+  type RequestOptions,
+  runtimeToken,
+  startApi,
+  tokenFor
+} from "./support/harness.js"
 import { mysqlEngine } from "./support/mysqlEngine.js"
 
 /**
@@ -36,7 +46,11 @@ const probes = (jobId: string, credentialId: string): ReadonlyArray<Probe> => {
   const canaryParam = encodeURIComponent(CANARY)
   return [
     // Bodies: every field refused, an unknown field, and accepted values carrying the canary.
-    user({ method: "POST", path: flashcards, body: { sourceText: longCanary.repeat(40), count: CANARY, deckId: longCanary } }),
+    user({
+      method: "POST",
+      path: flashcards,
+      body: { sourceText: longCanary.repeat(40), count: CANARY, deckId: longCanary }
+    }),
     user({ method: "POST", path: flashcards, body: flashcardBody({ count: 0, [CANARY]: CANARY, extra: CANARY }) }),
     user({ method: "POST", path: flashcards, body: CANARY }),
     user({ method: "POST", path: flashcards, rawBody: `{"sourceText": "${CANARY}` }),
@@ -47,20 +61,52 @@ const probes = (jobId: string, credentialId: string): ReadonlyArray<Probe> => {
     user({ method: "POST", path: feynman, body: { concept: CANARY, explanation: [CANARY] } }),
     user({ method: "POST", path: feynman, body: feynmanBody({ concept: CANARY, explanation: CANARY }) }),
     user({ method: "POST", path: feynman, body: feynmanBody(), headers: { "Idempotency-Key": longCanary } }),
-    user({ method: "POST", path: analyses, body: { evaluations: [{ evaluationId: longCanary, concept: longCanary.repeat(4), score: CANARY, gaps: CANARY }] } }),
-    user({ method: "POST", path: analyses, body: { evaluations: [{ ...learningAnalysisBody().evaluations[0], [CANARY]: CANARY }] } }),
-    user({ method: "POST", path: analyses, body: { evaluations: [{ evaluationId: CANARY, concept: CANARY, score: 50, gaps: [CANARY] }] } }),
+    user({
+      method: "POST",
+      path: analyses,
+      body: { evaluations: [{ evaluationId: longCanary, concept: longCanary.repeat(4), score: CANARY, gaps: CANARY }] }
+    }),
+    user({
+      method: "POST",
+      path: analyses,
+      body: { evaluations: [{ ...learningAnalysisBody().evaluations[0], [CANARY]: CANARY }] }
+    }),
+    user({
+      method: "POST",
+      path: analyses,
+      body: { evaluations: [{ evaluationId: CANARY, concept: CANARY, score: 50, gaps: [CANARY] }] }
+    }),
     // Batches: a bad item among good ones, an unknown field beside the items, and accepted items carrying the canary.
-    user({ method: "POST", path: `${flashcards}/batch`, body: { items: [flashcardBody(), { sourceText: longCanary.repeat(40), count: CANARY }] } }),
+    user({
+      method: "POST",
+      path: `${flashcards}/batch`,
+      body: { items: [flashcardBody(), { sourceText: longCanary.repeat(40), count: CANARY }] }
+    }),
     user({ method: "POST", path: `${flashcards}/batch`, body: { items: [flashcardBody()], [CANARY]: CANARY } }),
     user({ method: "POST", path: `${flashcards}/batch`, body: { items: CANARY } }),
-    user({ method: "POST", path: `${feynman}/batch`, body: { items: [feynmanBody({ concept: CANARY, explanation: CANARY })] } }),
-    user({ method: "POST", path: `${analyses}/batch`, body: { items: [{ evaluations: [{ evaluationId: longCanary, concept: CANARY, score: CANARY, gaps: CANARY }] }] } }),
+    user({
+      method: "POST",
+      path: `${feynman}/batch`,
+      body: { items: [feynmanBody({ concept: CANARY, explanation: CANARY })] }
+    }),
+    user({
+      method: "POST",
+      path: `${analyses}/batch`,
+      body: { items: [{ evaluations: [{ evaluationId: longCanary, concept: CANARY, score: CANARY, gaps: CANARY }] }] }
+    }),
     // Query parameters.
     user({ method: "GET", path: `/api/ai/jobs?status=${canaryParam}&cursor=${canaryParam}&limit=${canaryParam}` }),
-    user({ method: "GET", path: `/api/ai/jobs?cursor=${Buffer.from(JSON.stringify({ createdAt: CANARY, id: CANARY })).toString("base64url")}` }),
+    user({
+      method: "GET",
+      path: `/api/ai/jobs?cursor=${
+        Buffer.from(JSON.stringify({ createdAt: CANARY, id: CANARY })).toString("base64url")
+      }`
+    }),
     user({ method: "GET", path: `/api/ai/jobs?limit=1&${canaryParam}=${canaryParam}` }),
-    admin({ method: "GET", path: `/admin-api/ai/outbox/events?status=${canaryParam}&cursor=${canaryParam}&limit=${canaryParam}` }),
+    admin({
+      method: "GET",
+      path: `/admin-api/ai/outbox/events?status=${canaryParam}&cursor=${canaryParam}&limit=${canaryParam}`
+    }),
     admin({ method: "GET", path: "/admin-api/ai/stats", headers: { "x-canary": CANARY } }),
     admin({ method: "POST", path: "/admin-api/ai/outbox/replay-dead", headers: { "x-canary": CANARY } }),
     // Path parameters: too long, and well-formed but unknown.
@@ -75,7 +121,11 @@ const probes = (jobId: string, credentialId: string): ReadonlyArray<Probe> => {
       runtime({ method: "POST", path: `/internal/credentials/${id}/resolve`, body: { jobId: jobId } }),
       runtime({ method: "POST", path: `/internal/credentials/${credentialId}/resolve`, body: { jobId: id } })
     ]),
-    runtime({ method: "POST", path: `/internal/credentials/${credentialId}/resolve`, body: { jobId, [CANARY]: CANARY } }),
+    runtime({
+      method: "POST",
+      path: `/internal/credentials/${credentialId}/resolve`,
+      body: { jobId, [CANARY]: CANARY }
+    }),
     runtime({ method: "POST", path: `/internal/credentials/${credentialId}/resolve`, body: { jobId: [CANARY] } }),
     // Credentials: a refused key (too long, whitespace, wrong type) and an accepted one.
     user({ method: "PUT", path: "/api/ai/credentials/deepseek", body: { apiKey: longCanary } }),
@@ -86,7 +136,8 @@ const probes = (jobId: string, credentialId: string): ReadonlyArray<Probe> => {
     // Operator queries.
     admin({
       method: "GET",
-      path: `/admin-api/ai/jobs?jobType=${encodeURIComponent(longCanary)}&status=${canaryParam}&queueName=${canaryParam}` +
+      path:
+        `/admin-api/ai/jobs?jobType=${encodeURIComponent(longCanary)}&status=${canaryParam}&queueName=${canaryParam}` +
         `&createdFrom=${canaryParam}&createdTo=${canaryParam}&cursor=${canaryParam}&limit=${canaryParam}`
     }),
     admin({ method: "GET", path: `/admin-api/ai/jobs?jobType=${canaryParam}` }),
@@ -135,24 +186,34 @@ describe("no echo", () => {
   it("the probes cover every route, and every request schema builds value-free messages", () => {
     expect(endpoints.map((endpoint) => `${endpoint.method} ${endpoint.path}`).sort()).toEqual([...probedRoutes].sort())
     for (const endpoint of endpoints) {
-      for (const schema of [endpoint.pathSchema, endpoint.urlParamsSchema, endpoint.headersSchema, endpoint.payloadSchema]) {
-        if (Option.isSome(schema) && Schema.isSchema(schema.value)) expect(hasValueFreeErrors(schema.value.ast), `${endpoint.method} ${endpoint.path}`).toBe(true)
+      for (
+        const schema of [endpoint.pathSchema, endpoint.urlParamsSchema, endpoint.headersSchema, endpoint.payloadSchema]
+      ) {
+        if (Option.isSome(schema) && Schema.isSchema(schema.value)) {
+          expect(hasValueFreeErrors(schema.value.ast), `${endpoint.method} ${endpoint.path}`).toBe(true)
+        }
       }
     }
   })
 
   it.live("a canary in every field of every route is in no answer and no log line", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(mysqlEngine("no_echo"))
         const userToken = yield* tokenFor("no-echo-user")
         const adminToken = yield* tokenFor("no-echo-admin", "SUPER_ADMIN")
         const tokens = { user: userToken, admin: adminToken, runtime: runtimeToken }
-        const job = yield* bodyAs(JobBody)(yield* api.request("POST", "/api/ai/flashcard-generations", { token: userToken, body: flashcardBody() }))
+        const job = yield* bodyAs(JobBody)(
+          yield* api.request("POST", "/api/ai/flashcard-generations", { token: userToken, body: flashcardBody() })
+        )
         const answers: Array<{ readonly probe: string; readonly status: number; readonly text: string }> = []
         const send = (probe: Probe, options: RequestOptions) =>
           Effect.map(api.request(probe.method, probe.path, options), (response) => {
-            answers.push({ probe: `${probe.method} ${probe.path.slice(0, 80)}`, status: response.status, text: response.text })
+            answers.push({
+              probe: `${probe.method} ${probe.path.slice(0, 80)}`,
+              status: response.status,
+              text: response.text
+            })
           })
         for (const probe of probes(job.jobId, "00000000-0000-7000-8000-000000000000")) {
           const { as, method: _method, path: _path, ...options } = probe
@@ -164,11 +225,16 @@ describe("no echo", () => {
 
         // The probes were refused for the reasons meant, not all by one early gate.
         const statuses = new Set(answers.map((answer) => answer.status))
-        for (const status of [200, 202, 400, 401, 404]) expect(statuses, JSON.stringify([...statuses])).toContain(status)
+        for (const status of [200, 202, 400, 401, 404]) {
+          expect(statuses, JSON.stringify([...statuses])).toContain(status)
+        }
         expect(answers.filter((answer) => answer.status === 400).length).toBeGreaterThan(20)
         for (const answer of answers) {
           expect(answer.status, answer.probe).toBeLessThan(500)
-          expect(answer.text.includes(CANARY), `${answer.probe} answered ${answer.status}: ${answer.text.slice(0, 300)}`).toBe(false)
+          expect(
+            answer.text.includes(CANARY),
+            `${answer.probe} answered ${answer.status}: ${answer.text.slice(0, 300)}`
+          ).toBe(false)
         }
         const lines = yield* Effect.flatMap(LogCapture, (capture) => capture.lines)
         expect(lines.length).toBeGreaterThan(0)

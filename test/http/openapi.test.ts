@@ -60,30 +60,213 @@ const table: ReadonlyArray<{
   readonly success: string
   readonly errors: Readonly<Record<string, ReadonlyArray<string>>>
 }> = [
-  { method: "post", path: "/api/ai/flashcard-generations", security: "bearer", success: "202", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"], "503": ["PLATFORM_UNAVAILABLE"] } },
-  { method: "post", path: "/api/ai/feynman-evaluations", security: "bearer", success: "202", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"], "503": ["PLATFORM_UNAVAILABLE"] } },
-  { method: "post", path: "/api/ai/learning-analyses", security: "bearer", success: "202", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"], "503": ["PLATFORM_UNAVAILABLE"] } },
-  { method: "post", path: "/api/ai/flashcard-generations/batch", security: "bearer", success: "202", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"], "503": ["PLATFORM_UNAVAILABLE"] } },
-  { method: "post", path: "/api/ai/feynman-evaluations/batch", security: "bearer", success: "202", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"], "503": ["PLATFORM_UNAVAILABLE"] } },
-  { method: "post", path: "/api/ai/learning-analyses/batch", security: "bearer", success: "202", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"], "503": ["PLATFORM_UNAVAILABLE"] } },
-  { method: "get", path: "/api/ai/jobs/{jobId}", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"], "503": ["PLATFORM_UNAVAILABLE"] } },
-  { method: "get", path: "/api/ai/jobs", security: "bearer", success: "200", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"] } },
-  { method: "get", path: "/api/ai/jobs/{jobId}/events", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"] } },
-  { method: "get", path: "/api/ai/jobs/{jobId}/artifacts", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"] } },
-  { method: "post", path: "/api/ai/jobs/{jobId}/cancel", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"], "409": ["JOB_NOT_CANCELLABLE", "JOB_ALREADY_CANCELLED"] } },
-  { method: "put", path: "/api/ai/credentials/deepseek", security: "bearer", success: "200", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"] } },
-  { method: "delete", path: "/api/ai/credentials/deepseek", security: "bearer", success: "204", errors: { "401": ["UNAUTHORIZED"], "404": ["CREDENTIAL_NOT_FOUND"] } },
-  { method: "get", path: "/admin-api/ai/jobs", security: "bearer", success: "200", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
-  { method: "get", path: "/admin-api/ai/jobs/{jobId}", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"], "404": ["JOB_NOT_FOUND"] } },
-  { method: "post", path: "/admin-api/ai/jobs/{jobId}/retry", security: "bearer", success: "201", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"], "404": ["JOB_NOT_FOUND"], "409": ["JOB_NOT_RETRYABLE"] } },
-  { method: "get", path: "/admin-api/ai/outbox", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
-  { method: "post", path: "/admin-api/ai/outbox/{eventId}/replay", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"], "404": ["OUTBOX_EVENT_NOT_FOUND"], "409": ["OUTBOX_EVENT_NOT_DEAD"] } },
-  { method: "get", path: "/admin-api/ai/workers", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
-  { method: "get", path: "/admin-api/ai/outbox/events", security: "bearer", success: "200", errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
-  { method: "post", path: "/admin-api/ai/outbox/replay-dead", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
-  { method: "get", path: "/admin-api/ai/jobs/{jobId}/timeline", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"], "404": ["JOB_NOT_FOUND"] } },
-  { method: "get", path: "/admin-api/ai/stats", security: "bearer", success: "200", errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] } },
-  { method: "post", path: "/internal/credentials/{credentialId}/resolve", security: "runtimeServiceToken", success: "200", errors: { "401": ["UNAUTHORIZED"], "404": ["CREDENTIAL_NOT_FOUND"] } },
+  {
+    method: "post",
+    path: "/api/ai/flashcard-generations",
+    security: "bearer",
+    success: "202",
+    errors: {
+      "400": ["INVALID_REQUEST"],
+      "401": ["UNAUTHORIZED"],
+      "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"],
+      "503": ["PLATFORM_UNAVAILABLE"]
+    }
+  },
+  {
+    method: "post",
+    path: "/api/ai/feynman-evaluations",
+    security: "bearer",
+    success: "202",
+    errors: {
+      "400": ["INVALID_REQUEST"],
+      "401": ["UNAUTHORIZED"],
+      "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"],
+      "503": ["PLATFORM_UNAVAILABLE"]
+    }
+  },
+  {
+    method: "post",
+    path: "/api/ai/learning-analyses",
+    security: "bearer",
+    success: "202",
+    errors: {
+      "400": ["INVALID_REQUEST"],
+      "401": ["UNAUTHORIZED"],
+      "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"],
+      "503": ["PLATFORM_UNAVAILABLE"]
+    }
+  },
+  {
+    method: "post",
+    path: "/api/ai/flashcard-generations/batch",
+    security: "bearer",
+    success: "202",
+    errors: {
+      "400": ["INVALID_REQUEST"],
+      "401": ["UNAUTHORIZED"],
+      "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"],
+      "503": ["PLATFORM_UNAVAILABLE"]
+    }
+  },
+  {
+    method: "post",
+    path: "/api/ai/feynman-evaluations/batch",
+    security: "bearer",
+    success: "202",
+    errors: {
+      "400": ["INVALID_REQUEST"],
+      "401": ["UNAUTHORIZED"],
+      "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"],
+      "503": ["PLATFORM_UNAVAILABLE"]
+    }
+  },
+  {
+    method: "post",
+    path: "/api/ai/learning-analyses/batch",
+    security: "bearer",
+    success: "202",
+    errors: {
+      "400": ["INVALID_REQUEST"],
+      "401": ["UNAUTHORIZED"],
+      "429": ["TOO_MANY_JOBS", "QUOTA_EXCEEDED"],
+      "503": ["PLATFORM_UNAVAILABLE"]
+    }
+  },
+  {
+    method: "get",
+    path: "/api/ai/jobs/{jobId}",
+    security: "bearer",
+    success: "200",
+    errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"], "503": ["PLATFORM_UNAVAILABLE"] }
+  },
+  {
+    method: "get",
+    path: "/api/ai/jobs",
+    security: "bearer",
+    success: "200",
+    errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"] }
+  },
+  {
+    method: "get",
+    path: "/api/ai/jobs/{jobId}/events",
+    security: "bearer",
+    success: "200",
+    errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"] }
+  },
+  {
+    method: "get",
+    path: "/api/ai/jobs/{jobId}/artifacts",
+    security: "bearer",
+    success: "200",
+    errors: { "401": ["UNAUTHORIZED"], "404": ["JOB_NOT_FOUND"] }
+  },
+  {
+    method: "post",
+    path: "/api/ai/jobs/{jobId}/cancel",
+    security: "bearer",
+    success: "200",
+    errors: {
+      "401": ["UNAUTHORIZED"],
+      "404": ["JOB_NOT_FOUND"],
+      "409": ["JOB_NOT_CANCELLABLE", "JOB_ALREADY_CANCELLED"]
+    }
+  },
+  {
+    method: "put",
+    path: "/api/ai/credentials/deepseek",
+    security: "bearer",
+    success: "200",
+    errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"] }
+  },
+  {
+    method: "delete",
+    path: "/api/ai/credentials/deepseek",
+    security: "bearer",
+    success: "204",
+    errors: { "401": ["UNAUTHORIZED"], "404": ["CREDENTIAL_NOT_FOUND"] }
+  },
+  {
+    method: "get",
+    path: "/admin-api/ai/jobs",
+    security: "bearer",
+    success: "200",
+    errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] }
+  },
+  {
+    method: "get",
+    path: "/admin-api/ai/jobs/{jobId}",
+    security: "bearer",
+    success: "200",
+    errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"], "404": ["JOB_NOT_FOUND"] }
+  },
+  {
+    method: "post",
+    path: "/admin-api/ai/jobs/{jobId}/retry",
+    security: "bearer",
+    success: "201",
+    errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"], "404": ["JOB_NOT_FOUND"], "409": ["JOB_NOT_RETRYABLE"] }
+  },
+  {
+    method: "get",
+    path: "/admin-api/ai/outbox",
+    security: "bearer",
+    success: "200",
+    errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] }
+  },
+  {
+    method: "post",
+    path: "/admin-api/ai/outbox/{eventId}/replay",
+    security: "bearer",
+    success: "200",
+    errors: {
+      "401": ["UNAUTHORIZED"],
+      "403": ["FORBIDDEN"],
+      "404": ["OUTBOX_EVENT_NOT_FOUND"],
+      "409": ["OUTBOX_EVENT_NOT_DEAD"]
+    }
+  },
+  {
+    method: "get",
+    path: "/admin-api/ai/workers",
+    security: "bearer",
+    success: "200",
+    errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] }
+  },
+  {
+    method: "get",
+    path: "/admin-api/ai/outbox/events",
+    security: "bearer",
+    success: "200",
+    errors: { "400": ["INVALID_REQUEST"], "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] }
+  },
+  {
+    method: "post",
+    path: "/admin-api/ai/outbox/replay-dead",
+    security: "bearer",
+    success: "200",
+    errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] }
+  },
+  {
+    method: "get",
+    path: "/admin-api/ai/jobs/{jobId}/timeline",
+    security: "bearer",
+    success: "200",
+    errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"], "404": ["JOB_NOT_FOUND"] }
+  },
+  {
+    method: "get",
+    path: "/admin-api/ai/stats",
+    security: "bearer",
+    success: "200",
+    errors: { "401": ["UNAUTHORIZED"], "403": ["FORBIDDEN"] }
+  },
+  {
+    method: "post",
+    path: "/internal/credentials/{credentialId}/resolve",
+    security: "runtimeServiceToken",
+    success: "200",
+    errors: { "401": ["UNAUTHORIZED"], "404": ["CREDENTIAL_NOT_FOUND"] }
+  },
   { method: "get", path: "/healthz", security: "none", success: "200", errors: {} },
   { method: "get", path: "/readyz", security: "none", success: "200", errors: { "503": ["PLATFORM_UNAVAILABLE"] } }
 ]
@@ -144,13 +327,15 @@ const exampleOf = (spec: Spec, schema: JsonSchema): unknown => {
 const allRefs = (value: unknown): ReadonlyArray<string> => {
   if (Array.isArray(value)) return value.flatMap(allRefs)
   if (typeof value !== "object" || value === null) return []
-  return Object.entries(value).flatMap(([key, child]) => (key === "$ref" && typeof child === "string" ? [child] : allRefs(child)))
+  return Object.entries(value).flatMap((
+    [key, child]
+  ) => (key === "$ref" && typeof child === "string" ? [child] : allRefs(child)))
 }
 
 describe("OpenAPI", () => {
   it.live("/openapi.json describes every route with its schemas, security and error codes", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine())
         const response = yield* api.request("GET", "/openapi.json")
         expect(response.status).toBe(200)
@@ -158,12 +343,16 @@ describe("OpenAPI", () => {
         expect(spec.openapi).toMatch(/^3\./)
         expect(Object.keys(spec.components.securitySchemes).sort()).toEqual(["bearer", "runtimeServiceToken"])
 
-        const documented = Object.entries(spec.paths).flatMap(([path, item]) => Object.keys(item).map((m) => `${m} ${path}`))
+        const documented = Object.entries(spec.paths).flatMap(([path, item]) =>
+          Object.keys(item).map((m) => `${m} ${path}`)
+        )
         expect(documented.sort()).toEqual([...table, ...pages].map((r) => `${r.method} ${r.path}`).sort())
         for (const route of pages) {
           const operation = spec.paths[route.path]?.[route.method]
           expect(operation?.responses["200"], route.path).toBeDefined()
-          expect(operation?.security.flatMap((s) => Object.keys(s)), route.path).toEqual(route.security === "none" ? [] : [route.security])
+          expect(operation?.security.flatMap((s) => Object.keys(s)), route.path).toEqual(
+            route.security === "none" ? [] : [route.security]
+          )
         }
 
         for (const route of table) {
@@ -178,14 +367,20 @@ describe("OpenAPI", () => {
             expect(Array.from(new Set(declared)).sort(), `${where} ${status}`).toEqual([...codes].sort())
           }
           // Every route answers a bad request and an outage in the same { code, message } shape.
-          expect(codesOf(spec, operation.responses["400"]?.content?.["application/json"]?.schema), where).toEqual(["INVALID_REQUEST"])
-          expect(codesOf(spec, operation.responses["503"]?.content?.["application/json"]?.schema), where).toContain("PLATFORM_UNAVAILABLE")
+          expect(codesOf(spec, operation.responses["400"]?.content?.["application/json"]?.schema), where).toEqual([
+            "INVALID_REQUEST"
+          ])
+          expect(codesOf(spec, operation.responses["503"]?.content?.["application/json"]?.schema), where).toContain(
+            "PLATFORM_UNAVAILABLE"
+          )
           for (const parameter of operation.parameters.filter((p) => p.in === "path")) {
             expect(route.path, where).toContain(`{${parameter.name}}`)
             expect(parameter.required).toBe(true)
           }
         }
-        expect(spec.paths["/api/ai/flashcard-generations"]?.["post"]?.parameters.map((p) => p.name)).toContain("idempotency-key")
+        expect(spec.paths["/api/ai/flashcard-generations"]?.["post"]?.parameters.map((p) => p.name)).toContain(
+          "idempotency-key"
+        )
         expect(Object.keys(spec.components.schemas)).not.toContain("HttpApiDecodeError")
         for (const ref of allRefs(spec)) {
           expect(spec.components.schemas[ref.replace("#/components/schemas/", "")], ref).toBeDefined()
@@ -194,20 +389,32 @@ describe("OpenAPI", () => {
         const status = spec.components.schemas["JobStatusResponse"]
         expect(Object.keys(status?.properties ?? {}).sort()).toEqual(
           [
-            "jobId", "jobType", "lifecycleStatus", "queueName", "priority", "progress", "createdAt",
-            "startedAt", "finishedAt", "errorCode", "publicErrorMessage", "result"
+            "jobId",
+            "jobType",
+            "lifecycleStatus",
+            "queueName",
+            "priority",
+            "progress",
+            "createdAt",
+            "startedAt",
+            "finishedAt",
+            "errorCode",
+            "publicErrorMessage",
+            "result"
           ].sort()
         )
         expect([...(status?.required ?? [])].sort()).toEqual(
           ["jobId", "jobType", "lifecycleStatus", "queueName", "priority", "progress", "createdAt"].sort()
         )
-        expect(Object.keys(spec.components.schemas["AdminJobStatusResponse"]?.properties ?? {})).toContain("internalErrorMessage")
+        expect(Object.keys(spec.components.schemas["AdminJobStatusResponse"]?.properties ?? {})).toContain(
+          "internalErrorMessage"
+        )
       })
     ))
 
   it.live("requests built from the document succeed", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine())
         const spec = yield* bodyAs(Spec)(yield* api.request("GET", "/openapi.json"))
         const token = yield* tokenFor("user-a")
@@ -216,9 +423,14 @@ describe("OpenAPI", () => {
           if (operation === undefined) throw new Error(`${method} ${path} missing`)
           const schema = operation.requestBody?.content["application/json"]?.schema
           const url = path.replace(/\{(\w+)\}/g, (_, name: string) => params[name] ?? "")
-          return api.request(method.toUpperCase(), url, { token, body: schema === undefined ? undefined : exampleOf(spec, schema) })
+          return api.request(method.toUpperCase(), url, {
+            token,
+            body: schema === undefined ? undefined : exampleOf(spec, schema)
+          })
         }
-        for (const path of ["/api/ai/flashcard-generations", "/api/ai/feynman-evaluations", "/api/ai/learning-analyses"]) {
+        for (
+          const path of ["/api/ai/flashcard-generations", "/api/ai/feynman-evaluations", "/api/ai/learning-analyses"]
+        ) {
           const created = yield* built(path, "post")
           expect(created.status, created.text).toBe(202)
         }
@@ -232,7 +444,7 @@ describe("OpenAPI", () => {
 
   it.live("/docs serves the Swagger UI", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine())
         const docs = yield* api.request("GET", "/docs")
         expect(docs.status).toBe(200)

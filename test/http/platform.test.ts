@@ -1,8 +1,18 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, HashMap, Option } from "effect"
-import { memoryCheck, readinessProbeWith } from "../../src/services/ReadinessProbe.js"
 import { MemoryDatabase } from "../../src/layers/memory/MemoryDatabase.js"
-import { bodyAs, ErrorBody, feynmanBody, flashcardBody, JobBody, markFailed, memoryEngine, startApi, tokenFor } from "./support/harness.js"
+import { memoryCheck, readinessProbeWith } from "../../src/services/ReadinessProbe.js"
+import {
+  bodyAs,
+  ErrorBody,
+  feynmanBody,
+  flashcardBody,
+  JobBody,
+  markFailed,
+  memoryEngine,
+  startApi,
+  tokenFor
+} from "./support/harness.js"
 
 const redisDown = readinessProbeWith(
   [memoryCheck("database"), { name: "redis", backend: "redis", ping: Effect.fail("connection refused") }]
@@ -24,20 +34,23 @@ const sizes = Effect.map(Effect.flatMap(MemoryDatabase, (db) => db.snapshot), (t
 describe("health", () => {
   it.live("/healthz is alive; /readyz is ready when every check answers", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine())
         const alive = yield* api.request("GET", "/healthz")
         expect(alive.status).toBe(200)
         expect(alive.body).toEqual({ status: "ok" })
         const ready = yield* api.request("GET", "/readyz")
         expect(ready.status).toBe(200)
-        expect(ready.body).toMatchObject({ status: "ready", checks: [{ name: "database", status: "up" }, { name: "queue", status: "up" }] })
+        expect(ready.body).toMatchObject({
+          status: "ready",
+          checks: [{ name: "database", status: "up" }, { name: "queue", status: "up" }]
+        })
       })
     ))
 
   it.live("/readyz is 503 PLATFORM_UNAVAILABLE naming what does not answer (a hang counts, after the timeout)", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const one = yield* startApi(memoryEngine(), { probe: redisDown })
         const r1 = yield* one.request("GET", "/readyz")
         expect(r1.status).toBe(503)
@@ -58,15 +71,17 @@ describe("health", () => {
 describe("platform unavailable", () => {
   it.live("AI_PLATFORM_ENABLED=false: creating AI work is 503; reading and cancelling still work", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const engine = memoryEngine()
         const api = yield* startApi(engine, { platformEnabled: false })
         const token = yield* tokenFor("user-a")
         const admin = yield* tokenFor("admin-1", "SUPER_ADMIN")
-        for (const [path, body] of [
-          ["/api/ai/flashcard-generations", flashcardBody()],
-          ["/api/ai/feynman-evaluations", feynmanBody()]
-        ] as const) {
+        for (
+          const [path, body] of [
+            ["/api/ai/flashcard-generations", flashcardBody()],
+            ["/api/ai/feynman-evaluations", feynmanBody()]
+          ] as const
+        ) {
           const response = yield* api.request("POST", path, { token, body })
           expect(response.status).toBe(503)
           expect(yield* bodyAs(ErrorBody)(response)).toMatchObject({ code: "PLATFORM_UNAVAILABLE" })
@@ -76,7 +91,7 @@ describe("platform unavailable", () => {
 
         // A job from before the switch: readable, cancellable, not retryable while off.
         const job = yield* api.run(
-          Effect.gen(function* () {
+          Effect.gen(function*() {
             const { AiJobService } = yield* Effect.promise(() => import("../../src/services/AiJobService.js"))
             const service = yield* AiJobService
             return (yield* service.createJob({
@@ -88,7 +103,13 @@ describe("platform unavailable", () => {
             }).pipe(Effect.orDie)).job
           })
         )
-        yield* api.run(markFailed(job.id, { errorCode: "TIMEOUT", publicErrorMessage: "The job took too long and was stopped.", internalErrorMessage: "t" }))
+        yield* api.run(
+          markFailed(job.id, {
+            errorCode: "TIMEOUT",
+            publicErrorMessage: "The job took too long and was stopped.",
+            internalErrorMessage: "t"
+          })
+        )
         expect((yield* api.request("GET", `/api/ai/jobs/${job.id}`, { token })).status).toBe(200)
         const retry = yield* api.request("POST", `/admin-api/ai/jobs/${job.id}/retry`, { token: admin })
         expect(retry.status).toBe(503)
@@ -97,7 +118,7 @@ describe("platform unavailable", () => {
 
   it.live("Redis unreachable: creates are 503 and write nothing", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine(), { probe: redisDown })
         const token = yield* tokenFor("user-a")
         const response = yield* api.request("POST", "/api/ai/flashcard-generations", { token, body: flashcardBody() })
@@ -112,7 +133,7 @@ describe("platform unavailable", () => {
 
   it.live("the database unreachable (PersistenceError) is 503 on every route that reads or writes, with no internal detail", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine())
         const token = yield* tokenFor("user-a")
         const admin = yield* tokenFor("admin-1", "SUPER_ADMIN")
@@ -120,8 +141,11 @@ describe("platform unavailable", () => {
           yield* api.request("POST", "/api/ai/flashcard-generations", { token, body: flashcardBody() })
         )
         yield* api.run(
-          Effect.flatMap(MemoryDatabase, (db) =>
-            db.setFaults(Option.some(() => Effect.succeed(Option.some("ECONNREFUSED 10.1.2.3:3306 /var/lib/mysql")))))
+          Effect.flatMap(
+            MemoryDatabase,
+            (db) =>
+              db.setFaults(Option.some(() => Effect.succeed(Option.some("ECONNREFUSED 10.1.2.3:3306 /var/lib/mysql"))))
+          )
         )
         const routes: ReadonlyArray<readonly [string, string, string, unknown?]> = [
           ["POST", "/api/ai/flashcard-generations", token, flashcardBody()],
@@ -149,7 +173,7 @@ describe("platform unavailable", () => {
 describe("writing handlers are uninterruptible", () => {
   it.live("a client that hangs up mid-create leaves a whole job (job, snapshot and outbox event), not half of one", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine())
         const token = yield* tokenFor("user-a")
         // The client hangs up the moment the create transaction commits (the commit is held a
@@ -160,7 +184,10 @@ describe("writing handlers are uninterruptible", () => {
             db.setFaults(
               Option.some((operation) =>
                 operation === "commit"
-                  ? Effect.as(Effect.zipRight(Effect.sync(() => controller.abort()), Effect.sleep("1 second")), Option.none())
+                  ? Effect.as(
+                    Effect.zipRight(Effect.sync(() => controller.abort()), Effect.sleep("1 second")),
+                    Option.none()
+                  )
                   : Effect.succeed(Option.none())
               )
             ))

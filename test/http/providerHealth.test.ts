@@ -19,17 +19,30 @@ const breakerGauge = { provider: "deepseek", model: "deepseek-chat" }
 
 describe("a provider's circuit breaker as operators see it", () => {
   it.live("the stats page and /metrics show the breaker closed, then open while the provider fails", () =>
-    withScope(Effect.gen(function* () {
+    withScope(Effect.gen(function*() {
       const api = yield* startApi(memoryEngine())
       const admin = yield* tokenFor("ops", "SUPER_ADMIN")
       const stats = Effect.flatMap(api.request("GET", "/admin-api/ai/stats", { token: admin }), bodyAs(Providers))
-      const scrape = Effect.map(api.request("GET", "/metrics", { token: admin }), (response) => parsePrometheusText(response.text))
+      const scrape = Effect.map(
+        api.request("GET", "/metrics", { token: admin }),
+        (response) => parsePrometheusText(response.text)
+      )
 
-      expect((yield* stats).providers).toStrictEqual([{ provider: "deepseek", model: "deepseek-chat", breaker: "closed", failures: 0, openUntil: null }])
+      expect((yield* stats).providers).toStrictEqual([{
+        provider: "deepseek",
+        model: "deepseek-chat",
+        breaker: "closed",
+        failures: 0,
+        openUntil: null
+      }])
 
       // The provider fails call after call (as EXECUTE reports each provider-side failure).
-      yield* api.run(Effect.flatMap(ProviderCircuitBreaker, (breaker) =>
-        Effect.repeatN(breaker.record("deepseek/deepseek-chat", { _tag: "Call" }, "failure"), 2)))
+      yield* api.run(
+        Effect.flatMap(
+          ProviderCircuitBreaker,
+          (breaker) => Effect.repeatN(breaker.record("deepseek/deepseek-chat", { _tag: "Call" }, "failure"), 2)
+        )
+      )
       const open = (yield* stats).providers[0]
       expect([open?.breaker, open?.failures, typeof open?.openUntil]).toStrictEqual(["open", 3, "string"])
       expect(sampleValue(yield* scrape, "ai_provider_circuit_state", breakerGauge)).toBe(2)
@@ -38,14 +51,21 @@ describe("a provider's circuit breaker as operators see it", () => {
 
 const Timeline = Schema.Struct({
   attempts: Schema.Array(Schema.Struct({
-    calls: Schema.Array(Schema.Struct({ provider: Schema.String, model: Schema.String, totalTokens: Schema.Number, tokensEstimated: Schema.Boolean }))
+    calls: Schema.Array(
+      Schema.Struct({
+        provider: Schema.String,
+        model: Schema.String,
+        totalTokens: Schema.Number,
+        tokensEstimated: Schema.Boolean
+      })
+    )
   }))
 })
 const Created = Schema.Struct({ jobId: Schema.String })
 
 describe("a call whose answer reported no usage", () => {
   it.live("shows in the job's timeline with its tokens marked estimated, beside a call the provider counted", () =>
-    withScope(Effect.gen(function* () {
+    withScope(Effect.gen(function*() {
       const api = yield* startApi(memoryEngine())
       const admin = yield* tokenFor("ops", "SUPER_ADMIN")
       const user = yield* tokenFor("user-estimated")
@@ -69,8 +89,19 @@ describe("a call whose answer reported no usage", () => {
         errorCode: null,
         ...(usageEstimated ? { usageEstimated: true as const } : {})
       })
-      yield* api.run(Effect.flatMap(UsageLog, (usage) => Effect.zipRight(usage.record(row(1, "primary", false)), usage.record(row(2, "backup", true)))))
-      const timeline = yield* Effect.flatMap(api.request("GET", `/admin-api/ai/jobs/${jobId}/timeline`, { token: admin }), bodyAs(Timeline))
-      expect(timeline.attempts[0]?.calls.map((call) => [call.provider, call.tokensEstimated])).toStrictEqual([["primary", false], ["backup", true]])
+      yield* api.run(
+        Effect.flatMap(
+          UsageLog,
+          (usage) => Effect.zipRight(usage.record(row(1, "primary", false)), usage.record(row(2, "backup", true)))
+        )
+      )
+      const timeline = yield* Effect.flatMap(
+        api.request("GET", `/admin-api/ai/jobs/${jobId}/timeline`, { token: admin }),
+        bodyAs(Timeline)
+      )
+      expect(timeline.attempts[0]?.calls.map((call) => [call.provider, call.tokensEstimated])).toStrictEqual([[
+        "primary",
+        false
+      ], ["backup", true]])
     })))
 })

@@ -1,12 +1,21 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, HashMap } from "effect"
 import { MemoryDatabase } from "../../src/layers/memory/MemoryDatabase.js"
-import { bodyAs, ErrorBody, feynmanBody, flashcardBody, JobBody, memoryEngine, startApi, tokenFor } from "./support/harness.js"
+import {
+  bodyAs,
+  ErrorBody,
+  feynmanBody,
+  flashcardBody,
+  JobBody,
+  memoryEngine,
+  startApi,
+  tokenFor
+} from "./support/harness.js"
 
 describe("per-user limits", () => {
   it.live("20 parallel creates with MAX_ACTIVE_JOBS_PER_USER=5 accept exactly 5; the rest are 429 TOO_MANY_JOBS", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine({ maxActiveJobsPerUser: 5 }))
         const token = yield* tokenFor("user-a")
         const other = yield* tokenFor("user-b")
@@ -40,7 +49,7 @@ describe("per-user limits", () => {
 
   it.live("DAILY_JOB_QUOTA counts every job the user created today; the next is 429 QUOTA_EXCEEDED", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine({ maxActiveJobsPerUser: 100, dailyJobQuota: 3 }))
         const token = yield* tokenFor("user-a")
         const admin = yield* tokenFor("admin-1", "SUPER_ADMIN")
@@ -81,7 +90,7 @@ describe("per-user limits", () => {
 
   it.live("concurrent creates never exceed the daily quota", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* startApi(memoryEngine({ maxActiveJobsPerUser: 100, dailyJobQuota: 4 }))
         const token = yield* tokenFor("user-a")
         const responses = yield* Effect.forEach(

@@ -16,7 +16,7 @@ const jobId = "00000000-0000-7000-8000-0000000000aa"
 describe("MySQL client: binary strings as text", () => {
   layer(stack, { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect("every form of result holds the identifiers as strings", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         yield* sql`INSERT INTO ai_user_job_gate (user_id, updated_at) VALUES (${userId}, UTC_TIMESTAMP(3))`
         yield* sql.unsafe(
@@ -28,7 +28,8 @@ describe("MySQL client: binary strings as text", () => {
           [jobId, userId]
         )
 
-        const rows = yield* sql`SELECT id, user_id, idempotency_key, priority, input, created_at FROM ai_job WHERE id = ${jobId}`
+        const rows =
+          yield* sql`SELECT id, user_id, idempotency_key, priority, input, created_at FROM ai_job WHERE id = ${jobId}`
         expect(rows).toHaveLength(1)
         const row = rows[0]!
         expect(row.id).toBe(jobId)

@@ -3,18 +3,18 @@ import { SqlClient } from "@effect/sql"
 import { MysqlMigrator } from "@effect/sql-mysql2"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted, Schema } from "effect"
-import exactIdentifiers from "../../migrations/0011_exact_identifiers.js"
-import { migrations, migrationsTable } from "../../migrations/index.js"
 import { checkLiveDatabase } from "../../migrations-check/check.js"
 import { isDrift } from "../../migrations-check/compare.js"
-import { describeDifference, renderReport } from "../../migrations-check/report.js"
 import { normalizeColumnType } from "../../migrations-check/normalizeType.js"
+import { describeDifference, renderReport } from "../../migrations-check/report.js"
+import exactIdentifiers from "../../migrations/0011_exact_identifiers.js"
+import { migrations, migrationsTable } from "../../migrations/index.js"
+import { QuotaLimitsConfig } from "../../src/config/QuotaLimitsConfig.js"
 import { runMigrations } from "../../src/layers/mysql/migrate.js"
 import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
 import { CredentialRepository } from "../../src/services/CredentialRepository.js"
-import { QuotaLimitsConfig } from "../../src/config/QuotaLimitsConfig.js"
 import { jobCreation, mysqlCreationRepositories } from "../support/foundationStack.js"
 import { acquireScratchDatabase } from "../support/scratchDatabase.js"
 
@@ -48,7 +48,7 @@ const insertJob = (id: string, userId: string, idempotencyKey: string) =>
     ))
 
 /** victim1's job and stored key, as they were before 0011. */
-const insertLegacyRows = Effect.gen(function* () {
+const insertLegacyRows = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* insertJob(legacyJobId, "victim1", "legacy-key")
   yield* sql.unsafe(
@@ -61,7 +61,7 @@ const insertLegacyRows = Effect.gen(function* () {
 
 const Count = Schema.Struct({ n: Schema.Union(Schema.Number, Schema.NumberFromString) })
 const countWhere = (query: string, params: ReadonlyArray<string>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const [row] = yield* Schema.decodeUnknown(Schema.Array(Count))(yield* sql.unsafe(query, params))
     return Number(row?.n ?? 0)
@@ -72,7 +72,9 @@ const generousLimits = { maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }
 /** The repositories and job creation on the database of `url`. */
 const engineOn = (url: string) =>
   jobCreation(
-    mysqlCreationRepositories.pipe(Layer.provideMerge(Layer.merge(clientFor(url), QuotaLimitsConfig.make(generousLimits))))
+    mysqlCreationRepositories.pipe(
+      Layer.provideMerge(Layer.merge(clientFor(url), QuotaLimitsConfig.make(generousLimits)))
+    )
   ).pipe(Layer.orDie)
 
 describe("normalizing varbinary", () => {
@@ -85,9 +87,9 @@ describe("normalizing varbinary", () => {
 
 it.layer(NodeContext.layer, { timeout: "90 seconds" })("exact identifiers on MariaDB", (it) => {
   it.scoped("0011 keeps existing rows; afterwards a user id or key with a trailing space matches nothing of victim1's", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const scratch = yield* acquireScratchDatabase("exact_identifiers")
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         yield* migrationsBefore0011
         yield* insertLegacyRows
         // The flaw this migration removes: PAD SPACE makes "victim1 " victim1.
@@ -99,7 +101,7 @@ it.layer(NodeContext.layer, { timeout: "90 seconds" })("exact identifiers on Mar
         yield* exactIdentifiers
       }).pipe(Effect.provide(clientFor(scratch.url)))
 
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const credentials = yield* CredentialRepository
         const service = yield* AiJobService
@@ -113,11 +115,15 @@ it.layer(NodeContext.layer, { timeout: "90 seconds" })("exact identifiers on Mar
         // A user id "victim1 " written straight into the table is a user of its own.
         yield* insertJob(paddedUsersJobId, "victim1 ", "legacy-key")
         expect((yield* jobs.list({ userId: "victim1" }, { limit: 10 })).map((job) => job.id)).toEqual([legacyJobId])
-        expect((yield* jobs.list({ userId: "victim1 " }, { limit: 10 })).map((job) => job.id)).toEqual([paddedUsersJobId])
+        expect((yield* jobs.list({ userId: "victim1 " }, { limit: 10 })).map((job) => job.id)).toEqual([
+          paddedUsersJobId
+        ])
         expect(yield* jobs.countActive("victim1 ")).toBe(1)
         expect(Option.map(yield* jobs.findByIdempotencyKey("victim1", "synthetic_echo", "legacy-key"), (job) => job.id))
           .toEqual(Option.some(legacyJobId))
-        expect(Option.map(yield* jobs.findByIdempotencyKey("victim1 ", "synthetic_echo", "legacy-key"), (job) => job.id))
+        expect(
+          Option.map(yield* jobs.findByIdempotencyKey("victim1 ", "synthetic_echo", "legacy-key"), (job) => job.id)
+        )
           .toEqual(Option.some(paddedUsersJobId))
         expect(Option.isNone(yield* jobs.findByIdempotencyKey("victim1", "synthetic_echo", "legacy-key "))).toBe(true)
         expect(Option.isNone(yield* jobs.findById(`${legacyJobId} `))).toBe(true)
@@ -141,17 +147,34 @@ it.layer(NodeContext.layer, { timeout: "90 seconds" })("exact identifiers on Mar
         expect(repeated).toMatchObject({ created: false, job: { id: legacyJobId } })
 
         // The quota gate keeps one row per exact user id.
-        yield* service.createJob({ userId: "victim1 ", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message: "x" } })
-        yield* service.createJob({ userId: "victim1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message: "x" } })
-        expect(yield* countWhere("SELECT COUNT(*) AS n FROM ai_user_job_gate WHERE user_id IN (?, ?)", ["victim1", "victim1 "]))
+        yield* service.createJob({
+          userId: "victim1 ",
+          jobType: "synthetic_echo",
+          targetType: "test",
+          targetId: "t",
+          input: { message: "x" }
+        })
+        yield* service.createJob({
+          userId: "victim1",
+          jobType: "synthetic_echo",
+          targetType: "test",
+          targetId: "t",
+          input: { message: "x" }
+        })
+        expect(
+          yield* countWhere("SELECT COUNT(*) AS n FROM ai_user_job_gate WHERE user_id IN (?, ?)", [
+            "victim1",
+            "victim1 "
+          ])
+        )
           .toBe(2)
       }).pipe(Effect.provide(engineOn(scratch.url)))
     }))
 
   it.scoped("migrations-check --live fails on a database whose identifier columns are still VARCHAR, naming them", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const scratch = yield* acquireScratchDatabase("exact_identifiers_live")
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         yield* runMigrations
         const sql = yield* SqlClient.SqlClient
         yield* sql.unsafe("ALTER TABLE ai_job MODIFY COLUMN user_id VARCHAR(64) NOT NULL")
@@ -169,7 +192,7 @@ it.layer(NodeContext.layer, { timeout: "90 seconds" })("exact identifiers on Mar
     }))
 
   it.scoped("a database built before 0011 fails migrations-check --live until 0011 runs", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const scratch = yield* acquireScratchDatabase("exact_identifiers_before")
       yield* migrationsBefore0011.pipe(Effect.provide(clientFor(scratch.url)))
       const before = yield* checkLiveDatabase(Redacted.make(scratch.url))

@@ -6,11 +6,15 @@ import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { checkLiveDatabase, checkMigrationsBuildDeclaredSchema } from "../../migrations-check/check.js"
 import { compareSchemas, isDrift, SchemaDifference } from "../../migrations-check/compare.js"
+import { type DeclaredColumnType, declaredSchema } from "../../migrations-check/DeclaredSchema.js"
 import type { IntrospectedSchema } from "../../migrations-check/introspect.js"
 import { introspectCurrentDatabase } from "../../migrations-check/introspect.js"
-import { jsonValidatedColumn, normalizeColumnDefault, normalizeColumnType } from "../../migrations-check/normalizeType.js"
+import {
+  jsonValidatedColumn,
+  normalizeColumnDefault,
+  normalizeColumnType
+} from "../../migrations-check/normalizeType.js"
 import { describeDifference, renderReport } from "../../migrations-check/report.js"
-import { type DeclaredColumnType, declaredSchema } from "../../migrations-check/DeclaredSchema.js"
 import { runMigrations } from "../../src/layers/mysql/migrate.js"
 import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
 import { acquireScratchDatabase, testServerUrl } from "../support/scratchDatabase.js"
@@ -40,7 +44,11 @@ interface ProgramRun {
 }
 
 /** Runs one of the repository's built programs (`dist/{program}.js`, what `npm run` runs), and collects its exit code and output. */
-const runProgram = (program: "migrate" | "migrations-check", args: ReadonlyArray<string>, databaseUrl: string | undefined) =>
+const runProgram = (
+  program: "migrate" | "migrations-check",
+  args: ReadonlyArray<string>,
+  databaseUrl: string | undefined
+) =>
   Effect.async<ProgramRun>((resume) => {
     const { DATABASE_URL: _inherited, ...environment } = process.env
     const child = spawn("node", [`dist/${program}.js`, ...args], {
@@ -104,8 +112,11 @@ describe("normalizing reported column types", () => {
             reportedType: reported.reportedType,
             nullable: column.nullable,
             defaultValue: normalizeColumnDefault(
-              column.defaultValue === undefined ? (flavor === "mariadb" && column.nullable ? "NULL" : null)
-              : flavor === "mysql8" ? column.defaultValue.toUpperCase() : column.defaultValue
+              column.defaultValue === undefined ?
+                (flavor === "mariadb" && column.nullable ? "NULL" : null)
+                : flavor === "mysql8"
+                ? column.defaultValue.toUpperCase()
+                : column.defaultValue
             )
           }
         }),
@@ -216,35 +227,43 @@ it.layer(NodeContext.layer)("migrations on a scratch database", (it) => {
 
 // Real processes on a real clock: these run the programs exactly as `npm run` does.
 describe("the migrate and migrations-check programs", () => {
-  it.scopedLive("migrate twice, check passes, then --live fails naming the dropped column", () =>
-    Effect.gen(function*() {
-      const scratch = yield* acquireScratchDatabase("migrations_cli")
+  it.scopedLive(
+    "migrate twice, check passes, then --live fails naming the dropped column",
+    () =>
+      Effect.gen(function*() {
+        const scratch = yield* acquireScratchDatabase("migrations_cli")
 
-      const firstMigrate = yield* runProgram("migrate", [], scratch.url)
-      expect(firstMigrate.exitCode, firstMigrate.output).toBe(0)
-      expect(firstMigrate.output).toContain("Applied migration 0001_ai_job")
-      const secondMigrate = yield* runProgram("migrate", [], scratch.url)
-      expect(secondMigrate.exitCode, secondMigrate.output).toBe(0)
-      expect(secondMigrate.output).toContain("No pending migrations")
+        const firstMigrate = yield* runProgram("migrate", [], scratch.url)
+        expect(firstMigrate.exitCode, firstMigrate.output).toBe(0)
+        expect(firstMigrate.output).toContain("Applied migration 0001_ai_job")
+        const secondMigrate = yield* runProgram("migrate", [], scratch.url)
+        expect(secondMigrate.exitCode, secondMigrate.output).toBe(0)
+        expect(secondMigrate.output).toContain("No pending migrations")
 
-      const liveBefore = yield* runProgram("migrations-check", ["--live"], scratch.url)
-      expect(liveBefore.exitCode, liveBefore.output).toBe(0)
+        const liveBefore = yield* runProgram("migrations-check", ["--live"], scratch.url)
+        expect(liveBefore.exitCode, liveBefore.output).toBe(0)
 
-      yield* dropProgressColumn.pipe(Effect.provide(clientFor(scratch.url)))
-      const liveAfter = yield* runProgram("migrations-check", ["--live"], scratch.url)
-      expect(liveAfter.exitCode).not.toBe(0)
-      expect(liveAfter.output).toContain("ai_job.progress")
-    }), { timeout: 90_000 })
+        yield* dropProgressColumn.pipe(Effect.provide(clientFor(scratch.url)))
+        const liveAfter = yield* runProgram("migrations-check", ["--live"], scratch.url)
+        expect(liveAfter.exitCode).not.toBe(0)
+        expect(liveAfter.output).toContain("ai_job.progress")
+      }),
+    { timeout: 90_000 }
+  )
 
-  it.scopedLive("migrations-check (default mode) exits 0 and leaves no scratch database behind", () =>
-    Effect.gen(function*() {
-      const run = yield* runProgram("migrations-check", [], testServerUrl)
-      expect(run.exitCode, run.output).toBe(0)
-      expect(run.output).toContain("OK: no drift")
-      const scratchName = /migrations_check_[0-9a-f]+/.exec(run.output)?.[0] ?? ""
-      expect(scratchName).not.toBe("")
-      expect(yield* databaseExists(scratchName)).toBe(false)
-    }), { timeout: 60_000 })
+  it.scopedLive(
+    "migrations-check (default mode) exits 0 and leaves no scratch database behind",
+    () =>
+      Effect.gen(function*() {
+        const run = yield* runProgram("migrations-check", [], testServerUrl)
+        expect(run.exitCode, run.output).toBe(0)
+        expect(run.output).toContain("OK: no drift")
+        const scratchName = /migrations_check_[0-9a-f]+/.exec(run.output)?.[0] ?? ""
+        expect(scratchName).not.toBe("")
+        expect(yield* databaseExists(scratchName)).toBe(false)
+      }),
+    { timeout: 60_000 }
+  )
 
   it.scopedLive("migrate without DATABASE_URL fails with a message naming it", () =>
     Effect.gen(function*() {

@@ -1,11 +1,11 @@
-import type { Connection } from "@effect/sql/SqlConnection"
 import { MysqlClient } from "@effect/sql-mysql2"
+import type { Connection } from "@effect/sql/SqlConnection"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
-import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
 import { mirroredSqlMysql2Version, MysqlTransactionConnections } from "../../src/layers/mysql/mysqlClient.js"
+import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
 import { driverConnectionOf } from "../../src/layers/mysql/MysqlUnitOfWork.js"
 import { repositoryRoot } from "../support/importRules.js"
 import { testServerUrl } from "../support/scratchDatabase.js"
@@ -25,12 +25,13 @@ const ConnectionId = Schema.Array(Schema.Struct({ id: Schema.Number }))
 
 /** The server's id of the session `conn` runs on, and the driver connection the unit of work would see under it. */
 const driverAndSession = (conn: Connection) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const [row] = yield* Schema.decodeUnknown(ConnectionId)(yield* conn.executeRaw("SELECT CONNECTION_ID() AS id", []))
     return { sessionId: row!.id, driver: driverConnectionOf(conn) }
   })
 
-const threadIdOf = (driver: object | undefined): unknown => driver === undefined ? undefined : Reflect.get(driver, "threadId")
+const threadIdOf = (driver: object | undefined): unknown =>
+  driver === undefined ? undefined : Reflect.get(driver, "threadId")
 
 describe("the MySQL client fork", () => {
   it("mirrors the installed @effect/sql-mysql2", () => {
@@ -42,11 +43,14 @@ describe("the MySQL client fork", () => {
     ).toBe(mirroredSqlMysql2Version)
   })
 
-  layer(MysqlClient.layer({ url: Redacted.make(testServerUrl), maxConnections: 1 }).pipe(Layer.orDie), { timeout: 30_000, excludeTestServices: true })(
+  layer(MysqlClient.layer({ url: Redacted.make(testServerUrl), maxConnections: 1 }).pipe(Layer.orDie), {
+    timeout: 30_000,
+    excludeTestServices: true
+  })(
     "on the library's client",
     (it) => {
       it.scoped("the unit of work finds the mysql2 connection under a library connection", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const sql = yield* MysqlClient.MysqlClient
           const { driver, sessionId } = yield* driverAndSession(yield* sql.reserve)
           expect(
@@ -59,11 +63,14 @@ describe("the MySQL client fork", () => {
     }
   )
 
-  layer(mysqlClientLayer(Redacted.make(testServerUrl), { maxConnections: 1 }).pipe(Layer.orDie), { timeout: 30_000, excludeTestServices: true })(
+  layer(mysqlClientLayer(Redacted.make(testServerUrl), { maxConnections: 1 }).pipe(Layer.orDie), {
+    timeout: 30_000,
+    excludeTestServices: true
+  })(
     "on the engine's client",
     (it) => {
       it.scoped("the unit of work finds the mysql2 connection under a transaction connection", () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const connections = yield* MysqlTransactionConnections
           const { driver, sessionId } = yield* driverAndSession(yield* connections.acquire)
           expect(threadIdOf(driver)).toBe(sessionId)

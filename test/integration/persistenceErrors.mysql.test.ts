@@ -1,5 +1,5 @@
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Deferred, Effect, Either, Fiber, Layer, Option, Schema } from "effect"
 import type { AiJob } from "../../src/domain/AiJob.js"
 import { byLease, leaseOf } from "../../src/domain/AiJob.js"
@@ -19,10 +19,13 @@ const stack = (prefix: string) => jobCreation(mysqlRepositories(prefix)).pipe(La
 
 /** The failure's operation and whether its message carries the driver's code, or what came instead. */
 const failureOf = <A, E>(effect: Effect.Effect<A, E>) =>
-  Effect.map(Effect.either(effect), (result) =>
-    Either.isLeft(result) && typeof result.left === "object" && result.left !== null && "operation" in result.left
-      ? result.left.operation
-      : `not a PersistenceError: ${JSON.stringify(Either.isLeft(result) ? result.left : result.right)}`)
+  Effect.map(
+    Effect.either(effect),
+    (result) =>
+      Either.isLeft(result) && typeof result.left === "object" && result.left !== null && "operation" in result.left
+        ? result.left.operation
+        : `not a PersistenceError: ${JSON.stringify(Either.isLeft(result) ? result.left : result.right)}`
+  )
 
 const renameTable = (from: string, to: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`RENAME TABLE ${from} TO ${to}`)).pipe(Effect.orDie)
@@ -32,7 +35,7 @@ const ConnectionId = Schema.Struct({ id: Schema.Number })
 describe("PersistenceError names the operation that failed (mysql)", () => {
   layer(stack("errors_job"), { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect("every job repository call on a missing ai_job table", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const repo = yield* AiJobLifecycleRepository
         const { job } = yield* (yield* AiJobService).createJob({
           userId: `u-${yield* newId}`,
@@ -55,7 +58,10 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
           ["ai_job.extendLocks", repo.extendLocks([{ lease, progress: 10, reportCancel: true }], 1_000)],
           ["ai_job.releaseLock", repo.releaseLock(lease)],
           ["ai_job.markSucceeded", repo.markSucceeded(lease, "a".repeat(64), { locked: running })],
-          ["ai_job.markFailed", repo.markFailed(byLease(lease), { errorCode: "X", publicErrorMessage: "x", internalErrorMessage: "x" })],
+          [
+            "ai_job.markFailed",
+            repo.markFailed(byLease(lease), { errorCode: "X", publicErrorMessage: "x", internalErrorMessage: "x" })
+          ],
           ["ai_job.markCancelled", repo.markCancelled(byLease(lease))],
           ["ai_job.requestCancel", repo.requestCancel(job.id)],
           ["ai_job.findByLifecycleStatus", repo.findByLifecycleStatus(["queued"])],
@@ -73,17 +79,28 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
 
   layer(stack("errors_outbox"), { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect("every outbox repository call on a missing outbox_event table", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const outbox = yield* OutboxRepository
         yield* renameTable("outbox_event", "outbox_event_gone")
         const id = yield* newId
-        const event = { id, eventType: "ai.job.enqueue", aggregateType: "AiJob", aggregateId: id, dedupeKey: id, payload: {}, delayMs: 0 }
+        const event = {
+          id,
+          eventType: "ai.job.enqueue",
+          aggregateType: "AiJob",
+          aggregateId: id,
+          dedupeKey: id,
+          payload: {},
+          delayMs: 0
+        }
         const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
           ["outbox_event.create", outbox.createInTransaction(event)],
           ["outbox_event.findById", outbox.findById(id)],
           ["outbox_event.claimBatch", outbox.claimBatch("d-1", 10)],
           ["outbox_event.markPublishedMany", outbox.markPublishedMany([id], "d-1")],
-          ["outbox_event.markDispatchFailed", outbox.markDispatchFailed(id, "d-1", "down", { retryDelayMs: 10, maxAttempts: 3 })],
+          [
+            "outbox_event.markDispatchFailed",
+            outbox.markDispatchFailed(id, "d-1", "down", { retryDelayMs: 10, maxAttempts: 3 })
+          ],
           ["outbox_event.releaseClaimsOf", outbox.releaseClaimsOf("d-1")],
           ["outbox_event.releaseExpiredLocks", outbox.releaseExpiredLocks(1_000)],
           ["outbox_event.countByStatus", outbox.countByStatus],
@@ -100,7 +117,7 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
 
   layer(stack("errors_uow"), { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect("a driver error inside a transaction is the transaction's PersistenceError; the body's own errors pass untouched", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const uow = yield* UnitOfWork
         const broken = yield* Effect.flip(uow.transaction(sql`SELECT * FROM no_such_table`))
@@ -115,7 +132,7 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
      * body has run, so the COMMIT or ROLLBACK that follows goes to a dead connection.
      */
     const killedBeforeTheEnd = <A, E>(ending: Effect.Effect<A, E>) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const uow = yield* UnitOfWork
         const repo = yield* AiJobLifecycleRepository
@@ -123,9 +140,17 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
         const killed = yield* Deferred.make<void>()
         const userId = `killed-${yield* newId}`
         const transaction = yield* Effect.fork(uow.transaction(
-          Effect.gen(function* () {
-            yield* (yield* AiJobService).createJob({ userId, jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message: "m" } })
-            const [row] = yield* Schema.decodeUnknown(Schema.Array(ConnectionId))(yield* sql`SELECT CONNECTION_ID() AS id`)
+          Effect.gen(function*() {
+            yield* (yield* AiJobService).createJob({
+              userId,
+              jobType: "synthetic_echo",
+              targetType: "test",
+              targetId: "t",
+              input: { message: "m" }
+            })
+            const [row] = yield* Schema.decodeUnknown(Schema.Array(ConnectionId))(
+              yield* sql`SELECT CONNECTION_ID() AS id`
+            )
             yield* Deferred.succeed(bodyRan, row!.id)
             yield* Deferred.await(killed)
             return yield* ending
@@ -140,15 +165,21 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
       })
 
     it.effect("a COMMIT on a lost connection: the outcome is unknown", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const outcome = yield* killedBeforeTheEnd(Effect.succeed("done"))
         expect(Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()).toStrictEqual(
-          Option.some(expect.objectContaining({ _tag: "PersistenceError", operation: "transaction.commit", commitOutcome: "unknown" }))
+          Option.some(
+            expect.objectContaining({
+              _tag: "PersistenceError",
+              operation: "transaction.commit",
+              commitOutcome: "unknown"
+            })
+          )
         )
       }))
 
     it.effect("a ROLLBACK on a lost connection after the body failed", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const outcome = yield* killedBeforeTheEnd(Effect.fail("gave up" as const))
         const error = Either.isLeft(outcome) ? outcome.left : undefined
         expect(error).toMatchObject({ _tag: "PersistenceError", operation: "transaction.rollback" })

@@ -1,16 +1,16 @@
 import { Effect, Layer } from "effect"
-import { MysqlJobStatistics } from "../../src/layers/mysql/MysqlJobStatistics.js"
-import { MysqlUsageLogRepository } from "../../src/layers/mysql/MysqlUsageLogRepository.js"
-import { jobStatisticsContract } from "../contract/JobStatistics.contract.js"
-import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
-import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
-import { outboxClaimsContract } from "../contract/OutboxRepository.claims.contract.js"
-import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
-import { MysqlProjectionStore } from "../../src/layers/mysql/MysqlProjectionStore.js"
-import { quotasContract } from "../contract/Quotas.contract.js"
-import { groupCommitContract } from "../contract/GroupCommit.contract.js"
-import { terminalEventsContract } from "../contract/TerminalEvents.contract.js"
 import { MysqlArtifactRepository } from "../../src/layers/mysql/MysqlArtifactRepository.js"
+import { MysqlJobStatistics } from "../../src/layers/mysql/MysqlJobStatistics.js"
+import { MysqlProjectionStore } from "../../src/layers/mysql/MysqlProjectionStore.js"
+import { MysqlUsageLogRepository } from "../../src/layers/mysql/MysqlUsageLogRepository.js"
+import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
+import { groupCommitContract } from "../contract/GroupCommit.contract.js"
+import { jobStatisticsContract } from "../contract/JobStatistics.contract.js"
+import { outboxClaimsContract } from "../contract/OutboxRepository.claims.contract.js"
+import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
+import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
+import { quotasContract } from "../contract/Quotas.contract.js"
+import { terminalEventsContract } from "../contract/TerminalEvents.contract.js"
 import { jobCreation, mysqlRepositories } from "../support/foundationStack.js"
 
 /** Against MariaDB the database's clock rules leases, so time has to pass for real. */
@@ -34,7 +34,9 @@ outboxRepositoryContract({
 
 terminalEventsContract({
   name: "mysql",
-  layer: jobCreation(Layer.fresh(MysqlArtifactRepository).pipe(Layer.provideMerge(mysqlRepositories("terminal_events")))).pipe(Layer.orDie),
+  layer: jobCreation(
+    Layer.fresh(MysqlArtifactRepository).pipe(Layer.provideMerge(mysqlRepositories("terminal_events")))
+  ).pipe(Layer.orDie),
   advance: realSleep,
   liveClock: true,
   lockTtlMs: 300
@@ -42,7 +44,8 @@ terminalEventsContract({
 
 groupCommitContract({
   name: "mysql",
-  layer: jobCreation(Layer.fresh(MysqlArtifactRepository).pipe(Layer.provideMerge(mysqlRepositories("group_commit")))).pipe(Layer.orDie),
+  layer: jobCreation(Layer.fresh(MysqlArtifactRepository).pipe(Layer.provideMerge(mysqlRepositories("group_commit"))))
+    .pipe(Layer.orDie),
   advance: realSleep,
   liveClock: true,
   lockTtlMs: 300
@@ -64,13 +67,17 @@ quotasContract(
 
 projectionStoreContract({
   name: "mysql",
-  layer: jobCreation(Layer.fresh(MysqlProjectionStore).pipe(Layer.provideMerge(mysqlRepositories("projection")))).pipe(Layer.orDie),
+  layer: jobCreation(Layer.fresh(MysqlProjectionStore).pipe(Layer.provideMerge(mysqlRepositories("projection")))).pipe(
+    Layer.orDie
+  ),
   liveClock: true
 })
 
 jobStatisticsContract({
   name: "mysql",
-  layer: jobCreation(Layer.merge(MysqlJobStatistics, MysqlUsageLogRepository).pipe(Layer.provideMerge(mysqlRepositories("statistics")))).pipe(
+  layer: jobCreation(
+    Layer.merge(MysqlJobStatistics, MysqlUsageLogRepository).pipe(Layer.provideMerge(mysqlRepositories("statistics")))
+  ).pipe(
     Layer.orDie
   ),
   liveClock: true

@@ -10,7 +10,9 @@ import { scratchMysqlLayer, testServerUrl } from "../support/scratchDatabase.js"
  * The session bounds (lock wait, idle write transaction) hold in every engine transaction, but
  * are sent once per connection, with its first BEGIN, not before every transaction.
  */
-const bounds = ConfigProvider.fromMap(new Map([["DB_LOCK_WAIT_TIMEOUT_S", "3"], ["DB_IDLE_TRANSACTION_TIMEOUT_S", "7"]]))
+const bounds = ConfigProvider.fromMap(
+  new Map([["DB_LOCK_WAIT_TIMEOUT_S", "3"], ["DB_IDLE_TRANSACTION_TIMEOUT_S", "7"]])
+)
 
 // One connection, so every transaction of a test runs on the same one until it is killed.
 const stack = MysqlUnitOfWork.pipe(
@@ -19,11 +21,15 @@ const stack = MysqlUnitOfWork.pipe(
   Layer.orDie
 )
 
-const SessionRow = Schema.Struct({ connection: Schema.Number, lockWait: Schema.Number, setStatements: Schema.NumberFromString })
+const SessionRow = Schema.Struct({
+  connection: Schema.Number,
+  lockWait: Schema.Number,
+  setStatements: Schema.NumberFromString
+})
 const decodeSession = Schema.decodeUnknown(Schema.Array(SessionRow))
 
 /** What a transaction's session looks like from inside it: its connection, its lock wait, the SETs it has run. */
-const sessionInTransaction = Effect.gen(function* () {
+const sessionInTransaction = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const uow = yield* UnitOfWork
   const rows = yield* uow.transaction(
@@ -43,7 +49,7 @@ const killFromOutside = (connection: number) =>
 describe("MySQL unit of work: session bounds", () => {
   layer(stack, { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect("are set by a connection's first transaction, kept by the next, set again on a new connection", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const first = yield* sessionInTransaction
         expect(first.lockWait).toBe(3)
         const second = yield* sessionInTransaction
@@ -54,7 +60,9 @@ describe("MySQL unit of work: session bounds", () => {
 
         yield* killFromOutside(first.connection)
         // The pool notices the dead connection on its next use; the transaction after it gets a new one.
-        const afterKill = yield* Effect.retry(sessionInTransaction.pipe(Effect.sandbox), { times: 3 }).pipe(Effect.orDie)
+        const afterKill = yield* Effect.retry(sessionInTransaction.pipe(Effect.sandbox), { times: 3 }).pipe(
+          Effect.orDie
+        )
         expect(afterKill.connection).not.toBe(first.connection)
         expect(afterKill.lockWait).toBe(3)
       }))

@@ -13,14 +13,17 @@ import { databaseUrlFor, scratchMysqlLayer } from "../support/scratchDatabase.js
  */
 
 // One connection in each pool, so every transaction of a test runs on the same connection.
-const stack = MysqlUnitOfWork.pipe(Layer.provideMerge(scratchMysqlLayer("transaction_connections", { maxConnections: 1 })), Layer.orDie)
+const stack = MysqlUnitOfWork.pipe(
+  Layer.provideMerge(scratchMysqlLayer("transaction_connections", { maxConnections: 1 })),
+  Layer.orDie
+)
 
 const Session = Schema.Struct({ connection: Schema.Number, autocommit: Schema.Number, begins: Schema.NumberFromString })
 const decodeSession = Schema.decodeUnknown(Schema.Array(Session))
 const Gate = Schema.Array(Schema.Struct({ userId: Schema.String }))
 const DatabaseName = Schema.Array(Schema.Struct({ name: Schema.String }))
 
-const sessionNow = Effect.gen(function* () {
+const sessionNow = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const rows = yield* sql`SELECT CONNECTION_ID() AS connection, @@session.autocommit AS autocommit,
     (SELECT variable_value FROM information_schema.session_status WHERE variable_name = 'COM_BEGIN') AS begins`
@@ -29,22 +32,27 @@ const sessionNow = Effect.gen(function* () {
 
 /** The gate rows of `userId` as another process sees them: on a client of its own. */
 const seenFromOutside = (userId: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const [database] = yield* Schema.decodeUnknown(DatabaseName)(yield* sql`SELECT DATABASE() AS name`)
-    return yield* Effect.gen(function* () {
+    return yield* Effect.gen(function*() {
       const outside = yield* SqlClient.SqlClient
-      return (yield* Schema.decodeUnknown(Gate)(yield* outside`SELECT user_id FROM ai_user_job_gate WHERE user_id = ${userId}`)).length
+      return (yield* Schema.decodeUnknown(Gate)(
+        yield* outside`SELECT user_id FROM ai_user_job_gate WHERE user_id = ${userId}`
+      )).length
     }).pipe(Effect.provide(mysqlClientLayer(Redacted.make(databaseUrlFor(database!.name)), { maxConnections: 1 })))
   })
 
 const touchGate = (userId: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`INSERT INTO ai_user_job_gate (user_id, updated_at) VALUES (${userId}, UTC_TIMESTAMP(3))`)
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`INSERT INTO ai_user_job_gate (user_id, updated_at) VALUES (${userId}, UTC_TIMESTAMP(3))`
+  )
 
 describe("MySQL unit of work: transaction connections", () => {
   layer(stack, { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect("transactions send no BEGIN, commit what they wrote, and roll back what failed", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const uow = yield* UnitOfWork
         const first = yield* uow.transaction(Effect.zipLeft(sessionNow, touchGate("committed")))
         const second = yield* uow.transaction(sessionNow)
@@ -54,7 +62,9 @@ describe("MySQL unit of work: transaction connections", () => {
         expect(second.begins).toBe(0)
         expect(yield* seenFromOutside("committed")).toBe(1)
 
-        const failed = yield* uow.transaction(Effect.zipRight(touchGate("rolled-back"), Effect.fail("refused" as const))).pipe(Effect.exit)
+        const failed = yield* uow.transaction(
+          Effect.zipRight(touchGate("rolled-back"), Effect.fail("refused" as const))
+        ).pipe(Effect.exit)
         expect(Exit.isFailure(failed)).toBe(true)
         expect(yield* seenFromOutside("rolled-back")).toBe(0)
         const third = yield* uow.transaction(sessionNow)
@@ -63,7 +73,7 @@ describe("MySQL unit of work: transaction connections", () => {
       }).pipe(Effect.orDie))
 
     it.effect("a standalone statement is not held in a transaction: it commits at once", () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const uow = yield* UnitOfWork
         yield* uow.transaction(touchGate("inside"))
         yield* touchGate("standalone")

@@ -28,7 +28,14 @@ const attributeStrings = (span: ReceivedSpan): ReadonlyArray<string> =>
     Object.values(attributes).flatMap((value) => (Array.isArray(value) ? value.map(String) : [String(value)]))
   )
 
-const stageSpans = ["pipeline.prepare", "pipeline.resolve", "pipeline.execute", "pipeline.project", "pipeline.complete", "provider.chat"]
+const stageSpans = [
+  "pipeline.prepare",
+  "pipeline.resolve",
+  "pipeline.execute",
+  "pipeline.project",
+  "pipeline.complete",
+  "provider.chat"
+]
 
 /**
  * The spans of one job's trace once every stage of its run, its provider call and the queue add
@@ -43,14 +50,18 @@ const traceOfJob = (jobId: string, publish = "dispatcher.publish") => (spans: Re
 }
 
 const scrape = (url: string, token?: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const response = yield* httpRequest("GET", url, token === undefined ? {} : { token })
     expect(response.status, response.text).toBe(200)
     return parsePrometheusText(response.text)
   })
 
 /** Scrapes `url` every 100 ms until `done` holds of what it shows. */
-const scrapeUntil = (url: string, done: (families: ReadonlyArray<MetricFamily>) => boolean, timeout: Duration.DurationInput) =>
+const scrapeUntil = (
+  url: string,
+  done: (families: ReadonlyArray<MetricFamily>) => boolean,
+  timeout: Duration.DurationInput
+) =>
   scrape(url).pipe(
     Effect.repeat(Schedule.recurUntil(done).pipe(Schedule.addDelay(() => Duration.millis(100)))),
     Effect.timeoutFail({ duration: timeout, onTimeout: () => `${url} did not show the awaited values in time` }),
@@ -59,7 +70,7 @@ const scrapeUntil = (url: string, done: (families: ReadonlyArray<MetricFamily>) 
 
 describe("issue 15: one trace per job across processes, Prometheus metrics", () => {
   it.live("API, dispatcher and worker export one trace per job over OTLP/HTTP JSON; /metrics counts every job", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const receiver = yield* startOtlpReceiver
       const storage = yield* engineStorage("observability")
       const [workerMetricsPort, dispatcherMetricsPort] = yield* Effect.all([freePort, freePort])
@@ -76,15 +87,21 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
       const [api, worker, dispatcher] = yield* Effect.all(
         [
           startProgram("api", "api", env),
-          startProgram("worker", "worker", { ...env, METRICS_PORT: String(workerMetricsPort) }, { ready: workerStarted }),
-          startProgram("dispatcher", "dispatcher", { ...env, METRICS_PORT: String(dispatcherMetricsPort) }, { ready: dispatcherStarted })
+          startProgram("worker", "worker", { ...env, METRICS_PORT: String(workerMetricsPort) }, {
+            ready: workerStarted
+          }),
+          startProgram("dispatcher", "dispatcher", { ...env, METRICS_PORT: String(dispatcherMetricsPort) }, {
+            ready: dispatcherStarted
+          })
         ],
         { concurrency: "unbounded" }
       )
       const token = yield* tokenFor(storage, "observability-user")
       const first = yield* createJob(api.baseUrl, token, "flashcard-generations", { sourceText: secretInput, count: 2 })
-      const others = yield* Effect.forEach(Array.from({ length: jobs - 1 }, (_, i) => i), (i) =>
-        createJob(api.baseUrl, token, "flashcard-generations", flashcardRequest(i)))
+      const others = yield* Effect.forEach(
+        Array.from({ length: jobs - 1 }, (_, i) => i),
+        (i) => createJob(api.baseUrl, token, "flashcard-generations", flashcardRequest(i))
+      )
       for (const job of [first, ...others]) {
         const done = yield* pollJob(api.baseUrl, token, job.jobId, { timeout: Duration.seconds(30) })
         expect(done.lifecycleStatus).toBe("succeeded")
@@ -114,12 +131,17 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
       // One waterfall: every span but the request's names a parent that was exported (the sql.*
       // spans are not exported by default, so nothing may hang off them).
       const spanIds = new Set(trace.map((span) => span.spanId))
-      expect(trace.filter((span) => span.parentSpanId !== undefined && !spanIds.has(span.parentSpanId)).map((span) => span.name)).toEqual([])
+      expect(
+        trace.filter((span) => span.parentSpanId !== undefined && !spanIds.has(span.parentSpanId)).map((span) =>
+          span.name
+        )
+      ).toEqual([])
       expect(trace.filter((span) => span.name.startsWith("sql.")).map((span) => span.name)).toEqual([])
 
       // Nothing exported anywhere holds the job's input or the provider key.
       const leaks = receiver.spans().flatMap((span) =>
-        attributeStrings(span).filter((value) => value.includes("SECRET-INPUT-5e1d") || value.includes(providerKey)).map((value) => `${span.name}: ${value}`)
+        attributeStrings(span).filter((value) => value.includes("SECRET-INPUT-5e1d") || value.includes(providerKey))
+          .map((value) => `${span.name}: ${value}`)
       )
       expect(leaks).toEqual([])
 
@@ -134,8 +156,16 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
         status: "202"
       })).toBe(jobs)
       const workerMetrics = yield* scrape(`http://127.0.0.1:${workerMetricsPort}/metrics`, metricsToken)
-      expect(sampleValue(workerMetrics, "ai_jobs_finished_total", { job_type: "flashcard_generation", status: "succeeded", error_code: "none" })).toBe(jobs)
-      expect(sampleValue(workerMetrics, "ai_job_duration_seconds_count", { job_type: "flashcard_generation" })).toBe(jobs)
+      expect(
+        sampleValue(workerMetrics, "ai_jobs_finished_total", {
+          job_type: "flashcard_generation",
+          status: "succeeded",
+          error_code: "none"
+        })
+      ).toBe(jobs)
+      expect(sampleValue(workerMetrics, "ai_job_duration_seconds_count", { job_type: "flashcard_generation" })).toBe(
+        jobs
+      )
       expect(sumOf(workerMetrics, "ai_pipeline_stage_duration_seconds_count", { stage: "execute" })).toBe(jobs)
       expect(sumOf(workerMetrics, "ai_provider_tokens_total", { direction: "output" })).toBeGreaterThan(0)
       const dispatcherMetrics = yield* scrape(`http://127.0.0.1:${dispatcherMetricsPort}/metrics`, metricsToken)
@@ -152,7 +182,7 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
     }).pipe(Effect.scoped))
 
   it.live("with the creator's own queue add (the default), the API's outbox.publish joins the job's one trace between the request and the stages", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const receiver = yield* startOtlpReceiver
       const storage = yield* engineStorage("observability_direct")
       const env = engineEnv(storage, {
@@ -188,7 +218,11 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
       // One trace id from the request to the last stage, and one waterfall: every parent was exported.
       expect(new Set(trace.map((span) => span.traceId))).toEqual(new Set([request?.traceId]))
       const spanIds = new Set(trace.map((span) => span.spanId))
-      expect(trace.filter((span) => span.parentSpanId !== undefined && !spanIds.has(span.parentSpanId)).map((span) => span.name)).toEqual([])
+      expect(
+        trace.filter((span) => span.parentSpanId !== undefined && !spanIds.has(span.parentSpanId)).map((span) =>
+          span.name
+        )
+      ).toEqual([])
       expect(receiver.rejected()).toEqual([])
 
       yield* Effect.all([api.signal("SIGTERM"), worker.signal("SIGTERM"), dispatcher.signal("SIGTERM")])
@@ -197,7 +231,7 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
       }
     }).pipe(Effect.scoped))
   it.live("completion events awaiting delivery are ai_events_*, apart from the job dispatch backlog ai_outbox_*", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const secret = newWebhookSecret()
       // The endpoint refuses every delivery until it is told to accept.
       let accepting = false
@@ -214,22 +248,36 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
         [
           startProgram("api", "api", env),
           startProgram("worker", "worker", env, { ready: workerStarted }),
-          startProgram("dispatcher", "dispatcher", { ...env, METRICS_PORT: String(dispatcherMetricsPort) }, { ready: dispatcherStarted })
+          startProgram("dispatcher", "dispatcher", { ...env, METRICS_PORT: String(dispatcherMetricsPort) }, {
+            ready: dispatcherStarted
+          })
         ],
         { concurrency: "unbounded" }
       )
       const token = yield* tokenFor(storage, "observability-lanes-user")
-      const created = yield* Effect.forEach([0, 1], (i) => createJob(api.baseUrl, token, "flashcard-generations", flashcardRequest(i)))
+      const created = yield* Effect.forEach(
+        [0, 1],
+        (i) => createJob(api.baseUrl, token, "flashcard-generations", flashcardRequest(i))
+      )
       for (const job of created) {
-        expect((yield* pollJob(api.baseUrl, token, job.jobId, { timeout: Duration.seconds(30) })).lifecycleStatus).toBe("succeeded")
+        expect((yield* pollJob(api.baseUrl, token, job.jobId, { timeout: Duration.seconds(30) })).lifecycleStatus).toBe(
+          "succeeded"
+        )
       }
       // Each job's terminal event was offered and refused: both wait for another round.
-      yield* endpoint.waitFor((deliveries) => new Set(deliveries.map((delivery) => delivery.webhookId)).size === created.length, Duration.seconds(20))
+      yield* endpoint.waitFor(
+        (deliveries) => new Set(deliveries.map((delivery) => delivery.webhookId)).size === created.length,
+        Duration.seconds(20)
+      )
 
       const metricsUrl = `http://127.0.0.1:${dispatcherMetricsPort}/metrics`
       // The jobs' enqueue events are published (the creator marks its own adds within
       // OUTBOX_DIRECT_FLUSH_MS) while their completion events still wait.
-      const backedUp = yield* scrapeUntil(metricsUrl, (families) => sampleValue(families, "ai_outbox_pending") === 0, Duration.seconds(10))
+      const backedUp = yield* scrapeUntil(
+        metricsUrl,
+        (families) => sampleValue(families, "ai_outbox_pending") === 0,
+        Duration.seconds(10)
+      )
       expect(sampleValue(backedUp, "ai_outbox_dead")).toBe(0)
       expect(sampleValue(backedUp, "ai_outbox_oldest_pending_age_seconds")).toBe(0)
       expect(sampleValue(backedUp, "ai_events_pending")).toBe(created.length)
@@ -238,11 +286,19 @@ describe("issue 15: one trace per job across processes, Prometheus metrics", () 
 
       // The endpoint comes back: the next round delivers both and the events' backlog empties.
       accepting = true
-      const delivered = yield* scrapeUntil(metricsUrl, (families) => sampleValue(families, "ai_events_pending") === 0, Duration.seconds(20))
+      const delivered = yield* scrapeUntil(
+        metricsUrl,
+        (families) => sampleValue(families, "ai_events_pending") === 0,
+        Duration.seconds(20)
+      )
       expect(sampleValue(delivered, "ai_events_dead")).toBe(0)
       expect(sampleValue(delivered, "ai_events_oldest_pending_age_seconds")).toBe(0)
       expect(sampleValue(delivered, "ai_outbox_pending")).toBe(0)
-      expect(new Set(endpoint.deliveries().filter((delivery) => delivery.status === 204).map((delivery) => delivery.webhookId)).size).toBe(created.length)
+      expect(
+        new Set(
+          endpoint.deliveries().filter((delivery) => delivery.status === 204).map((delivery) => delivery.webhookId)
+        ).size
+      ).toBe(created.length)
 
       yield* Effect.all([api.signal("SIGTERM"), worker.signal("SIGTERM"), dispatcher.signal("SIGTERM")])
       for (const program of [api, worker, dispatcher]) {

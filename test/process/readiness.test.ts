@@ -17,9 +17,9 @@ const NotReadyBody = Schema.Struct({
 
 /** Polls `/readyz` until it answers `status`; returns that answer. */
 const awaitReadyz = (baseUrl: string, status: 200 | 503, timeout: Duration.DurationInput) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     let last = { status: 0, text: "" }
-    return yield* Effect.gen(function* () {
+    return yield* Effect.gen(function*() {
       while (true) {
         last = yield* httpRequest("GET", `${baseUrl}/readyz`)
         if (last.status === status) return last
@@ -28,24 +28,29 @@ const awaitReadyz = (baseUrl: string, status: 200 | 503, timeout: Duration.Durat
     }).pipe(
       Effect.timeoutFail({
         duration: timeout,
-        onTimeout: () => new ProcessTestError({ message: `/readyz never answered ${status}; last ${last.status} ${last.text}` })
+        onTimeout: () =>
+          new ProcessTestError({ message: `/readyz never answered ${status}; last ${last.status} ${last.text}` })
       })
     )
   })
 
 describe("issue 7: /readyz follows Redis", () => {
   it.live("503 naming Redis while a (private) Redis is down, 200 again once it is back", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const redis = yield* startRedisServer()
       const storage = yield* engineStorage("readyz", { redisUrl: redis.url })
       const api = yield* startProgram("api", "api", engineEnv(storage))
 
-      const up = yield* awaitReadyz(api.baseUrl, 200, Duration.seconds(10)).pipe(Effect.flatMap(decodeBody(ReadyResponse)))
+      const up = yield* awaitReadyz(api.baseUrl, 200, Duration.seconds(10)).pipe(
+        Effect.flatMap(decodeBody(ReadyResponse))
+      )
       expect(up.checks.map((check) => [check.name, check.status])).toEqual([["database", "up"], ["redis", "up"]])
 
       yield* killRedisServer(redis)
       const downAt = Date.now()
-      const down = yield* awaitReadyz(api.baseUrl, 503, Duration.seconds(10)).pipe(Effect.flatMap(decodeBody(NotReadyBody)))
+      const down = yield* awaitReadyz(api.baseUrl, 503, Duration.seconds(10)).pipe(
+        Effect.flatMap(decodeBody(NotReadyBody))
+      )
       const noticedMs = Date.now() - downAt
       expect(down.code).toBe("PLATFORM_UNAVAILABLE")
       expect(down.message.toLowerCase()).toContain("redis")
@@ -59,7 +64,9 @@ describe("issue 7: /readyz follows Redis", () => {
 
       yield* startRedisServer({ port: redis.port, name: "redis-server (restarted)" })
       const backAt = Date.now()
-      const back = yield* awaitReadyz(api.baseUrl, 200, Duration.seconds(15)).pipe(Effect.flatMap(decodeBody(ReadyResponse)))
+      const back = yield* awaitReadyz(api.baseUrl, 200, Duration.seconds(15)).pipe(
+        Effect.flatMap(decodeBody(ReadyResponse))
+      )
       const recoveredMs = Date.now() - backAt
       expect(back.status).toBe("ready")
       console.log(`/readyz: 503 ${noticedMs} ms after Redis died, 200 ${recoveredMs} ms after it came back`)

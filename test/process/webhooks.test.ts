@@ -1,11 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Worker } from "bullmq"
-import { Redis } from "ioredis"
 import { Duration, Effect, Schedule, Schema } from "effect"
+import { Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { finishedEventId } from "../../src/domain/JobFinishedEvent.js"
 import { JobStatusResponse } from "../../src/http/ApiSchemas.js"
-import { type ReceivedDelivery, newWebhookSecret, startWebhookReceiver } from "../support/webhookReceiver.js"
+import { newWebhookSecret, type ReceivedDelivery, startWebhookReceiver } from "../support/webhookReceiver.js"
 import {
   createJob,
   decodeBody,
@@ -27,11 +27,19 @@ const acknowledged = (deliveries: ReadonlyArray<ReceivedDelivery>) =>
 
 const idsOf = (deliveries: ReadonlyArray<ReceivedDelivery>) => deliveries.map((delivery) => delivery.webhookId)
 
-const TerminalEventRow = Schema.Struct({ id: Schema.String, eventType: Schema.String, status: Schema.String, aggregateId: Schema.String })
+const TerminalEventRow = Schema.Struct({
+  id: Schema.String,
+  eventType: Schema.String,
+  status: Schema.String,
+  aggregateId: Schema.String
+})
 const terminalEventRows = (storage: Parameters<typeof withDatabase>[0]) =>
   withDatabase(
     storage,
-    queryRows(TerminalEventRow, "SELECT id, event_type, status, aggregate_id FROM outbox_event WHERE lane = 'notify' ORDER BY aggregate_id")
+    queryRows(
+      TerminalEventRow,
+      "SELECT id, event_type, status, aggregate_id FROM outbox_event WHERE lane = 'notify' ORDER BY aggregate_id"
+    )
   )
 
 /** The rows once no delivery is in flight: the dispatcher marks a row after the receiver's answer. */
@@ -47,7 +55,7 @@ describe("issue 35: jobs' ends announced as Standard Webhooks and on a domain-ev
   it.live(
     "succeeded, failed and cancelled jobs each arrive once under one id: at a receiver that answered 500 once, one that was down for 15 s, and a BullMQ worker",
     () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const storage = yield* engineStorage("webhooks")
         const secret = newWebhookSecret()
         const flaky = yield* startWebhookReceiver({ secret, answer: (_, index) => (index === 0 ? 500 : 204) })
@@ -95,10 +103,21 @@ describe("issue 35: jobs' ends announced as Standard Webhooks and on a domain-ev
           { concurrency: "unbounded" }
         )
         const token = yield* tokenFor(storage, "webhook-user")
-        const succeeding = yield* createJob(api.baseUrl, token, "flashcard-generations", { sourceText: `Photosynthesis makes sugar. ${marker}. Plants need light.`, count: 2 })
-        const failing = yield* createJob(api.baseUrl, token, "flashcard-generations", { sourceText: `This mentions a forbidden-term. ${marker}.`, count: 2 })
-        const cancelling = yield* createJob(api.baseUrl, token, "feynman-evaluations", { concept: marker, explanation: "Energy is conserved." })
-        const cancelAnswer = yield* httpRequest("POST", `${api.baseUrl}/api/ai/jobs/${cancelling.jobId}/cancel`, { token })
+        const succeeding = yield* createJob(api.baseUrl, token, "flashcard-generations", {
+          sourceText: `Photosynthesis makes sugar. ${marker}. Plants need light.`,
+          count: 2
+        })
+        const failing = yield* createJob(api.baseUrl, token, "flashcard-generations", {
+          sourceText: `This mentions a forbidden-term. ${marker}.`,
+          count: 2
+        })
+        const cancelling = yield* createJob(api.baseUrl, token, "feynman-evaluations", {
+          concept: marker,
+          explanation: "Energy is conserved."
+        })
+        const cancelAnswer = yield* httpRequest("POST", `${api.baseUrl}/api/ai/jobs/${cancelling.jobId}/cancel`, {
+          token
+        })
         expect((yield* decodeBody(JobStatusResponse)(cancelAnswer)).lifecycleStatus).toBe("cancelled")
         const ended = yield* Effect.forEach([succeeding, failing], (job) => pollJob(api.baseUrl, token, job.jobId))
         expect(ended.map((job) => job.lifecycleStatus)).toEqual(["succeeded", "failed"])
@@ -110,7 +129,10 @@ describe("issue 35: jobs' ends announced as Standard Webhooks and on a domain-ev
 
         // The receiver that answered its first delivery with 500 has every event, that one retried.
         const downSince = Date.now()
-        const atFlaky = yield* flaky.waitFor((deliveries) => new Set(idsOf(acknowledged(deliveries))).size === 3, Duration.seconds(20))
+        const atFlaky = yield* flaky.waitFor(
+          (deliveries) => new Set(idsOf(acknowledged(deliveries))).size === 3,
+          Duration.seconds(20)
+        )
         expect(atFlaky[0]?.status).toBe(500)
         expect(idsOf(atFlaky.filter((delivery) => delivery.status === 204))).toContain(atFlaky[0]?.webhookId)
         // The domain-events queue: each event once, its queue job id the event id.
@@ -120,7 +142,10 @@ describe("issue 35: jobs' ends announced as Standard Webhooks and on a domain-ev
         // The other receiver comes back after 15 s down and gets every event then.
         yield* Effect.sleep(Duration.millis(Math.max(0, 15_000 - (Date.now() - downSince))))
         yield* late.listen
-        const atLate = yield* late.waitFor((deliveries) => new Set(idsOf(acknowledged(deliveries))).size === 3, Duration.seconds(10))
+        const atLate = yield* late.waitFor(
+          (deliveries) => new Set(idsOf(acknowledged(deliveries))).size === 3,
+          Duration.seconds(10)
+        )
 
         for (const [receiver, deliveries] of [["flaky", atFlaky], ["late", atLate]] as const) {
           const ok = acknowledged(deliveries)
@@ -133,10 +158,21 @@ describe("issue 35: jobs' ends announced as Standard Webhooks and on a domain-ev
           expect(deliveries.every((delivery) => !delivery.body.includes(marker)), receiver).toBe(true)
           expect(deliveries.every((delivery) => delivery.verified !== undefined), receiver).toBe(true)
         }
-        const failedBody = acknowledged(atLate).find((delivery) => delivery.webhookId === finishedEventId(failing.jobId))
-        expect(failedBody?.verified).toMatchObject({ data: { lifecycleStatus: "failed", errorCode: "CONTENT_SAFETY_BLOCKED", artifacts: [] } })
-        const succeededBody = acknowledged(atLate).find((delivery) => delivery.webhookId === finishedEventId(succeeding.jobId))
-        expect(succeededBody?.verified).toMatchObject({ data: { lifecycleStatus: "succeeded", artifacts: [{ artifactType: "flashcard" }, { artifactType: "flashcard" }] } })
+        const failedBody = acknowledged(atLate).find((delivery) =>
+          delivery.webhookId === finishedEventId(failing.jobId)
+        )
+        expect(failedBody?.verified).toMatchObject({
+          data: { lifecycleStatus: "failed", errorCode: "CONTENT_SAFETY_BLOCKED", artifacts: [] }
+        })
+        const succeededBody = acknowledged(atLate).find((delivery) =>
+          delivery.webhookId === finishedEventId(succeeding.jobId)
+        )
+        expect(succeededBody?.verified).toMatchObject({
+          data: {
+            lifecycleStatus: "succeeded",
+            artifacts: [{ artifactType: "flashcard" }, { artifactType: "flashcard" }]
+          }
+        })
 
         expect(consumed.map((job) => job.id).sort()).toEqual([...expected.keys()].sort())
         for (const job of consumed) {
@@ -145,44 +181,53 @@ describe("issue 35: jobs' ends announced as Standard Webhooks and on a domain-ev
           expect(JSON.stringify(job.data)).not.toContain(marker)
         }
         const rows = yield* settledTerminalEventRows(storage)
-        expect(rows.map((row) => [row.id, row.status]).sort()).toEqual([...expected.keys()].map((id) => [id, "published"]).sort())
+        expect(rows.map((row) => [row.id, row.status]).sort()).toEqual(
+          [...expected.keys()].map((id) => [id, "published"]).sort()
+        )
       }).pipe(Effect.scoped),
     { timeout: 90_000 }
   )
 
-  it.live("a dispatcher killed with SIGKILL in the middle of a delivery: the event still arrives, under the same id", () =>
-    Effect.gen(function* () {
-      const storage = yield* engineStorage("webhooks_kill")
-      const secret = newWebhookSecret()
-      // The first delivery is held open: its dispatcher dies while waiting for the answer.
-      const receiver = yield* startWebhookReceiver({ secret, answer: (_, index) => (index === 0 ? "hold" : 204) })
-      const env = engineEnv(storage, {
-        WEBHOOK_URL: receiver.url(),
-        WEBHOOK_SECRET: secret,
-        OUTBOX_LOCK_TTL_MS: "2000",
-        WEBHOOK_TIMEOUT_MS: "1500"
-      })
-      const [api, first] = yield* Effect.all(
-        [
-          startProgram("api", "api", env),
-          startProgram("dispatcher", "dispatcher-1", env, { ready: dispatcherStarted }),
-          startProgram("worker", "worker", env, { ready: workerStarted })
-        ],
-        { concurrency: "unbounded" }
-      )
-      const token = yield* tokenFor(storage, "webhook-kill-user")
-      const job = yield* createJob(api.baseUrl, token, "flashcard-generations", { sourceText: "Cells divide by mitosis. Chromosomes separate.", count: 2 })
-      yield* pollJob(api.baseUrl, token, job.jobId)
-      const [held] = yield* receiver.waitFor((deliveries) => deliveries.length === 1, Duration.seconds(10))
-      yield* first.signal("SIGKILL")
-      yield* first.awaitExit(Duration.seconds(5))
-      yield* startProgram("dispatcher", "dispatcher-2", env, { ready: dispatcherStarted })
-      const deliveries = yield* receiver.waitFor((all) => acknowledged(all).length === 1, Duration.seconds(15))
-      const [delivered] = acknowledged(deliveries)
-      expect(held?.webhookId).toBe(finishedEventId(job.jobId))
-      expect(delivered?.webhookId).toBe(held?.webhookId)
-      expect(delivered?.verified).toMatchObject({ type: "ai.job.succeeded", data: { jobId: job.jobId } })
-      const rows = yield* settledTerminalEventRows(storage)
-      expect(rows.map((row) => [row.id, row.status])).toEqual([[held?.webhookId, "published"]])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+  it.live(
+    "a dispatcher killed with SIGKILL in the middle of a delivery: the event still arrives, under the same id",
+    () =>
+      Effect.gen(function*() {
+        const storage = yield* engineStorage("webhooks_kill")
+        const secret = newWebhookSecret()
+        // The first delivery is held open: its dispatcher dies while waiting for the answer.
+        const receiver = yield* startWebhookReceiver({ secret, answer: (_, index) => (index === 0 ? "hold" : 204) })
+        const env = engineEnv(storage, {
+          WEBHOOK_URL: receiver.url(),
+          WEBHOOK_SECRET: secret,
+          OUTBOX_LOCK_TTL_MS: "2000",
+          WEBHOOK_TIMEOUT_MS: "1500"
+        })
+        const [api, first] = yield* Effect.all(
+          [
+            startProgram("api", "api", env),
+            startProgram("dispatcher", "dispatcher-1", env, { ready: dispatcherStarted }),
+            startProgram("worker", "worker", env, { ready: workerStarted })
+          ],
+          { concurrency: "unbounded" }
+        )
+        const token = yield* tokenFor(storage, "webhook-kill-user")
+        const job = yield* createJob(api.baseUrl, token, "flashcard-generations", {
+          sourceText: "Cells divide by mitosis. Chromosomes separate.",
+          count: 2
+        })
+        yield* pollJob(api.baseUrl, token, job.jobId)
+        const [held] = yield* receiver.waitFor((deliveries) => deliveries.length === 1, Duration.seconds(10))
+        yield* first.signal("SIGKILL")
+        yield* first.awaitExit(Duration.seconds(5))
+        yield* startProgram("dispatcher", "dispatcher-2", env, { ready: dispatcherStarted })
+        const deliveries = yield* receiver.waitFor((all) => acknowledged(all).length === 1, Duration.seconds(15))
+        const [delivered] = acknowledged(deliveries)
+        expect(held?.webhookId).toBe(finishedEventId(job.jobId))
+        expect(delivered?.webhookId).toBe(held?.webhookId)
+        expect(delivered?.verified).toMatchObject({ type: "ai.job.succeeded", data: { jobId: job.jobId } })
+        const rows = yield* settledTerminalEventRows(storage)
+        expect(rows.map((row) => [row.id, row.status])).toEqual([[held?.webhookId, "published"]])
+      }).pipe(Effect.scoped),
+    { timeout: 60_000 }
+  )
 })

@@ -33,7 +33,7 @@ const cases: ReadonlyArray<{ readonly bug: PlantedBug; readonly seed: number; re
 describe("deterministic simulation, planted bugs", () => {
   for (const { bug, invariant, seed } of cases) {
     it.live(`${bug}: seed ${seed} breaks "${invariant}"`, () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const planted = yield* runSeed(seed, { plantedBug: bug })
         expect(planted.violation?.invariant).toBe(invariant)
         const real = yield* runSeed(seed)
@@ -41,11 +41,21 @@ describe("deterministic simulation, planted bugs", () => {
       }), 60_000)
   }
 
-  it.live("project-unfenced is caught through the worker frozen in PROJECT: the job it wrote is the one it held", () =>
-    Effect.gen(function* () {
-      const planted = yield* runSeed(508, { plantedBug: "project-unfenced" }, { keepEntries: Infinity })
-      const frozen = planted.lastEntries.find((entry) => entry.kind === "fault" && entry.detail["kind"] === "pause-in-project")
-      expect(frozen?.detail).toMatchObject({ kind: "pause-in-project" })
-      expect(planted.violation?.detail.startsWith(`${String(frozen?.detail["holding"])}: ended succeeded by ${String(frozen?.detail["process"])} `)).toBe(true)
-    }), 60_000)
+  it.live(
+    "project-unfenced is caught through the worker frozen in PROJECT: the job it wrote is the one it held",
+    () =>
+      Effect.gen(function*() {
+        const planted = yield* runSeed(508, { plantedBug: "project-unfenced" }, { keepEntries: Infinity })
+        const frozen = planted.lastEntries.find((entry) =>
+          entry.kind === "fault" && entry.detail["kind"] === "pause-in-project"
+        )
+        expect(frozen?.detail).toMatchObject({ kind: "pause-in-project" })
+        expect(
+          planted.violation?.detail.startsWith(
+            `${String(frozen?.detail["holding"])}: ended succeeded by ${String(frozen?.detail["process"])} `
+          )
+        ).toBe(true)
+      }),
+    60_000
+  )
 })

@@ -8,11 +8,15 @@ import { failuresIn, seedChunks } from "./support.js"
 // these seeds; seeds 1-500 replay as they did before it.
 describe(`deterministic simulation, extended faults, seeds ${firstExtendedSeed}-${firstExtendedSeed + 59}`, () => {
   for (const chunk of seedChunks(firstExtendedSeed, 60, 10)) {
-    it.live(`every invariant holds on every seed (${chunk.from}-${chunk.from + chunk.count - 1})`, () =>
-      Effect.gen(function* () {
-        const result = yield* failuresIn(chunk.from, chunk.count)
-        expect(result.seeds).toBe(chunk.count)
-        expect(result.report).toBe("")
-      }), 170_000)
+    it.live(
+      `every invariant holds on every seed (${chunk.from}-${chunk.from + chunk.count - 1})`,
+      () =>
+        Effect.gen(function*() {
+          const result = yield* failuresIn(chunk.from, chunk.count)
+          expect(result.seeds).toBe(chunk.count)
+          expect(result.report).toBe("")
+        }),
+      170_000
+    )
   }
 })

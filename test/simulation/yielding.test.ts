@@ -19,13 +19,13 @@ const countEventLoopTurns = <A, E>(effect: Effect.Effect<A, E>) =>
 
 describe("the simulation lets the event loop run", () => {
   it.live("between the seeds of a range", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const turns = yield* countEventLoopTurns(runSeeds(1, 4))
       expect(turns).toBeGreaterThanOrEqual(3)
     }), 60_000)
 
   it.live("between seeds run one by one", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const turns = yield* countEventLoopTurns(
         Effect.forEach([1, 2, 3, 4], (seed) => runSeed(seed), { discard: true })
       )

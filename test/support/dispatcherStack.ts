@@ -1,14 +1,14 @@
 import { Duration, Effect, HashMap, Layer, Option, Ref } from "effect"
+import { DispatcherSettings } from "../../src/config/DispatcherSettings.js"
+import { TimingConfig } from "../../src/config/EngineConfig.js"
+import { QueueSettings } from "../../src/config/QueueSettings.js"
 import { newId } from "../../src/domain/Ids.js"
 import { enqueueEventType } from "../../src/domain/OutboxEvent.js"
 import type { QueueName } from "../../src/domain/QueueName.js"
 import { BullMqJobQueueLive } from "../../src/layers/bullmq/BullMqJobQueue.js"
-import { TimingConfig } from "../../src/config/EngineConfig.js"
 import { InProcessOutboxSignal } from "../../src/layers/memory/InProcessOutboxSignal.js"
-import { QueueSettings } from "../../src/config/QueueSettings.js"
 import type { RedisConnection } from "../../src/layers/redis/RedisConnection.js"
 import { makeDispatcher } from "../../src/pipeline/dispatcher.js"
-import { DispatcherSettings } from "../../src/config/DispatcherSettings.js"
 import { JobQueue } from "../../src/services/JobQueue.js"
 import { OutboxRepository } from "../../src/services/OutboxRepository.js"
 import type { OutboxSignal } from "../../src/services/OutboxSignal.js"
@@ -30,11 +30,15 @@ export const countingJobQueue = (counter: AddCounter) =>
           inner.add(request).pipe(
             Effect.tap(() =>
               Ref.update(counter, (counts) =>
-                HashMap.set(counts, request.payload.jobId, Option.getOrElse(HashMap.get(counts, request.payload.jobId), () => 0) + 1)
-              )
+                HashMap.set(
+                  counts,
+                  request.payload.jobId,
+                  Option.getOrElse(HashMap.get(counts, request.payload.jobId), () => 0) + 1
+                ))
             )
           )
-      })))
+      }))
+  )
 
 export interface DispatcherOptions {
   readonly dispatcherId: string
@@ -63,7 +67,7 @@ export const runDispatcher = (options: DispatcherOptions) => {
     DispatcherSettings.make({ dispatcherId: options.dispatcherId, ...options.settings })
   )
   // Built into the caller's scope: the dispatcher's fibers and connections live as long as it.
-  return Effect.gen(function* () {
+  return Effect.gen(function*() {
     const context = yield* Layer.build(layers)
     yield* Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run).pipe(Effect.provide(context))
   })
@@ -71,9 +75,14 @@ export const runDispatcher = (options: DispatcherOptions) => {
 
 /** An outbox event written (and committed) directly, as AiJobService would write it. */
 export const writeEnqueueEvent = (
-  options: { readonly jobId?: string; readonly queueName?: QueueName; readonly eventType?: string; readonly payload?: unknown } = {}
+  options: {
+    readonly jobId?: string
+    readonly queueName?: QueueName
+    readonly eventType?: string
+    readonly payload?: unknown
+  } = {}
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const unitOfWork = yield* UnitOfWork
     const outbox = yield* OutboxRepository
     const jobId = options.jobId ?? (yield* newId)
@@ -104,7 +113,7 @@ export const waitUntil = <A, E, R>(
   done: (a: A) => boolean,
   options: { readonly timeout?: Duration.DurationInput; readonly every?: Duration.DurationInput } = {}
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const deadline = Duration.toMillis(options.timeout ?? Duration.seconds(20))
     const every = options.every ?? Duration.millis(25)
     let waited = 0

@@ -1,33 +1,33 @@
 import { Effect, Layer, Option, Redacted, TestClock } from "effect"
-import { jobCatalog } from "../../src/jobs/catalog.js"
-import type { JobTypeModule } from "../../src/jobs/JobTypeModule.js"
-import { TimingConfig, ProviderConfig } from "../../src/config/EngineConfig.js"
-import { AiJobService } from "../../src/services/AiJobService.js"
-import { jobCatalogLayer } from "../../src/jobs/JobCatalogLive.js"
-import { OutboxAdmin } from "../../src/services/OutboxAdmin.js"
-import { AiCostCalculator } from "../../src/services/AiCostCalculator.js"
-import { CredentialVault } from "../../src/services/CredentialVault.js"
-import { ModelRouter } from "../../src/services/ModelRouter.js"
-import { PromptTemplates } from "../../src/services/PromptTemplates.js"
-import { ContentSafety } from "../../src/services/ContentSafety.js"
-import { SyntheticGatewayLayer } from "../../src/layers/gateway/SyntheticGateway.js"
-import { type Infrastructure, MemoryBreakers, MemoryCapacity, MemoryInfrastructure } from "../../src/main/AppLayers.js"
-import { ProviderSettings } from "../../src/config/ProviderSettings.js"
-import type { ProviderCircuitBreaker } from "../../src/services/ProviderCircuitBreaker.js"
-import { type ProviderLimit, ProviderLimitsConfig } from "../../src/config/ProviderLimitsConfig.js"
-import type { ProviderCapacity } from "../../src/services/ProviderCapacity.js"
-import { QueueSettings } from "../../src/config/QueueSettings.js"
-import { makeDispatcher } from "../../src/pipeline/dispatcher.js"
 import { DispatcherSettings } from "../../src/config/DispatcherSettings.js"
-import { runWorker } from "../../src/pipeline/worker.js"
-import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
-import { JobDefinitionRegistry } from "../../src/services/JobDefinitionRegistry.js"
-import { ResultProjectors } from "../../src/services/ResultProjectors.js"
+import { ProviderConfig, TimingConfig } from "../../src/config/EngineConfig.js"
+import { type ProviderLimit, ProviderLimitsConfig } from "../../src/config/ProviderLimitsConfig.js"
+import { ProviderSettings } from "../../src/config/ProviderSettings.js"
+import { QueueSettings } from "../../src/config/QueueSettings.js"
 import { QuotaLimitsConfig } from "../../src/config/QuotaLimitsConfig.js"
 import type { LifecycleStatus } from "../../src/domain/LifecycleStatus.js"
-import type { AiGateway } from "../../src/services/AiGateway.js"
-import { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
 import { allQueueNames } from "../../src/domain/QueueName.js"
+import { jobCatalog } from "../../src/jobs/catalog.js"
+import { jobCatalogLayer } from "../../src/jobs/JobCatalogLive.js"
+import type { JobTypeModule } from "../../src/jobs/JobTypeModule.js"
+import { SyntheticGatewayLayer } from "../../src/layers/gateway/SyntheticGateway.js"
+import { type Infrastructure, MemoryBreakers, MemoryCapacity, MemoryInfrastructure } from "../../src/main/AppLayers.js"
+import { makeDispatcher } from "../../src/pipeline/dispatcher.js"
+import { runWorker } from "../../src/pipeline/worker.js"
+import { AiCostCalculator } from "../../src/services/AiCostCalculator.js"
+import type { AiGateway } from "../../src/services/AiGateway.js"
+import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
+import { AiJobService } from "../../src/services/AiJobService.js"
+import { ContentSafety } from "../../src/services/ContentSafety.js"
+import { CredentialVault } from "../../src/services/CredentialVault.js"
+import { JobDefinitionRegistry } from "../../src/services/JobDefinitionRegistry.js"
+import { ModelRouter } from "../../src/services/ModelRouter.js"
+import { OutboxAdmin } from "../../src/services/OutboxAdmin.js"
+import { PromptTemplates } from "../../src/services/PromptTemplates.js"
+import type { ProviderCapacity } from "../../src/services/ProviderCapacity.js"
+import type { ProviderCircuitBreaker } from "../../src/services/ProviderCircuitBreaker.js"
+import { ResultProjectors } from "../../src/services/ResultProjectors.js"
+import { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
 
 export const testPlatformKey = "sk-engine-test-platform-key"
 
@@ -71,7 +71,11 @@ export const memoryEngineStack = (options: {
         )
       ),
       Layer.provideMerge(
-        Layer.mergeAll(options.infrastructure ?? MemoryInfrastructure, options.capacity ?? MemoryCapacity, options.breaker ?? MemoryBreakers)
+        Layer.mergeAll(
+          options.infrastructure ?? MemoryInfrastructure,
+          options.capacity ?? MemoryCapacity,
+          options.breaker ?? MemoryBreakers
+        )
       ),
       Layer.provideMerge(
         Layer.mergeAll(
@@ -94,7 +98,7 @@ export const memoryEngineStack = (options: {
 
 /** Starts a dispatcher and a worker (both queues) in the caller's scope. */
 export const startEngine = (workerId = "worker-1") =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const dispatcher = yield* makeDispatcher
     yield* Effect.forkScoped(dispatcher.run)
     return yield* runWorker({ workerId, queues: allQueueNames })
@@ -106,7 +110,7 @@ export const awaitStatus = (
   statuses: ReadonlyArray<LifecycleStatus>,
   options: { readonly stepMs?: number; readonly maxSteps?: number } = {}
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const jobs = yield* AiJobLifecycleRepository
     const stepMs = options.stepMs ?? 50
     for (let step = 0; step < (options.maxSteps ?? 2_000); step++) {
@@ -120,13 +124,13 @@ export const awaitStatus = (
   })
 
 /** Lets every fiber run without moving the clock. */
-export const settle = Effect.gen(function* () {
+export const settle = Effect.gen(function*() {
   for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
 })
 
 /** The business records a job's projection wrote, as its projector reads them back. */
 export const recordsOf = (jobId: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const jobs = yield* AiJobLifecycleRepository
     const registry = yield* JobDefinitionRegistry
     const projectors = yield* ResultProjectors

@@ -1,5 +1,5 @@
-import type { IncomingMessage, ServerResponse } from "node:http"
 import { Context, Effect, Layer, Queue, Ref } from "effect"
+import type { IncomingMessage, ServerResponse } from "node:http"
 import { chatCompletionBody, serveOnLoopback } from "./fakeProviderServer.js"
 
 /**
@@ -27,7 +27,12 @@ export type FakeScenario =
   | { readonly _tag: "ContentFilter" }
   /** 400 with DeepSeek's content-risk error. */
   | { readonly _tag: "ContentRisk400" }
-  | { readonly _tag: "Status"; readonly status: number; readonly body: string; readonly headers?: Readonly<Record<string, string>> }
+  | {
+    readonly _tag: "Status"
+    readonly status: number
+    readonly body: string
+    readonly headers?: Readonly<Record<string, string>>
+  }
   /**
    * Answers at once, then blocks this whole process for `freezeMs` (as SIGSTOP or a long GC
    * would): the answer waits in the client's socket while every timer falls due.
@@ -62,7 +67,7 @@ export interface FakeOpenAiServerShape {
 }
 
 export const makeFakeOpenAiServer = (options: { readonly apiKey: string }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const scenario = yield* Ref.make<FakeScenario>({ _tag: "Success" })
     const requests = yield* Ref.make<ReadonlyArray<RecordedRequest>>([])
     const received = yield* Queue.unbounded<RecordedRequest>()
@@ -106,16 +111,32 @@ export const makeFakeOpenAiServer = (options: { readonly apiKey: string }) =>
       }
       if (req.headers.authorization !== `Bearer ${options.apiKey}`) {
         const given = (req.headers.authorization ?? "").replace(/^Bearer /, "")
-        return send(401, JSON.stringify({ error: { message: `Incorrect API key provided: ${given}`, type: "authentication_error", code: "invalid_api_key" } }))
+        return send(
+          401,
+          JSON.stringify({
+            error: {
+              message: `Incorrect API key provided: ${given}`,
+              type: "authentication_error",
+              code: "invalid_api_key"
+            }
+          })
+        )
       }
       const current = Effect.runSync(Ref.get(scenario))
       switch (current._tag) {
         case "Success":
           return send(200, completion(current.content ?? defaultCompletionContent, current.finishReason ?? "stop"))
         case "RateLimited":
-          return send(429, JSON.stringify({ error: { message: "Rate limit reached", type: "rate_limit_error" } }), current.retryAfter === undefined ? {} : { "retry-after": current.retryAfter })
+          return send(
+            429,
+            JSON.stringify({ error: { message: "Rate limit reached", type: "rate_limit_error" } }),
+            current.retryAfter === undefined ? {} : { "retry-after": current.retryAfter }
+          )
         case "ServerError":
-          return send(current.status ?? 500, JSON.stringify({ error: { message: "The server had an error", type: "server_error" } }))
+          return send(
+            current.status ?? 500,
+            JSON.stringify({ error: { message: "The server had an error", type: "server_error" } })
+          )
         case "Slow": {
           const timer = setTimeout(() => {
             timers.delete(timer)
@@ -149,7 +170,12 @@ export const makeFakeOpenAiServer = (options: { readonly apiKey: string }) =>
         case "ContentFilter":
           return send(200, completion(null, "content_filter"))
         case "ContentRisk400":
-          return send(400, JSON.stringify({ error: { message: "Content Exists Risk", type: "invalid_request_error", code: "invalid_request_error" } }))
+          return send(
+            400,
+            JSON.stringify({
+              error: { message: "Content Exists Risk", type: "invalid_request_error", code: "invalid_request_error" }
+            })
+          )
         case "Status":
           return send(current.status, current.body, current.headers)
         case "AnswerThenFreeze": {
@@ -169,7 +195,11 @@ export const makeFakeOpenAiServer = (options: { readonly apiKey: string }) =>
       baseUrl: `http://127.0.0.1:${port}`,
       apiKey: options.apiKey,
       setScenario: (next) =>
-        Ref.set(scenario, next).pipe(Effect.zipRight(Queue.takeAll(received)), Effect.zipRight(Queue.takeAll(aborted)), Effect.asVoid),
+        Ref.set(scenario, next).pipe(
+          Effect.zipRight(Queue.takeAll(received)),
+          Effect.zipRight(Queue.takeAll(aborted)),
+          Effect.asVoid
+        ),
       requests: Ref.get(requests),
       received: Queue.take(received),
       aborted: Queue.take(aborted)
@@ -177,5 +207,6 @@ export const makeFakeOpenAiServer = (options: { readonly apiKey: string }) =>
   })
 
 export class FakeOpenAiServer extends Context.Tag("test/FakeOpenAiServer")<FakeOpenAiServer, FakeOpenAiServerShape>() {
-  static readonly layer = (options: { readonly apiKey: string }) => Layer.scoped(FakeOpenAiServer, makeFakeOpenAiServer(options))
+  static readonly layer = (options: { readonly apiKey: string }) =>
+    Layer.scoped(FakeOpenAiServer, makeFakeOpenAiServer(options))
 }

@@ -1,5 +1,5 @@
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import { Effect, type Scope } from "effect"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 
 /** What the fake providers share: an OpenAI chat-completion answer and a loopback HTTP server. */
 
@@ -16,8 +16,16 @@ export const chatCompletionBody = (answer: {
     object: "chat.completion",
     created: 1_700_000_000,
     model: "deepseek-chat",
-    choices: [{ index: 0, message: { role: "assistant", content: answer.content }, finish_reason: answer.finishReason ?? "stop" }],
-    usage: { prompt_tokens: answer.promptTokens, completion_tokens: answer.completionTokens, total_tokens: answer.promptTokens + answer.completionTokens }
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: answer.content },
+      finish_reason: answer.finishReason ?? "stop"
+    }],
+    usage: {
+      prompt_tokens: answer.promptTokens,
+      completion_tokens: answer.completionTokens,
+      total_tokens: answer.promptTokens + answer.completionTokens
+    }
   })
 
 /**

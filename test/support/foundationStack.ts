@@ -1,24 +1,24 @@
 import { Layer } from "effect"
+import { TimingConfig } from "../../src/config/EngineConfig.js"
+import { type QuotaLimits, QuotaLimitsConfig } from "../../src/config/QuotaLimitsConfig.js"
 import { syntheticEcho } from "../../src/jobs/synthetic_echo/definition.js"
+import { InProcessOutboxSignal } from "../../src/layers/memory/InProcessOutboxSignal.js"
+import { MemoryAiJobLifecycleRepository } from "../../src/layers/memory/MemoryAiJobLifecycleRepository.js"
+import { MemoryCredentialRepository } from "../../src/layers/memory/MemoryCredentialRepository.js"
+import { MemoryDatabaseLive } from "../../src/layers/memory/MemoryDatabase.js"
+import { MemoryOutboxRepository } from "../../src/layers/memory/MemoryOutboxRepository.js"
+import { MemoryQuotas } from "../../src/layers/memory/MemoryQuotas.js"
+import { MemorySnapshotRepository } from "../../src/layers/memory/MemorySnapshotRepository.js"
+import { MemoryUnitOfWork } from "../../src/layers/memory/MemoryUnitOfWork.js"
+import { MysqlAiJobLifecycleRepository } from "../../src/layers/mysql/MysqlAiJobLifecycleRepository.js"
+import { MysqlCredentialRepository } from "../../src/layers/mysql/MysqlCredentialRepository.js"
+import { MysqlOutboxRepository } from "../../src/layers/mysql/MysqlOutboxRepository.js"
+import { MysqlQuotas } from "../../src/layers/mysql/MysqlQuotas.js"
+import { MysqlSnapshotRepository } from "../../src/layers/mysql/MysqlSnapshotRepository.js"
+import { MysqlUnitOfWork } from "../../src/layers/mysql/MysqlUnitOfWork.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
 import { JobDefinitionRegistry } from "../../src/services/JobDefinitionRegistry.js"
 import { SnapshotBuilder } from "../../src/services/SnapshotBuilder.js"
-import { TimingConfig } from "../../src/config/EngineConfig.js"
-import { MemoryAiJobLifecycleRepository } from "../../src/layers/memory/MemoryAiJobLifecycleRepository.js"
-import { MemoryDatabaseLive } from "../../src/layers/memory/MemoryDatabase.js"
-import { MemoryOutboxRepository } from "../../src/layers/memory/MemoryOutboxRepository.js"
-import { MemorySnapshotRepository } from "../../src/layers/memory/MemorySnapshotRepository.js"
-import { MemoryUnitOfWork } from "../../src/layers/memory/MemoryUnitOfWork.js"
-import { InProcessOutboxSignal } from "../../src/layers/memory/InProcessOutboxSignal.js"
-import { MysqlAiJobLifecycleRepository } from "../../src/layers/mysql/MysqlAiJobLifecycleRepository.js"
-import { MysqlOutboxRepository } from "../../src/layers/mysql/MysqlOutboxRepository.js"
-import { MysqlSnapshotRepository } from "../../src/layers/mysql/MysqlSnapshotRepository.js"
-import { MysqlUnitOfWork } from "../../src/layers/mysql/MysqlUnitOfWork.js"
-import { MemoryQuotas } from "../../src/layers/memory/MemoryQuotas.js"
-import { MemoryCredentialRepository } from "../../src/layers/memory/MemoryCredentialRepository.js"
-import { MysqlCredentialRepository } from "../../src/layers/mysql/MysqlCredentialRepository.js"
-import { MysqlQuotas } from "../../src/layers/mysql/MysqlQuotas.js"
-import { QuotaLimitsConfig, type QuotaLimits } from "../../src/config/QuotaLimitsConfig.js"
 import { projectorKeysOnly } from "./projectorKeys.js"
 
 /** Limits no contract test reaches; the quota tests set their own. */
@@ -63,7 +63,9 @@ export const mysqlRepositories = (
   client: ScratchClientOptions = {}
 ) =>
   Layer.fresh(mysqlCreationRepositories).pipe(
-    Layer.provideMerge(Layer.merge(scratchMysqlLayer(prefix, { maxConnections: 20, ...client }), QuotaLimitsConfig.make(limits)))
+    Layer.provideMerge(
+      Layer.merge(scratchMysqlLayer(prefix, { maxConnections: 20, ...client }), QuotaLimitsConfig.make(limits))
+    )
   )
 
 /** Job creation over a set of repositories, with the synthetic job type registered. */

@@ -1,8 +1,8 @@
+import { Effect, type Scope } from "effect"
+import { type JWTPayload, SignJWT } from "jose"
 import { generateKeyPairSync, type JsonWebKey, type KeyObject } from "node:crypto"
 import type { Server } from "node:http"
 import { createServer } from "node:http"
-import { Effect, type Scope } from "effect"
-import { type JWTPayload, SignJWT } from "jose"
 import type { AsymmetricAlgorithm } from "../../src/config/AuthSettings.js"
 
 /**
@@ -35,7 +35,13 @@ export const makeSigningKey = (
   options: { readonly rsaBits?: number; readonly extra?: Readonly<Record<string, unknown>> } = {}
 ): SigningKey => {
   const { privateKey, publicKey } = keyPairFor(alg, options.rsaBits ?? 2048)
-  return { kid, alg, privateKey, publicKey, jwk: { ...publicKey.export({ format: "jwk" }), kid, use: "sig", ...options.extra } }
+  return {
+    kid,
+    alg,
+    privateKey,
+    publicKey,
+    jwk: { ...publicKey.export({ format: "jwk" }), kid, use: "sig", ...options.extra }
+  }
 }
 
 /** Signs `claims` with `key` (header `alg` and `kid` from the key unless `header` says otherwise). */
@@ -44,7 +50,9 @@ export const signWith = (
   claims: JWTPayload,
   header: Readonly<Record<string, unknown>> = {}
 ): Effect.Effect<string> =>
-  Effect.promise(() => new SignJWT(claims).setProtectedHeader({ alg: key.alg, kid: key.kid, typ: "JWT", ...header }).sign(key.privateKey))
+  Effect.promise(() =>
+    new SignJWT(claims).setProtectedHeader({ alg: key.alg, kid: key.kid, typ: "JWT", ...header }).sign(key.privateKey)
+  )
 
 export interface IdentityProviderServer {
   /** `http://127.0.0.1:{port}/realms/{realm}`: the `iss` of its tokens. */
@@ -72,9 +80,13 @@ const closeServer = (server: Server) =>
 /** The provider on a free port of 127.0.0.1 for the scope, publishing `keys`. */
 export const startIdentityProvider = (
   keys: ReadonlyArray<SigningKey>,
-  options: { readonly realm?: string; readonly cacheControl?: string; readonly discoveryIssuer?: (issuer: string) => string } = {}
+  options: {
+    readonly realm?: string
+    readonly cacheControl?: string
+    readonly discoveryIssuer?: (issuer: string) => string
+  } = {}
 ): Effect.Effect<IdentityProviderServer, never, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const realmPath = `/realms/${options.realm ?? "learning"}`
     let published = keys
     let cacheControl = options.cacheControl
@@ -98,7 +110,10 @@ export const startIdentityProvider = (
       }
       if (req.url === `${realmPath}/protocol/openid-connect/certs`) {
         served.jwks += 1
-        res.writeHead(200, { "content-type": "application/json", ...(cacheControl === undefined ? {} : { "cache-control": cacheControl }) })
+        res.writeHead(200, {
+          "content-type": "application/json",
+          ...(cacheControl === undefined ? {} : { "cache-control": cacheControl })
+        })
         res.end(JSON.stringify({ keys: published.map((key) => key.jwk) }))
         return
       }

@@ -35,13 +35,19 @@ const adapterPackageUsers: ReadonlyArray<Room> = ["layers", "main", "simulation"
  * Packages that one adapter family alone (and the composition root) may load: the OpenTelemetry
  * SDK stays behind `src/layers/telemetry`; everything else uses Effect's own spans and metrics.
  */
-const familyPackages: ReadonlyArray<{ readonly name: string; readonly matches: (specifier: string) => boolean; readonly users: ReadonlyArray<string> }> = [
+const familyPackages: ReadonlyArray<
+  { readonly name: string; readonly matches: (specifier: string) => boolean; readonly users: ReadonlyArray<string> }
+> = [
   {
     name: "@effect/opentelemetry",
     matches: (specifier) => specifier === "@effect/opentelemetry" || specifier.startsWith("@effect/opentelemetry/"),
     users: ["layers/telemetry", "main"]
   },
-  { name: "@opentelemetry/*", matches: (specifier) => specifier.startsWith("@opentelemetry/"), users: ["layers/telemetry", "main"] }
+  {
+    name: "@opentelemetry/*",
+    matches: (specifier) => specifier.startsWith("@opentelemetry/"),
+    users: ["layers/telemetry", "main"]
+  }
 ]
 
 /** Folders outside `src/` that a room may read: the migrations for the MySQL adapter. */
@@ -62,7 +68,8 @@ export interface ImportViolation {
   readonly rule: string
 }
 
-const importSpecifiers = /(?:^|\n)\s*(?:import|export)\s[^"']*?from\s*["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g
+const importSpecifiers =
+  /(?:^|\n)\s*(?:import|export)\s[^"']*?from\s*["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g
 
 const roomOf = (path: string): { readonly room: Room; readonly family: string } | undefined => {
   const parts = path.split("/")
@@ -84,13 +91,23 @@ export const importViolations = (files: ReadonlyArray<SourceFile>): ReadonlyArra
         const familyPackage = familyPackages.find((p) => p.matches(specifier))
         if (familyPackage !== undefined) {
           if (!familyPackage.users.includes(source.family)) {
-            violations.push({ from: file.path, specifier, rule: `src/${source.family} must not load ${familyPackage.name} (only ${familyPackage.users.map((u) => `src/${u}`).join(" and ")})` })
+            violations.push({
+              from: file.path,
+              specifier,
+              rule: `src/${source.family} must not load ${familyPackage.name} (only ${
+                familyPackage.users.map((u) => `src/${u}`).join(" and ")
+              })`
+            })
           }
           continue
         }
         const pkg = adapterPackages.find((p) => specifier === p || specifier.startsWith(`${p}/`))
         if (pkg !== undefined && !adapterPackageUsers.includes(source.room)) {
-          violations.push({ from: file.path, specifier, rule: `src/${source.room} must not load ${pkg} (an adapter's package)` })
+          violations.push({
+            from: file.path,
+            specifier,
+            rule: `src/${source.room} must not load ${pkg} (an adapter's package)`
+          })
         }
         continue
       }
@@ -111,7 +128,11 @@ export const importViolations = (files: ReadonlyArray<SourceFile>): ReadonlyArra
       const crossFamily = source.room === "layers" && target.room === "layers" && source.family !== target.family &&
         target.family !== "layers"
       if (crossFamily && !allowedAdapterImports.some(([from, to]) => from === source.family && to === target.family)) {
-        violations.push({ from: file.path, specifier, rule: `src/${source.family} must not import src/${target.family}` })
+        violations.push({
+          from: file.path,
+          specifier,
+          rule: `src/${source.family} must not import src/${target.family}`
+        })
       }
     }
   }

@@ -1,6 +1,6 @@
+import { Effect, Either, Schema, type Scope } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { performance } from "node:perf_hooks"
-import { Effect, Either, Schema, type Scope } from "effect"
 import { defaultCompletionContent } from "./fakeOpenAiServer.js"
 import { chatCompletionBody, serveOnLoopback } from "./fakeProviderServer.js"
 
@@ -75,7 +75,10 @@ const z99 = 2.326347874
 /** A sampler of the log-normal distribution with this median and p99 (Box-Muller over `random`). */
 export const logNormalSampler = (latency: LatencyDistribution, random: () => number = Math.random) => {
   const mu = Math.log(Math.max(latency.medianMs, 1e-3))
-  const sigma = Math.max(0, Math.log(Math.max(latency.p99Ms, latency.medianMs) / Math.max(latency.medianMs, 1e-3)) / z99)
+  const sigma = Math.max(
+    0,
+    Math.log(Math.max(latency.p99Ms, latency.medianMs) / Math.max(latency.medianMs, 1e-3)) / z99
+  )
   return (): number => {
     const u = 1 - random()
     const z = Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * random())
@@ -124,8 +127,10 @@ const slidingMinute = () => {
 const completion = (content: string, promptTokens: number, completionTokens: number) =>
   chatCompletionBody({ id: "chatcmpl-limited", content, promptTokens, completionTokens })
 
-export const startLimitedFakeProvider = (options: LimitedFakeProviderOptions): Effect.Effect<LimitedFakeProvider, never, Scope.Scope> =>
-  Effect.gen(function* () {
+export const startLimitedFakeProvider = (
+  options: LimitedFakeProviderOptions
+): Effect.Effect<LimitedFakeProvider, never, Scope.Scope> =>
+  Effect.gen(function*() {
     const apiKey = options.apiKey ?? "sk-limited-fake"
     const limits = options.limits ?? {}
     const sample = logNormalSampler(options.latency, options.random)
@@ -141,7 +146,12 @@ export const startLimitedFakeProvider = (options: LimitedFakeProviderOptions): E
     let inFlight = 0
     let maxInFlight = 0
 
-    const send = (res: ServerResponse, status: number, body: string, headers: Readonly<Record<string, string>> = {}) => {
+    const send = (
+      res: ServerResponse,
+      status: number,
+      body: string,
+      headers: Readonly<Record<string, string>> = {}
+    ) => {
       if (res.destroyed) return
       res.writeHead(status, { "content-type": "application/json", ...headers })
       res.end(body)
@@ -161,12 +171,16 @@ export const startLimitedFakeProvider = (options: LimitedFakeProviderOptions): E
 
     const handle = (req: IncomingMessage, res: ServerResponse, raw: string) => {
       if (req.method !== "POST" || req.url !== "/chat/completions") return send(res, 404, "{}")
-      if (req.headers.authorization !== `Bearer ${apiKey}`) return send(res, 401, JSON.stringify({ error: { type: "authentication_error" } }))
+      if (req.headers.authorization !== `Bearer ${apiKey}`) {
+        return send(res, 401, JSON.stringify({ error: { type: "authentication_error" } }))
+      }
       const now = performance.now()
       requests++
       seen.add(now)
       const request = Either.getOrElse(decodeChatRequest(raw), (): ChatRequest => ({ messages: [] }))
-      const promptTokens = Math.ceil(request.messages.reduce((sum, message) => sum + message.content.length, 0) / 4)
+      const promptTokens = Math.ceil(
+        request.messages.reduce((sum, message) => sum + message.content.length, 0) / 4
+      )
       const weight = promptTokens + completionTokens
       const wait = retryAfterSeconds(now, weight)
       if (wait !== undefined) {

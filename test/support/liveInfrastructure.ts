@@ -1,10 +1,10 @@
 import { Layer } from "effect"
-import { MysqlRepositories } from "../../src/main/AppLayers.js"
 import { BullMqJobQueueLive } from "../../src/layers/bullmq/BullMqJobQueue.js"
-import { RedisJobEvents } from "../../src/layers/redis/RedisJobEvents.js"
 import { RedisCancelSignal } from "../../src/layers/redis/RedisCancelSignal.js"
+import { RedisJobEvents } from "../../src/layers/redis/RedisJobEvents.js"
 import { RedisOutboxSignal } from "../../src/layers/redis/RedisOutboxSignal.js"
 import { RedisWorkerDirectory } from "../../src/layers/redis/RedisWorkerDirectory.js"
+import { MysqlRepositories } from "../../src/main/AppLayers.js"
 import { testRedisLayer, uniqueRedisPrefix } from "./redis.js"
 import { scratchMysqlLayer } from "./scratchDatabase.js"
 /**

@@ -13,7 +13,9 @@ export const LogCaptureLayer = Layer.unwrapEffect(
   Effect.sync(() => {
     const lines: Array<string> = []
     const logger = Logger.make((options) => {
-      const annotations = Array.from(HashMap.entries(options.annotations)).map(([key, value]) => `${key}=${Inspectable.toStringUnknown(value)}`)
+      const annotations = Array.from(HashMap.entries(options.annotations)).map(([key, value]) =>
+        `${key}=${Inspectable.toStringUnknown(value)}`
+      )
       const spans = List.toArray(options.spans).map((span) => span.label)
       lines.push(
         [

@@ -1,6 +1,6 @@
+import { Duration, Effect, Option, Schedule, Schema } from "effect"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
-import { Duration, Effect, Option, Schedule, Schema } from "effect"
 
 /**
  * A small OTLP/HTTP receiver for tests (JSON protocol, `POST /v1/traces`): it keeps every span
@@ -35,9 +35,15 @@ const Span = Schema.Struct({
   name: Schema.String,
   kind: Schema.optional(Schema.Number),
   attributes: Attributes,
-  events: Schema.optionalWith(Schema.Array(Schema.Struct({ name: Schema.String, attributes: Attributes })), { default: () => [] }),
-  links: Schema.optionalWith(Schema.Array(Schema.Struct({ traceId: Schema.String, spanId: Schema.String })), { default: () => [] }),
-  status: Schema.optional(Schema.Struct({ code: Schema.optional(Schema.Number), message: Schema.optional(Schema.String) }))
+  events: Schema.optionalWith(Schema.Array(Schema.Struct({ name: Schema.String, attributes: Attributes })), {
+    default: () => []
+  }),
+  links: Schema.optionalWith(Schema.Array(Schema.Struct({ traceId: Schema.String, spanId: Schema.String })), {
+    default: () => []
+  }),
+  status: Schema.optional(
+    Schema.Struct({ code: Schema.optional(Schema.Number), message: Schema.optional(Schema.String) })
+  )
 })
 
 const ExportTraceServiceRequest = Schema.parseJson(
@@ -45,7 +51,9 @@ const ExportTraceServiceRequest = Schema.parseJson(
     resourceSpans: Schema.Array(
       Schema.Struct({
         resource: Schema.optional(Schema.Struct({ attributes: Attributes })),
-        scopeSpans: Schema.Array(Schema.Struct({ spans: Schema.optionalWith(Schema.Array(Span), { default: () => [] }) }))
+        scopeSpans: Schema.Array(
+          Schema.Struct({ spans: Schema.optionalWith(Schema.Array(Span), { default: () => [] }) })
+        )
       })
     )
   })
@@ -73,7 +81,9 @@ export interface ReceivedSpan {
   readonly name: string
   readonly kind: number | undefined
   readonly attributes: Readonly<Record<string, AttributeValue>>
-  readonly events: ReadonlyArray<{ readonly name: string; readonly attributes: Readonly<Record<string, AttributeValue>> }>
+  readonly events: ReadonlyArray<
+    { readonly name: string; readonly attributes: Readonly<Record<string, AttributeValue>> }
+  >
   readonly links: ReadonlyArray<{ readonly traceId: string; readonly spanId: string }>
   readonly statusCode: number | undefined
 }
@@ -92,7 +102,7 @@ export interface OtlpReceiver {
 }
 
 /** Starts the receiver on a free port of 127.0.0.1; it closes with the scope. */
-export const startOtlpReceiver = Effect.gen(function* () {
+export const startOtlpReceiver = Effect.gen(function*() {
   const received: Array<ReceivedSpan> = []
   const rejected: Array<string> = []
   const server = createServer((request, response) => {
@@ -164,7 +174,8 @@ export const startOtlpReceiver = Effect.gen(function* () {
         Effect.retry(Schedule.spaced("100 millis")),
         Effect.timeoutFail({
           duration: timeout,
-          onTimeout: () => new Error(`spans not received in time; got ${received.map((s) => `${s.service}:${s.name}`).join(", ")}`)
+          onTimeout: () =>
+            new Error(`spans not received in time; got ${received.map((s) => `${s.service}:${s.name}`).join(", ")}`)
         })
       )
   }

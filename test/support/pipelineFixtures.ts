@@ -7,10 +7,19 @@ import { memoryEngineStack } from "./engineStack.js"
 
 /** A `synthetic_echo` job of `user-1`, created as the API creates it. */
 export const createEcho = (message: string) =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } })).pipe(
-      Effect.map(({ job }) => job)
-    )
+  Effect.flatMap(
+    AiJobService,
+    (service) =>
+      service.createJob({
+        userId: "user-1",
+        jobType: "synthetic_echo",
+        targetType: "test",
+        targetId: "t",
+        input: { message }
+      })
+  ).pipe(
+    Effect.map(({ job }) => job)
+  )
 
 /** The job's row as stored now. */
 export const jobNow = (jobId: string) =>

@@ -35,7 +35,9 @@ const parseValue = (text: string, line: number): number => {
   if (text === "+Inf" || text === "Inf") return Number.POSITIVE_INFINITY
   if (text === "-Inf") return Number.NEGATIVE_INFINITY
   if (text === "NaN") return Number.NaN
-  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text)) throw new PrometheusParseError(line, `not a number: ${JSON.stringify(text)}`)
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text)) {
+    throw new PrometheusParseError(line, `not a number: ${JSON.stringify(text)}`)
+  }
   return Number(text)
 }
 
@@ -93,21 +95,32 @@ const parseSeries = (text: string, line: number) => {
   const rest = text.slice(i)
   if (!/^[ \t]/.test(rest)) throw new PrometheusParseError(line, "a space must separate the series from its value")
   const parts = rest.trim().split(/[ \t]+/)
-  if (parts.length < 1 || parts.length > 2 || parts[0] === "") throw new PrometheusParseError(line, "expected a value and an optional timestamp")
-  if (parts[1] !== undefined && !/^-?\d+$/.test(parts[1])) throw new PrometheusParseError(line, "the timestamp must be an integer")
+  if (parts.length < 1 || parts.length > 2 || parts[0] === "") {
+    throw new PrometheusParseError(line, "expected a value and an optional timestamp")
+  }
+  if (parts[1] !== undefined && !/^-?\d+$/.test(parts[1])) {
+    throw new PrometheusParseError(line, "the timestamp must be an integer")
+  }
   return { name, labels, value: parseValue(parts[0] ?? "", line) }
 }
 
 const familyOf = (sampleName: string, family: { readonly name: string; readonly type: MetricType } | undefined) => {
   if (family === undefined) return undefined
   const { name, type } = family
-  if (type === "histogram") return [`${name}_bucket`, `${name}_sum`, `${name}_count`].includes(sampleName) ? name : undefined
+  if (type === "histogram") {
+    return [`${name}_bucket`, `${name}_sum`, `${name}_count`].includes(sampleName)
+      ? name
+      : undefined
+  }
   if (type === "summary") return [name, `${name}_sum`, `${name}_count`].includes(sampleName) ? name : undefined
   return sampleName === name ? name : undefined
 }
 
 const seriesKey = (sample: Sample) =>
-  `${sample.name}{${Object.entries(sample.labels).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(",")}}`
+  `${sample.name}{${
+    Object.entries(sample.labels).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+      .join(",")
+  }}`
 
 const checkHistogram = (family: MetricFamily) => {
   const groups = new Map<string, { buckets: Array<readonly [number, number]>; count: number | undefined }>()
@@ -126,17 +139,28 @@ const checkHistogram = (family: MetricFamily) => {
   for (const [key, group] of groups) {
     const sorted = [...group.buckets].sort(([a], [b]) => a - b)
     for (let i = 1; i < sorted.length; i++) {
-      if ((sorted[i]?.[1] ?? 0) < (sorted[i - 1]?.[1] ?? 0)) throw new PrometheusParseError(0, `${family.name}${key}: buckets are not cumulative`)
+      if ((sorted[i]?.[1] ?? 0) < (sorted[i - 1]?.[1] ?? 0)) {
+        throw new PrometheusParseError(0, `${family.name}${key}: buckets are not cumulative`)
+      }
     }
     const last = sorted[sorted.length - 1]
-    if (last === undefined || last[0] !== Number.POSITIVE_INFINITY) throw new PrometheusParseError(0, `${family.name}${key}: no +Inf bucket`)
-    if (group.count !== last[1]) throw new PrometheusParseError(0, `${family.name}${key}: _count ${group.count} differs from the +Inf bucket ${last[1]}`)
+    if (last === undefined || last[0] !== Number.POSITIVE_INFINITY) {
+      throw new PrometheusParseError(0, `${family.name}${key}: no +Inf bucket`)
+    }
+    if (group.count !== last[1]) {
+      throw new PrometheusParseError(
+        0,
+        `${family.name}${key}: _count ${group.count} differs from the +Inf bucket ${last[1]}`
+      )
+    }
   }
 }
 
 /** Parses the whole text or throws `PrometheusParseError` naming the first bad line. */
 export const parsePrometheusText = (text: string): ReadonlyArray<MetricFamily> => {
-  const families: Array<{ name: string; type: MetricType; help: string | undefined; samples: Array<Sample>; sawSample: boolean }> = []
+  const families: Array<
+    { name: string; type: MetricType; help: string | undefined; samples: Array<Sample>; sawSample: boolean }
+  > = []
   const byName = new Map<string, (typeof families)[number]>()
   const seen = new Set<string>()
   let current: (typeof families)[number] | undefined
@@ -166,7 +190,9 @@ export const parsePrometheusText = (text: string): ReadonlyArray<MetricFamily> =
       if (kind === "TYPE") {
         const type = types.find((t) => t === rest.trim())
         if (type === undefined) throw new PrometheusParseError(lineNo, `unknown type ${JSON.stringify(rest)}`)
-        if (family.sawSample || seen.has(`TYPE ${name}`)) throw new PrometheusParseError(lineNo, `TYPE of ${name} after its samples or twice`)
+        if (family.sawSample || seen.has(`TYPE ${name}`)) {
+          throw new PrometheusParseError(lineNo, `TYPE of ${name} after its samples or twice`)
+        }
         seen.add(`TYPE ${name}`)
         family.type = type
       } else {
@@ -195,7 +221,11 @@ export const parsePrometheusText = (text: string): ReadonlyArray<MetricFamily> =
 }
 
 /** The value of the series with exactly these labels, or undefined. */
-export const sampleValue = (families: ReadonlyArray<MetricFamily>, name: string, labels: Readonly<Record<string, string>> = {}) => {
+export const sampleValue = (
+  families: ReadonlyArray<MetricFamily>,
+  name: string,
+  labels: Readonly<Record<string, string>> = {}
+) => {
   const wanted = seriesKey({ name, labels, value: 0 })
   for (const family of families) {
     for (const sample of family.samples) if (seriesKey(sample) === wanted) return sample.value
@@ -204,7 +234,11 @@ export const sampleValue = (families: ReadonlyArray<MetricFamily>, name: string,
 }
 
 /** The sum over every series of `name` whose labels include `match`. */
-export const sumOf = (families: ReadonlyArray<MetricFamily>, name: string, match: Readonly<Record<string, string>> = {}) =>
+export const sumOf = (
+  families: ReadonlyArray<MetricFamily>,
+  name: string,
+  match: Readonly<Record<string, string>> = {}
+) =>
   families
     .flatMap((family) => family.samples)
     .filter((sample) => sample.name === name && Object.entries(match).every(([k, v]) => sample.labels[k] === v))

@@ -11,7 +11,7 @@ export interface SeenSpan {
 
 /** Runs `body` under a tracer that keeps every span it starts (Effect's own spans, recorded). */
 export const recordingSpans = <A, E, R>(body: Effect.Effect<A, E, R>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const native = yield* Effect.tracer
     const spans: Array<Tracer.Span> = []
     const tracer = Tracer.make({

@@ -31,7 +31,7 @@ export const deleteRedisKeys = (prefix: string) =>
 /** `RedisConnection` on the test Redis under `prefix`; every key under it is deleted on release. */
 export const testRedisLayer = (prefix: string) =>
   Layer.scopedContext(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* Effect.addFinalizer(() => deleteRedisKeys(prefix))
       return yield* Layer.build(RedisConnection.layer({ url: Redacted.make(testRedisUrl), prefix }))
     })

@@ -1,8 +1,8 @@
+import { NodeContext } from "@effect/platform-node"
 import { MysqlClient } from "@effect/sql-mysql2"
 import { Effect, Layer, Redacted, type Scope } from "effect"
-import { NodeContext } from "@effect/platform-node"
-import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
 import { runMigrations } from "../../src/layers/mysql/migrate.js"
+import { mysqlClientLayer } from "../../src/layers/mysql/MysqlDatabase.js"
 
 /** The MariaDB the suite runs against; `TEST_DATABASE_URL` points elsewhere. */
 export const testServerUrl = process.env.TEST_DATABASE_URL ?? "mysql://root@127.0.0.1:3306/test"
@@ -25,14 +25,14 @@ export const scratchDatabaseName = (prefix: string) =>
  */
 export const acquireScratchDatabase = (prefix: string) =>
   Effect.acquireRelease(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const admin = yield* MysqlClient.MysqlClient
       const name = scratchDatabaseName(prefix)
       yield* admin.unsafe(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`)
       return { name, url: databaseUrlFor(name) }
     }).pipe(Effect.provide(adminLayer), Effect.orDie),
     ({ name }) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const admin = yield* MysqlClient.MysqlClient
         yield* admin.unsafe(`DROP DATABASE IF EXISTS \`${name}\``)
       }).pipe(Effect.provide(adminLayer), Effect.orDie)
@@ -47,7 +47,7 @@ export interface ScratchClientOptions {
 /** A migrated scratch database's client, for `it.layer`. */
 export const scratchMysqlLayer = (prefix: string, options: ScratchClientOptions = {}) =>
   Layer.unwrapScoped(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { url } = yield* acquireScratchDatabase(prefix)
       const direct = mysqlClientLayer(Redacted.make(url), options)
       yield* runMigrations.pipe(Effect.provide(Layer.merge(direct, NodeContext.layer)), Effect.orDie)

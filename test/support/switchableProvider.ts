@@ -1,6 +1,6 @@
+import { Effect, Schema } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { performance } from "node:perf_hooks"
-import { Effect, Schema } from "effect"
 import { chatCompletionBody, serveOnLoopback } from "./fakeProviderServer.js"
 
 /**
@@ -35,7 +35,7 @@ export const startSwitchableProvider = (options: {
   /** The answer's message content for a request's messages. */
   readonly content: (messages: ReadonlyArray<{ readonly content: string }>) => string
 }) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     let down = false
     const calls: Array<ProviderCall> = []
     const timers = new Set<NodeJS.Timeout>()
@@ -57,7 +57,10 @@ export const startSwitchableProvider = (options: {
       const timer = setTimeout(() => {
         timers.delete(timer)
         answered++
-        send(200, chatCompletionBody({ id: `${options.name}-${answered}`, content, promptTokens: 40, completionTokens: 20 }))
+        send(
+          200,
+          chatCompletionBody({ id: `${options.name}-${answered}`, content, promptTokens: 40, completionTokens: 20 })
+        )
       }, options.latencyMs)
       timers.add(timer)
       res.on("close", () => {

@@ -1,5 +1,5 @@
-import { createConnection, createServer, type Socket } from "node:net"
 import { Deferred, Effect } from "effect"
+import { createConnection, createServer, type Socket } from "node:net"
 
 /**
  * Where the next MySQL `COMMIT` through the proxy loses its connection: `before` it reaches the
@@ -93,7 +93,7 @@ export const startTcpProxy = (target: { readonly host: string; readonly port: nu
  * handed to the test through `holder`.
  */
 export const routeThroughProxy = (holder: Deferred.Deferred<TcpProxy>) => (url: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const routed = new URL(url)
     const proxy = yield* startTcpProxy({ host: routed.hostname, port: Number(routed.port || 3306) })
     yield* Deferred.succeed(holder, proxy)

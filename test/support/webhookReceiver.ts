@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
-import { randomBytes } from "node:crypto"
 import { Duration, Effect, type Scope } from "effect"
+import { randomBytes } from "node:crypto"
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { Webhook } from "standardwebhooks"
 
 /** A fresh Standard Webhooks secret: `whsec_` and the base64 of 32 random bytes. */
@@ -18,14 +18,21 @@ export interface ReceivedDelivery {
 }
 
 /** How the receiver answers one request: a status (with headers), or `hold` (never answer). */
-export type ReceiverAnswer = number | { readonly status: number; readonly headers?: Readonly<Record<string, string>>; readonly endless?: boolean } | "hold"
+export type ReceiverAnswer = number | {
+  readonly status: number
+  readonly headers?: Readonly<Record<string, string>>
+  readonly endless?: boolean
+} | "hold"
 
 export interface WebhookReceiver {
   readonly port: number
   readonly url: (path?: string) => string
   readonly deliveries: () => ReadonlyArray<ReceivedDelivery>
   /** Polls (real time) until `done` holds of the deliveries so far. */
-  readonly waitFor: (done: (deliveries: ReadonlyArray<ReceivedDelivery>) => boolean, timeout: Duration.DurationInput) => Effect.Effect<ReadonlyArray<ReceivedDelivery>>
+  readonly waitFor: (
+    done: (deliveries: ReadonlyArray<ReceivedDelivery>) => boolean,
+    timeout: Duration.DurationInput
+  ) => Effect.Effect<ReadonlyArray<ReceivedDelivery>>
   /** Stops listening (connections refused) and drops held requests; `listen` opens the same port again. */
   readonly close: Effect.Effect<void>
   readonly listen: Effect.Effect<void>
@@ -49,7 +56,7 @@ export const startWebhookReceiver = (options: {
   readonly answer?: (request: { readonly path: string; readonly webhookId: string }, index: number) => ReceiverAnswer
   readonly port?: number
 }): Effect.Effect<WebhookReceiver, never, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const verifier = new Webhook(options.secret)
     const received: Array<ReceivedDelivery> = []
     const held = new Set<ServerResponse>()
@@ -59,7 +66,11 @@ export const startWebhookReceiver = (options: {
         const value = request.headers[name]
         return typeof value === "string" ? value : ""
       }
-      const headers = { "webhook-id": header("webhook-id"), "webhook-timestamp": header("webhook-timestamp"), "webhook-signature": header("webhook-signature") }
+      const headers = {
+        "webhook-id": header("webhook-id"),
+        "webhook-timestamp": header("webhook-timestamp"),
+        "webhook-signature": header("webhook-signature")
+      }
       let verified: unknown
       try {
         verified = verifier.verify(body, headers)
@@ -111,11 +122,15 @@ export const startWebhookReceiver = (options: {
       url: (path = "/hooks") => `http://127.0.0.1:${port}${path}`,
       deliveries: () => [...received],
       waitFor: (done, timeout) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const deadline = Date.now() + Duration.toMillis(timeout)
           while (!done(received)) {
             if (Date.now() > deadline) {
-              return yield* Effect.dieMessage(`webhook receiver: condition not met within ${Duration.format(timeout)}; got ${JSON.stringify(received.map(({ path, status, webhookId }) => ({ path, status, webhookId })))}`)
+              return yield* Effect.dieMessage(
+                `webhook receiver: condition not met within ${Duration.format(timeout)}; got ${
+                  JSON.stringify(received.map(({ path, status, webhookId }) => ({ path, status, webhookId })))
+                }`
+              )
             }
             yield* Effect.sleep(Duration.millis(25))
           }

@@ -1,7 +1,7 @@
-import { createHmac, createSecretKey } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Redacted } from "effect"
 import { jwtVerify } from "jose"
+import { createHmac, createSecretKey } from "node:crypto"
 import { signToken, verifyHs256, verifyToken } from "../../src/http/AuthTokens.js"
 
 /**
@@ -13,7 +13,8 @@ const key = createSecretKey(Buffer.from(secret, "utf8"))
 const now = Date.UTC(2026, 11, 1, 12, 0, 0)
 const nowSeconds = Math.floor(now / 1000)
 
-const segment = (value: unknown) => Buffer.from(typeof value === "string" ? value : JSON.stringify(value), "utf8").toString("base64url")
+const segment = (value: unknown) =>
+  Buffer.from(typeof value === "string" ? value : JSON.stringify(value), "utf8").toString("base64url")
 const signWith = (signingSecret: string, signingInput: string) =>
   createHmac("sha256", signingSecret).update(signingInput).digest("base64url")
 const token = (header: unknown, claims: unknown, options: { readonly secret?: string } = {}) => {
@@ -57,19 +58,28 @@ const corpus: ReadonlyArray<readonly [string, string]> = [
   ["empty signature", `${segment(hs256)}.${segment(good)}.`],
   ["signature with padding", `${token(hs256, good)}=`],
   ["signature with wrong padding", `${token(hs256, good)}==`],
-  ["claims of length 1 mod 4", (() => {
-    const signingInput = `${segment(hs256)}.${segment(good)}A`
-    return `${signingInput}.${signWith(secret, signingInput)}`
-  })()],
+  [
+    "claims of length 1 mod 4",
+    (() => {
+      const signingInput = `${segment(hs256)}.${segment(good)}A`
+      return `${signingInput}.${signWith(secret, signingInput)}`
+    })()
+  ],
   ["signature in base64 alphabet", token(hs256, good).replace(/-/g, "+").replace(/_/g, "/") + "+/"],
-  ["tampered claims", (() => {
-    const [h, , s] = token(hs256, good).split(".")
-    return `${h}.${segment({ ...good, role: "SUPER_ADMIN" })}.${s}`
-  })()],
-  ["claims with invalid UTF-8", (() => {
-    const signingInput = `${segment(hs256)}.${Buffer.from([0x7b, 0xff, 0x7d]).toString("base64url")}`
-    return `${signingInput}.${signWith(secret, signingInput)}`
-  })()],
+  [
+    "tampered claims",
+    (() => {
+      const [h, , s] = token(hs256, good).split(".")
+      return `${h}.${segment({ ...good, role: "SUPER_ADMIN" })}.${s}`
+    })()
+  ],
+  [
+    "claims with invalid UTF-8",
+    (() => {
+      const signingInput = `${segment(hs256)}.${Buffer.from([0x7b, 0xff, 0x7d]).toString("base64url")}`
+      return `${signingInput}.${signWith(secret, signingInput)}`
+    })()
+  ],
   ["garbage", "not-a-token"]
 ]
 
@@ -88,7 +98,7 @@ describe("HS256 verification with node:crypto", () => {
   })
 
   it("is stricter than jose on exp: not finite (1e309) or more than a year ahead is refused", async () => {
-    const infinite = token(hs256, JSON.stringify(good).replace(/"exp":\d+/, '"exp":1e309'))
+    const infinite = token(hs256, JSON.stringify(good).replace(/"exp":\d+/, "\"exp\":1e309"))
     const distant = token(hs256, { ...good, exp: nowSeconds + 366 * 24 * 3600 })
     const withinAYear = token(hs256, { ...good, exp: nowSeconds + 364 * 24 * 3600 })
     for (const refused of [infinite, distant]) {
@@ -99,7 +109,7 @@ describe("HS256 verification with node:crypto", () => {
   })
 
   it.effect("verifyToken reads time from the Clock and the claims through the schema", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const minted = yield* signToken({ sub: "learner-1", role: "USER", expiresInSeconds: 60 }, Redacted.make(secret))
       expect(yield* verifyToken(minted, Redacted.make(secret))).toEqual({ userId: "learner-1", role: "USER" })
       const badRole = token(hs256, { ...good, role: "ROOT", exp: 61 })

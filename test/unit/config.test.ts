@@ -1,15 +1,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Duration, Effect, Either, Option, Redacted } from "effect"
-import { httpTransportConfig } from "../../src/config/HttpTransportSettings.js"
 import { HttpConfig, ProviderConfig, StorageConfig, TimingConfig } from "../../src/config/EngineConfig.js"
+import { httpTransportConfig } from "../../src/config/HttpTransportSettings.js"
 import { logLevelConfig } from "../../src/config/LoggingSettings.js"
 import { heapGrowthPercentConfig } from "../../src/config/WorkerSettings.js"
 
-const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+const withEnv = (env: Record<string, string>) =>
+  Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 
 describe("configuration", () => {
   it.effect("reads the defaults with nothing set (the embedded engine)", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const timing = yield* TimingConfig.config
       // Leases that recover in seconds (issue 18); the spec's 60 s / 30 s remain a setting.
       expect(timing).toMatchObject({
@@ -30,17 +31,24 @@ describe("configuration", () => {
     }).pipe(withEnv({})))
 
   it.effect("recovery timers follow the lease unless set: the spec's lease is one setting away", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const spec = yield* TimingConfig.config.pipe(withEnv({ JOB_LOCK_TTL_MS: "60000", JOB_HEARTBEAT_MS: "30000" }))
-      expect(spec).toMatchObject({ jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000, outboxLockTtlMs: 60_000, queuedRedispatchMs: 120_000 })
-      const explicit = yield* TimingConfig.config.pipe(withEnv({ OUTBOX_LOCK_TTL_MS: "7000", QUEUED_REDISPATCH_MS: "300000" }))
+      expect(spec).toMatchObject({
+        jobLockTtlMs: 60_000,
+        jobHeartbeatMs: 30_000,
+        outboxLockTtlMs: 60_000,
+        queuedRedispatchMs: 120_000
+      })
+      const explicit = yield* TimingConfig.config.pipe(
+        withEnv({ OUTBOX_LOCK_TTL_MS: "7000", QUEUED_REDISPATCH_MS: "300000" })
+      )
       expect(explicit).toMatchObject({ jobLockTtlMs: 15_000, outboxLockTtlMs: 7_000, queuedRedispatchMs: 300_000 })
       const bad = yield* Effect.either(TimingConfig.config.pipe(withEnv({ QUEUED_REDISPATCH_MS: "0" })))
       expect(Either.isLeft(bad) && String(bad.left)).toContain("QUEUED_REDISPATCH_MS")
     }))
 
   it.effect("keeps secrets redacted", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const provider = yield* ProviderConfig.config
       const key = Option.getOrThrow(provider.apiKey)
       expect(String(key)).not.toContain("sk-canary")
@@ -65,7 +73,7 @@ describe("configuration", () => {
   ]
   for (const [name, value, read] of bad) {
     it.effect(`a bad ${name} fails with a message naming it`, () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const result = yield* Effect.either(read.pipe(withEnv({ [name]: value })))
         expect(Either.isLeft(result)).toBe(true)
         if (Either.isLeft(result)) expect(String(result.left)).toContain(name)
@@ -73,7 +81,7 @@ describe("configuration", () => {
   }
 
   it.effect("a heartbeat as long as the lock TTL is refused", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const result = yield* Effect.either(
         TimingConfig.config.pipe(withEnv({ JOB_LOCK_TTL_MS: "1000", JOB_HEARTBEAT_MS: "1000" }))
       )
@@ -81,14 +89,16 @@ describe("configuration", () => {
     }))
 
   it.effect("HTTP transport: 1 MiB bodies, 30 s / 10 s timeouts and no CORS by default; origins are a comma-separated list", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       expect(yield* httpTransportConfig.pipe(withEnv({}))).toEqual({
         maxBodyBytes: 1_048_576,
         requestTimeout: Duration.seconds(30),
         headersTimeout: Duration.seconds(10),
         corsAllowedOrigins: []
       })
-      const listed = yield* httpTransportConfig.pipe(withEnv({ CORS_ALLOWED_ORIGINS: "https://a.example, http://localhost:5173" }))
+      const listed = yield* httpTransportConfig.pipe(
+        withEnv({ CORS_ALLOWED_ORIGINS: "https://a.example, http://localhost:5173" })
+      )
       expect(listed.corsAllowedOrigins).toEqual(["https://a.example", "http://localhost:5173"])
       const longerHeaders = yield* Effect.either(
         httpTransportConfig.pipe(withEnv({ HTTP_REQUEST_TIMEOUT_MS: "1000", HTTP_HEADERS_TIMEOUT_MS: "2000" }))
@@ -97,7 +107,7 @@ describe("configuration", () => {
     }))
 
   it.effect("a worker's heap growth: 50 % by default, 0 for V8's own policy, nothing in between or past 300", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       expect(yield* heapGrowthPercentConfig.pipe(withEnv({}))).toBe(50)
       expect(yield* heapGrowthPercentConfig.pipe(withEnv({ WORKER_HEAP_GROWTH_PERCENT: "0" }))).toBe(0)
       expect(yield* heapGrowthPercentConfig.pipe(withEnv({ WORKER_HEAP_GROWTH_PERCENT: "120" }))).toBe(120)
@@ -108,7 +118,7 @@ describe("configuration", () => {
     }))
 
   it.effect("LOG_LEVEL takes the level names the README lists", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       for (const name of ["Debug", "Info", "Warn", "Error", "Off"]) {
         expect(Either.isRight(yield* Effect.either(logLevelConfig.pipe(withEnv({ LOG_LEVEL: name })))), name).toBe(true)
       }

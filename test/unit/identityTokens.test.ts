@@ -1,7 +1,7 @@
-import { createHmac, createSecretKey, sign } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Redacted } from "effect"
 import { createLocalJWKSet, type JSONWebKeySet, jwtVerify } from "jose"
+import { createHmac, createSecretKey, sign } from "node:crypto"
 import {
   asymmetricAlgorithms,
   identityProviderDefaults,
@@ -54,7 +54,8 @@ const good = {
 }
 
 /** A JSON segment; a string is taken as the JSON text itself (`1e309` has no JSON.stringify form). */
-const segment = (value: unknown) => Buffer.from(typeof value === "string" ? value : JSON.stringify(value), "utf8").toString("base64url")
+const segment = (value: unknown) =>
+  Buffer.from(typeof value === "string" ? value : JSON.stringify(value), "utf8").toString("base64url")
 /** A token signed over exactly these header and claims with `signer` (base64url signature). */
 const raw = (header: unknown, claims: unknown, signer: (signingInput: string) => Buffer) => {
   const signingInput = `${segment(header)}.${segment(claims)}`
@@ -64,7 +65,7 @@ const hmacWith = (key: string) => (input: string) => createHmac("sha256", key).u
 const signRs256 = (input: string) => sign("sha256", Buffer.from(input), rsa.privateKey)
 const rsaPublicPem = rsa.publicKey.export({ format: "pem", type: "spki" }).toString()
 
-const corpus = Effect.gen(function* () {
+const corpus = Effect.gen(function*() {
   const tampered = (yield* signWith(rsa, good)).split(".")
   const cases: ReadonlyArray<readonly [string, string]> = [
     ["good RS256", yield* signWith(rsa, good)],
@@ -90,9 +91,18 @@ const corpus = Effect.gen(function* () {
     ["kid not a string", yield* signWith(rsa, good, { kid: 7 })],
     ["alg none", `${segment({ alg: "none", typ: "JWT" })}.${segment(good)}.`],
     ["HS256 with a guessed secret", raw({ alg: "HS256", typ: "JWT" }, good, hmacWith("secret"))],
-    ["HS256 with the configured secret", raw({ alg: "HS256", typ: "JWT" }, { ...good, role: "USER" }, hmacWith(secret))],
-    ["HS256 signed with the RSA public key", raw({ alg: "HS256", typ: "JWT", kid: "rsa-1" }, good, hmacWith(rsaPublicPem))],
-    ["tampered payload", `${tampered[0]}.${segment({ ...good, sub: "admin-1", realm_access: { roles: ["SUPER_ADMIN"] } })}.${tampered[2]}`],
+    [
+      "HS256 with the configured secret",
+      raw({ alg: "HS256", typ: "JWT" }, { ...good, role: "USER" }, hmacWith(secret))
+    ],
+    [
+      "HS256 signed with the RSA public key",
+      raw({ alg: "HS256", typ: "JWT", kid: "rsa-1" }, good, hmacWith(rsaPublicPem))
+    ],
+    [
+      "tampered payload",
+      `${tampered[0]}.${segment({ ...good, sub: "admin-1", realm_access: { roles: ["SUPER_ADMIN"] } })}.${tampered[2]}`
+    ],
     ["ES256 header on an RSA key", yield* signWith(ec, good, { kid: "rsa-1" })],
     ["RS256 header on an EC key", yield* signWith(rsa, good, { kid: "ec-1" })],
     ["EdDSA header on an RSA key", yield* signWith(ed, good, { kid: "rsa-1" })],
@@ -100,10 +110,16 @@ const corpus = Effect.gen(function* () {
     ["RS512 on a key without alg (not allowed)", yield* signWith(rsa, good, { alg: "RS512" })],
     ["PS256 (not allowed)", yield* signWith(rsa, good, { alg: "PS256" })],
     ["ES384 (not allowed)", yield* signWith(ec384, good)],
-    ["RS256 with a 1024-bit key", raw({ alg: "RS256", kid: "rsa-weak" }, good, (input) => sign("sha256", Buffer.from(input), weakRsa.privateKey))],
+    [
+      "RS256 with a 1024-bit key",
+      raw({ alg: "RS256", kid: "rsa-weak" }, good, (input) => sign("sha256", Buffer.from(input), weakRsa.privateKey))
+    ],
     ["key published for encryption", yield* signWith(rsaForEncryption, good)],
     ["RS256 on a key published for RS512 only", yield* signWith(rsaOnlyRs512, good, { alg: "RS256" })],
-    ["ES256 signature in DER", raw({ alg: "ES256", kid: "ec-1" }, good, (input) => sign("sha256", Buffer.from(input), ec.privateKey))],
+    [
+      "ES256 signature in DER",
+      raw({ alg: "ES256", kid: "ec-1" }, good, (input) => sign("sha256", Buffer.from(input), ec.privateKey))
+    ],
     ["EdDSA signature cut short", (yield* signWith(ed, good)).slice(0, -4)],
     ["signed by another key with a published kid", yield* signWith(unpublished, good, { kid: "rsa-1" })],
     ["claims not JSON", raw({ alg: "RS256", kid: "rsa-1" }, "{not json", signRs256)],
@@ -114,9 +130,16 @@ const corpus = Effect.gen(function* () {
 })
 
 /** Accepted by the engine while jose accepts them: the engine's own rules on top. */
-const stricterThanJose = Effect.gen(function* () {
+const stricterThanJose = Effect.gen(function*() {
   const cases: ReadonlyArray<readonly [string, string]> = [
-    ["exp 1e309 (Infinity)", raw({ alg: "RS256", kid: "rsa-1" }, JSON.stringify({ ...good, exp: 0 }).replace('"exp":0', '"exp":1e309'), signRs256)],
+    [
+      "exp 1e309 (Infinity)",
+      raw(
+        { alg: "RS256", kid: "rsa-1" },
+        JSON.stringify({ ...good, exp: 0 }).replace("\"exp\":0", "\"exp\":1e309"),
+        signRs256
+      )
+    ],
     ["exp two years ahead", yield* signWith(rsa, { ...good, exp: nowSeconds + 2 * 366 * 24 * 3600 })],
     ["a sub with a space", yield* signWith(rsa, { ...good, sub: "learner 1" })],
     ["a role claim that is a number", yield* signWith(rsa, { ...good, realm_access: { roles: 3 } })]
@@ -153,18 +176,23 @@ const joseAccepts = async (token: string, withSecret: boolean) => {
     currentDate
   }).then(() => true, () => false)
   if (provider || !withSecret) return provider
-  return jwtVerify(token, secretKey, { algorithms: ["HS256"], requiredClaims, currentDate }).then(() => true, () => false)
+  return jwtVerify(token, secretKey, { algorithms: ["HS256"], requiredClaims, currentDate }).then(
+    () => true,
+    () => false
+  )
 }
 
 describe.each(contexts)("provider tokens held to jose's jwtVerify ($name)", ({ withSecret }) => {
   it.effect("every token of the matrix gets jose's answer", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const disagreements: Array<string> = []
       let accepted = 0
       for (const [name, token] of yield* corpus) {
         const oracle = yield* Effect.promise(() => joseAccepts(token, withSecret))
         if (oracle) accepted += 1
-        if (engineAccepts(token, withSecret) !== oracle) disagreements.push(`${name}: jose ${oracle ? "accepts" : "refuses"}`)
+        if (engineAccepts(token, withSecret) !== oracle) {
+          disagreements.push(`${name}: jose ${oracle ? "accepts" : "refuses"}`)
+        }
       }
       expect(disagreements).toEqual([])
       // Both outcomes occur, so the comparison can fail either way.
@@ -172,7 +200,7 @@ describe.each(contexts)("provider tokens held to jose's jwtVerify ($name)", ({ w
     }))
 
   it.effect("the engine refuses what jose accepts only by its own rules (exp ceiling, the sub rule, the role claim)", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       for (const [name, token] of yield* stricterThanJose) {
         expect(yield* Effect.promise(() => joseAccepts(token, withSecret)), name).toBe(true)
         expect(engineAccepts(token, withSecret), name).toBe(false)
@@ -182,7 +210,7 @@ describe.each(contexts)("provider tokens held to jose's jwtVerify ($name)", ({ w
 
 describe("every supported algorithm, when allowed", () => {
   it.effect("RS, PS and ES of each size and EdDSA verify with node:crypto as with jose", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const all = asymmetricAlgorithms.map((alg) => makeSigningKey(alg, `key-${alg}`))
       const allKeys = { keys: all.map((key) => ({ ...key.jwk })) }
       const allPolicy = identityTokenPolicy({ ...settings, algorithms: asymmetricAlgorithms })
@@ -195,17 +223,26 @@ describe("every supported algorithm, when allowed", () => {
             algorithms: [...asymmetricAlgorithms],
             requiredClaims: ["sub", "exp"],
             currentDate: new Date(now)
-          }).then(() => true, () => false))
+          }).then(() => true, () => false)
+        )
         expect(oracle, key.alg).toBe(true)
-        const verified = verifyBearer(token, { hs256Key: undefined, identityProvider: { policy: allPolicy, keys: keySetOf(allKeys) }, nowMillis: now })
-        expect(Either.getOrUndefined(verified), key.alg).toEqual({ userId: "learner-1", role: "USER", expiresAtMillis: (nowSeconds + 300) * 1000 })
+        const verified = verifyBearer(token, {
+          hs256Key: undefined,
+          identityProvider: { policy: allPolicy, keys: keySetOf(allKeys) },
+          nowMillis: now
+        })
+        expect(Either.getOrUndefined(verified), key.alg).toEqual({
+          userId: "learner-1",
+          role: "USER",
+          expiresAtMillis: (nowSeconds + 300) * 1000
+        })
       }
     }))
 })
 
 describe("the caller a provider token names", () => {
   it.effect("roles come from the configured claim: a dotted path, a name with dots, a string or an array", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const admin = { ...good, realm_access: { roles: ["offline_access", "SUPER_ADMIN"] } }
       const roleOf = (token: string, overrides: Partial<IdentityProviderSettings>) =>
         Either.map(
@@ -220,7 +257,9 @@ describe("the caller a provider token names", () => {
       expect(roleOf(yield* signWith(rsa, good), {})).toEqual(Either.right("USER"))
       expect(roleOf(yield* signWith(rsa, { ...good, realm_access: undefined }), {})).toEqual(Either.right("USER"))
       const namespaced = yield* signWith(rsa, { ...good, "https://example.com/roles": ["ops"] })
-      expect(roleOf(namespaced, { roleClaim: "https://example.com/roles", adminRole: "ops" })).toEqual(Either.right("SUPER_ADMIN"))
+      expect(roleOf(namespaced, { roleClaim: "https://example.com/roles", adminRole: "ops" })).toEqual(
+        Either.right("SUPER_ADMIN")
+      )
       const groups = yield* signWith(rsa, { ...good, "cognito:groups": "admins" })
       expect(roleOf(groups, { roleClaim: "cognito:groups", adminRole: "admins" })).toEqual(Either.right("SUPER_ADMIN"))
       const flat = yield* signWith(rsa, { ...good, role: "SUPER_ADMIN" })
@@ -236,11 +275,12 @@ describe("the caller a provider token names", () => {
   })
 
   it.effect("the subject and the audience can come from other claims (Cognito: client_id)", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const cognito = identityTokenPolicy({ ...settings, audienceClaim: "client_id", subjectClaim: "username" })
       const access = yield* signWith(rsa, { ...good, aud: undefined, client_id: audience, username: "learner-7" })
       const idToken = yield* signWith(rsa, { ...good, username: "learner-7" })
-      const check = (token: string) => verifyBearer(token, { hs256Key: undefined, identityProvider: { policy: cognito, keys }, nowMillis: now })
+      const check = (token: string) =>
+        verifyBearer(token, { hs256Key: undefined, identityProvider: { policy: cognito, keys }, nowMillis: now })
       expect(Either.getOrUndefined(check(access))?.userId).toBe("learner-7")
       expect(Either.isLeft(check(idToken))).toBe(true)
     }))

@@ -18,7 +18,8 @@ const setPath = (target: unknown, path: ReadonlyArray<string>, value: unknown): 
   return { ...record, [head]: setPath(record[head], rest, value) }
 }
 
-const withField = (path: ReadonlyArray<string>, value: unknown): Change => (definition) => setPath(definition, path, value)
+const withField = (path: ReadonlyArray<string>, value: unknown): Change => (definition) =>
+  setPath(definition, path, value)
 
 const specWith = (change: Change) =>
   defineJobType({
@@ -28,7 +29,7 @@ const specWith = (change: Change) =>
   })
 
 const registerError = (change: Change) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const registry = yield* makeJobDefinitionRegistry
     const result = yield* Effect.either(registry.register(specWith(change)))
     return Either.isLeft(result) ? result.left._tag : "registered"
@@ -36,7 +37,7 @@ const registerError = (change: Change) =>
 
 describe("JobDefinitionRegistry", () => {
   it.effect("registers, gets and lists a valid definition", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const registry = yield* makeJobDefinitionRegistry
       yield* registry.register(specWith((d) => d))
       const found = yield* registry.get("synthetic_echo")
@@ -47,7 +48,7 @@ describe("JobDefinitionRegistry", () => {
     }).pipe(Effect.provide(projectorKeysOnly(["synthetic_echo"]))))
 
   it.effect("refuses a duplicate job type", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const registry = yield* makeJobDefinitionRegistry
       yield* registry.register(specWith((d) => d))
       const again = yield* Effect.either(registry.register(specWith((d) => d)))
@@ -55,7 +56,11 @@ describe("JobDefinitionRegistry", () => {
     }).pipe(Effect.provide(projectorKeysOnly(["synthetic_echo"]))))
 
   const cases: ReadonlyArray<readonly [string, Change, string]> = [
-    ["a job type with a hyphen (the spec's own active-recall)", withField(["jobType"], "active-recall"), "InvalidJobType"],
+    [
+      "a job type with a hyphen (the spec's own active-recall)",
+      withField(["jobType"], "active-recall"),
+      "InvalidJobType"
+    ],
     ["a job type starting with a digit", withField(["jobType"], "1quiz"), "InvalidJobType"],
     ["a one-letter job type", withField(["jobType"], "q"), "InvalidJobType"],
     ["an unknown queue", withField(["queue", "queueName"], "ai-analysis"), "InvalidQueue"],
@@ -66,7 +71,11 @@ describe("JobDefinitionRegistry", () => {
     ["a fractional priority", withField(["queue", "defaultPriority"], 2.5), "InvalidPriority"],
     ["negative maxRetries", withField(["execution", "maxRetries"], -1), "InvalidMaxRetries"],
     ["absurd maxRetries", withField(["execution", "maxRetries"], 1_000), "InvalidMaxRetries"],
-    ["a zero backoff", withField(["execution", "retryBackoff"], { type: "exponential", delay: 0 }), "InvalidRetryBackoff"],
+    [
+      "a zero backoff",
+      withField(["execution", "retryBackoff"], { type: "exponential", delay: 0 }),
+      "InvalidRetryBackoff"
+    ],
     [
       "a default credential mode that is not allowed",
       withField(["credential"], { allowedModes: ["platform_key"], defaultMode: "user_deepseek_key" }),
@@ -84,7 +93,7 @@ describe("JobDefinitionRegistry", () => {
 
   for (const [name, change, expected] of cases) {
     it.effect(`refuses ${name} with ${expected}`, () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         expect(yield* registerError(change)).toBe(expected)
       }))
   }

@@ -1,16 +1,16 @@
 import { Layer, TestClock } from "effect"
-import { MemoryJobStatistics } from "../../src/layers/memory/MemoryJobStatistics.js"
-import { MemoryUsageLogRepository } from "../../src/layers/memory/MemoryUsageLogRepository.js"
-import { jobStatisticsContract } from "../contract/JobStatistics.contract.js"
-import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
-import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
-import { outboxClaimsContract } from "../contract/OutboxRepository.claims.contract.js"
-import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
-import { MemoryProjectionStore } from "../../src/layers/memory/MemoryProjectionStore.js"
-import { quotasContract } from "../contract/Quotas.contract.js"
-import { groupCommitContract } from "../contract/GroupCommit.contract.js"
-import { terminalEventsContract } from "../contract/TerminalEvents.contract.js"
 import { MemoryArtifactRepository } from "../../src/layers/memory/MemoryArtifactRepository.js"
+import { MemoryJobStatistics } from "../../src/layers/memory/MemoryJobStatistics.js"
+import { MemoryProjectionStore } from "../../src/layers/memory/MemoryProjectionStore.js"
+import { MemoryUsageLogRepository } from "../../src/layers/memory/MemoryUsageLogRepository.js"
+import { lifecycleRepositoryContract } from "../contract/AiJobLifecycleRepository.contract.js"
+import { groupCommitContract } from "../contract/GroupCommit.contract.js"
+import { jobStatisticsContract } from "../contract/JobStatistics.contract.js"
+import { outboxClaimsContract } from "../contract/OutboxRepository.claims.contract.js"
+import { outboxRepositoryContract } from "../contract/OutboxRepository.contract.js"
+import { projectionStoreContract } from "../contract/ProjectionStore.contract.js"
+import { quotasContract } from "../contract/Quotas.contract.js"
+import { terminalEventsContract } from "../contract/TerminalEvents.contract.js"
 import { jobCreation, memoryRepositories, memoryRepositoriesWith } from "../support/foundationStack.js"
 
 const harness = {
@@ -25,17 +25,25 @@ lifecycleRepositoryContract(harness)
 outboxRepositoryContract(harness)
 terminalEventsContract({
   ...harness,
-  layer: jobCreation(Layer.fresh(MemoryArtifactRepository).pipe(Layer.provideMerge(memoryRepositories))).pipe(Layer.orDie)
+  layer: jobCreation(Layer.fresh(MemoryArtifactRepository).pipe(Layer.provideMerge(memoryRepositories))).pipe(
+    Layer.orDie
+  )
 })
 groupCommitContract({
   ...harness,
-  layer: jobCreation(Layer.fresh(MemoryArtifactRepository).pipe(Layer.provideMerge(memoryRepositories))).pipe(Layer.orDie)
+  layer: jobCreation(Layer.fresh(MemoryArtifactRepository).pipe(Layer.provideMerge(memoryRepositories))).pipe(
+    Layer.orDie
+  )
 })
 outboxClaimsContract(harness)
 
-quotasContract("memory", jobCreation(memoryRepositoriesWith({ maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie), {
-  liveClock: false
-})
+quotasContract(
+  "memory",
+  jobCreation(memoryRepositoriesWith({ maxActiveJobsPerUser: 5, dailyJobQuota: 8 })).pipe(Layer.orDie),
+  {
+    liveClock: false
+  }
+)
 
 projectionStoreContract({
   name: "memory",
@@ -45,7 +53,9 @@ projectionStoreContract({
 
 jobStatisticsContract({
   name: "memory",
-  layer: jobCreation(Layer.merge(MemoryJobStatistics, MemoryUsageLogRepository).pipe(Layer.provideMerge(memoryRepositories))).pipe(
+  layer: jobCreation(
+    Layer.merge(MemoryJobStatistics, MemoryUsageLogRepository).pipe(Layer.provideMerge(memoryRepositories))
+  ).pipe(
     Layer.orDie
   ),
   liveClock: false

@@ -10,9 +10,9 @@ import { JobNotRetryableError, OutboxEventNotDeadError, OutboxEventNotFoundError
 import { CurrentUser } from "../Auth.js"
 import { fromInvalidJobInput, fromPersistence, fromUnknownJobType } from "../errorMapping.js"
 import { PlatformGate } from "../PlatformGate.js"
+import { adminJobStatusResponse, retriedJobResponse } from "../presenters.js"
 import { withoutRequestBody } from "../requestBody.js"
 import { setAnswerHeader } from "../responseHeaders.js"
-import { adminJobStatusResponse, retriedJobResponse } from "../presenters.js"
 import { makeJobViews } from "./jobViews.js"
 import { makeOperatorViews } from "./operatorViews.js"
 
@@ -20,7 +20,7 @@ const retryable: ReadonlyArray<AiJob["lifecycleStatus"]> = ["failed", "cancelled
 
 /** Operators: every job with its internal detail, retries, the outbox and the workers. */
 export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handlers) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const service = yield* AiJobService
     const outbox = yield* OutboxAdmin
     const workers = yield* WorkerDirectory
@@ -58,14 +58,14 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
           adminStatusOf
         ))
       .handle("getJob", ({ path }) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const user = yield* CurrentUser
           return yield* adminStatusOf(yield* views.findVisible(path.jobId, user, { admins: true }))
         }))
       .handle(
         "retryJob",
         ({ path }) =>
-          withoutRequestBody(Effect.gen(function* () {
+          withoutRequestBody(Effect.gen(function*() {
             const admin = yield* CurrentUser
             const original = yield* views.find(path.jobId)
             if (!retryable.includes(original.lifecycleStatus)) {
@@ -111,7 +111,7 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
       .handle(
         "replayOutboxEvent",
         ({ path }) =>
-          withoutRequestBody(Effect.gen(function* () {
+          withoutRequestBody(Effect.gen(function*() {
             const admin = yield* CurrentUser
             const event = yield* outbox.replayDead(path.eventId)
             yield* Effect.logInfo("outbox event replayed by an operator").pipe(
@@ -133,7 +133,9 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
                 Effect.fail(new OutboxEventNotFoundError({ message: "No outbox event has this id." })),
               OutboxEventNotDead: (error) =>
                 Effect.fail(
-                  new OutboxEventNotDeadError({ message: `The event is ${error.status}; only dead events can be replayed.` })
+                  new OutboxEventNotDeadError({
+                    message: `The event is ${error.status}; only dead events can be replayed.`
+                  })
                 ),
               PersistenceError: fromPersistence
             })
@@ -144,7 +146,7 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
       .handle(
         "replayAllDeadOutboxEvents",
         () =>
-          withoutRequestBody(Effect.gen(function* () {
+          withoutRequestBody(Effect.gen(function*() {
             const admin = yield* CurrentUser
             const replayed = yield* outbox.replayAllDead.pipe(Effect.catchTag("PersistenceError", fromPersistence))
             yield* Effect.logInfo("dead outbox events replayed by an operator").pipe(
@@ -155,7 +157,7 @@ export const AdminHandlersLive = HttpApiBuilder.group(AiJobApi, "admin", (handle
         { uninterruptible: true }
       )
       .handle("jobTimeline", ({ path }) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const job = yield* views.find(path.jobId)
           const parts = yield* operator.timelineParts(job)
           return { job: yield* adminStatusOf(job), ...parts }

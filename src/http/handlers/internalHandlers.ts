@@ -14,11 +14,11 @@ const notFound = () => new CredentialNotFoundError({ message: "No active credent
  * only while the credential is its owner's and not revoked. The key never reaches a log.
  */
 export const InternalHandlersLive = HttpApiBuilder.group(AiJobApi, "internal", (handlers) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const vault = yield* CredentialVault
     const lifecycle = yield* AiJobLifecycleRepository
     return handlers.handle("resolveCredential", ({ path, payload }) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const job = yield* lifecycle.findById(payload.jobId)
         if (
           Option.isNone(job) ||

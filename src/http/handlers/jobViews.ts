@@ -9,7 +9,7 @@ import { fromPersistence } from "../errorMapping.js"
 import { cursorAfter } from "../presenters.js"
 
 /** Reading jobs for the API: visibility, artifacts and keyset pages. */
-export const makeJobViews = Effect.gen(function* () {
+export const makeJobViews = Effect.gen(function*() {
   const lifecycle = yield* AiJobLifecycleRepository
   const artifactRepository = yield* ArtifactRepository
 
@@ -54,7 +54,7 @@ export const makeJobViews = Effect.gen(function* () {
     params: { readonly cursor?: JobCursor | undefined; readonly limit: number },
     present: (job: AiJob) => Effect.Effect<A, PlatformUnavailable>
   ) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const rows = yield* lifecycle
         .list(filter, { after: params.cursor, limit: params.limit + 1 })
         .pipe(Effect.catchTag("PersistenceError", fromPersistence))

@@ -1,18 +1,18 @@
-import { createHash } from "node:crypto"
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Clock, Duration, Effect, Layer, Stream } from "effect"
+import { createHash } from "node:crypto"
 import { userKeyProvider } from "../../domain/CredentialMode.js"
 import { isTerminal } from "../../domain/LifecycleStatus.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../services/AiJobService.js"
 import { CancelSignal } from "../../services/CancelSignal.js"
-import { jobEventOf, JobEvents } from "../../services/JobEvents.js"
+import { recordFinished } from "../../services/EngineMetrics.js"
 import { JobDefinitionRegistry } from "../../services/JobDefinitionRegistry.js"
+import { jobEventOf, JobEvents } from "../../services/JobEvents.js"
 import { ResultProjectors } from "../../services/ResultProjectors.js"
 import { AiJobApi } from "../Api.js"
 import { jobNotFound } from "../ApiErrors.js"
 import { AcceptedJobBatchResponse, JobBatchResponse, JobStatusResponse, maxWaitMs } from "../ApiSchemas.js"
-import { awaitTerminal, jobStatusFrames, stateIdOf } from "../jobEventStream.js"
 import { CurrentUser } from "../Auth.js"
 import {
   fromIdempotencyKeyReused,
@@ -24,19 +24,19 @@ import {
   fromTooManyJobs,
   fromUnknownJobType
 } from "../errorMapping.js"
-import { PlatformGate } from "../PlatformGate.js"
+import { awaitTerminal, jobStatusFrames, stateIdOf } from "../jobEventStream.js"
 import { fromTooManyLiveStreams, LiveStreamLimits } from "../LiveStreamLimits.js"
+import { PlatformGate } from "../PlatformGate.js"
 import { acceptedJobStatusResponse, jobStatusResponse } from "../presenters.js"
-import { makeJobViews } from "./jobViews.js"
 import { withoutRequestBody } from "../requestBody.js"
 import { setAnswerHeader } from "../responseHeaders.js"
-import { recordFinished } from "../../services/EngineMetrics.js"
-
+import { makeJobViews } from "./jobViews.js"
 
 const encodeExisting = HttpServerResponse.schemaJson(JobStatusResponse)
 const encodeExistingBatch = HttpServerResponse.schemaJson(JobBatchResponse)
 
-const conceptTarget = (concept: string) => createHash("sha256").update(concept.trim().toLowerCase(), "utf8").digest("hex")
+const conceptTarget = (concept: string) =>
+  createHash("sha256").update(concept.trim().toLowerCase(), "utf8").digest("hex")
 
 /** What each job type's job is about, the same for a single create and a batch's items. */
 const flashcardTarget = (payload: { readonly deckId?: string | undefined }) => ({
@@ -61,7 +61,7 @@ const creationErrors = {
 } as const
 
 export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const service = yield* AiJobService
     const lifecycle = yield* AiJobLifecycleRepository
     const registry = yield* JobDefinitionRegistry
@@ -84,7 +84,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
       readonly input: unknown
       readonly idempotencyKey: string | undefined
     }) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const user = yield* CurrentUser
         yield* gate.ensureOpen
         const { job, created } = yield* service.createJob({
@@ -116,7 +116,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
       readonly items: ReadonlyArray<{ readonly targetType: string; readonly targetId: string; readonly input: unknown }>
       readonly idempotencyKey: string | undefined
     }) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const user = yield* CurrentUser
         yield* gate.ensureOpen
         const { created, jobs } = yield* service.createJobBatch({
@@ -204,7 +204,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
         { uninterruptible: true }
       )
       .handle("listJobs", ({ urlParams }) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const user = yield* CurrentUser
           return yield* views.page(
             { userId: user.userId, statuses: urlParams.status === undefined ? undefined : [urlParams.status] },
@@ -213,7 +213,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           )
         }))
       .handle("getJob", ({ path, urlParams }) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const user = yield* CurrentUser
           if (urlParams.waitFor !== "terminal") {
             const { artifacts, job } = yield* views.findVisibleWithArtifacts(path.jobId, user, { admins: true })
@@ -231,7 +231,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           })
         }).pipe(Effect.catchTag("TooManyLiveStreams", fromTooManyLiveStreams)))
       .handle("jobEvents", ({ headers, path }) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const user = yield* CurrentUser
           const job = yield* views.findVisible(path.jobId, user, { admins: true })
           const lastEventId = headers["last-event-id"]
@@ -243,8 +243,10 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           yield* liveStreams.reserve(user.userId)
           const end = yield* liveStreams.streamEnd(user.expiresAtMillis)
           const frames = Stream.unwrapScoped(
-            Effect.map(jobEvents.subscribe(job.id), (changes) =>
-              jobStatusFrames({ changes, read: currentStatus(job.id), lastEventId, end }))
+            Effect.map(
+              jobEvents.subscribe(job.id),
+              (changes) => jobStatusFrames({ changes, read: currentStatus(job.id), lastEventId, end })
+            )
           )
           return HttpServerResponse.stream(Stream.encodeText(frames), {
             contentType: "text/event-stream",
@@ -252,12 +254,12 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           })
         }).pipe(Effect.catchTag("TooManyLiveStreams", fromTooManyLiveStreams)))
       .handle("getJobArtifacts", ({ path }) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const user = yield* CurrentUser
           const job = yield* views.findVisible(path.jobId, user, { admins: true })
           const artifacts = yield* views.artifactsOf(job)
           const records = job.lifecycleStatus === "succeeded"
-            ? yield* Effect.gen(function* () {
+            ? yield* Effect.gen(function*() {
               const registered = yield* registry.get(job.jobType)
               const key = registered.definition.projector
               if (key === undefined) return []
@@ -279,14 +281,18 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
             jobId: job.id,
             jobType: job.jobType,
             lifecycleStatus: job.lifecycleStatus,
-            artifacts: artifacts.map((a) => ({ artifactType: a.artifactType, artifactId: a.artifactId, ordinal: a.ordinal })),
+            artifacts: artifacts.map((a) => ({
+              artifactType: a.artifactType,
+              artifactId: a.artifactId,
+              ordinal: a.ordinal
+            })),
             records
           }
         }))
       .handle(
         "cancelJob",
         ({ path }) =>
-          withoutRequestBody(Effect.gen(function* () {
+          withoutRequestBody(Effect.gen(function*() {
             const user = yield* CurrentUser
             const job = yield* views.findVisible(path.jobId, user, { admins: false })
             const after = yield* lifecycle.requestCancel(job.id).pipe(

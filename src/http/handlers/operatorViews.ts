@@ -5,16 +5,20 @@ import { allQueueNames } from "../../domain/QueueName.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { JobQueue } from "../../services/JobQueue.js"
 import { JobStatistics } from "../../services/JobStatistics.js"
-import { OutboxRepository } from "../../services/OutboxRepository.js"
-import { UsageLog, type UsageLogRecord } from "../../services/UsageLog.js"
 import { ModelRouter } from "../../services/ModelRouter.js"
+import { OutboxRepository } from "../../services/OutboxRepository.js"
 import { breakerViews } from "../../services/ProviderCircuitBreaker.js"
+import { UsageLog, type UsageLogRecord } from "../../services/UsageLog.js"
 import type { JobCursor } from "../ApiSchemas.js"
 import { fromPersistence } from "../errorMapping.js"
 import type { OutboxListStatus, TimelineEventKind } from "../OperatorSchemas.js"
 import { cursorOf } from "../presenters.js"
 
-const storeStatus: Readonly<Record<OutboxListStatus, OutboxStatus>> = { dead: "dead", pending: "pending", claimed: "processing" }
+const storeStatus: Readonly<Record<OutboxListStatus, OutboxStatus>> = {
+  dead: "dead",
+  pending: "pending",
+  claimed: "processing"
+}
 
 export const outboxEventDetail = (event: OutboxEvent) => ({
   eventId: event.id,
@@ -32,7 +36,9 @@ export const outboxEventDetail = (event: OutboxEvent) => ({
 
 /** The nearest-rank percentile of sorted values. */
 export const percentile = (sorted: ReadonlyArray<number>, p: number): number | null =>
-  sorted.length === 0 ? null : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? null
+  sorted.length === 0
+    ? null
+    : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? null
 
 const hourMs = 3_600_000
 /** More finished jobs than this in an hour are sampled by the first ones; the figures stay indicative. */
@@ -40,7 +46,7 @@ const finishedLimit = 100_000
 const usageDays = 14
 
 /** The operator's reads: outbox pages, a job's timeline, the statistics page. */
-export const makeOperatorViews = Effect.gen(function* () {
+export const makeOperatorViews = Effect.gen(function*() {
   const outbox = yield* OutboxRepository
   const usage = yield* UsageLog
   const statistics = yield* JobStatistics
@@ -48,9 +54,14 @@ export const makeOperatorViews = Effect.gen(function* () {
   const queue = yield* JobQueue
   const jobs = yield* AiJobLifecycleRepository
 
-  const outboxPage = (params: { readonly status: OutboxListStatus; readonly cursor?: JobCursor | undefined; readonly limit: number }) =>
-    Effect.gen(function* () {
-      const rows = yield* outbox.listByStatus(storeStatus[params.status], { after: params.cursor, limit: params.limit + 1 })
+  const outboxPage = (
+    params: { readonly status: OutboxListStatus; readonly cursor?: JobCursor | undefined; readonly limit: number }
+  ) =>
+    Effect.gen(function*() {
+      const rows = yield* outbox.listByStatus(storeStatus[params.status], {
+        after: params.cursor,
+        limit: params.limit + 1
+      })
       const items = rows.slice(0, params.limit)
       const last = items[items.length - 1]
       const nextCursor = rows.length > params.limit && last !== undefined ? yield* cursorOf(last) : null
@@ -84,18 +95,33 @@ export const makeOperatorViews = Effect.gen(function* () {
       {
         at: job.createdAt,
         kind: "created",
-        detail: `queue ${job.queueName}, priority ${job.priority}${job.retriedFromJobId === null ? "" : `, retry of ${job.retriedFromJobId}`}`
+        detail: `queue ${job.queueName}, priority ${job.priority}${
+          job.retriedFromJobId === null ? "" : `, retry of ${job.retriedFromJobId}`
+        }`
       }
     ]
     if (job.startedAt !== null) events.push({ at: job.startedAt, kind: "started" })
     if (job.cancelRequestedAt !== null) events.push({ at: job.cancelRequestedAt, kind: "cancel_requested" })
-    if (job.finishedAt !== null && (job.lifecycleStatus === "succeeded" || job.lifecycleStatus === "failed" || job.lifecycleStatus === "cancelled")) {
-      events.push({ at: job.finishedAt, kind: job.lifecycleStatus, ...(job.errorCode === null ? {} : { detail: job.errorCode }) })
+    if (
+      job.finishedAt !== null &&
+      (job.lifecycleStatus === "succeeded" || job.lifecycleStatus === "failed" || job.lifecycleStatus === "cancelled")
+    ) {
+      events.push({
+        at: job.finishedAt,
+        kind: job.lifecycleStatus,
+        ...(job.errorCode === null ? {} : { detail: job.errorCode })
+      })
     } else {
-      events.push({ at: job.updatedAt, kind: "last_update", detail: `${job.lifecycleStatus}, progress ${job.progress}%` })
+      events.push({
+        at: job.updatedAt,
+        kind: "last_update",
+        detail: `${job.lifecycleStatus}, progress ${job.progress}%`
+      })
     }
     // After the job's own events, so that a retry in the same millisecond as the end still follows it.
-    for (const retry of retries) events.push({ at: retry.createdAt, kind: "retry_requested", detail: `retried as ${retry.id}` })
+    for (const retry of retries) {
+      events.push({ at: retry.createdAt, kind: "retry_requested", detail: `retried as ${retry.id}` })
+    }
     return events
       .sort((a, b) => a.at.getTime() - b.at.getTime())
       .map((event) => ({ ...event, at: event.at.toISOString() }))
@@ -113,7 +139,7 @@ export const makeOperatorViews = Effect.gen(function* () {
       Effect.catchTag("PersistenceError", fromPersistence)
     )
 
-  const stats = Effect.gen(function* () {
+  const stats = Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
     const [jobs, counts, oldest, finished, days] = yield* Effect.all(
       [
@@ -148,14 +174,23 @@ export const makeOperatorViews = Effect.gen(function* () {
     }
     return {
       generatedAt: new Date(now).toISOString(),
-      jobs: [...jobs].sort((a, b) => a.jobType.localeCompare(b.jobType) || a.lifecycleStatus.localeCompare(b.lifecycleStatus)),
+      jobs: [...jobs].sort((a, b) =>
+        a.jobType.localeCompare(b.jobType) || a.lifecycleStatus.localeCompare(b.lifecycleStatus)
+      ),
       queues,
       outbox: { pending: counts.pending, dead: counts.dead, oldestPendingAgeMs: Option.getOrNull(oldest) },
-      perMinute: Array.from(perMinute.values()).sort((a, b) => a.minute.localeCompare(b.minute) || a.jobType.localeCompare(b.jobType)),
+      perMinute: Array.from(perMinute.values()).sort((a, b) =>
+        a.minute.localeCompare(b.minute) || a.jobType.localeCompare(b.jobType)
+      ),
       durations: Array.from(durations.entries())
         .map(([jobType, values]) => {
           const sorted = [...values].sort((a, b) => a - b)
-          return { jobType, finished: finished.filter((job) => job.jobType === jobType).length, p50Ms: percentile(sorted, 50), p95Ms: percentile(sorted, 95) }
+          return {
+            jobType,
+            finished: finished.filter((job) => job.jobType === jobType).length,
+            p50Ms: percentile(sorted, 50),
+            p95Ms: percentile(sorted, 95)
+          }
         })
         .sort((a, b) => a.jobType.localeCompare(b.jobType)),
       usageByDay: days,

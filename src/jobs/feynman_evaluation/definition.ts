@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { defineJobType } from "../../domain/JobType.js"
-import { FeynmanEvaluationOutput } from "./output.js"
 import { maxChars, minChars } from "../../domain/TextLength.js"
+import { FeynmanEvaluationOutput } from "./output.js"
 
 export const FeynmanEvaluationInput = Schema.Struct({
   concept: Schema.String.pipe(minChars(1), maxChars(255)),

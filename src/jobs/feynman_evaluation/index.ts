@@ -1,7 +1,7 @@
 import type { JobTypeModule } from "../JobTypeModule.js"
 import { feynmanEvaluation } from "./definition.js"
-import { feynmanEvaluationPrompts } from "./prompt.js"
 import { feynmanEvaluationProjector } from "./projector.js"
+import { feynmanEvaluationPrompts } from "./prompt.js"
 
 export const feynmanEvaluationJobType: JobTypeModule = {
   spec: feynmanEvaluation,

@@ -1,4 +1,9 @@
-import { correctionMessages, dataMessage, dataMessageRule, definePromptTemplate } from "../../services/PromptTemplates.js"
+import {
+  correctionMessages,
+  dataMessage,
+  dataMessageRule,
+  definePromptTemplate
+} from "../../services/PromptTemplates.js"
 import { FeynmanEvaluationInput } from "./definition.js"
 
 /**
@@ -16,7 +21,7 @@ export const feynmanEvaluationPromptV1 = definePromptTemplate({
         "You evaluate a learner's explanation of a concept with the Feynman technique:",
         "is it correct, complete and simple enough for a beginner to follow?",
         "Answer with one JSON object of this exact shape and nothing else:",
-        '{"score": 0, "feedback": "...", "gaps": ["..."]}',
+        "{\"score\": 0, \"feedback\": \"...\", \"gaps\": [\"...\"]}",
         "score: a whole number from 0 (wrong or empty) to 100 (correct, complete and clear).",
         "feedback: two to four sentences addressed to the learner.",
         "gaps: the missing or wrong ideas, one short phrase each; an empty array when there are none.",
@@ -42,10 +47,10 @@ export const feynmanEvaluationPromptV2 = definePromptTemplate({
       content: [
         "You evaluate a learner's explanation of a concept with the Feynman technique:",
         "is it correct, complete and simple enough for a beginner to follow?",
-        'The user message is one JSON object: {"concept": the concept, "explanation": the learner\'s explanation of it}.',
+        "The user message is one JSON object: {\"concept\": the concept, \"explanation\": the learner's explanation of it}.",
         dataMessageRule,
         "Answer with one JSON object of this exact shape and nothing else:",
-        '{"score": 0, "feedback": "...", "gaps": ["..."]}',
+        "{\"score\": 0, \"feedback\": \"...\", \"gaps\": [\"...\"]}",
         "score: a whole number from 0 (wrong or empty) to 100 (correct, complete and clear).",
         "feedback: two to four sentences addressed to the learner.",
         "gaps: the missing or wrong ideas, one short phrase each; an empty array when there are none."

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { defineJobType } from "../../domain/JobType.js"
-import { FlashcardGenerationOutput } from "./output.js"
 import { maxChars, minChars } from "../../domain/TextLength.js"
+import { FlashcardGenerationOutput } from "./output.js"
 
 export const FlashcardGenerationInput = Schema.Struct({
   sourceText: Schema.String.pipe(minChars(1), maxChars(20_000)),

@@ -1,7 +1,7 @@
 import type { JobTypeModule } from "../JobTypeModule.js"
 import { flashcardGeneration } from "./definition.js"
-import { flashcardGenerationPrompts } from "./prompt.js"
 import { flashcardGenerationProjector } from "./projector.js"
+import { flashcardGenerationPrompts } from "./prompt.js"
 
 export const flashcardGenerationJobType: JobTypeModule = {
   spec: flashcardGeneration,

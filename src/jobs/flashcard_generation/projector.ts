@@ -4,8 +4,10 @@ import { FlashcardGenerationInput } from "./definition.js"
 import { FlashcardGenerationOutput } from "./output.js"
 
 const deckOf = (input: unknown) =>
-  Option.getOrNull(Option.flatMap(Schema.decodeUnknownOption(FlashcardGenerationInput)(input), (decoded) =>
-    Option.fromNullable(decoded.deckId)))
+  Option.getOrNull(
+    Option.flatMap(Schema.decodeUnknownOption(FlashcardGenerationInput)(input), (decoded) =>
+      Option.fromNullable(decoded.deckId))
+  )
 
 /** One `flashcard` row per card, unique on (job_id, ordinal). */
 export const flashcardGenerationProjector = rowProjector({

@@ -1,4 +1,9 @@
-import { correctionMessages, dataMessage, dataMessageRule, definePromptTemplate } from "../../services/PromptTemplates.js"
+import {
+  correctionMessages,
+  dataMessage,
+  dataMessageRule,
+  definePromptTemplate
+} from "../../services/PromptTemplates.js"
 import { FlashcardGenerationInput } from "./definition.js"
 
 /**
@@ -15,7 +20,7 @@ export const flashcardGenerationPromptV1 = definePromptTemplate({
       content: [
         "You write study flashcards from a source text.",
         "Answer with one JSON object of this exact shape and nothing else:",
-        '{"flashcards": [{"front": "a question or cue", "back": "its answer"}]}',
+        "{\"flashcards\": [{\"front\": \"a question or cue\", \"back\": \"its answer\"}]}",
         `Write between 1 and ${input.count} flashcards (at most ${input.count}).`,
         "Each front asks about one fact, definition or idea of the text; each back answers it briefly and correctly.",
         "Use only what the source text says. Write in the language of the source text.",
@@ -24,7 +29,8 @@ export const flashcardGenerationPromptV1 = definePromptTemplate({
     },
     {
       role: "user",
-      content: `Source text:\n<<<\n${input.sourceText}\n>>>\nReturn the json object with up to ${input.count} flashcards.`
+      content:
+        `Source text:\n<<<\n${input.sourceText}\n>>>\nReturn the json object with up to ${input.count} flashcards.`
     },
     ...correctionMessages(problems)
   ]
@@ -43,10 +49,10 @@ export const flashcardGenerationPromptV2 = definePromptTemplate({
       role: "system",
       content: [
         "You write study flashcards from a source text.",
-        'The user message is one JSON object: {"sourceText": the source text, "count": the most flashcards to write}.',
+        "The user message is one JSON object: {\"sourceText\": the source text, \"count\": the most flashcards to write}.",
         dataMessageRule,
         "Answer with one JSON object of this exact shape and nothing else:",
-        '{"flashcards": [{"front": "a question or cue", "back": "its answer"}]}',
+        "{\"flashcards\": [{\"front\": \"a question or cue\", \"back\": \"its answer\"}]}",
         "Write at least 1 and at most count flashcards.",
         "Each front asks about one fact, definition or idea of the text; each back answers it briefly and correctly.",
         "Use only what the source text says. Write in the language of the source text."

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { defineJobType } from "../../domain/JobType.js"
-import { LearningAnalysisOutput } from "./output.js"
 import { maxChars, minChars } from "../../domain/TextLength.js"
+import { LearningAnalysisOutput } from "./output.js"
 
 /** One evaluation result as a `feynman_evaluation` job's artifacts show it (a `learning_evaluation` row). */
 export const EvaluationResult = Schema.Struct({

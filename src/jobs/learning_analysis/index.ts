@@ -1,7 +1,7 @@
 import type { JobTypeModule } from "../JobTypeModule.js"
 import { learningAnalysis } from "./definition.js"
-import { learningAnalysisPrompts } from "./prompt.js"
 import { learningAnalysisProjector } from "./projector.js"
+import { learningAnalysisPrompts } from "./prompt.js"
 
 export const learningAnalysisJobType: JobTypeModule = {
   spec: learningAnalysis,

@@ -1,4 +1,9 @@
-import { correctionMessages, dataMessage, dataMessageRule, definePromptTemplate } from "../../services/PromptTemplates.js"
+import {
+  correctionMessages,
+  dataMessage,
+  dataMessageRule,
+  definePromptTemplate
+} from "../../services/PromptTemplates.js"
 import { LearningAnalysisInput } from "./definition.js"
 
 /**
@@ -14,10 +19,10 @@ export const learningAnalysisPromptV2 = definePromptTemplate({
       role: "system",
       content: [
         "You analyse a learner's recent evaluation results and plan what to study next.",
-        'The user message is one JSON object: {"evaluations": [{"evaluationId": an id, "concept": the concept explained, "score": 0..100, "gaps": the missing or wrong ideas}]}.',
+        "The user message is one JSON object: {\"evaluations\": [{\"evaluationId\": an id, \"concept\": the concept explained, \"score\": 0..100, \"gaps\": the missing or wrong ideas}]}.",
         dataMessageRule,
         "Answer with one JSON object of this exact shape and nothing else:",
-        '{"summary": "...", "strengths": ["..."], "gaps": ["..."], "nextSteps": ["..."]}',
+        "{\"summary\": \"...\", \"strengths\": [\"...\"], \"gaps\": [\"...\"], \"nextSteps\": [\"...\"]}",
         "summary: two to four sentences addressed to the learner about their progress.",
         "strengths: what the learner already explains well (high scores, concepts without gaps), one short phrase each.",
         "gaps: the recurring or most important missing ideas across the evaluations, one short phrase each.",

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { defineJobType } from "../../domain/JobType.js"
-import { SyntheticEchoOutput } from "./output.js"
 import { maxChars, minChars } from "../../domain/TextLength.js"
+import { SyntheticEchoOutput } from "./output.js"
 
 /** The engine's own test job: its output echoes its input. */
 export const SyntheticEchoInput = Schema.Struct({

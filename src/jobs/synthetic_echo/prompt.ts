@@ -1,4 +1,9 @@
-import { correctionMessages, dataMessage, dataMessageRule, definePromptTemplate } from "../../services/PromptTemplates.js"
+import {
+  correctionMessages,
+  dataMessage,
+  dataMessageRule,
+  definePromptTemplate
+} from "../../services/PromptTemplates.js"
 import { SyntheticEchoInput } from "./definition.js"
 
 /** v1 (jobs stamped before v2 only): the message as the whole user message. */
@@ -11,7 +16,7 @@ export const syntheticEchoPromptV1 = definePromptTemplate({
       role: "system",
       content: [
         "You are an echo service.",
-        'Reply with one JSON object of this exact shape and nothing else: {"echo": "<the user\'s message, unchanged>"}'
+        "Reply with one JSON object of this exact shape and nothing else: {\"echo\": \"<the user's message, unchanged>\"}"
       ].join("\n")
     },
     { role: "user", content: input.message },
@@ -29,9 +34,9 @@ export const syntheticEchoPromptV2 = definePromptTemplate({
       role: "system",
       content: [
         "You are an echo service.",
-        'The user message is one JSON object: {"message": the text to echo}.',
+        "The user message is one JSON object: {\"message\": the text to echo}.",
         dataMessageRule,
-        'Reply with one JSON object of this exact shape and nothing else: {"echo": "<message, unchanged>"}'
+        "Reply with one JSON object of this exact shape and nothing else: {\"echo\": \"<message, unchanged>\"}"
       ].join("\n")
     },
     dataMessage({ message: input.message }),

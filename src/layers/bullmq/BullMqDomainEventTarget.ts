@@ -15,7 +15,7 @@ const keepFinishedSeconds = 24 * 60 * 60
  * the engine's Redis connection, under the engine's BullMQ prefix unless its consumers use another.
  */
 export const makeDomainEventTarget = (config: DomainEventsQueue) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const redis = yield* RedisConnection
     const prefix = Option.getOrElse(config.prefix, () => redis.bullPrefix)
     const queue = yield* Effect.acquireRelease(
@@ -35,7 +35,10 @@ export const makeDomainEventTarget = (config: DomainEventsQueue) =>
             removeOnComplete: { age: keepFinishedSeconds },
             removeOnFail: { age: keepFinishedSeconds }
           }),
-        catch: (error) => new EventDeliveryFailed({ reason: `queue add failed (${error instanceof Error ? error.message : String(error)})` })
+        catch: (error) =>
+          new EventDeliveryFailed({
+            reason: `queue add failed (${error instanceof Error ? error.message : String(error)})`
+          })
       }).pipe(Effect.asVoid)
     return {
       key: `queue:${prefix}:${config.queueName}`,

@@ -1,22 +1,22 @@
 import { type Job, Queue, UnrecoverableError, WaitingError, Worker } from "bullmq"
 import { Cause, Clock, Duration, Effect, Exit, Layer, Option, Runtime, type Scope } from "effect"
+import { QueueSettings } from "../../config/QueueSettings.js"
 import { allQueueNames, type QueueName } from "../../domain/QueueName.js"
 import {
   type AiJobQueuePayloadEncoded,
   type ConsumeOptions,
   decodeQueuePayloadEither,
   encodeQueuePayload,
+  isStoppingHandOff,
   type JobDelivery,
+  JobHandedOff,
   JobQueue,
   type JobQueueAddRequest,
-  JobHandedOff,
   JobQueueUnavailable,
-  isStoppingHandOff,
   payloadErrorPaths,
   type QueueJobState,
   queuePriorityFor
 } from "../../services/JobQueue.js"
-import { QueueSettings } from "../../config/QueueSettings.js"
 import { RedisConnection } from "../redis/RedisConnection.js"
 
 const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error))
@@ -57,7 +57,7 @@ export const logWorkerErrors = (
  * again by a later dispatch; while a job is waiting, delayed or active, re-adding its id is a
  * no-op (BullMQ's custom job id).
  */
-export const makeBullMqJobQueue = Effect.gen(function* () {
+export const makeBullMqJobQueue = Effect.gen(function*() {
   const redis = yield* RedisConnection
   const settings = yield* QueueSettings
   const runtime = yield* Effect.runtime<never>()
@@ -110,7 +110,11 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
       Effect.timeoutFail({
         duration: Duration.millis(timeoutMs),
         onTimeout: () =>
-          new JobQueueUnavailable({ operation, message: `no answer from Redis within ${timeoutMs} ms`, outcomeUnknown: true })
+          new JobQueueUnavailable({
+            operation,
+            message: `no answer from Redis within ${timeoutMs} ms`,
+            outcomeUnknown: true
+          })
       })
     )
 
@@ -147,7 +151,10 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
       Effect.timeoutFail({
         duration: Duration.millis(settings.addTimeoutMs),
         onTimeout: () =>
-          new JobQueueUnavailable({ operation: "contains", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
+          new JobQueueUnavailable({
+            operation: "contains",
+            message: `no answer from Redis within ${settings.addTimeoutMs} ms`
+          })
       }),
       Effect.map((found) => found === 1)
     )
@@ -161,7 +168,10 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
       Effect.timeoutFail({
         duration: Duration.millis(settings.addTimeoutMs),
         onTimeout: () =>
-          new JobQueueUnavailable({ operation: "counts", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
+          new JobQueueUnavailable({
+            operation: "counts",
+            message: `no answer from Redis within ${settings.addTimeoutMs} ms`
+          })
       }),
       Effect.map((c) => ({
         waiting: (c.wait ?? 0) + (c.prioritized ?? 0),
@@ -173,32 +183,36 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
   const waitingStates: ReadonlySet<string> = new Set(["waiting", "prioritized", "delayed", "waiting-children"])
 
   const state = (queueName: QueueName, queueJobId: string) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.tryPromise({
-      try: async (): Promise<QueueJobState> => {
-        const job = await queues[queueName].getJob(queueJobId)
-        if (job === undefined) return { _tag: "Gone" }
-        const current = await job.getState()
-        if (waitingStates.has(current)) return { _tag: "Waiting" }
-        // `processedOn` is stamped when a worker takes the job.
-        if (current === "active") return { _tag: "Active", activeSinceMs: job.processedOn ?? now }
-        return { _tag: "Gone" }
-      },
-      catch: unavailable("state")
-    })).pipe(
-      Effect.interruptible,
-      Effect.timeoutFail({
-        duration: Duration.millis(settings.addTimeoutMs),
-        onTimeout: () =>
-          new JobQueueUnavailable({ operation: "state", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
-      })
-    )
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.tryPromise({
+        try: async (): Promise<QueueJobState> => {
+          const job = await queues[queueName].getJob(queueJobId)
+          if (job === undefined) return { _tag: "Gone" }
+          const current = await job.getState()
+          if (waitingStates.has(current)) return { _tag: "Waiting" }
+          // `processedOn` is stamped when a worker takes the job.
+          if (current === "active") return { _tag: "Active", activeSinceMs: job.processedOn ?? now }
+          return { _tag: "Gone" }
+        },
+        catch: unavailable("state")
+      })).pipe(
+        Effect.interruptible,
+        Effect.timeoutFail({
+          duration: Duration.millis(settings.addTimeoutMs),
+          onTimeout: () =>
+            new JobQueueUnavailable({
+              operation: "state",
+              message: `no answer from Redis within ${settings.addTimeoutMs} ms`
+            })
+        })
+      )
 
   const consume = <E, R>(
     queueName: QueueName,
     handler: (delivery: JobDelivery) => Effect.Effect<void, E, R>,
     options: ConsumeOptions = {}
   ): Effect.Effect<void, JobQueueUnavailable, Scope.Scope | R> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const handlerRuntime = yield* Effect.runtime<R>()
       const setting = settings.queues[queueName]
       const connection = yield* redis.open("blocking")
@@ -291,7 +305,7 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
               Option.match({
                 onSome: () => Effect.void,
                 onNone: () =>
-                  Effect.gen(function* () {
+                  Effect.gen(function*() {
                     yield* Effect.logWarning("Active deliveries outlived the shutdown grace; aborting them").pipe(
                       Effect.annotateLogs({ queue: queueName })
                     )
@@ -307,7 +321,10 @@ export const makeBullMqJobQueue = Effect.gen(function* () {
         Effect.timeoutFail({
           duration: Duration.millis(settings.addTimeoutMs),
           onTimeout: () =>
-            new JobQueueUnavailable({ operation: "consume", message: `no answer from Redis within ${settings.addTimeoutMs} ms` })
+            new JobQueueUnavailable({
+              operation: "consume",
+              message: `no answer from Redis within ${settings.addTimeoutMs} ms`
+            })
         })
       )
     })

@@ -1,6 +1,7 @@
 import { HttpClient, type HttpClientError, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Chunk, Clock, Duration, Effect, Either, Layer, Option, ParseResult, Redacted, Schema, Stream } from "effect"
+import { defaultMaxResponseBytes, ProviderSettings } from "../../config/ProviderSettings.js"
 import {
   ContentSafetyError,
   CredentialError,
@@ -8,11 +9,10 @@ import {
   ProviderError,
   ValidationError
 } from "../../domain/ExecutionError.js"
-import { pauseUntilFromHeaders } from "../rateLimitHeaders.js"
-import { estimatedUsage } from "../../domain/TokenEstimate.js"
 import { scrubSecrets } from "../../domain/SecretScrubbing.js"
+import { estimatedUsage } from "../../domain/TokenEstimate.js"
 import { AiGateway, type GatewayError, type GenerateRequest, type GenerateResult } from "../../services/AiGateway.js"
-import { defaultMaxResponseBytes, ProviderSettings } from "../../config/ProviderSettings.js"
+import { pauseUntilFromHeaders } from "../rateLimitHeaders.js"
 
 // --- The wire format of OpenAI-compatible chat completions (the parts we send and read) ---
 
@@ -26,7 +26,9 @@ const ResponseFormat = Schema.Union(
 
 export const ChatCompletionRequest = Schema.Struct({
   model: Schema.String,
-  messages: Schema.Array(Schema.Struct({ role: Schema.Literal("system", "user", "assistant"), content: Schema.String })),
+  messages: Schema.Array(
+    Schema.Struct({ role: Schema.Literal("system", "user", "assistant"), content: Schema.String })
+  ),
   temperature: Schema.optional(Schema.Number),
   max_tokens: Schema.optional(Schema.Number),
   response_format: Schema.optional(ResponseFormat),
@@ -78,7 +80,9 @@ const parseJson = Schema.decodeUnknownEither(Schema.parseJson())
 /** Where a body broke its promise, by path and kind only: values could be model output. */
 const problemsOf = (error: ParseResult.ParseError): ReadonlyArray<string> =>
   ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-    `${issue.path.length === 0 ? "<body>" : issue.path.join(".")}: ${issue._tag === "Missing" ? "missing" : "unexpected value"}`
+    `${issue.path.length === 0 ? "<body>" : issue.path.join(".")}: ${
+      issue._tag === "Missing" ? "missing" : "unexpected value"
+    }`
   )
 
 /**
@@ -109,7 +113,11 @@ const knownErrorWords: ReadonlySet<string> = new Set([
 
 /** A provider's `type` or `code`: a known word or an HTTP-like number, nothing else. */
 const knownWord = (value: string | number | null | undefined): string | undefined => {
-  if (typeof value === "number") return Number.isInteger(value) && value >= 0 && value < 10_000 ? String(value) : undefined
+  if (typeof value === "number") {
+    return Number.isInteger(value) && value >= 0 && value < 10_000
+      ? String(value)
+      : undefined
+  }
   if (typeof value !== "string") return undefined
   const word = value.trim().toLowerCase()
   return knownErrorWords.has(word) || /^\d{1,4}$/.test(word) ? word : undefined
@@ -203,7 +211,14 @@ const isContentRefusal = (message: string | null | undefined) =>
   typeof message === "string" && /content|safety|moderation|risk/i.test(message)
 
 /** Connection errors that mean the request never left this machine. */
-const notSentCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"])
+const notSentCodes = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "UND_ERR_CONNECT_TIMEOUT"
+])
 
 const errorCodeOf = (cause: unknown, depth = 0): string | undefined => {
   if (depth > 4 || typeof cause !== "object" || cause === null) return undefined
@@ -219,13 +234,16 @@ interface Answer {
   readonly body: string
 }
 
-const withUrl = (endpoint: ProviderEndpointOptions) => ({ ...endpoint, url: `${endpoint.baseUrl.replace(/\/+$/, "")}/chat/completions` })
+const withUrl = (endpoint: ProviderEndpointOptions) => ({
+  ...endpoint,
+  url: `${endpoint.baseUrl.replace(/\/+$/, "")}/chat/completions`
+})
 
 const makeGateway = (
   endpointFor: (provider: string) => ReturnType<typeof withUrl> | undefined,
   maxResponseBytes: number
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const client = yield* HttpClient.HttpClient
     const encodeBody = HttpClientRequest.schemaBodyJson(ChatCompletionRequest)
 
@@ -234,33 +252,63 @@ const makeGateway = (
       return new ProviderError({
         code: "PROVIDER_UNAVAILABLE",
         // `reason` and the method/URL only; the error's request carries the Authorization header.
-        message: `provider request failed (${error._tag} ${error.reason}${notSent === undefined ? "" : ` ${notSent}`}) POST ${url}`,
+        message: `provider request failed (${error._tag} ${error.reason}${
+          notSent === undefined ? "" : ` ${notSent}`
+        }) POST ${url}`,
         ...(notSent === undefined ? {} : { sent: false })
       })
     }
 
-    const failureFor = (status: number, body: string, headers: Readonly<Record<string, string | undefined>>, now: number): GatewayError => {
+    const failureFor = (
+      status: number,
+      body: string,
+      headers: Readonly<Record<string, string | undefined>>,
+      now: number
+    ): GatewayError => {
       const parsed = Either.getOrUndefined(decodeErrorBody(body))?.error
       const detail = [knownWord(parsed?.type), knownWord(parsed?.code)].filter((s) => s !== undefined).join("/")
       const described = `provider answered HTTP ${status}${detail ? ` (${detail})` : ""}`
       const retryAfterMs = retryAfterFromHeaders(headers, now)
       const wait = retryAfterMs !== undefined ? { retryAfterMs } : {}
       if (status === 429) return new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: described, ...wait })
-      if (status === 401 || status === 403) return new CredentialError({ code: "CREDENTIAL_INVALID", message: described })
+      if (status === 401 || status === 403) {
+        return new CredentialError({ code: "CREDENTIAL_INVALID", message: described })
+      }
       // DeepSeek: 402 Insufficient Balance. The key works but cannot pay: retrying will not help.
-      if (status === 402) return new CredentialError({ code: "CREDENTIAL_INVALID", message: `${described}: insufficient balance` })
-      if (status === 408) return new ProviderError({ code: "PROVIDER_TIMEOUT", message: described })
-      if (status >= 500 || status < 400) return new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: described, ...wait })
-      const refusedForContent = [parsed?.message, parsed?.type, typeof parsed?.code === "string" ? parsed.code : undefined].some(isContentRefusal)
+      if (status === 402) {
+        return new CredentialError({ code: "CREDENTIAL_INVALID", message: `${described}: insufficient balance` })
+      }
+      if (status === 408) {
+        return new ProviderError({ code: "PROVIDER_TIMEOUT", message: described })
+      }
+      if (status >= 500 || status < 400) {
+        return new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: described, ...wait })
+      }
+      const refusedForContent = [
+        parsed?.message,
+        parsed?.type,
+        typeof parsed?.code === "string" ? parsed.code : undefined
+      ].some(isContentRefusal)
       if ((status === 400 || status === 422) && refusedForContent) {
-        return new ContentSafetyError({ code: "CONTENT_SAFETY_BLOCKED", stage: "provider", message: `${described}: refused for content` })
+        return new ContentSafetyError({
+          code: "CONTENT_SAFETY_BLOCKED",
+          stage: "provider",
+          message: `${described}: refused for content`
+        })
       }
       // An unknown model, a parameter this provider lacks, a context too long: the same request
       // would be refused again here; another target may take it.
-      return new ProviderError({ code: "PROVIDER_REQUEST_REJECTED", message: `${described}: the provider refused the request` })
+      return new ProviderError({
+        code: "PROVIDER_REQUEST_REJECTED",
+        message: `${described}: the provider refused the request`
+      })
     }
 
-    const interpret = (request: GenerateRequest, body: string, latencyMs: number): Either.Either<GenerateResult, GatewayError> => {
+    const interpret = (
+      request: GenerateRequest,
+      body: string,
+      latencyMs: number
+    ): Either.Either<GenerateResult, GatewayError> => {
       const decoded = decodeResponse(body)
       if (Either.isLeft(decoded)) {
         return Either.left(
@@ -283,10 +331,17 @@ const makeGateway = (
             totalTokens: reported.total_tokens ?? reported.prompt_tokens + reported.completion_tokens
           }
         }
-        : { usage: estimatedUsage(request.messages, choice.message.content ?? choice.message.refusal ?? ""), usageEstimated: true }
+        : {
+          usage: estimatedUsage(request.messages, choice.message.content ?? choice.message.refusal ?? ""),
+          usageEstimated: true
+        }
       if (finishReason === "content_filter") {
         return Either.left(
-          new ContentSafetyError({ code: "CONTENT_SAFETY_BLOCKED", stage: "provider", message: "provider stopped the answer (finish_reason content_filter)" })
+          new ContentSafetyError({
+            code: "CONTENT_SAFETY_BLOCKED",
+            stage: "provider",
+            message: "provider stopped the answer (finish_reason content_filter)"
+          })
         )
       }
       const text = choice.message.content
@@ -310,7 +365,9 @@ const makeGateway = (
         )
       }
       const base = { text, ...billed, provider: request.provider, model: response.model, latencyMs, finishReason }
-      if (!request.jsonMode) return Either.right({ ...base, json: null })
+      if (!request.jsonMode) {
+        return Either.right({ ...base, json: null })
+      }
       const json = parseJson(stripCodeFence(text))
       if (Either.isLeft(json)) {
         const truncated = finishReason === "length"
@@ -337,7 +394,8 @@ const makeGateway = (
         stream,
         { bytes: 0, chunks: Chunk.empty<Uint8Array>() },
         (read) => read.bytes <= maxResponseBytes,
-        (read, chunk) => Effect.succeed({ bytes: read.bytes + chunk.byteLength, chunks: Chunk.append(read.chunks, chunk) })
+        (read, chunk) =>
+          Effect.succeed({ bytes: read.bytes + chunk.byteLength, chunks: Chunk.append(read.chunks, chunk) })
       ).pipe(
         Effect.map((read) =>
           read.bytes > maxResponseBytes
@@ -358,10 +416,13 @@ const makeGateway = (
     }
 
     const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, GatewayError> =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const endpoint = endpointFor(request.provider)
         if (endpoint === undefined) {
-          return yield* new InternalError({ code: "INTERNAL_ERROR", message: `provider "${request.provider}" is not configured` })
+          return yield* new InternalError({
+            code: "INTERNAL_ERROR",
+            message: `provider "${request.provider}" is not configured`
+          })
         }
         const started = yield* Clock.currentTimeMillis
         const httpRequest = yield* HttpClientRequest.post(endpoint.url).pipe(
@@ -377,18 +438,27 @@ const makeGateway = (
             stream: false
           }),
           Effect.mapError((error) =>
-            new InternalError({ code: "INTERNAL_ERROR", message: `chat completion request could not be encoded (${error.reason._tag})` })
+            new InternalError({
+              code: "INTERNAL_ERROR",
+              message: `chat completion request could not be encoded (${error.reason._tag})`
+            })
           )
         )
         const answer = yield* client.execute(httpRequest).pipe(
           Effect.flatMap((response) =>
             Effect.map(readBounded(response.stream), (body): Answer | undefined =>
-              Option.match(body, { onNone: () => undefined, onSome: (text) => ({ status: response.status, headers: response.headers, body: text }) }))
+              Option.match(body, {
+                onNone: () => undefined,
+                onSome: (text) => ({ status: response.status, headers: response.headers, body: text })
+              }))
           ),
           Effect.mapError((error) => transportError(error, endpoint.url)),
           Effect.raceFirst(
             deadline(endpoint.requestTimeoutMs, () =>
-              new ProviderError({ code: "PROVIDER_TIMEOUT", message: `provider did not answer within ${endpoint.requestTimeoutMs} ms` }))
+              new ProviderError({
+                code: "PROVIDER_TIMEOUT",
+                message: `provider did not answer within ${endpoint.requestTimeoutMs} ms`
+              }))
           )
         )
         if (answer === undefined) {
@@ -398,7 +468,9 @@ const makeGateway = (
           })
         }
         const finished = yield* Clock.currentTimeMillis
-        if (answer.status < 200 || answer.status >= 300) return yield* failureFor(answer.status, answer.body, answer.headers, finished)
+        if (answer.status < 200 || answer.status >= 300) {
+          return yield* failureFor(answer.status, answer.body, answer.headers, finished)
+        }
         return yield* interpret(request, answer.body, finished - started)
       }).pipe(
         Effect.mapError((error) => withoutSecrets(error, Redacted.value(request.credential.apiKey))),
@@ -412,7 +484,9 @@ const makeGateway = (
             })
           )
         ),
-        Effect.tapError((error) => Effect.logWarning("provider call failed").pipe(Effect.annotateLogs({ code: error.code }))),
+        Effect.tapError((error) =>
+          Effect.logWarning("provider call failed").pipe(Effect.annotateLogs({ code: error.code }))
+        ),
         Effect.annotateLogs({
           jobId: request.job.id,
           jobType: request.job.type,
@@ -446,8 +520,11 @@ export const OpenAiCompatibleGatewayLayer = (options: OpenAiGatewayOptions) =>
 /** From configuration (`AI_PROVIDERS`, or `AI_BASE_URL` and `AI_REQUEST_TIMEOUT_MS`), on Node's HTTP client (undici). */
 export const OpenAiCompatibleGatewayLive = Layer.effect(
   AiGateway,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const settings = yield* ProviderSettings
-    return yield* makeRoutedOpenAiGateway({ endpoints: settings.providers, maxResponseBytes: settings.maxResponseBytes })
+    return yield* makeRoutedOpenAiGateway({
+      endpoints: settings.providers,
+      maxResponseBytes: settings.maxResponseBytes
+    })
   })
 ).pipe(Layer.provide(NodeHttpClient.layerUndici))

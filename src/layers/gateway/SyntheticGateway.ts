@@ -61,25 +61,31 @@ const maxRecordedCalls = 1_000
 const estimateTokens = (text: string) => Math.max(1, Math.ceil(text.length / 4))
 
 export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const responders = { ...defaultSyntheticResponders, ...options.responders }
     const steps = yield* Ref.make<ReadonlyArray<SyntheticStep>>([])
     const calls = yield* Ref.make<ReadonlyArray<SyntheticCall>>([])
 
     const nextStep = Ref.modify(steps, (all): readonly [Option.Option<SyntheticStep>, ReadonlyArray<SyntheticStep>] =>
-      all.length === 0 ? [Option.none(), all] : [Option.fromNullable(all[0]), all.slice(1)]
-    )
+      all.length === 0 ? [Option.none(), all] : [Option.fromNullable(all[0]), all.slice(1)])
 
     const latencyOf = (request: GenerateRequest) => {
       const latency = options.latencyMs ?? 0
-      if (typeof latency === "number") return Effect.succeed(latency)
-      return randomFor(options.seed, "latency", request.job.id, ...callOf(request)).nextIntBetween(latency.min, latency.max + 1)
+      if (typeof latency === "number") {
+        return Effect.succeed(latency)
+      }
+      return randomFor(options.seed, "latency", request.job.id, ...callOf(request)).nextIntBetween(
+        latency.min,
+        latency.max + 1
+      )
     }
 
     const injectedFailure = (request: GenerateRequest) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const rate = options.failureRate ?? 0
-        if (rate <= 0) return Option.none<GatewayError>()
+        if (rate <= 0) {
+          return Option.none<GatewayError>()
+        }
         const roll = yield* randomFor(options.seed, "failure", request.job.id, ...callOf(request)).next
         return roll < rate
           ? Option.some<GatewayError>(
@@ -89,7 +95,7 @@ export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
       })
 
     const answer = (request: GenerateRequest, override: Option.Option<SyntheticStep>, latencyMs: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const inputText = canonicalJson(request.input ?? null)
         let text: string
         if (Option.isSome(override) && override.value._tag === "RespondText") {
@@ -121,7 +127,11 @@ export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
             })
           }
         }
-        const promptTokens = estimateTokens(request.messages.map((m) => m.content).join("\n"))
+        const promptTokens = estimateTokens(
+          request.messages.map((m) =>
+            m.content
+          ).join("\n")
+        )
         const completionTokens = estimateTokens(text)
         return {
           text,
@@ -150,7 +160,7 @@ export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
       ])
 
     const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, GatewayError> =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const step = yield* nextStep
         let latencyMs = yield* latencyOf(request)
         if (Option.isSome(step) && step.value._tag === "Delay") latencyMs = step.value.ms
@@ -166,7 +176,11 @@ export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
             ? record(request, "succeeded", null)
             : Cause.isInterruptedOnly(exit.cause)
             ? record(request, "interrupted", null)
-            : record(request, "failed", Option.getOrNull(Option.map(Cause.failureOption(exit.cause), (error) => error.code)))
+            : record(
+              request,
+              "failed",
+              Option.getOrNull(Option.map(Cause.failureOption(exit.cause), (error) => error.code))
+            )
         )
       )
 
@@ -183,8 +197,7 @@ export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
 export const SyntheticGatewayLayer = (options: SyntheticGatewayOptions) =>
   Layer.effectContext(
     Effect.map(makeSyntheticGateway(options), ({ control, gateway }) =>
-      Context.make(AiGateway, gateway).pipe(Context.add(SyntheticGatewayControl, control))
-    )
+      Context.make(AiGateway, gateway).pipe(Context.add(SyntheticGatewayControl, control)))
   )
 
 /** The synthetic gateway as `SyntheticGatewaySettings` (the environment's, by default) describe it. */

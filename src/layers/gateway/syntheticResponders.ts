@@ -9,7 +9,9 @@ export type SyntheticResponder = (input: unknown, pick: (n: number) => number) =
 const FlashcardInput = Schema.Struct({ sourceText: Schema.String, count: Schema.Number })
 const FeynmanInput = Schema.Struct({ concept: Schema.String, explanation: Schema.String })
 const AnalysisInput = Schema.Struct({
-  evaluations: Schema.Array(Schema.Struct({ concept: Schema.String, score: Schema.Number, gaps: Schema.Array(Schema.String) }))
+  evaluations: Schema.Array(
+    Schema.Struct({ concept: Schema.String, score: Schema.Number, gaps: Schema.Array(Schema.String) })
+  )
 })
 
 const sentencesOf = (text: string) =>
@@ -55,7 +57,9 @@ export const flashcardResponder: SyntheticResponder = (input, pick) => {
 /** `feynman_evaluation`: scored by coverage of the concept's words, length and an example. */
 export const feynmanResponder: SyntheticResponder = (input, pick) => {
   const decoded = Schema.decodeUnknownEither(FeynmanInput)(input)
-  if (Either.isLeft(decoded)) return { score: 0, feedback: "The explanation could not be read.", gaps: ["no explanation"] }
+  if (Either.isLeft(decoded)) {
+    return { score: 0, feedback: "The explanation could not be read.", gaps: ["no explanation"] }
+  }
   const { concept, explanation } = decoded.right
   const explained = new Set(wordsOf(explanation))
   const conceptWords = Array.from(new Set(wordsOf(concept).filter((w) => w.length >= 3)))
@@ -84,7 +88,12 @@ export const feynmanResponder: SyntheticResponder = (input, pick) => {
 export const learningAnalysisResponder: SyntheticResponder = (input, pick) => {
   const decoded = Schema.decodeUnknownEither(AnalysisInput)(input)
   if (Either.isLeft(decoded) || decoded.right.evaluations.length === 0) {
-    return { summary: "The evaluations could not be read.", strengths: [], gaps: [], nextSteps: ["Evaluate a concept first."] }
+    return {
+      summary: "The evaluations could not be read.",
+      strengths: [],
+      gaps: [],
+      nextSteps: ["Evaluate a concept first."]
+    }
   }
   const evaluations = decoded.right.evaluations
   const concept = (text: string) => clip(text, 80)

@@ -2,7 +2,7 @@ import { Effect, Layer, PubSub, Queue, Stream } from "effect"
 import { CancelSignal } from "../../services/CancelSignal.js"
 
 /** Cancel requests within one process: a broadcast of job ids that each waiter filters. */
-export const makeInProcessCancelSignal = Effect.gen(function* () {
+export const makeInProcessCancelSignal = Effect.gen(function*() {
   const cancels = yield* PubSub.unbounded<string>()
   return CancelSignal.of({
     publish: (jobId) => PubSub.publish(cancels, jobId).pipe(Effect.asVoid),

@@ -33,7 +33,7 @@ export const makeInProcessJobEvents = Effect.sync(() => {
         return topic === undefined ? Effect.void : Effect.asVoid(PubSub.publish(topic.hub, event))
       }),
     subscribe: (jobId) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const topic = yield* Effect.acquireRelease(acquire(jobId), (topic) => release(jobId, topic))
         return yield* PubSub.subscribe(topic.hub)
       })

@@ -5,10 +5,10 @@ import { OutboxSignal } from "../../services/OutboxSignal.js"
  * The wake-up within one process: `notify` completes the current latch; `await` waits on it and
  * arms a fresh one, so a signal raised between two waits is not lost.
  */
-export const makeInProcessOutboxSignal = Effect.gen(function* () {
+export const makeInProcessOutboxSignal = Effect.gen(function*() {
   const latch = yield* Ref.make(yield* Deferred.make<void>())
   const notify = Ref.get(latch).pipe(Effect.flatMap((current) => Deferred.succeed(current, undefined)), Effect.asVoid)
-  const awaitSignal = Effect.gen(function* () {
+  const awaitSignal = Effect.gen(function*() {
     const current = yield* Ref.get(latch)
     yield* Deferred.await(current)
     const fresh = yield* Deferred.make<void>()

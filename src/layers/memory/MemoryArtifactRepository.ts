@@ -6,11 +6,13 @@ import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
 const artifactsOf = (tables: MemoryTables, jobId: string) =>
   Array.from(HashMap.values(tables.aiJobArtifact))
     .filter((artifact) => artifact.jobId === jobId)
-    .sort((a, b) => a.ordinal - b.ordinal || a.artifactType.localeCompare(b.artifactType) || a.artifactId.localeCompare(b.artifactId))
+    .sort((a, b) =>
+      a.ordinal - b.ordinal || a.artifactType.localeCompare(b.artifactType) || a.artifactId.localeCompare(b.artifactId)
+    )
 
 export const MemoryArtifactRepository = Layer.effect(
   ArtifactRepository,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const db = yield* MemoryDatabase
     return ArtifactRepository.of({
       record: (jobId, artifacts) =>
@@ -24,7 +26,9 @@ export const MemoryArtifactRepository = Layer.effect(
             table = HashMap.set(table, id, { id, jobId, ...artifact, createdAt: now })
             inserted += 1
           }
-          return Either.right([{ inserted, duplicates: artifacts.length - inserted }, { ...tables, aiJobArtifact: table }] as const)
+          return Either.right(
+            [{ inserted, duplicates: artifacts.length - inserted }, { ...tables, aiJobArtifact: table }] as const
+          )
         }),
       listByJob: (jobId) => db.read((tables) => artifactsOf(tables, jobId)),
       findJobWithArtifacts: (jobId) =>

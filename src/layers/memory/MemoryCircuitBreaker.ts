@@ -28,7 +28,7 @@ const plain = ({ failures, openMs, openUntil, probeUntil, state }: BreakerRecord
  * operation, and a PubSub for the change messages. Several workers of a simulation share one, as
  * processes share Redis.
  */
-export const makeMemoryBreakerStore = Effect.gen(function* () {
+export const makeMemoryBreakerStore = Effect.gen(function*() {
   const records = new Map<string, Stored>()
   const changed = yield* PubSub.unbounded<string>()
   const get = (providerModel: string): Stored => records.get(providerModel) ?? { ...closedRecord, lastFailureAt: 0 }
@@ -38,7 +38,10 @@ export const makeMemoryBreakerStore = Effect.gen(function* () {
       const before = get(providerModel)
       if (next.state === "closed" && next.failures === 0) records.delete(providerModel)
       else records.set(providerModel, next)
-      return Effect.as(worthTelling(before, next) ? PubSub.publish(changed, providerModel) : Effect.void, { record: plain(next), from: before.state })
+      return Effect.as(worthTelling(before, next) ? PubSub.publish(changed, providerModel) : Effect.void, {
+        record: plain(next),
+        from: before.state
+      })
     })
 
   return {
@@ -46,9 +49,13 @@ export const makeMemoryBreakerStore = Effect.gen(function* () {
     tryProbe: (providerModel, now, probeLeaseMs) =>
       Effect.suspend(() => {
         const { probe, ...next } = probeTransition(get(providerModel), now, probeLeaseMs)
-        return Effect.map(write(providerModel, { ...next, lastFailureAt: get(providerModel).lastFailureAt }), (done) => ({ ...done, probe }))
+        return Effect.map(
+          write(providerModel, { ...next, lastFailureAt: get(providerModel).lastFailureAt }),
+          (done) => ({ ...done, probe })
+        )
       }),
-    recordFailure: (providerModel, now, settings) => Effect.suspend(() => write(providerModel, failureTransition(get(providerModel), now, settings))),
+    recordFailure: (providerModel, now, settings) =>
+      Effect.suspend(() => write(providerModel, failureTransition(get(providerModel), now, settings))),
     recordSuccess: (providerModel, _now, sentAt) =>
       Effect.suspend(() => {
         const before = get(providerModel)
@@ -65,14 +72,16 @@ export const makeMemoryBreakerStore = Effect.gen(function* () {
 })
 
 /** The store several in-memory workers share (one per simulated Redis). */
-export class MemoryBreakerStore extends Context.Tag("ai-job-engine/MemoryBreakerStore")<MemoryBreakerStore, BreakerStore>() {
+export class MemoryBreakerStore
+  extends Context.Tag("ai-job-engine/MemoryBreakerStore")<MemoryBreakerStore, BreakerStore>()
+{
   static readonly layer = Layer.effect(MemoryBreakerStore, makeMemoryBreakerStore)
 }
 
 /** One process's breaker on the shared `MemoryBreakerStore`. */
 export const MemoryCircuitBreaker = Layer.scoped(
   ProviderCircuitBreaker,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const store = yield* MemoryBreakerStore
     const settings = yield* CircuitBreakerSettings
     return yield* makeProviderCircuitBreaker(store, settings)

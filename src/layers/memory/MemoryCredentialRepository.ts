@@ -6,7 +6,7 @@ const newestFirst = (a: CredentialRecord, b: CredentialRecord) =>
   b.createdAt.getTime() - a.createdAt.getTime() || b.id.localeCompare(a.id)
 
 /** `user_model_credential` in the memory store. */
-export const makeMemoryCredentialRepository = Effect.gen(function* () {
+export const makeMemoryCredentialRepository = Effect.gen(function*() {
   const db = yield* MemoryDatabase
   const all = (tables: { readonly userModelCredential: HashMap.HashMap<string, CredentialRecord> }) =>
     Array.from(HashMap.values(tables.userModelCredential))
@@ -41,12 +41,16 @@ export const makeMemoryCredentialRepository = Effect.gen(function* () {
           return Either.right([false, tables] as const)
         }
         const revoked: CredentialRecord = { ...row.value, revokedAt: now, updatedAt: now }
-        return Either.right([true, { ...tables, userModelCredential: HashMap.set(tables.userModelCredential, id, revoked) }] as const)
+        return Either.right(
+          [true, { ...tables, userModelCredential: HashMap.set(tables.userModelCredential, id, revoked) }] as const
+        )
       }),
     reencrypt: (id, expectedKeyVersion, ciphertext) =>
       db.write("credential.reencrypt", (tables, now) => {
         const row = HashMap.get(tables.userModelCredential, id)
-        if (Option.isNone(row) || row.value.keyVersion !== expectedKeyVersion) return Either.right([false, tables] as const)
+        if (Option.isNone(row) || row.value.keyVersion !== expectedKeyVersion) {
+          return Either.right([false, tables] as const)
+        }
         const updated: CredentialRecord = {
           ...row.value,
           encryptedKey: ciphertext.encryptedKey,
@@ -55,7 +59,9 @@ export const makeMemoryCredentialRepository = Effect.gen(function* () {
           keyVersion: ciphertext.keyVersion,
           updatedAt: now
         }
-        return Either.right([true, { ...tables, userModelCredential: HashMap.set(tables.userModelCredential, id, updated) }] as const)
+        return Either.right(
+          [true, { ...tables, userModelCredential: HashMap.set(tables.userModelCredential, id, updated) }] as const
+        )
       }),
     listStale: (currentVersion, limit) =>
       db.read((tables) =>

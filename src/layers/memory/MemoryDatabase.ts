@@ -119,7 +119,7 @@ export class MemoryDatabase extends Context.Tag("ai-job-engine/MemoryDatabase")<
   }
 >() {}
 
-export const makeMemoryDatabase = Effect.gen(function* () {
+export const makeMemoryDatabase = Effect.gen(function*() {
   const committed = yield* Ref.make(emptyTables)
   const writeLock = yield* Effect.makeSemaphore(1)
   const currentTransaction = yield* Effect.sync(() => FiberRef.unsafeMake(Option.none<Ref.Ref<MemoryTables>>()))
@@ -130,7 +130,10 @@ export const makeMemoryDatabase = Effect.gen(function* () {
   const commit = (before: MemoryTables, next: MemoryTables) =>
     Effect.zipRight(
       Ref.set(committed, next),
-      Effect.flatMap(Ref.get(commitObserver), Option.match({ onNone: () => Effect.void, onSome: (observe) => observe(before, next) }))
+      Effect.flatMap(
+        Ref.get(commitObserver),
+        Option.match({ onNone: () => Effect.void, onSome: (observe) => observe(before, next) })
+      )
     )
 
   const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
@@ -154,7 +157,7 @@ export const makeMemoryDatabase = Effect.gen(function* () {
     )
 
   const read = <A>(f: (tables: MemoryTables, now: Date) => A) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* checkFault("read", "read")
       const transaction = yield* FiberRef.get(currentTransaction)
       const tables = yield* Option.match(transaction, { onNone: () => Ref.get(committed), onSome: Ref.get })
@@ -162,7 +165,7 @@ export const makeMemoryDatabase = Effect.gen(function* () {
     })
 
   const apply = <A, E>(target: Ref.Ref<MemoryTables>, f: MemoryWrite<A, E>) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const before = yield* Ref.get(target)
       const result = f(before, yield* now)
       if (Either.isLeft(result)) return yield* Effect.fail(result.left)
@@ -173,7 +176,7 @@ export const makeMemoryDatabase = Effect.gen(function* () {
     })
 
   const write = <A, E>(operation: string, f: MemoryWrite<A, E>) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* checkFault("write", operation)
       const transaction = yield* FiberRef.get(currentTransaction)
       return yield* Option.match(transaction, {
@@ -183,7 +186,7 @@ export const makeMemoryDatabase = Effect.gen(function* () {
     })
 
   const runOn = <A, E, R>(effect: Effect.Effect<A, E, R>, parent: Ref.Ref<MemoryTables>) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const working = yield* Ref.make(yield* Ref.get(parent))
       const result = yield* Effect.locally(effect, currentTransaction, Option.some(working))
       yield* checkFault("commit", "commit")
@@ -199,8 +202,7 @@ export const makeMemoryDatabase = Effect.gen(function* () {
         // A nested transaction is a savepoint on its parent's copy.
         onSome: (parent) => runOn(effect, parent),
         onNone: () => writeLock.withPermits(1)(runOn(effect, committed))
-      })
-    )
+      }))
 
   return MemoryDatabase.of({
     now,

@@ -10,27 +10,27 @@ import {
   Layer,
   Option,
   Order,
+  type Scope,
   STM,
   TPriorityQueue,
-  TRef,
-  type Scope
+  TRef
 } from "effect"
+import { QueueSettings } from "../../config/QueueSettings.js"
 import type { QueueName } from "../../domain/QueueName.js"
 import {
   type ConsumeOptions,
   decodeQueuePayload,
   encodeQueuePayload,
+  isStoppingHandOff,
   type JobDelivery,
   JobQueue,
   type JobQueueAddOutcome,
   type JobQueueAddRequest,
   JobQueueUnavailable,
-  isStoppingHandOff,
   payloadErrorPaths,
   type QueueJobState,
   queuePriorityFor
 } from "../../services/JobQueue.js"
-import { QueueSettings } from "../../config/QueueSettings.js"
 
 type EntryState = "waiting" | "active" | "delayed"
 
@@ -85,7 +85,7 @@ export class MemoryJobQueueControl extends Context.Tag("ai-job-engine/MemoryJobQ
  * no attempt, and a switchable "Redis unreachable" fault.
  * All waiting goes through Effect's Clock, so TestClock drives backoffs and delays.
  */
-export const makeMemoryJobQueue = Effect.gen(function* () {
+export const makeMemoryJobQueue = Effect.gen(function*() {
   const settings = yield* QueueSettings
   const layerScope = yield* Effect.scope
   const unreachable = yield* TRef.make(false)
@@ -100,8 +100,12 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
   }
 
   const refuseWhenUnreachable = (operation: string) =>
-    STM.flatMap(TRef.get(unreachable), (down) =>
-      down ? STM.fail(new JobQueueUnavailable({ operation, message: "queue unreachable (injected fault)" })) : STM.void
+    STM.flatMap(
+      TRef.get(unreachable),
+      (down) =>
+        down
+          ? STM.fail(new JobQueueUnavailable({ operation, message: "queue unreachable (injected fault)" }))
+          : STM.void
     )
 
   const makeReady = (state: QueueState, entry: Entry) =>
@@ -115,7 +119,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
     Effect.sleep(Duration.millis(delayMs)).pipe(
       Effect.zipRight(
         STM.commit(
-          STM.gen(function* () {
+          STM.gen(function*() {
             const state = states[queueName]
             const entry = HashMap.get(yield* TRef.get(state.entries), queueJobId)
             if (Option.isSome(entry) && entry.value.state === "delayed") yield* makeReady(state, entry.value)
@@ -127,7 +131,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
     )
 
   const insert = (queueName: QueueName, queueJobId: string, data: unknown, priority: number, delayMs: number) =>
-    STM.gen(function* () {
+    STM.gen(function*() {
       const state = states[queueName]
       if (HashMap.has(yield* TRef.get(state.entries), queueJobId)) return "duplicate" as const
       const next = yield* TRef.updateAndGet(seq, (n) => n + 1)
@@ -146,13 +150,19 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
     })
 
   const add = (request: JobQueueAddRequest): Effect.Effect<JobQueueAddOutcome, JobQueueUnavailable> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const delayMs = Math.max(0, Math.round(request.delayMs ?? 0))
       const queueJobId = request.payload.dedupeKey
       const outcome = yield* STM.commit(
         STM.zipRight(
           refuseWhenUnreachable("add"),
-          insert(request.queueName, queueJobId, encodeQueuePayload(request.payload), queuePriorityFor(request.priority), delayMs)
+          insert(
+            request.queueName,
+            queueJobId,
+            encodeQueuePayload(request.payload),
+            queuePriorityFor(request.priority),
+            delayMs
+          )
         )
       )
       if (outcome === "added" && delayMs > 0) yield* releaseLater(request.queueName, queueJobId, delayMs)
@@ -161,7 +171,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
 
   // All or nothing here (one STM transaction); callers may only count on what `addBulk` promises.
   const addBulk = (requests: ReadonlyArray<JobQueueAddRequest>): Effect.Effect<void, JobQueueUnavailable> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const entries = requests.map((request) => ({ request, delayMs: Math.max(0, Math.round(request.delayMs ?? 0)) }))
       const outcomes = yield* STM.commit(
         STM.zipRight(
@@ -221,7 +231,9 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
             Option.match(HashMap.get(entries, queueJobId), {
               onNone: () => ({ _tag: "Gone" }),
               onSome: (entry) =>
-                entry.state === "active" ? { _tag: "Active", activeSinceMs: entry.activeSinceMs ?? now } : { _tag: "Waiting" }
+                entry.state === "active"
+                  ? { _tag: "Active", activeSinceMs: entry.activeSinceMs ?? now }
+                  : { _tag: "Waiting" }
             }))
         )
       ))
@@ -231,10 +243,15 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
 
   /** A failed delivery: delayed with exponential backoff while attempts remain, else removed. */
   const retryOrDrop = (queueName: QueueName, entry: Entry) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       if (entry.attemptsMade >= entry.maxAttempts) return yield* remove(queueName, entry.queueJobId)
       const delayMs = settings.queues[queueName].backoffDelayMs * 2 ** (entry.attemptsMade - 1)
-      yield* STM.commit(TRef.update(states[queueName].entries, HashMap.set<string, Entry>(entry.queueJobId, { ...entry, state: "delayed" })))
+      yield* STM.commit(
+        TRef.update(
+          states[queueName].entries,
+          HashMap.set<string, Entry>(entry.queueJobId, { ...entry, state: "delayed" })
+        )
+      )
       yield* releaseLater(queueName, entry.queueJobId, delayMs)
     })
 
@@ -243,14 +260,14 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
     handler: (delivery: JobDelivery) => Effect.Effect<void, E, R>,
     options: ConsumeOptions = {}
   ): Effect.Effect<void, JobQueueUnavailable, Scope.Scope | R> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const state = states[queueName]
       const stopping = yield* TRef.make(false)
       const concurrency = Math.max(1, options.concurrency ?? settings.queues[queueName].concurrency)
 
       /** The next entry, marked active; `None` once the consumer is stopping. */
       const take: Effect.Effect<Option.Option<Entry>> = STM.commit(
-        STM.gen(function* () {
+        STM.gen(function*() {
           if (yield* TRef.get(stopping)) return Option.none()
           if (yield* TRef.get(unreachable)) return yield* STM.retry
           const ready = yield* TPriorityQueue.take(state.ready)
@@ -264,7 +281,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
       )
 
       const deliver = (entry: Entry) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const decoded = yield* Effect.either(decodeQueuePayload(entry.data))
           if (decoded._tag === "Left") {
             yield* Effect.logError("Queue payload does not decode; job dropped, its row is left for the reaper").pipe(
@@ -279,8 +296,10 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
           const takenAt = yield* Clock.currentTimeMillis
           yield* STM.commit(
             TRef.update(state.entries, (entries) =>
-              HashMap.modify(entries, entry.queueJobId, (current) =>
-                current.state === "active" ? { ...current, activeSinceMs: takenAt } : current
+              HashMap.modify(
+                entries,
+                entry.queueJobId,
+                (current) => current.state === "active" ? { ...current, activeSinceMs: takenAt } : current
               ))
           )
           const controller = new AbortController()
@@ -304,10 +323,16 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
           if (Exit.isSuccess(exit)) return yield* remove(queueName, entry.queueJobId)
           if (isStoppingHandOff(exit.cause)) {
             // Back to waiting at once, its attempt not counted; this consumer takes no more.
-            yield* STM.commit(STM.zipRight(TRef.set(stopping, true), makeReady(state, { ...entry, attemptsMade: entry.attemptsMade - 1 })))
-            return yield* Effect.logInfo("Queue delivery handed back by a stopping consumer; waiting again for another").pipe(
-              Effect.annotateLogs({ queue: queueName, queueJobId: entry.queueJobId, jobId: decoded.right.jobId })
+            yield* STM.commit(
+              STM.zipRight(
+                TRef.set(stopping, true),
+                makeReady(state, { ...entry, attemptsMade: entry.attemptsMade - 1 })
+              )
             )
+            return yield* Effect.logInfo("Queue delivery handed back by a stopping consumer; waiting again for another")
+              .pipe(
+                Effect.annotateLogs({ queue: queueName, queueJobId: entry.queueJobId, jobId: decoded.right.jobId })
+              )
           }
           yield* Effect.logWarning("Queue delivery failed; the queue retries it while attempts remain").pipe(
             Effect.annotateLogs({
@@ -321,7 +346,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
           yield* retryOrDrop(queueName, entry)
         })
 
-      const loop: Effect.Effect<void, never, R> = Effect.gen(function* () {
+      const loop: Effect.Effect<void, never, R> = Effect.gen(function*() {
         while (true) {
           const next = yield* take
           if (Option.isNone(next)) {
@@ -334,7 +359,7 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
 
       const workers = yield* Effect.forEach(Array.from({ length: concurrency }), () => Effect.forkDaemon(loop))
       yield* Effect.addFinalizer(() =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           yield* STM.commit(TRef.set(stopping, true))
           // A finalizer runs uninterruptibly: without `interruptible` the grace could not cut the join short.
           const finished = yield* Fiber.joinAll(workers).pipe(
@@ -350,10 +375,13 @@ export const makeMemoryJobQueue = Effect.gen(function* () {
     setUnreachable: (down) => STM.commit(TRef.set(unreachable, down)),
     addRaw: (queueName, queueJobId, data) =>
       STM.commit(insert(queueName, queueJobId, data, queuePriorityFor(50), 0)).pipe(Effect.asVoid),
-    jobIds: (queueName) => STM.commit(TRef.get(states[queueName].entries)).pipe(Effect.map((entries) => [...HashMap.keys(entries)]))
+    jobIds: (queueName) =>
+      STM.commit(TRef.get(states[queueName].entries)).pipe(Effect.map((entries) => [...HashMap.keys(entries)]))
   })
 
-  return Context.make(JobQueue, JobQueue.of({ add, addBulk, consume, counts, contains, state })).pipe(Context.add(MemoryJobQueueControl, control))
+  return Context.make(JobQueue, JobQueue.of({ add, addBulk, consume, counts, contains, state })).pipe(
+    Context.add(MemoryJobQueueControl, control)
+  )
 })
 
 /** The in-memory JobQueue and its control; needs `QueueSettings` (`QueueSettings.make()` in tests). */

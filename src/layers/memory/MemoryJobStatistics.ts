@@ -7,7 +7,7 @@ const dayMs = 86_400_000
 const utcDay = (time: Date) => time.toISOString().slice(0, 10)
 
 /** The operator's aggregates over the memory store, by the store's clock. */
-export const makeMemoryJobStatistics = Effect.gen(function* () {
+export const makeMemoryJobStatistics = Effect.gen(function*() {
   const db = yield* MemoryDatabase
   return JobStatistics.of({
     countsByTypeAndStatus: db.read((tables) => {
@@ -23,12 +23,21 @@ export const makeMemoryJobStatistics = Effect.gen(function* () {
       db.read((tables, now) =>
         Array.from(HashMap.values(tables.aiJob))
           .flatMap((job): ReadonlyArray<FinishedJob> =>
-            isTerminal(job.lifecycleStatus) && job.finishedAt !== null && job.finishedAt.getTime() >= now.getTime() - windowMs
-              ? [{ jobId: job.id, jobType: job.jobType, lifecycleStatus: job.lifecycleStatus, startedAt: job.startedAt, finishedAt: job.finishedAt }]
+            isTerminal(job.lifecycleStatus) && job.finishedAt !== null &&
+              job.finishedAt.getTime() >= now.getTime() - windowMs
+              ? [{
+                jobId: job.id,
+                jobType: job.jobType,
+                lifecycleStatus: job.lifecycleStatus,
+                startedAt: job.startedAt,
+                finishedAt: job.finishedAt
+              }]
               : []
           )
           // As MySQL's `ORDER BY finished_at, id`: the limit cuts the same rows from equal times.
-          .sort((a, b) => a.finishedAt.getTime() - b.finishedAt.getTime() || (a.jobId < b.jobId ? -1 : a.jobId > b.jobId ? 1 : 0))
+          .sort((a, b) =>
+            a.finishedAt.getTime() - b.finishedAt.getTime() || (a.jobId < b.jobId ? -1 : a.jobId > b.jobId ? 1 : 0)
+          )
           .slice(0, limit)
       ),
     usageByDay: (days) =>

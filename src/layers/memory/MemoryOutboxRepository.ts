@@ -1,14 +1,14 @@
 import { Clock, Effect, Either, HashMap, Layer, Option } from "effect"
-import { OutboxEvent, type NewOutboxEvent } from "../../domain/OutboxEvent.js"
+import { type NewOutboxEvent, OutboxEvent } from "../../domain/OutboxEvent.js"
 import type { OutboxBacklog, OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import {
   type DeliveryOutcome,
   isBeforeCursor,
-  type OutboxListCursor,
+  outboxCountsOf,
   OutboxEventNotDead,
   OutboxEventNotFound,
-  outboxCountsOf,
+  type OutboxListCursor,
   OutboxRepository,
   pendingEventFields
 } from "../../services/OutboxRepository.js"
@@ -51,7 +51,7 @@ export const insertOutboxEvent = (
 }
 
 /** `outbox_event` in memory; a claim is one serialized write, so two dispatchers never share an event. */
-export const makeMemoryOutboxRepository = Effect.gen(function* () {
+export const makeMemoryOutboxRepository = Effect.gen(function*() {
   const db = yield* MemoryDatabase
 
   const findById = (eventId: string) => db.read((tables) => HashMap.get(tables.outboxEvent, eventId))
@@ -64,8 +64,10 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     )
 
   const createInTransaction = (event: NewOutboxEvent) =>
-    db.write<{ readonly eventId: string; readonly duplicate: boolean }, never>("outbox_event.create", (tables, now) =>
-      Either.right(insertOutboxEvent(tables, event, now)))
+    db.write<{ readonly eventId: string; readonly duplicate: boolean }, never>(
+      "outbox_event.create",
+      (tables, now) => Either.right(insertOutboxEvent(tables, event, now))
+    )
 
   const createManyInTransaction = (events: ReadonlyArray<NewOutboxEvent>) =>
     db.write<void, PersistenceError>("outbox_event.createMany", (tables, now) => {
@@ -74,7 +76,9 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
         const [inserted, after] = insertOutboxEvent(next, event, now)
         // The unique dedupe key refuses the whole statement, as MySQL's multi-row INSERT does.
         if (inserted.duplicate) {
-          return Either.left(new PersistenceError({ operation: "outbox_event.createMany", message: "a dedupe key is already used" }))
+          return Either.left(
+            new PersistenceError({ operation: "outbox_event.createMany", message: "a dedupe key is already used" })
+          )
         }
         next = after
       }
@@ -84,7 +88,9 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
   const claimBatch = (dispatcherId: string, limit: number, lane: OutboxLane = "enqueue") =>
     db.write("outbox_event.claimBatch", (tables, now) => {
       const claimed = Array.from(HashMap.values(tables.outboxEvent))
-        .filter((event) => event.lane === lane && event.status === "pending" && event.availableAt.getTime() <= now.getTime())
+        .filter((event) =>
+          event.lane === lane && event.status === "pending" && event.availableAt.getTime() <= now.getTime()
+        )
         .sort(dispatchOrder)
         .slice(0, limit)
         .map((event) => changed(event, now, { status: "processing", lockedBy: dispatcherId, lockedAt: now }))
@@ -152,32 +158,43 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     })
 
   const settleDelivery: OutboxRepository["Type"]["settleDelivery"] = (eventId, dispatcherId, settlement) =>
-    whileClaimed("outbox_event.settleDelivery", eventId, dispatcherId, (event, now): readonly [DeliveryOutcome, OutboxEvent] => {
-      const deliveredTo = settlement.deliveredTo
-      switch (settlement._tag) {
-        case "Delivered":
-          return ["published", changed(event, now, { status: "published", publishedAt: now, deliveredTo })]
-        case "RetryLater":
-          return ["retry_scheduled", changed(event, now, {
-            status: "pending",
-            deliveredTo,
-            attemptCount: event.attemptCount + 1,
-            availableAt: plus(now, settlement.retryDelayMs),
-            lastError: settlement.error.slice(0, 2000),
-            lockedBy: null,
-            lockedAt: null
-          })]
-        case "GiveUp":
-          return ["dead", changed(event, now, {
-            status: "dead",
-            deliveredTo,
-            attemptCount: event.attemptCount + 1,
-            lastError: settlement.error.slice(0, 2000),
-            lockedBy: null,
-            lockedAt: null
-          })]
+    whileClaimed(
+      "outbox_event.settleDelivery",
+      eventId,
+      dispatcherId,
+      (event, now): readonly [DeliveryOutcome, OutboxEvent] => {
+        const deliveredTo = settlement.deliveredTo
+        switch (settlement._tag) {
+          case "Delivered":
+            return ["published", changed(event, now, { status: "published", publishedAt: now, deliveredTo })]
+          case "RetryLater":
+            return [
+              "retry_scheduled",
+              changed(event, now, {
+                status: "pending",
+                deliveredTo,
+                attemptCount: event.attemptCount + 1,
+                availableAt: plus(now, settlement.retryDelayMs),
+                lastError: settlement.error.slice(0, 2000),
+                lockedBy: null,
+                lockedAt: null
+              })
+            ]
+          case "GiveUp":
+            return [
+              "dead",
+              changed(event, now, {
+                status: "dead",
+                deliveredTo,
+                attemptCount: event.attemptCount + 1,
+                lastError: settlement.error.slice(0, 2000),
+                lockedBy: null,
+                lockedAt: null
+              })
+            ]
+        }
       }
-    })
+    )
 
   const releaseClaimsOf = (dispatcherId: string) =>
     db.write("outbox_event.releaseClaimsOf", (tables, now) => {
@@ -193,7 +210,9 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
       const expired = Array.from(HashMap.values(tables.outboxEvent)).filter((event) =>
         event.status === "processing" && event.lockedAt !== null && event.lockedAt.getTime() < now.getTime() - lockTtlMs
       )
-      const released = expired.map((event) => changed(event, now, { status: "pending", lockedBy: null, lockedAt: null }))
+      const released = expired.map((event) =>
+        changed(event, now, { status: "pending", lockedBy: null, lockedAt: null })
+      )
       return Either.right([released.length, released.reduce(withEvent, tables)] as const)
     })
 
@@ -216,7 +235,8 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
           unpublished: unpublished.length,
           dead: events.filter((event) => event.status === "dead").length,
           // From `now` down to the oldest creation: 0 when nothing is unpublished.
-          oldestUnpublishedAgeMs: now - unpublished.reduce((oldest, event) => Math.min(oldest, event.createdAt.getTime()), now)
+          oldestUnpublishedAgeMs: now -
+            unpublished.reduce((oldest, event) => Math.min(oldest, event.createdAt.getTime()), now)
         }
       }))
 
@@ -246,7 +266,14 @@ export const makeMemoryOutboxRepository = Effect.gen(function* () {
     const replayed = Array.from(HashMap.values(tables.outboxEvent))
       .filter((event) => event.status === "dead")
       .map((event) =>
-        changed(event, now, { status: "pending", attemptCount: 0, availableAt: now, lastError: null, lockedBy: null, lockedAt: null })
+        changed(event, now, {
+          status: "pending",
+          attemptCount: 0,
+          availableAt: now,
+          lastError: null,
+          lockedBy: null,
+          lockedAt: null
+        })
       )
     return Either.right([replayed.length, replayed.reduce(withEvent, tables)] as const)
   })

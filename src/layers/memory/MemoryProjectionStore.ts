@@ -8,7 +8,7 @@ const uniqueKeyOf = (row: Readonly<Record<string, unknown>>, columns: ReadonlyAr
 /** Business tables in memory, with the primary key and the declared unique key enforced. */
 export const MemoryProjectionStore = Layer.effect(
   ProjectionStore,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const db = yield* MemoryDatabase
     return ProjectionStore.of({
       insert: (table, rows, options) =>
@@ -23,15 +23,19 @@ export const MemoryProjectionStore = Layer.effect(
             taken.add(key)
             inserted += 1
           }
-          return Either.right([
-            { inserted, duplicates: rows.length - inserted },
-            { ...tables, business: HashMap.set(tables.business, table, stored) }
-          ] as const)
+          return Either.right(
+            [
+              { inserted, duplicates: rows.length - inserted },
+              { ...tables, business: HashMap.set(tables.business, table, stored) }
+            ] as const
+          )
         }),
       findByJob: (table, jobId, options) =>
         db.read((tables) =>
           Array.from(
-            HashMap.values(Option.getOrElse(HashMap.get(tables.business, table), () => HashMap.empty<string, BusinessRow>()))
+            HashMap.values(
+              Option.getOrElse(HashMap.get(tables.business, table), () => HashMap.empty<string, BusinessRow>())
+            )
           )
             .filter((row) => row.job_id === jobId)
             .sort((a, b) => {

@@ -7,8 +7,8 @@ import {
   aimdIncrease,
   capacityPaceMs,
   capacityPollMs,
-  capacityWindowMs,
   type CapacityStore,
+  capacityWindowMs,
   interactiveMarkGraceMs,
   makeProviderCapacity,
   maxPauseMs,
@@ -47,7 +47,15 @@ export const makeMemoryCapacityStore = (): CapacityStore => {
   const modelFor = (providerModel: string): ModelState => {
     const existing = models.get(providerModel)
     if (existing !== undefined) return existing
-    const created: ModelState = { log: [], tokens: 0, held: new Map(), limit: undefined, lastDecrease: -Infinity, pausedUntil: 0, marks: new Map() }
+    const created: ModelState = {
+      log: [],
+      tokens: 0,
+      held: new Map(),
+      limit: undefined,
+      lastDecrease: -Infinity,
+      pausedUntil: 0,
+      marks: new Map()
+    }
     models.set(providerModel, created)
     return created
   }
@@ -64,7 +72,9 @@ export const makeMemoryCapacityStore = (): CapacityStore => {
   }
 
   const limitOf = (model: ModelState, limits: StoreLimits) =>
-    limits.ceiling === undefined ? undefined : Math.max(limits.floor, Math.min(model.limit ?? limits.ceiling, limits.ceiling))
+    limits.ceiling === undefined
+      ? undefined
+      : Math.max(limits.floor, Math.min(model.limit ?? limits.ceiling, limits.ceiling))
 
   const tryAcquire: CapacityStore["tryAcquire"] = (input) =>
     Effect.sync((): TryAcquireResult => {
@@ -72,44 +82,56 @@ export const makeMemoryCapacityStore = (): CapacityStore => {
       const model = modelFor(input.providerModel)
       prune(model, now)
       // When the request is refused, and whether a release may free it (see `TryAcquireResult`).
-      const blocked = ((): { readonly until: number; readonly releaseMayFree: boolean; readonly paused?: true } | undefined => {
-        if (model.pausedUntil > now) return { until: model.pausedUntil, releaseMayFree: false, paused: true }
-        if (input.priority === "background") {
-          model.marks.delete(input.workerId)
-          if (model.marks.size > 0) return { until: now + capacityPollMs, releaseMayFree: false }
-        }
-        const limit = limitOf(model, limits)
-        if (limit !== undefined && model.held.size >= Math.floor(limit)) {
-          const soonestLapse = Math.min(...model.held.values())
-          return { until: Math.min(soonestLapse, now + capacityPollMs), releaseMayFree: true }
-        }
-        if (limits.rpm !== undefined && model.log.length >= limits.rpm) {
-          return { until: (model.log[model.log.length - limits.rpm]?.at ?? now) + capacityWindowMs, releaseMayFree: false }
-        }
-        if (limits.rpm !== undefined) {
-          const pace = paceLimitOf(limits.rpm)
-          const recent = model.log.filter((entry) => entry.at > now - capacityPaceMs)
-          if (recent.length >= pace) {
-            return { until: (recent[recent.length - pace]?.at ?? now) + capacityPaceMs, releaseMayFree: false }
+      const blocked =
+        ((): { readonly until: number; readonly releaseMayFree: boolean; readonly paused?: true } | undefined => {
+          if (model.pausedUntil > now) return { until: model.pausedUntil, releaseMayFree: false, paused: true }
+          if (input.priority === "background") {
+            model.marks.delete(input.workerId)
+            if (model.marks.size > 0) return { until: now + capacityPollMs, releaseMayFree: false }
           }
-        }
-        if (limits.tpm !== undefined && model.tokens > 0 && model.tokens + input.tokens > limits.tpm) {
-          // The first moment enough of the window's tokens have expired.
-          let remaining = model.tokens
-          for (const entry of model.log) {
-            remaining -= entry.tokens
-            if (remaining === 0 || remaining + input.tokens <= limits.tpm) return { until: entry.at + capacityWindowMs, releaseMayFree: true }
+          const limit = limitOf(model, limits)
+          if (limit !== undefined && model.held.size >= Math.floor(limit)) {
+            const soonestLapse = Math.min(...model.held.values())
+            return { until: Math.min(soonestLapse, now + capacityPollMs), releaseMayFree: true }
           }
-          return { until: now + capacityWindowMs, releaseMayFree: true }
-        }
-        return undefined
-      })()
+          if (limits.rpm !== undefined && model.log.length >= limits.rpm) {
+            return {
+              until: (model.log[model.log.length - limits.rpm]?.at ?? now) + capacityWindowMs,
+              releaseMayFree: false
+            }
+          }
+          if (limits.rpm !== undefined) {
+            const pace = paceLimitOf(limits.rpm)
+            const recent = model.log.filter((entry) => entry.at > now - capacityPaceMs)
+            if (recent.length >= pace) {
+              return { until: (recent[recent.length - pace]?.at ?? now) + capacityPaceMs, releaseMayFree: false }
+            }
+          }
+          if (limits.tpm !== undefined && model.tokens > 0 && model.tokens + input.tokens > limits.tpm) {
+            // The first moment enough of the window's tokens have expired.
+            let remaining = model.tokens
+            for (const entry of model.log) {
+              remaining -= entry.tokens
+              if (remaining === 0 || remaining + input.tokens <= limits.tpm) {
+                return { until: entry.at + capacityWindowMs, releaseMayFree: true }
+              }
+            }
+            return { until: now + capacityWindowMs, releaseMayFree: true }
+          }
+          return undefined
+        })()
       const granted = blocked === undefined
       const interactiveLeft = input.interactiveWaiters - (granted && input.priority === "interactive" ? 1 : 0)
-      if (interactiveLeft > 0) model.marks.set(input.workerId, (blocked?.until ?? now) + interactiveMarkGraceMs)
-      else model.marks.delete(input.workerId)
+      if (interactiveLeft > 0) {
+        model.marks.set(input.workerId, (blocked?.until ?? now) + interactiveMarkGraceMs)
+      } else model.marks.delete(input.workerId)
       if (!granted) {
-        return { granted: false, retryAt: blocked.until, releaseMayFree: blocked.releaseMayFree, ...(blocked.paused ? { paused: true } : {}) }
+        return {
+          granted: false,
+          retryAt: blocked.until,
+          releaseMayFree: blocked.releaseMayFree,
+          ...(blocked.paused ? { paused: true } : {})
+        }
       }
       model.log.push({ id: input.permitId, at: now, tokens: input.tokens })
       model.tokens += input.tokens
@@ -173,7 +195,9 @@ export const makeMemoryCapacityStore = (): CapacityStore => {
 }
 
 /** The store several in-memory workers share (one per simulated Redis). */
-export class MemoryCapacityStore extends Context.Tag("ai-job-engine/MemoryCapacityStore")<MemoryCapacityStore, CapacityStore>() {
+export class MemoryCapacityStore
+  extends Context.Tag("ai-job-engine/MemoryCapacityStore")<MemoryCapacityStore, CapacityStore>()
+{
   static readonly layer = Layer.sync(MemoryCapacityStore, makeMemoryCapacityStore)
 }
 
@@ -181,7 +205,7 @@ export class MemoryCapacityStore extends Context.Tag("ai-job-engine/MemoryCapaci
 export const MemoryProviderCapacity = (options: ProviderCapacityOptions = {}) =>
   Layer.scoped(
     ProviderCapacity,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const store = yield* MemoryCapacityStore
       const limits = yield* ProviderLimitsConfig
       return yield* makeProviderCapacity(store, limits, options)

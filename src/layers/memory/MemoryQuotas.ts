@@ -1,7 +1,7 @@
 import { Effect, Layer, Option } from "effect"
+import { QuotaLimitsConfig } from "../../config/QuotaLimitsConfig.js"
 import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepository.js"
 import { CredentialRepository } from "../../services/CredentialRepository.js"
-import { QuotaLimitsConfig } from "../../config/QuotaLimitsConfig.js"
 import { admission, Quotas } from "../../services/Quotas.js"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 
@@ -10,13 +10,13 @@ const dayMillis = 24 * 60 * 60 * 1000
 /** In memory the create transaction is already serialized; counting inside it is enough. */
 export const MemoryQuotas = Layer.effect(
   Quotas,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const db = yield* MemoryDatabase
     const jobs = yield* AiJobLifecycleRepository
     const credentials = yield* CredentialRepository
     const limits = yield* QuotaLimitsConfig
     const admit: Quotas["Type"]["admit"] = (userId, options) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const now = yield* db.now
         const startOfDay = new Date(Math.floor(now.getTime() / dayMillis) * dayMillis)
         const active = yield* jobs.countActive(userId)

@@ -4,7 +4,7 @@ import { PersistenceError } from "../../domain/PersistenceError.js"
 import { SnapshotRepository } from "../../services/SnapshotRepository.js"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 
-export const makeMemorySnapshotRepository = Effect.gen(function* () {
+export const makeMemorySnapshotRepository = Effect.gen(function*() {
   const db = yield* MemoryDatabase
 
   const create = (snapshot: NewJobSnapshot) =>
@@ -13,11 +13,16 @@ export const makeMemorySnapshotRepository = Effect.gen(function* () {
       const taken = Array.from(HashMap.values(tables.aiJobSnapshot)).some((row) => row.jobId === snapshot.jobId)
       if (taken) {
         return Either.left(
-          new PersistenceError({ operation: "ai_job_snapshot.create", message: `job ${snapshot.jobId} already has a snapshot` })
+          new PersistenceError({
+            operation: "ai_job_snapshot.create",
+            message: `job ${snapshot.jobId} already has a snapshot`
+          })
         )
       }
       const row = new JobSnapshot({ ...snapshot, createdAt: now }, { disableValidation: true })
-      return Either.right([undefined, { ...tables, aiJobSnapshot: HashMap.set(tables.aiJobSnapshot, row.id, row) }] as const)
+      return Either.right(
+        [undefined, { ...tables, aiJobSnapshot: HashMap.set(tables.aiJobSnapshot, row.id, row) }] as const
+      )
     })
 
   const createMany = (snapshots: ReadonlyArray<NewJobSnapshot>) => Effect.forEach(snapshots, create, { discard: true })

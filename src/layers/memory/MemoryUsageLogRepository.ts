@@ -4,16 +4,22 @@ import { UsageLog, type UsageLogRecord } from "../../services/UsageLog.js"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 
 /** `ai_usage_log` in the memory store. */
-export const makeMemoryUsageLog = Effect.gen(function* () {
+export const makeMemoryUsageLog = Effect.gen(function*() {
   const db = yield* MemoryDatabase
   return UsageLog.of({
     record: (entry) =>
       db.write("usageLog.record", (tables, now) => {
         // The unique key (job_id, lease_no, attempt_no), as MySQL keeps it.
         for (const existing of HashMap.values(tables.aiUsageLog)) {
-          if (existing.jobId === entry.jobId && existing.leaseNo === entry.leaseNo && existing.attemptNo === entry.attemptNo) {
+          if (
+            existing.jobId === entry.jobId && existing.leaseNo === entry.leaseNo &&
+            existing.attemptNo === entry.attemptNo
+          ) {
             return Either.left(
-              new PersistenceError({ operation: "usageLog.record", message: "a usage row with this lease and call number exists" })
+              new PersistenceError({
+                operation: "usageLog.record",
+                message: "a usage row with this lease and call number exists"
+              })
             )
           }
         }

@@ -6,10 +6,11 @@ import { Clock, Effect, Either, Layer, Option, Schema } from "effect"
 import { AiJob } from "../../domain/AiJob.js"
 import type { JobFailure, JobFence, JobLease, NewAiJob } from "../../domain/AiJob.js"
 import { fencedJobId } from "../../domain/AiJob.js"
-import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
 import type { JobBatchRecord } from "../../domain/JobBatch.js"
+import { DuplicateIdempotencyKey } from "../../domain/JobCreationErrors.js"
 import { FinishedArtifact, finishedEventFor } from "../../domain/JobFinishedEvent.js"
 import { JobSnapshot } from "../../domain/JobSnapshot.js"
+import { JobLockConflict, LockLost } from "../../domain/LifecycleErrors.js"
 import {
   cancelGuard,
   cancelledFailure,
@@ -19,7 +20,6 @@ import {
   succeedGuard,
   takeOverGuard
 } from "../../domain/LifecycleGuards.js"
-import { JobLockConflict, LockLost } from "../../domain/LifecycleErrors.js"
 import { reaperWorkerId } from "../../domain/LifecycleGuards.js"
 import { isTerminal, legacyStatusOf, type LifecycleStatus } from "../../domain/LifecycleStatus.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
@@ -29,16 +29,16 @@ import {
   type HeldLease,
   type LeaseBeat,
   type LockedWithSnapshot,
-  type QueuedLockRequest,
-  queuedJobFields
+  queuedJobFields,
+  type QueuedLockRequest
 } from "../../services/AiJobLifecycleRepository.js"
 import { UnitOfWork } from "../../services/UnitOfWork.js"
 import { makeMysqlOutboxRepository } from "./MysqlOutboxRepository.js"
 import { MysqlUnitOfWork } from "./MysqlUnitOfWork.js"
-import { sqlClock } from "./sqlClock.js"
-import { insertRows, paddedForIn } from "./statementShapes.js"
 import { AiJobColumns, AiJobRow, changedRows, JobBatchRow, JsonColumn, NewAiJobRow, Total } from "./rows.js"
+import { sqlClock } from "./sqlClock.js"
 import { isDuplicateKey, persistence } from "./sqlErrors.js"
+import { insertRows, paddedForIn } from "./statementShapes.js"
 
 /** The rest of a `SELECT * FROM ai_job` (its WHERE, ORDER BY, LIMIT), for the lists whose clauses vary. */
 const SqlTail = Schema.declare(isFragment)
@@ -71,7 +71,7 @@ const LeaseState = Schema.Struct({
  * matched, the row is read and `LifecycleGuards` names the refusal. Lease times are the
  * server's `UTC_TIMESTAMP(3)`.
  */
-export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
+export const makeMysqlAiJobLifecycleRepository = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const unitOfWork = yield* UnitOfWork
   const outbox = yield* makeMysqlOutboxRepository
@@ -86,7 +86,11 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const endOfTime = new Date(8.64e15)
   const status = (to: LifecycleStatus) => sql`lifecycle_status = ${to}, status = ${legacyStatusOf[to]}`
 
-  const byId = { Request: Schema.String, Result: AiJobRow, execute: (jobId: string) => sql`SELECT * FROM ai_job WHERE id = ${jobId}` }
+  const byId = {
+    Request: Schema.String,
+    Result: AiJobRow,
+    execute: (jobId: string) => sql`SELECT * FROM ai_job WHERE id = ${jobId}`
+  }
   const findJob = SqlSchema.findOne(byId)
   const singleJob = SqlSchema.single(byId)
   const findJobByIdempotencyKey = SqlSchema.findOne({
@@ -95,7 +99,11 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     execute: (key) =>
       sql`SELECT * FROM ai_job WHERE user_id = ${key.userId} AND job_type = ${key.jobType} AND idempotency_key = ${key.idempotencyKey}`
   })
-  const selectJobs = SqlSchema.findAll({ Request: SqlTail, Result: AiJobRow, execute: (tail) => sql`SELECT * FROM ai_job ${tail}` })
+  const selectJobs = SqlSchema.findAll({
+    Request: SqlTail,
+    Result: AiJobRow,
+    execute: (tail) => sql`SELECT * FROM ai_job ${tail}`
+  })
   const insertJob = SqlSchema.void({
     Request: Schema.Struct({ row: NewAiJobRow, at: Schema.DateFromSelf }),
     // The creation time is bound (not the server's clock) so the new row needs no read-back; it
@@ -104,8 +112,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   })
   const insertJobs = SqlSchema.void({
     Request: Schema.Struct({ rows: Schema.Array(NewAiJobRow), at: Schema.DateFromSelf }),
-    execute: ({ at, rows }) =>
-      insertRows(sql, "ai_job", rows, [["created_at", sql`${at}`], ["updated_at", sql`${at}`]])
+    execute: ({ at, rows }) => insertRows(sql, "ai_job", rows, [["created_at", sql`${at}`], ["updated_at", sql`${at}`]])
   })
   const selectJobsByIds = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
@@ -144,19 +151,23 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     } = row
     return {
       job: new AiJob(columns, { disableValidation: true }),
-      snapshot: snapshotRowId === null || snapshotRedactionVersion === null || snapshotExpiresAt === null || snapshotCreatedAt === null
+      snapshot: snapshotRowId === null || snapshotRedactionVersion === null || snapshotExpiresAt === null ||
+          snapshotCreatedAt === null
         ? Option.none()
-        : Option.some(new JobSnapshot({
-          id: snapshotRowId,
-          jobId: columns.id,
-          content: snapshotContent,
-          redactionVersion: snapshotRedactionVersion,
-          expiresAt: snapshotExpiresAt,
-          createdAt: snapshotCreatedAt
-        }, { disableValidation: true }))
+        : Option.some(
+          new JobSnapshot({
+            id: snapshotRowId,
+            jobId: columns.id,
+            content: snapshotContent,
+            redactionVersion: snapshotRedactionVersion,
+            expiresAt: snapshotExpiresAt,
+            createdAt: snapshotCreatedAt
+          }, { disableValidation: true })
+        )
     }
   }
-  const findLockedWithSnapshot = (jobId: string) => Effect.map(selectWithSnapshot(jobId), Option.map(lockedWithSnapshotOf))
+  const findLockedWithSnapshot = (jobId: string) =>
+    Effect.map(selectWithSnapshot(jobId), Option.map(lockedWithSnapshotOf))
   const selectQueuedForLockRows = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
     Result: QueuedForLockRow,
@@ -168,17 +179,23 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
           ORDER BY j.id FOR UPDATE SKIP LOCKED`
   })
   const selectQueuedForLock = (ids: ReadonlyArray<string>) =>
-    Effect.map(selectQueuedForLockRows(ids), (rows) =>
-      rows.map(({ lockTime, ...row }) => ({ locked: lockedWithSnapshotOf(row), lockedAt: lockTime })))
+    Effect.map(
+      selectQueuedForLockRows(ids),
+      (rows) => rows.map(({ lockTime, ...row }) => ({ locked: lockedWithSnapshotOf(row), lockedAt: lockTime }))
+    )
   const readLeaseStates = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
     Result: LeaseState,
-    execute: (ids) => sql`SELECT id, lifecycle_status, locked_by, lease_no, cancel_requested_at FROM ai_job WHERE id IN ${sql.in(paddedForIn(ids))}`
+    execute: (ids) =>
+      sql`SELECT id, lifecycle_status, locked_by, lease_no, cancel_requested_at FROM ai_job WHERE id IN ${
+        sql.in(paddedForIn(ids))
+      }`
   })
   const readArtifacts = SqlSchema.findAll({
     Request: Schema.String,
     Result: FinishedArtifact,
-    execute: (jobId) => sql`SELECT artifact_type, artifact_id FROM ai_job_artifact WHERE job_id = ${jobId} ORDER BY ordinal`
+    execute: (jobId) =>
+      sql`SELECT artifact_type, artifact_id FROM ai_job_artifact WHERE job_id = ${jobId} ORDER BY ordinal`
   })
   const countWhere = SqlSchema.findOne({
     Request: SqlTail,
@@ -203,7 +220,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     whyRefused: (current: Option.Option<AiJob>) => Either.Either<AiJob, E>,
     raced: () => E
   ): Effect.Effect<AiJob, E | PersistenceError> =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const changed = yield* changedRows(update).pipe(persistence(operation))
       if (changed > 0) return yield* mustFind(operation, jobId)
       const current = yield* findById(jobId)
@@ -229,12 +246,14 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
    * caller's when one is open (PROJECT's), else one of its own, so the two commit together.
    */
   const atomically = <A, E, R>(write: Effect.Effect<A, E, R>) =>
-    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (open) =>
-      Option.isSome(open) ? write : unitOfWork.transaction(write))
+    Effect.flatMap(
+      Effect.serviceOption(SqlClient.TransactionConnection),
+      (open) => Option.isSome(open) ? write : unitOfWork.transaction(write)
+    )
 
   /** The terminal event of `job` when the write ended it (none for a job still running). */
   const withFinishedEvent = (job: AiJob, artifacts?: ReadonlyArray<FinishedArtifact>) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       if (!isTerminal(job.lifecycleStatus)) return job
       const listed = artifacts ?? (job.lifecycleStatus === "succeeded"
         ? yield* readArtifacts(job.id).pipe(persistence("ai_job_artifact.listForEvent"))
@@ -250,7 +269,9 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   const createJob = (job: NewAiJob) =>
     Effect.flatMap(clockDate, (at) => {
       const row = queuedJobFields(job)
-      return insertJob({ row, at }).pipe(Effect.as(new AiJob({ ...row, createdAt: at, updatedAt: at }, { disableValidation: true })))
+      return insertJob({ row, at }).pipe(
+        Effect.as(new AiJob({ ...row, createdAt: at, updatedAt: at }, { disableValidation: true }))
+      )
     }).pipe(
       Effect.catchIf(isDuplicateKey, () =>
         Effect.fail(
@@ -269,7 +290,11 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | DuplicateIdempotencyKey, R> =>
       Effect.catchIf(self, (error: E) => isDuplicateKey(error), () =>
         Effect.fail(
-          new DuplicateIdempotencyKey({ userId: job.userId, jobType: job.jobType, idempotencyKey: job.idempotencyKey ?? "" })
+          new DuplicateIdempotencyKey({
+            userId: job.userId,
+            jobType: job.jobType,
+            idempotencyKey: job.idempotencyKey ?? ""
+          })
         ))
 
   const createJobs = (jobs: ReadonlyArray<NewAiJob>) =>
@@ -280,7 +305,9 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       )
     }).pipe(
       // Only a job with a key can collide; name the first such job.
-      duplicateKeyOf(jobs.find((job) => job.idempotencyKey !== null) ?? { userId: "", jobType: "", idempotencyKey: null }),
+      duplicateKeyOf(
+        jobs.find((job) => job.idempotencyKey !== null) ?? { userId: "", jobType: "", idempotencyKey: null }
+      ),
       persistence("ai_job.createMany")
     )
 
@@ -318,12 +345,19 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     compareAndSet(
       "ai_job.lock",
       jobId,
-      sql`UPDATE ai_job SET ${firstLockSet(workerId, lockTtlMs, progress)} WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw,
+      sql`UPDATE ai_job SET ${
+        firstLockSet(workerId, lockTtlMs, progress)
+      } WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw,
       (current) => lockGuard(jobId, current),
       () => new JobLockConflict({ jobId })
     )
 
-  const lockOneQueued = (request: QueuedLockRequest, workerId: string, lockTtlMs: number, progress: number | undefined) =>
+  const lockOneQueued = (
+    request: QueuedLockRequest,
+    workerId: string,
+    lockTtlMs: number,
+    progress: number | undefined
+  ) =>
     changedRows(
       sql`UPDATE ai_job SET ${firstLockSet(workerId, lockTtlMs, progress)}
           WHERE id = ${request.jobId} AND job_type = ${request.jobType} AND lifecycle_status = 'queued'`.raw
@@ -334,7 +368,12 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
           : Effect.flatMap(findLockedWithSnapshot(request.jobId), (found) =>
             Option.isSome(found)
               ? Effect.succeed(found)
-              : Effect.fail(new PersistenceError({ operation: "ai_job.lock", message: `job ${request.jobId} vanished after its update` })))
+              : Effect.fail(
+                new PersistenceError({
+                  operation: "ai_job.lock",
+                  message: `job ${request.jobId} vanished after its update`
+                })
+              ))
       ),
       persistence("ai_job.lock")
     )
@@ -346,8 +385,13 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
    * row and judges it as a lone one does. The answers are built from the rows read, as `lockedRow`
    * would leave them, so nothing is read back.
    */
-  const lockGroupQueued = (requests: ReadonlyArray<QueuedLockRequest>, workerId: string, lockTtlMs: number, progress: number | undefined) =>
-    unitOfWork.transaction(Effect.gen(function* () {
+  const lockGroupQueued = (
+    requests: ReadonlyArray<QueuedLockRequest>,
+    workerId: string,
+    lockTtlMs: number,
+    progress: number | undefined
+  ) =>
+    unitOfWork.transaction(Effect.gen(function*() {
       const rows = yield* selectQueuedForLock(requests.map((request) => request.jobId)).pipe(persistence("ai_job.lock"))
       const wanted = new Map<string, string>()
       for (const request of requests) if (!wanted.has(request.jobId)) wanted.set(request.jobId, request.jobType)
@@ -357,13 +401,20 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       const lockUntil = new Date(at.getTime() + Math.round(lockTtlMs))
       const ids = ours.map((row) => row.locked.job.id)
       const changed = yield* changedRows(
-        sql`UPDATE ai_job SET ${status("running")}, ${raisedProgress(progress)}, locked_by = ${workerId}, locked_at = ${at},
+        sql`UPDATE ai_job SET ${status("running")}, ${
+          raisedProgress(progress)
+        }, locked_by = ${workerId}, locked_at = ${at},
               lock_until = ${lockUntil}, started_at = COALESCE(started_at, ${at}),
               attempt_count = attempt_count + 1, lease_no = lease_no + 1, updated_at = ${at}
             WHERE id IN ${sql.in(paddedForIn(ids))} AND lifecycle_status = 'queued'`.raw
       ).pipe(persistence("ai_job.lock"))
       if (changed !== ids.length) {
-        return yield* Effect.fail(new PersistenceError({ operation: "ai_job.lock", message: `locked ${changed} of ${ids.length} rows held for the lock` }))
+        return yield* Effect.fail(
+          new PersistenceError({
+            operation: "ai_job.lock",
+            message: `locked ${changed} of ${ids.length} rows held for the lock`
+          })
+        )
       }
       const locked = new Map(ours.map(({ locked: { job, snapshot } }): [string, LockedWithSnapshot] => [job.id, {
         job: new AiJob({
@@ -390,7 +441,12 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       })
     }))
 
-  const lockQueued = (requests: ReadonlyArray<QueuedLockRequest>, workerId: string, lockTtlMs: number, progress?: number) =>
+  const lockQueued = (
+    requests: ReadonlyArray<QueuedLockRequest>,
+    workerId: string,
+    lockTtlMs: number,
+    progress?: number
+  ) =>
     requests.length === 0
       ? Effect.succeed([])
       : requests.length === 1
@@ -403,10 +459,13 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       jobId,
       // A crashed holder's expired lock costs an attempt; a released one (locked_by NULL, a
       // hand-off) does not. SET runs left to right, so the attempt is judged before locked_by changes.
-      sql`UPDATE ai_job SET attempt_count = attempt_count + IF(locked_by IS NULL, 0, 1), lease_no = lease_no + 1, ${raisedProgress(progress)},
+      sql`UPDATE ai_job SET attempt_count = attempt_count + IF(locked_by IS NULL, 0, 1), lease_no = lease_no + 1, ${
+        raisedProgress(progress)
+      },
             locked_by = ${workerId}, locked_at = ${now}, lock_until = ${plusMillis(lockTtlMs)}, updated_at = ${now}
           WHERE id = ${jobId} AND lifecycle_status = 'running'
-            AND (locked_by IS NULL OR ((lock_until IS NULL OR lock_until < ${now}) AND attempt_count < max_attempts))`.raw,
+            AND (locked_by IS NULL OR ((lock_until IS NULL OR lock_until < ${now}) AND attempt_count < max_attempts))`
+        .raw,
       (current) => takeOverGuard(jobId, current, endOfTime),
       () => new JobLockConflict({ jobId })
     )
@@ -431,7 +490,9 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     const shaped = paddedForIn(held)
     const ids = shaped.map((entry) => entry.lease.jobId)
     const fences = sql.csv(shaped.map(({ lease }) => sql`(${lease.jobId}, ${lease.workerId}, ${lease.leaseNo})`))
-    const progress = sql.join(" ", false)(shaped.map(({ lease, progress }) => sql`WHEN ${lease.jobId} THEN ${clampProgress(progress)}`))
+    const progress = sql.join(" ", false)(
+      shaped.map(({ lease, progress }) => sql`WHEN ${lease.jobId} THEN ${clampProgress(progress)}`)
+    )
     const ignoring = held.filter((entry) => !(watchCancel && entry.reportCancel)).map((entry) => entry.lease.jobId)
     const cancelCondition = ignoring.length === held.length
       ? sql`TRUE`
@@ -447,15 +508,20 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
   }
 
   const extendLocks = (held: ReadonlyArray<HeldLease>, lockTtlMs: number) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       if (held.length === 0) return []
       const changed = yield* extendBatch(held, lockTtlMs, true)
       if (changed >= held.length) return held.map((): LeaseBeat => "Extended")
-      const rows = yield* readLeaseStates(held.map((entry) => entry.lease.jobId)).pipe(persistence("ai_job.extendLocks"))
+      const rows = yield* readLeaseStates(held.map((entry) => entry.lease.jobId)).pipe(
+        persistence("ai_job.extendLocks")
+      )
       const byId = new Map(rows.map((row) => [row.id, row]))
       const beats = held.map(({ lease, reportCancel }): LeaseBeat => {
         const row = byId.get(lease.jobId)
-        if (row === undefined || row.lifecycleStatus !== "running" || row.lockedBy !== lease.workerId || row.leaseNo !== lease.leaseNo) {
+        if (
+          row === undefined || row.lifecycleStatus !== "running" || row.lockedBy !== lease.workerId ||
+          row.leaseNo !== lease.leaseNo
+        ) {
           return "Lost"
         }
         return reportCancel && row.cancelRequestedAt !== null ? "CancelRequested" : "Extended"
@@ -466,15 +532,25 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
     })
 
   /** A hand-off: nobody holds the job and its lock is gone; the next lease costs no attempt. */
-  const releaseLock = (lease: JobLease) => leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
+  const releaseLock = (lease: JobLease) =>
+    leaseWrite("ai_job.releaseLock", lease, sql`locked_by = NULL, lock_until = NULL`)
 
   const markSucceeded = (
     lease: JobLease,
     outputHash: string,
-    options: { readonly locked: AiJob; readonly honourCancel?: boolean; readonly artifacts?: ReadonlyArray<FinishedArtifact> }
-  ) => atomically(Effect.flatMap(succeed(lease, outputHash, options), (job) => withFinishedEvent(job, options.artifacts)))
+    options: {
+      readonly locked: AiJob
+      readonly honourCancel?: boolean
+      readonly artifacts?: ReadonlyArray<FinishedArtifact>
+    }
+  ) =>
+    atomically(Effect.flatMap(succeed(lease, outputHash, options), (job) => withFinishedEvent(job, options.artifacts)))
 
-  const succeed = (lease: JobLease, outputHash: string, options: { readonly locked: AiJob; readonly honourCancel?: boolean }) => {
+  const succeed = (
+    lease: JobLease,
+    outputHash: string,
+    options: { readonly locked: AiJob; readonly honourCancel?: boolean }
+  ) => {
     const honourCancel = options.honourCancel === true
     const cancelCondition = honourCancel ? sql`cancel_requested_at IS NULL` : sql`TRUE`
     return Effect.flatMap(clockDate, (at) =>
@@ -486,22 +562,25 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
         persistence("ai_job.markSucceeded"),
         Effect.flatMap((changed) => (changed > 0 ? Effect.void : Effect.fail(new LockLost({ ...lease })))),
         // Matched: the row is the locked job with exactly these columns changed, so it is not read back.
-        Effect.as(new AiJob({
-          ...options.locked,
-          lifecycleStatus: "succeeded",
-          status: legacyStatusOf.succeeded,
-          progress: 100,
-          outputHash,
-          finishedAt: at,
-          lockUntil: null,
-          updatedAt: at
-        }, { disableValidation: true })),
+        Effect.as(
+          new AiJob({
+            ...options.locked,
+            lifecycleStatus: "succeeded",
+            status: legacyStatusOf.succeeded,
+            progress: 100,
+            outputHash,
+            finishedAt: at,
+            lockUntil: null,
+            updatedAt: at
+          }, { disableValidation: true })
+        ),
         // Refused: read the row so the guard names why.
         Effect.catchTag("LockLost", () =>
           Effect.flatMap(findById(lease.jobId), (current) =>
             Either.match(succeedGuard(lease, current, honourCancel), {
               onLeft: Effect.fail,
-              onRight: () => Effect.fail(new LockLost({ ...lease }))
+              onRight: () =>
+                Effect.fail(new LockLost({ ...lease }))
             })))
       ))
   }
@@ -530,7 +609,9 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       terminalByFence(
         "ai_job.markFailed",
         fence,
-        sql`${status("failed")}, error_code = ${failure.errorCode}, public_error_message = ${failure.publicErrorMessage},
+        sql`${
+          status("failed")
+        }, error_code = ${failure.errorCode}, public_error_message = ${failure.publicErrorMessage},
             internal_error_message = ${failure.internalErrorMessage}`,
         (current) => fenceGuard(fence, current, endOfTime, "failed")
       ),
@@ -557,7 +638,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
    * judged on the status before `lifecycle_status` itself changes, last.
    */
   const requestCancel = (jobId: string) =>
-    atomically(Effect.gen(function* () {
+    atomically(Effect.gen(function*() {
       const wasQueued = sql`lifecycle_status = 'queued'`
       const requested = yield* changedRows(
         sql`UPDATE ai_job SET
@@ -572,7 +653,9 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       ).pipe(persistence("ai_job.requestCancel"))
       // Written: the request stands, whatever the job did since (a worker may end it now); a
       // queued job ended here, with its event.
-      if (requested > 0) return yield* Effect.flatMap(mustFind("ai_job.requestCancel", jobId), (job) => withFinishedEvent(job))
+      if (requested > 0) {
+        return yield* Effect.flatMap(mustFind("ai_job.requestCancel", jobId), (job) => withFinishedEvent(job))
+      }
       const current = yield* findById(jobId)
       return yield* Either.match(requestCancelGuard(jobId, current), {
         onLeft: Effect.fail,
@@ -600,7 +683,9 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       ).pipe(persistence("ai_job.findByLifecycleStatus"))
 
   const findRetriesOf = (jobId: string) =>
-    selectJobs(sql`WHERE retried_from_job_id = ${jobId} ORDER BY created_at, id`).pipe(persistence("ai_job.findRetriesOf"))
+    selectJobs(sql`WHERE retried_from_job_id = ${jobId} ORDER BY created_at, id`).pipe(
+      persistence("ai_job.findRetriesOf")
+    )
 
   const findExpiredLocks = (graceMs: number, limit: number) =>
     selectJobs(
@@ -636,7 +721,9 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
       )
     }
     const where = clauses.length === 0 ? sql`` : sql`WHERE ${sql.and(clauses)}`
-    return selectJobs(sql`${where} ORDER BY created_at DESC, id DESC LIMIT ${page.limit}`).pipe(persistence("ai_job.list"))
+    return selectJobs(sql`${where} ORDER BY created_at DESC, id DESC LIMIT ${page.limit}`).pipe(
+      persistence("ai_job.list")
+    )
   }
 
   const count = (operation: string, where: Fragment) =>
@@ -676,6 +763,7 @@ export const makeMysqlAiJobLifecycleRepository = Effect.gen(function* () {
 })
 
 /** Over the `SqlClient` in context; its terminal writes open their transactions through `MysqlUnitOfWork`. */
-export const MysqlAiJobLifecycleRepository = Layer.effect(AiJobLifecycleRepository, makeMysqlAiJobLifecycleRepository).pipe(
-  Layer.provide(MysqlUnitOfWork)
-)
+export const MysqlAiJobLifecycleRepository = Layer.effect(AiJobLifecycleRepository, makeMysqlAiJobLifecycleRepository)
+  .pipe(
+    Layer.provide(MysqlUnitOfWork)
+  )

@@ -3,8 +3,8 @@ import { Effect, Layer, Option, Schema } from "effect"
 import { AiJob } from "../../domain/AiJob.js"
 import { derivedId } from "../../domain/DerivedId.js"
 import { ArtifactRepository } from "../../services/ArtifactRepository.js"
-import { sqlClock } from "./sqlClock.js"
 import { AiJobColumns, changedRows } from "./rows.js"
+import { sqlClock } from "./sqlClock.js"
 import { persistence } from "./sqlErrors.js"
 
 const StoredArtifactRow = Schema.Struct({
@@ -28,13 +28,14 @@ const JobWithArtifactRow = Schema.Struct({
 
 export const MysqlArtifactRepository = Layer.effect(
   ArtifactRepository,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const { now } = sqlClock(sql)
     const listArtifacts = SqlSchema.findAll({
       Request: Schema.String,
       Result: StoredArtifactRow,
-      execute: (jobId) => sql`SELECT * FROM ai_job_artifact WHERE job_id = ${jobId} ORDER BY ordinal, artifact_type, artifact_id`
+      execute: (jobId) =>
+        sql`SELECT * FROM ai_job_artifact WHERE job_id = ${jobId} ORDER BY ordinal, artifact_type, artifact_id`
     })
     const findJoined = SqlSchema.findAll({
       Request: Schema.String,
@@ -51,12 +52,27 @@ export const MysqlArtifactRepository = Layer.effect(
         Effect.map((rows) => {
           const first = rows[0]
           if (first === undefined) return Option.none()
-          const { artifactCreatedAt: _c, artifactId: _i, artifactRowId: _r, artifactType: _t, ordinal: _o, ...columns } = first
+          const {
+            artifactCreatedAt: _c,
+            artifactId: _i,
+            artifactRowId: _r,
+            artifactType: _t,
+            ordinal: _o,
+            ...columns
+          } = first
           const artifacts = rows.flatMap((row) =>
-            row.artifactRowId === null || row.artifactType === null || row.artifactId === null || row.ordinal === null ||
+            row.artifactRowId === null || row.artifactType === null || row.artifactId === null ||
+              row.ordinal === null ||
               row.artifactCreatedAt === null
               ? []
-              : [{ id: row.artifactRowId, jobId, artifactType: row.artifactType, artifactId: row.artifactId, ordinal: row.ordinal, createdAt: row.artifactCreatedAt }]
+              : [{
+                id: row.artifactRowId,
+                jobId,
+                artifactType: row.artifactType,
+                artifactId: row.artifactId,
+                ordinal: row.ordinal,
+                createdAt: row.artifactCreatedAt
+              }]
           )
           // The columns were decoded just above: no second validation for the class.
           return Option.some({ job: new AiJob(columns, { disableValidation: true }), artifacts })
@@ -75,7 +91,9 @@ export const MysqlArtifactRepository = Layer.effect(
                 VALUES ${
               sql.csv(
                 artifacts.map((artifact) =>
-                  sql`(${derivedId(jobId, artifact.artifactType, artifact.artifactId)}, ${jobId}, ${artifact.artifactType},
+                  sql`(${
+                    derivedId(jobId, artifact.artifactType, artifact.artifactId)
+                  }, ${jobId}, ${artifact.artifactType},
                        ${artifact.artifactId}, ${artifact.ordinal}, ${now})`
                 )
               )

@@ -40,7 +40,10 @@ const camelToSnake = memoized(Str.camelToSnake)
  * every SQL time comparison uses the server's `UTC_TIMESTAMP(3)`, so no worker clock and no
  * session time zone can skew a lease.
  */
-export const mysqlClientLayer = (url: Redacted.Redacted<string>, options: { readonly maxConnections?: number } = {}) => {
+export const mysqlClientLayer = (
+  url: Redacted.Redacted<string>,
+  options: { readonly maxConnections?: number } = {}
+) => {
   const parts = parseDatabaseUrl(url)
   const maxConnections = options.maxConnections ?? 10
   return engineMysqlLayer({
@@ -66,7 +69,7 @@ export const mysqlClientLayer = (url: Redacted.Redacted<string>, options: { read
 
 /** The pool for `DATABASE_URL`; fails at start if it is unset. */
 export const MysqlFromConfig = Layer.unwrapEffect(
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const storage = yield* StorageConfig
     return Option.match(storage.databaseUrl, {
       onNone: () => Layer.die(new Error("DATABASE_URL is not set: the MySQL layers need it")),

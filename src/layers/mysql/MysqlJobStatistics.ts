@@ -19,7 +19,7 @@ const FinishedRow = Schema.Struct({
 const UsageDayRow = Schema.Struct({ day: Schema.String, calls: Numeric, totalTokens: Numeric, costMicros: Numeric })
 
 /** The operator's aggregates in SQL; windows are measured by the database's clock. */
-export const makeMysqlJobStatistics = Effect.gen(function* () {
+export const makeMysqlJobStatistics = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const { minusMillis } = sqlClock(sql)
 

@@ -4,20 +4,22 @@ import { Effect, Layer, Option, Schema } from "effect"
 import type { NewOutboxEvent, OutboxBacklog, OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
 import {
   type DeliveryOutcome,
-  type OutboxListCursor,
+  outboxCountsOf,
   OutboxEventNotDead,
   OutboxEventNotFound,
-  outboxCountsOf,
+  type OutboxListCursor,
   OutboxRepository,
   pendingEventFields
 } from "../../services/OutboxRepository.js"
-import { sqlClock } from "./sqlClock.js"
 import { changedRows, NewOutboxEventRow, OutboxEventRow, Total } from "./rows.js"
+import { sqlClock } from "./sqlClock.js"
 import { isDuplicateKey, persistence, retryOnLockContention } from "./sqlErrors.js"
 import { insertRows, paddedForIn } from "./statementShapes.js"
 
 /** Events by their delay, in order: each group is one INSERT (a create's events share one). */
-const groupByDelay = (events: ReadonlyArray<NewOutboxEvent>): ReadonlyArray<readonly [number, ReadonlyArray<NewOutboxEvent>]> => {
+const groupByDelay = (
+  events: ReadonlyArray<NewOutboxEvent>
+): ReadonlyArray<readonly [number, ReadonlyArray<NewOutboxEvent>]> => {
   const groups = new Map<number, Array<NewOutboxEvent>>()
   for (const event of events) {
     const group = groups.get(event.delayMs)
@@ -35,7 +37,7 @@ const StatusTotal = Schema.Struct({ status: Schema.String, ...Total.fields })
 const Backlog = Schema.Struct({ unpublished: SqlNumber, dead: SqlNumber, ...OldestAge.fields })
 
 /** `outbox_event` on MySQL; a claim is a compare-and-set on primary keys (see `claimBatch`), times the server's clock. */
-export const makeMysqlOutboxRepository = Effect.gen(function* () {
+export const makeMysqlOutboxRepository = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const { minusMillis, now, plusMillis } = sqlClock(sql)
 
@@ -71,7 +73,8 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
   const findEventsOf = SqlSchema.findAll({
     Request: Schema.String,
     Result: OutboxEventRow,
-    execute: (aggregateId) => sql`SELECT * FROM outbox_event WHERE aggregate_id = ${aggregateId} ORDER BY created_at, id`
+    execute: (aggregateId) =>
+      sql`SELECT * FROM outbox_event WHERE aggregate_id = ${aggregateId} ORDER BY created_at, id`
   })
   const findClaimed = SqlSchema.findAll({
     Request: Schema.Struct({ ids: Schema.Array(Schema.String), dispatcherId: Schema.String }),
@@ -117,7 +120,8 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
 
   const findById = (eventId: string) => findEvent(eventId).pipe(persistence("outbox_event.findById"))
 
-  const findByAggregate = (aggregateId: string) => findEventsOf(aggregateId).pipe(persistence("outbox_event.findByAggregate"))
+  const findByAggregate = (aggregateId: string) =>
+    findEventsOf(aggregateId).pipe(persistence("outbox_event.findByAggregate"))
 
   const createInTransaction = (event: NewOutboxEvent) =>
     insertEvent({ row: pendingEventFields(event), delayMs: event.delayMs }).pipe(
@@ -125,7 +129,10 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       // The unique dedupe key refused the row (the outbox's idempotency); MySQL keeps the transaction alive.
       Effect.catchIf(isDuplicateKey, () =>
         findIdByDedupeKey(event.dedupeKey).pipe(
-          Effect.map((row) => ({ eventId: Option.match(row, { onNone: () => event.id, onSome: (found) => found.id }), duplicate: true }))
+          Effect.map((row) => ({
+            eventId: Option.match(row, { onNone: () => event.id, onSome: (found) => found.id }),
+            duplicate: true
+          }))
         )),
       persistence("outbox_event.create")
     )
@@ -134,12 +141,18 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
   const insertEvents = SqlSchema.void({
     Request: Schema.Struct({ rows: Schema.Array(NewOutboxEventRow), delayMs: Schema.Number }),
     execute: ({ delayMs, rows }) =>
-      insertRows(sql, "outbox_event", rows, [["available_at", plusMillis(delayMs)], ["created_at", now], ["updated_at", now]])
+      insertRows(sql, "outbox_event", rows, [["available_at", plusMillis(delayMs)], ["created_at", now], [
+        "updated_at",
+        now
+      ]])
   })
 
   const createManyInTransaction = (events: ReadonlyArray<NewOutboxEvent>) =>
-    Effect.forEach(groupByDelay(events), ([delayMs, group]) =>
-      insertEvents({ rows: group.map(pendingEventFields), delayMs }), { discard: true }).pipe(
+    Effect.forEach(
+      groupByDelay(events),
+      ([delayMs, group]) => insertEvents({ rows: group.map(pendingEventFields), delayMs }),
+      { discard: true }
+    ).pipe(
       persistence("outbox_event.createMany")
     )
 
@@ -151,7 +164,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
    * READ does); a row another dispatcher took in between simply is not won.
    */
   const claimBatch = (dispatcherId: string, limit: number, lane: OutboxLane = "enqueue") =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const candidates = yield* findDispatchable({ lane, limit })
       if (candidates.length === 0) return []
       const ids = candidates.map((row) => row.id)
@@ -181,13 +194,15 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       ).pipe(persistence("outbox_event.markPublishedDirect"))
 
   const markDispatchFailed: OutboxRepository["Type"]["markDispatchFailed"] = (eventId, dispatcherId, error, options) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       // Assignments read the old attempt_count: the increment comes last (MySQL evaluates SET
       // left to right; MariaDB's SIMULTANEOUS_ASSIGNMENT mode agrees with this order too).
       const changed = yield* changedRows(
         sql`UPDATE outbox_event SET
               status = IF(attempt_count + 1 >= ${options.maxAttempts}, 'dead', 'pending'),
-              available_at = IF(attempt_count + 1 >= ${options.maxAttempts}, available_at, ${plusMillis(options.retryDelayMs)}),
+              available_at = IF(attempt_count + 1 >= ${options.maxAttempts}, available_at, ${
+          plusMillis(options.retryDelayMs)
+        }),
               last_error = ${error.slice(0, 2000)}, locked_by = NULL, locked_at = NULL, updated_at = ${now},
               attempt_count = attempt_count + 1
             WHERE id = ${eventId} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
@@ -202,10 +217,18 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     const [outcome, set]: readonly [DeliveryOutcome, Fragment] = settlement._tag === "Delivered"
       ? ["published", sql`status = 'published', published_at = ${now}`]
       : settlement._tag === "RetryLater"
-      ? ["retry_scheduled", sql`status = 'pending', available_at = ${plusMillis(settlement.retryDelayMs)},
-          last_error = ${settlement.error.slice(0, 2000)}, attempt_count = attempt_count + 1, locked_by = NULL, locked_at = NULL`]
-      : ["dead", sql`status = 'dead', last_error = ${settlement.error.slice(0, 2000)}, attempt_count = attempt_count + 1,
-          locked_by = NULL, locked_at = NULL`]
+      ? [
+        "retry_scheduled",
+        sql`status = 'pending', available_at = ${plusMillis(settlement.retryDelayMs)},
+          last_error = ${
+          settlement.error.slice(0, 2000)
+        }, attempt_count = attempt_count + 1, locked_by = NULL, locked_at = NULL`
+      ]
+      : [
+        "dead",
+        sql`status = 'dead', last_error = ${settlement.error.slice(0, 2000)}, attempt_count = attempt_count + 1,
+          locked_by = NULL, locked_at = NULL`
+      ]
     return changedRows(
       sql`UPDATE outbox_event SET delivered_to = ${deliveredTo}, updated_at = ${now}, ${set}
           WHERE id = ${eventId} AND status = 'processing' AND locked_by = ${dispatcherId}`.raw
@@ -227,7 +250,10 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
           WHERE status = 'processing' AND locked_at < ${minusMillis(lockTtlMs)}`.raw
     ).pipe(persistence("outbox_event.releaseExpiredLocks"))
 
-  const countByStatus = totalsByStatus(undefined).pipe(persistence("outbox_event.countByStatus"), Effect.map(outboxCountsOf))
+  const countByStatus = totalsByStatus(undefined).pipe(
+    persistence("outbox_event.countByStatus"),
+    Effect.map(outboxCountsOf)
+  )
 
   const backlogOf = (lane: OutboxLane) =>
     findBacklog(lane).pipe(
@@ -235,12 +261,16 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
       // An aggregate without GROUP BY always answers one row.
       Effect.map(Option.match({
         onNone: (): OutboxBacklog => ({ unpublished: 0, dead: 0, oldestUnpublishedAgeMs: 0 }),
-        onSome: ({ ageMs, dead, unpublished }): OutboxBacklog => ({ unpublished, dead, oldestUnpublishedAgeMs: Math.max(0, ageMs ?? 0) })
+        onSome: ({ ageMs, dead, unpublished }): OutboxBacklog => ({
+          unpublished,
+          dead,
+          oldestUnpublishedAgeMs: Math.max(0, ageMs ?? 0)
+        })
       }))
     )
 
   const replayDead = (eventId: string) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const changed = yield* changedRows(
         sql`UPDATE outbox_event SET status = 'pending', attempt_count = 0, available_at = ${now}, last_error = NULL,
               locked_by = NULL, locked_at = NULL, updated_at = ${now}
@@ -268,12 +298,18 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
     execute: ({ after, limit, status }) =>
       sql`SELECT * FROM outbox_event
           WHERE status = ${status}
-          ${after === undefined ? sql`` : sql`AND (created_at < ${after.createdAt} OR (created_at = ${after.createdAt} AND id < ${after.id}))`}
+          ${
+        after === undefined
+          ? sql``
+          : sql`AND (created_at < ${after.createdAt} OR (created_at = ${after.createdAt} AND id < ${after.id}))`
+      }
           ORDER BY created_at DESC, id DESC
           LIMIT ${limit}`
   })
-  const listByStatus = (status: OutboxStatus, page: { readonly after?: OutboxListCursor | undefined; readonly limit: number }) =>
-    findPage({ status, after: page.after, limit: page.limit }).pipe(persistence("outbox_event.listByStatus"))
+  const listByStatus = (
+    status: OutboxStatus,
+    page: { readonly after?: OutboxListCursor | undefined; readonly limit: number }
+  ) => findPage({ status, after: page.after, limit: page.limit }).pipe(persistence("outbox_event.listByStatus"))
 
   const oldestPendingAgeMs = oldestAgeMs("outbox_event.oldestPendingAgeMs", ["pending"])
 
@@ -299,5 +335,3 @@ export const makeMysqlOutboxRepository = Effect.gen(function* () {
 })
 
 export const MysqlOutboxRepository = Layer.effect(OutboxRepository, makeMysqlOutboxRepository)
-
-

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import { PersistenceError } from "../../domain/PersistenceError.js"
-import { ProjectionStore, type ProjectionRow, type ProjectionValue } from "../../services/ProjectionStore.js"
+import { type ProjectionRow, ProjectionStore, type ProjectionValue } from "../../services/ProjectionStore.js"
 import { sqlClock } from "./sqlClock.js"
 import { isDuplicateKey, persistence } from "./sqlErrors.js"
 import { paddedForIn } from "./statementShapes.js"
@@ -28,12 +28,12 @@ const parseJsonColumns = (row: Readonly<Record<string, unknown>>, jsonColumns: R
 
 export const MysqlProjectionStore = Layer.effect(
   ProjectionStore,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const { now } = sqlClock(sql)
 
     const insert: ProjectionStore["Type"]["insert"] = (table, rows, options) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         if (rows.length === 0) return { inserted: 0, duplicates: 0 }
         const columns = Object.keys(rows[0]!)
         yield* checkIdentifiers(`${table}.insert`, [table, ...columns])
@@ -46,15 +46,19 @@ export const MysqlProjectionStore = Layer.effect(
         // `created_at` is the database clock's UTC time, like every other time the engine writes
         // (the column default follows the session time zone, so it is only a fallback).
         const stamped = !columns.includes("created_at")
-        const columnList = sql.literal([...columns, ...(stamped ? ["created_at"] : [])].map((column) => `\`${column}\``).join(", "))
+        const columnList = sql.literal(
+          [...columns, ...(stamped ? ["created_at"] : [])].map((column) => `\`${column}\``).join(", ")
+        )
         const valuesOf = (row: ProjectionRow) =>
           sql.csv([...columns.map((column) => sql`${toParameter(column, row[column])}`), ...(stamped ? [now] : [])])
         const insertRows = (batch: ReadonlyArray<ProjectionRow>) =>
-          sql`INSERT INTO ${sql.literal(`\`${table}\``)} (${columnList}) VALUES ${sql.csv(batch.map((row) => sql`(${valuesOf(row)})`))}`.raw
+          sql`INSERT INTO ${sql.literal(`\`${table}\``)} (${columnList}) VALUES ${
+            sql.csv(batch.map((row) => sql`(${valuesOf(row)})`))
+          }`.raw
         // A duplicate key refuses the statement without aborting the transaction: the rows a
         // unique key already holds are skipped and the rest inserted. Any other data error fails
         // loudly (no IGNORE, which would also turn a missing value into a zero or empty one).
-        const insertMissing = Effect.gen(function* () {
+        const insertMissing = Effect.gen(function*() {
           const existing = yield* sql<{ readonly id: string }>`
             SELECT id FROM ${sql.literal(`\`${table}\``)} WHERE id IN ${sql.in(paddedForIn(rows.map((row) => row.id)))}`
           const taken = new Set(existing.map((row) => row.id))
@@ -73,14 +77,19 @@ export const MysqlProjectionStore = Layer.effect(
     const findByJob: ProjectionStore["Type"]["findByJob"] = (table, jobId, options) =>
       checkIdentifiers(`${table}.findByJob`, [table, options.orderBy]).pipe(
         Effect.zipRight(
-          sql`SELECT * FROM ${sql.literal(`\`${table}\``)} WHERE job_id = ${jobId} ORDER BY ${sql.literal(`\`${options.orderBy}\``)}`
+          sql`SELECT * FROM ${sql.literal(`\`${table}\``)} WHERE job_id = ${jobId} ORDER BY ${
+            sql.literal(`\`${options.orderBy}\``)
+          }`
             .withoutTransform.pipe(persistence(`${table}.findByJob`))
         ),
         Effect.flatMap((rows) =>
           Effect.try({
             try: () => rows.map((row) => parseJsonColumns(row, options.jsonColumns ?? [])),
             catch: (cause) =>
-              new PersistenceError({ operation: `${table}.findByJob`, message: `a JSON column does not parse: ${String(cause)}` })
+              new PersistenceError({
+                operation: `${table}.findByJob`,
+                message: `a JSON column does not parse: ${String(cause)}`
+              })
           })
         )
       )

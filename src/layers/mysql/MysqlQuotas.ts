@@ -26,7 +26,7 @@ const knownGatesLimit = 100_000
  */
 export const MysqlQuotas = Layer.effect(
   Quotas,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const { now } = sqlClock(sql)
     const limits = yield* QuotaLimitsConfig
@@ -81,14 +81,19 @@ export const MysqlQuotas = Layer.effect(
       Effect.suspend(() =>
         knownGates.has(request.userId)
           // A gate row gone since (its create rolled back) falls back to the insert path.
-          ? Effect.flatMap(lockAndCount(request), Option.match({ onNone: () => touchAndCount(request), onSome: Effect.succeed }))
+          ? Effect.flatMap(
+            lockAndCount(request),
+            Option.match({ onNone: () => touchAndCount(request), onSome: Effect.succeed })
+          )
           : touchAndCount(request)
       )
     const admit: Quotas["Type"]["admit"] = (userId, options) =>
       counts({ userId, provider: options?.activeCredentialOf ?? null }).pipe(
         persistence("quotas.admit"),
         Effect.flatMap((found) =>
-          Effect.as(admission(userId, limits, found, options?.jobs), { activeCredentialId: Option.fromNullable(found.activeCredentialId) })
+          Effect.as(admission(userId, limits, found, options?.jobs), {
+            activeCredentialId: Option.fromNullable(found.activeCredentialId)
+          })
         ),
         Effect.tap(() => remember(userId))
       )

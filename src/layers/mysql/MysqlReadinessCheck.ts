@@ -7,7 +7,7 @@ import type { ReadinessCheck } from "../../services/ReadinessProbe.js"
  * work never makes the database look down. A failed ping takes a fresh connection and tries
  * once more, so a connection the server dropped is not mistaken for a stopped server.
  */
-export const mysqlCheck = Effect.gen(function* () {
+export const mysqlCheck = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const connection = yield* Resource.manual(sql.reserve)
   const selectOne = Effect.flatMap(Resource.get(connection), (conn) => conn.executeRaw("SELECT 1", []))

@@ -2,12 +2,12 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import type { NewJobSnapshot } from "../../domain/JobSnapshot.js"
 import { SnapshotRepository } from "../../services/SnapshotRepository.js"
-import { sqlClock } from "./sqlClock.js"
 import { changedRows, JobSnapshotRow, NewJobSnapshotRow } from "./rows.js"
+import { sqlClock } from "./sqlClock.js"
 import { persistence } from "./sqlErrors.js"
 import { insertRows } from "./statementShapes.js"
 
-export const makeMysqlSnapshotRepository = Effect.gen(function* () {
+export const makeMysqlSnapshotRepository = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const { now } = sqlClock(sql)
 
@@ -32,8 +32,7 @@ export const makeMysqlSnapshotRepository = Effect.gen(function* () {
 
   const findByJobId = (jobId: string) => findSnapshot(jobId).pipe(persistence("ai_job_snapshot.findByJobId"))
 
-  const create = (snapshot: NewJobSnapshot) =>
-    insertSnapshot(snapshot).pipe(persistence("ai_job_snapshot.create"))
+  const create = (snapshot: NewJobSnapshot) => insertSnapshot(snapshot).pipe(persistence("ai_job_snapshot.create"))
 
   const deleteExpired = (limit: number) =>
     changedRows(sql`DELETE FROM ai_job_snapshot WHERE expires_at < ${now} ORDER BY expires_at LIMIT ${limit}`.raw).pipe(

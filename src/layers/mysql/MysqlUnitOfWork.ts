@@ -2,9 +2,9 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option, Ref, Schema, Scope } from "effect"
+import { DatabaseSessionConfig } from "../../config/EngineConfig.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import { UnitOfWork } from "../../services/UnitOfWork.js"
-import { DatabaseSessionConfig } from "../../config/EngineConfig.js"
 import { MysqlTransactionConnections } from "./mysqlClient.js"
 import { describeSqlError, retryOnLockContention, toPersistenceError } from "./sqlErrors.js"
 
@@ -17,33 +17,36 @@ const withCommitOutcome = <A, E, R>(
   withTransaction: <A1, E1, R1>(self: Effect.Effect<A1, E1, R1>) => Effect.Effect<A1, E1 | SqlError, R1>,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | SqlError | PersistenceError, R> =>
-  Effect.flatMap(Ref.make(false), (bodySucceeded) =>
-    withTransaction(Effect.tap(effect, () => Ref.set(bodySucceeded, true))).pipe(
-      Effect.catchSomeDefect((defect) =>
-        defect instanceof SqlError
-          ? Option.some(
-            Effect.flatMap(Ref.get(bodySucceeded), (committing) =>
-              Effect.fail(
-                committing
-                  ? new PersistenceError({
-                    operation: "transaction.commit",
-                    message: describeSqlError(defect),
-                    cause: defect,
-                    commitOutcome: "unknown"
-                  })
-                  : toPersistenceError("transaction.rollback")(defect)
-              ))
-          )
-          : Option.none()
+  Effect.flatMap(
+    Ref.make(false),
+    (bodySucceeded) =>
+      withTransaction(Effect.tap(effect, () => Ref.set(bodySucceeded, true))).pipe(
+        Effect.catchSomeDefect((defect) =>
+          defect instanceof SqlError
+            ? Option.some(
+              Effect.flatMap(Ref.get(bodySucceeded), (committing) =>
+                Effect.fail(
+                  committing
+                    ? new PersistenceError({
+                      operation: "transaction.commit",
+                      message: describeSqlError(defect),
+                      cause: defect,
+                      commitOutcome: "unknown"
+                    })
+                    : toPersistenceError("transaction.rollback")(defect)
+                ))
+            )
+            : Option.none()
+        )
       )
-    ))
+  )
 
 /**
  * The session bounds every engine transaction runs under, sent with a connection's first
  * transaction in one round trip. MariaDB also kills a write transaction left idle too long; the server is asked once
  * whether it has that setting (MySQL does not).
  */
-const sessionBounds = Effect.gen(function* () {
+const sessionBounds = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const bounds = yield* DatabaseSessionConfig.config.pipe(Effect.orDie)
   // Only whether there is a row matters.
@@ -81,7 +84,7 @@ export const implicitBeginAttribute = "db.transaction.begin"
  */
 export const MysqlUnitOfWork = Layer.effect(
   UnitOfWork,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bounds = yield* sessionBounds
     const unprepared = (statement: string) => (conn: Connection) =>
@@ -107,8 +110,10 @@ export const MysqlUnitOfWork = Layer.effect(
       transactionTag: SqlClient.TransactionConnection,
       // Says on the `sql.transaction` span that no BEGIN was sent (the bench counts statements by it).
       spanAttributes: implicitBegin ? [[implicitBeginAttribute, "implicit"]] : [],
-      acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
-        Effect.map(Scope.extend(acquire, scope), (conn) => [scope, conn] as const)),
+      acquireConnection: Effect.flatMap(
+        Scope.make(),
+        (scope) => Effect.map(Scope.extend(acquire, scope), (conn) => [scope, conn] as const)
+      ),
       begin,
       savepoint: (conn, id) => unprepared(`SAVEPOINT effect_sql_${id}`)(conn),
       commit: unprepared("COMMIT"),

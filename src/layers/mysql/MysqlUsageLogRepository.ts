@@ -7,7 +7,7 @@ import { persistence } from "./sqlErrors.js"
 const NewUsageLogRow = UsageLogRecord.pipe(Schema.omit("createdAt"))
 
 /** `ai_usage_log` in MySQL. */
-export const makeMysqlUsageLog = Effect.gen(function* () {
+export const makeMysqlUsageLog = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
 
   const insertUsage = SqlSchema.void({
@@ -18,7 +18,8 @@ export const makeMysqlUsageLog = Effect.gen(function* () {
   const listUsage = SqlSchema.findAll({
     Request: Schema.String,
     Result: UsageLogRecord,
-    execute: (jobId) => sql`SELECT * FROM ai_usage_log WHERE job_id = ${jobId} ORDER BY lease_no, attempt_no, created_at, id`
+    execute: (jobId) =>
+      sql`SELECT * FROM ai_usage_log WHERE job_id = ${jobId} ORDER BY lease_no, attempt_no, created_at, id`
   })
 
   return UsageLog.of({

@@ -1,8 +1,8 @@
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlClient, Statement } from "@effect/sql"
+import { MysqlClient } from "@effect/sql-mysql2"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { MysqlClient } from "@effect/sql-mysql2"
 import { Context, Effect, Layer, Redacted, type Scope, Stream } from "effect"
 import * as Mysql from "mysql2"
 
@@ -83,7 +83,10 @@ class EngineConnection implements Connection {
   }
 
   private run(sql: string, values: ReadonlyArray<unknown>, rowsAsArray: boolean, method: "execute" | "query") {
-    return Effect.map(this.runRaw(sql, values, rowsAsArray, method), (results): Rows => (Array.isArray(results) ? results : []))
+    return Effect.map(
+      this.runRaw(sql, values, rowsAsArray, method),
+      (results): Rows => (Array.isArray(results) ? results : [])
+    )
   }
 
   execute(sql: string, params: ReadonlyArray<unknown>, transformRows: TransformRows) {
@@ -96,8 +99,10 @@ class EngineConnection implements Connection {
   }
 
   executeValues(sql: string, params: ReadonlyArray<unknown>) {
-    return Effect.map(this.runRaw(sql, params, true, "execute"), (results): ReadonlyArray<ReadonlyArray<unknown>> =>
-      Array.isArray(results) ? results : [])
+    return Effect.map(
+      this.runRaw(sql, params, true, "execute"),
+      (results): ReadonlyArray<ReadonlyArray<unknown>> => Array.isArray(results) ? results : []
+    )
   }
 
   executeUnprepared(sql: string, params: ReadonlyArray<unknown>, transformRows: TransformRows) {
@@ -126,13 +131,16 @@ const connectionOf = (pool: Mysql.Pool) =>
   Effect.acquireRelease(
     Effect.async<Mysql.PoolConnection, SqlError>((resume) => {
       pool.getConnection((cause, conn) =>
-        resume(cause ? Effect.fail(new SqlError({ cause, message: "Failed to acquire connection" })) : Effect.succeed(conn)))
+        resume(
+          cause ? Effect.fail(new SqlError({ cause, message: "Failed to acquire connection" })) : Effect.succeed(conn)
+        )
+      )
     }),
     (conn) => Effect.sync(() => conn.release())
   ).pipe(Effect.map((conn) => new EngineConnection(conn)))
 
 const make = (options: EngineMysqlOptions) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const newPool = () =>
       Mysql.createPool({
         ...options.poolConfig,
@@ -154,11 +162,13 @@ const make = (options: EngineMysqlOptions) =>
         pool.query("SELECT 1", (cause) =>
           resume(cause ? Effect.fail(new SqlError({ cause, message: "MysqlClient: Failed to connect" })) : Effect.void))
       }),
-      () => end(pool)
+      () =>
+        end(pool)
     ).pipe(
       Effect.timeoutFail({
         duration: "5 seconds",
-        onTimeout: () => new SqlError({ message: "MysqlClient: Connection timeout", cause: new Error("connection timeout") })
+        onTimeout: () =>
+          new SqlError({ message: "MysqlClient: Connection timeout", cause: new Error("connection timeout") })
       })
     )
     const transactionConnection = connectionOf(transactionPool)
@@ -187,11 +197,14 @@ const make = (options: EngineMysqlOptions) =>
       transformQueryNames: options.transformQueryNames
     }
     // `reserve` hands out an ordinary (autocommit) connection: one of the transaction pool's may have autocommit off.
-    const mysqlClient: MysqlClient.MysqlClient = Object.assign(client, {
-      [MysqlClient.TypeId]: MysqlClient.TypeId,
-      config,
-      reserve: connectionOf(pool)
-    } as const)
+    const mysqlClient: MysqlClient.MysqlClient = Object.assign(
+      client,
+      {
+        [MysqlClient.TypeId]: MysqlClient.TypeId,
+        config,
+        reserve: connectionOf(pool)
+      } as const
+    )
     return { client: mysqlClient, transactions: MysqlTransactionConnections.of({ acquire: transactionConnection }) }
   })
 

@@ -37,7 +37,8 @@ export const AffectedRows = Schema.Struct({ affectedRows: Schema.Number }).pipe(
 const decodeAffectedRows = Schema.decodeUnknown(AffectedRows)
 
 /** Runs an INSERT / UPDATE / DELETE (its `.raw` form) and answers how many rows it changed. */
-export const changedRows = <E, R>(statement: Effect.Effect<unknown, E, R>) => Effect.flatMap(statement, decodeAffectedRows)
+export const changedRows = <E, R>(statement: Effect.Effect<unknown, E, R>) =>
+  Effect.flatMap(statement, decodeAffectedRows)
 
 /** A `COUNT(*) AS total`: mysql2 hands a BIGINT over as a number or, past 2^53, a string. */
 export const Total = Schema.Struct({ total: Schema.Union(Schema.Number, Schema.NumberFromString) })
@@ -66,7 +67,9 @@ const OutboxEventColumns = Schema.Struct({ ...OutboxEvent.fields, payload: JsonC
 /** An `outbox_event` row, as the domain's `OutboxEvent`. */
 export const OutboxEventRow = Schema.compose(OutboxEventColumns, OutboxEvent)
 /** What `createInTransaction` writes: every column but the three the database clock fills. */
-export const NewOutboxEventRow = OutboxEventColumns.pipe(Schema.omit("availableAt", "createdAt", "updatedAt", "traceParent"))
+export const NewOutboxEventRow = OutboxEventColumns.pipe(
+  Schema.omit("availableAt", "createdAt", "updatedAt", "traceParent")
+)
 
 const JobSnapshotColumns = Schema.Struct({ ...JobSnapshot.fields, content: JsonColumn })
 /** An `ai_job_snapshot` row, as the domain's `JobSnapshot`. */

@@ -53,14 +53,15 @@ export const toPersistenceError = (operation: string) => (error: StorageFailure)
  * after `operation`): the driver's `SqlError` and a row or request that does not fit its
  * `SqlSchema`. Every other error in the channel passes through untouched.
  */
-export const persistence =
-  (operation: string) =>
-  <A, E, R>(self: Effect.Effect<A, E | StorageFailure, R>): Effect.Effect<A, Exclude<E, StorageFailure> | PersistenceError, R> =>
-    Effect.catchIf(
-      self,
-      isStorageFailure,
-      (error) => Effect.fail(toPersistenceError(operation)(error))
-    )
+export const persistence = (operation: string) =>
+<A, E, R>(
+  self: Effect.Effect<A, E | StorageFailure, R>
+): Effect.Effect<A, Exclude<E, StorageFailure> | PersistenceError, R> =>
+  Effect.catchIf(
+    self,
+    isStorageFailure,
+    (error) => Effect.fail(toPersistenceError(operation)(error))
+  )
 
 /**
  * The one retry for lock contention. InnoDB already rolled the victim back whole (a deadlock

@@ -10,7 +10,7 @@ const cancelMarkerTtlSeconds = 300
  * The cancel signal across processes (docs/architecture.md §10): `publish` sets `{prefix}:job:cancel:{jobId}` (TTL 5 min) and
  * publishes on that channel; every process's pattern subscription relays it to its own waiters.
  */
-export const makeRedisCancelSignal = Effect.gen(function* () {
+export const makeRedisCancelSignal = Effect.gen(function*() {
   const redis = yield* RedisConnection
   const local = yield* makeInProcessCancelSignal
   const runtime = yield* Effect.runtime<never>()

@@ -118,7 +118,7 @@ const writeOf = (reply: ReadonlyArray<number | string>): (BreakerWrite & { reado
 
 const breakerCommandTimeoutMs = 2_000
 
-export const makeRedisBreakerStore = Effect.gen(function* () {
+export const makeRedisBreakerStore = Effect.gen(function*() {
   const redis = yield* RedisConnection
   const commands = yield* redis.open("command", { commandTimeoutMs: breakerCommandTimeoutMs })
   const channel = redis.key("breaker", "changed")
@@ -131,7 +131,9 @@ export const makeRedisBreakerStore = Effect.gen(function* () {
         Effect.mapError((cause) => new BreakerStoreError({ operation, cause })),
         Effect.flatMap((reply) => {
           const write = writeOf(reply)
-          return write === undefined ? Effect.fail(new BreakerStoreError({ operation, cause: "unexpected reply" })) : Effect.succeed(write)
+          return write === undefined
+            ? Effect.fail(new BreakerStoreError({ operation, cause: "unexpected reply" }))
+            : Effect.succeed(write)
         })
       )
   }
@@ -171,7 +173,7 @@ export const makeRedisBreakerStore = Effect.gen(function* () {
 /** This process's breaker, on the Redis every process shares (needs `RedisConnection`, `CircuitBreakerSettings`). */
 export const RedisCircuitBreaker = Layer.scoped(
   ProviderCircuitBreaker,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const store = yield* makeRedisBreakerStore
     const settings = yield* CircuitBreakerSettings
     return yield* makeProviderCircuitBreaker(store, settings)

@@ -49,7 +49,7 @@ export class RedisConnection extends Context.Tag("ai-job-engine/RedisConnection"
 
   /** `REDIS_URL` (required here) and `REDIS_KEY_PREFIX` (default `aije`). */
   static readonly fromConfig = Layer.unwrapEffect(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const storage = yield* StorageConfig
       return Option.match(storage.redisUrl, {
         onNone: () => Layer.die(new Error("REDIS_URL is not set: the Redis layers need it")),
@@ -69,7 +69,7 @@ const optionsFor = (kind: RedisConnectionKind, commandTimeoutMs: number | undefi
 })
 
 const closeGracefully = (client: Redis) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     if (client.status === "ready") {
       const quit = yield* Effect.tryPromise(() => client.quit()).pipe(
         Effect.timeoutOption(Duration.seconds(2)),
@@ -81,7 +81,7 @@ const closeGracefully = (client: Redis) =>
   })
 
 export const makeRedisConnection = (url: Redacted.Redacted<string>, prefix: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const runtime = yield* Effect.runtime<never>()
     const log = Runtime.runFork(runtime)
 
@@ -97,9 +97,11 @@ export const makeRedisConnection = (url: Redacted.Redacted<string>, prefix: stri
           client.on("error", (error: Error) => {
             if (reported) return
             reported = true
-            log(Effect.logWarning("Redis connection error; reconnecting in the background").pipe(
-              Effect.annotateLogs({ redisConnection: kind, error: error.message })
-            ))
+            log(
+              Effect.logWarning("Redis connection error; reconnecting in the background").pipe(
+                Effect.annotateLogs({ redisConnection: kind, error: error.message })
+              )
+            )
           })
           client.on("ready", () => {
             if (!reported) return

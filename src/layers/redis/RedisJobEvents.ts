@@ -14,7 +14,7 @@ const decodeEvent = Schema.decodeUnknownEither(JobEventJson)
  * opens one subscriber connection, on first use (a worker never does), whose pattern
  * subscription relays every job's events to the in-process topics.
  */
-export const makeRedisJobEvents = Effect.gen(function* () {
+export const makeRedisJobEvents = Effect.gen(function*() {
   const redis = yield* RedisConnection
   const local = yield* makeInProcessJobEvents
   const runtime = yield* Effect.runtime<never>()
@@ -23,12 +23,13 @@ export const makeRedisJobEvents = Effect.gen(function* () {
   const channelPrefix = redis.key("job", "events", "")
 
   const listening = yield* Effect.cached(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const subscriber = yield* redis.open("subscriber").pipe(Scope.extend(scope))
       subscriber.on("pmessage", (_pattern: string, channel: string, message: string) => {
         if (!channel.startsWith(channelPrefix)) return
         Either.match(decodeEvent(message), {
-          onLeft: () => run(Effect.logWarning("job event ignored: it does not decode").pipe(Effect.annotateLogs({ channel }))),
+          onLeft: () =>
+            run(Effect.logWarning("job event ignored: it does not decode").pipe(Effect.annotateLogs({ channel }))),
           onRight: (event) => run(local.publish(event))
         })
       })

@@ -8,7 +8,7 @@ import { RedisConnection } from "./RedisConnection.js"
  * publishes on `{prefix}:outbox:wake`; every process subscribed to that channel wakes its own.
  * The publish is not awaited, so a slow or absent Redis never delays the caller; a lost signal costs at most one poll interval.
  */
-export const makeRedisOutboxSignal = Effect.gen(function* () {
+export const makeRedisOutboxSignal = Effect.gen(function*() {
   const redis = yield* RedisConnection
   const local = yield* makeInProcessOutboxSignal
   const runtime = yield* Effect.runtime<never>()

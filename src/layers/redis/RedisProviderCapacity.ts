@@ -9,7 +9,14 @@ import {
   type ProviderCapacityOptions,
   type StoreLimits
 } from "../../services/ProviderCapacityRoom.js"
-import { pauseScript, refreshScript, releaseScript, stateScript, tryAcquireScript, withdrawScript } from "./capacityScripts.js"
+import {
+  pauseScript,
+  refreshScript,
+  releaseScript,
+  stateScript,
+  tryAcquireScript,
+  withdrawScript
+} from "./capacityScripts.js"
 import { luaScript } from "./luaScript.js"
 import { RedisConnection } from "./RedisConnection.js"
 
@@ -39,7 +46,7 @@ const capacityCommandTimeoutMs = 2_000
 
 const arg = (value: number | undefined) => value === undefined ? "" : String(value)
 
-export const makeRedisCapacityStore = Effect.gen(function* () {
+export const makeRedisCapacityStore = Effect.gen(function*() {
   const redis = yield* RedisConnection
   // Its own connection whose commands time out in ioredis after 2 s: an Effect timeout forked
   // two fibers per call, and every job makes several capacity calls.
@@ -99,17 +106,23 @@ export const makeRedisCapacityStore = Effect.gen(function* () {
         ...limitArgs(input.limits)
       ])),
     refresh: (providerModel, permitIds, leaseUntil) =>
-      permitIds.length === 0 ? Effect.void : Effect.asVoid(runRefresh(providerModel, [String(leaseUntil), ...permitIds])),
-    pause: (providerModel, untilMs, now) => Effect.asVoid(runPause(providerModel, [String(now), String(Math.ceil(untilMs))])),
+      permitIds.length === 0
+        ? Effect.void
+        : Effect.asVoid(runRefresh(providerModel, [String(leaseUntil), ...permitIds])),
+    pause: (providerModel, untilMs, now) =>
+      Effect.asVoid(runPause(providerModel, [String(now), String(Math.ceil(untilMs))])),
     withdraw: (providerModel, workerId) => Effect.asVoid(runWithdraw(providerModel, [workerId])),
     state: (providerModel, limits, now) =>
-      Effect.map(runState(providerModel, [String(now), ...limitArgs(limits)]), ([inFlight, limit, requests, tokens, paused]) => ({
-        inFlight: numberOf(inFlight) ?? 0,
-        concurrencyLimit: numberOf(limit),
-        requestsInWindow: numberOf(requests) ?? 0,
-        tokensInWindow: numberOf(tokens) ?? 0,
-        pausedUntil: numberOf(paused) ?? 0
-      }))
+      Effect.map(
+        runState(providerModel, [String(now), ...limitArgs(limits)]),
+        ([inFlight, limit, requests, tokens, paused]) => ({
+          inFlight: numberOf(inFlight) ?? 0,
+          concurrencyLimit: numberOf(limit),
+          requestsInWindow: numberOf(requests) ?? 0,
+          tokensInWindow: numberOf(tokens) ?? 0,
+          pausedUntil: numberOf(paused) ?? 0
+        })
+      )
   } satisfies CapacityStore
 })
 
@@ -117,7 +130,7 @@ export const makeRedisCapacityStore = Effect.gen(function* () {
 export const RedisProviderCapacity = (options: ProviderCapacityOptions = {}) =>
   Layer.scoped(
     ProviderCapacity,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const store = yield* makeRedisCapacityStore
       const limits = yield* ProviderLimitsConfig
       return yield* makeProviderCapacity(store, limits, options)

@@ -15,7 +15,7 @@ const decodeHeartbeat = Schema.decodeUnknownOption(Schema.parseJson(WorkerHeartb
  */
 export const RedisWorkerDirectory = Layer.effect(
   WorkerDirectory,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const redis = yield* RedisConnection
     const keyOf = (instanceId: string) => redis.key("worker", "heartbeat", instanceId)
     const index = redis.key("worker", "heartbeats")
@@ -23,7 +23,9 @@ export const RedisWorkerDirectory = Layer.effect(
     const quietly = <A>(operation: string, run: () => Promise<A>) =>
       Effect.tryPromise(run).pipe(
         Effect.timeout("2 seconds"),
-        Effect.tapError(() => Effect.logWarning("Redis worker directory unavailable").pipe(Effect.annotateLogs({ operation }))),
+        Effect.tapError(() =>
+          Effect.logWarning("Redis worker directory unavailable").pipe(Effect.annotateLogs({ operation }))
+        ),
         Effect.option
       )
 
@@ -43,9 +45,12 @@ export const RedisWorkerDirectory = Layer.effect(
         quietly("remove", () => redis.commands.multi().del(keyOf(instanceId)).zrem(index, instanceId).exec()).pipe(
           Effect.asVoid
         ),
-      live: Effect.gen(function* () {
+      live: Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const ids = Option.getOrElse(yield* quietly("list", () => redis.commands.zrangebyscore(index, now, "+inf")), () => [])
+        const ids = Option.getOrElse(
+          yield* quietly("list", () => redis.commands.zrangebyscore(index, now, "+inf")),
+          () => []
+        )
         if (ids.length === 0) return []
         const values = yield* quietly("mget", () => redis.commands.mget(...ids.map(keyOf)))
         return Option.getOrElse(values, () => []).flatMap((value) =>

@@ -1,6 +1,6 @@
-import { createHash } from "node:crypto"
 import { Effect, Schema } from "effect"
 import type { Redis } from "ioredis"
+import { createHash } from "node:crypto"
 
 const Reply = Schema.Array(Schema.Union(Schema.Number, Schema.String))
 const decodeReply = Schema.decodeUnknownEither(Reply)
@@ -14,16 +14,22 @@ export type ScriptFailure = "timeout" | unknown
  */
 export const luaScript = (commands: Redis, source: string) => {
   const sha = createHash("sha1").update(source).digest("hex")
-  return (keys: ReadonlyArray<string>, args: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<number | string>, ScriptFailure> =>
+  return (
+    keys: ReadonlyArray<string>,
+    args: ReadonlyArray<string>
+  ): Effect.Effect<ReadonlyArray<number | string>, ScriptFailure> =>
     Effect.tryPromise({
       try: async () => {
         try {
           return await commands.evalsha(sha, keys.length, ...keys, ...args)
         } catch (error) {
-          if (error instanceof Error && error.message.startsWith("NOSCRIPT")) return await commands.eval(source, keys.length, ...keys, ...args)
+          if (error instanceof Error && error.message.startsWith("NOSCRIPT")) {
+            return await commands.eval(source, keys.length, ...keys, ...args)
+          }
           throw error
         }
       },
-      catch: (cause): ScriptFailure => cause instanceof Error && cause.message === "Command timed out" ? "timeout" : cause
+      catch: (cause): ScriptFailure =>
+        cause instanceof Error && cause.message === "Command timed out" ? "timeout" : cause
     }).pipe(Effect.flatMap((reply) => decodeReply(Array.isArray(reply) ? reply : [reply])))
 }

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto"
 import { NodeSdk, Resource, Tracer as OtelTracer } from "@effect/opentelemetry"
 import { OTLPTraceExporter as OtlpJsonTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
 import { OTLPTraceExporter as OtlpProtoTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto"
@@ -12,6 +11,7 @@ import {
   TraceIdRatioBasedSampler
 } from "@opentelemetry/sdk-trace-base"
 import { Context, Effect, Layer, Option, Tracer } from "effect"
+import { randomBytes } from "node:crypto"
 import { TelemetrySettings, type TraceExport, type TracesSampler } from "../../config/TelemetrySettings.js"
 
 /**
@@ -139,6 +139,5 @@ export const TracingLive = Layer.unwrapEffect(
     Option.match(settings.traces, {
       onNone: () => Layer.empty,
       onSome: (traces) => otlpTracing(settings.serviceName, traces, { sqlSpans: settings.sqlSpans })
-    })
-  )
+    }))
 )

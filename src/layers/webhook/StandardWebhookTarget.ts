@@ -2,9 +2,9 @@ import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Effect, Redacted } from "effect"
 import { createHash, createHmac } from "node:crypto"
-import { webhookEndpointsConfig, type WebhookEndpoint } from "../../config/EventDeliverySettings.js"
-import { pauseUntilFromHeaders } from "../rateLimitHeaders.js"
+import { type WebhookEndpoint, webhookEndpointsConfig } from "../../config/EventDeliverySettings.js"
 import { type EventDelivery, EventDeliveryFailed, type EventTarget } from "../../services/EventTargets.js"
+import { pauseUntilFromHeaders } from "../rateLimitHeaders.js"
 
 /**
  * The `webhook-signature` header of Standard Webhooks: `v1,` and the base64 HMAC-SHA256 of
@@ -18,7 +18,11 @@ export const standardWebhookSignature = (
   body: string
 ): string =>
   keys
-    .map((key) => `v1,${createHmac("sha256", Redacted.value(key)).update(`${webhookId}.${timestampSeconds}.${body}`).digest("base64")}`)
+    .map((key) =>
+      `v1,${
+        createHmac("sha256", Redacted.value(key)).update(`${webhookId}.${timestampSeconds}.${body}`).digest("base64")
+      }`
+    )
     .join(" ")
 
 /** How logs name an endpoint: origin and path, never its query (it may carry a token) or credentials. */
@@ -38,7 +42,7 @@ const isSuccess = (status: number) => status >= 200 && status < 300
  * delivery with its timeout; its interruption aborts the request.
  */
 export const makeStandardWebhookTarget = (endpoint: WebhookEndpoint) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     // No client span and no trace headers: the span would record the URL's query, and a
     // receiver has no use for the engine's trace ids. The lane traces each delivery itself.
     const client = (yield* HttpClient.HttpClient).pipe(
@@ -49,7 +53,7 @@ export const makeStandardWebhookTarget = (endpoint: WebhookEndpoint) =>
     const label = endpointLabel(endpoint.url)
 
     const deliver = (delivery: EventDelivery) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const body = JSON.stringify(delivery.body)
         const now = yield* Clock.currentTimeMillis
         const timestamp = Math.floor(now / 1000)
@@ -66,7 +70,9 @@ export const makeStandardWebhookTarget = (endpoint: WebhookEndpoint) =>
           Effect.map((response) => ({ status: response.status, headers: response.headers })),
           // Closing the request's scope ends it: the body is left unread.
           Effect.scoped,
-          Effect.mapError((error) => new EventDeliveryFailed({ reason: `request failed (${error._tag} ${error.reason})` }))
+          Effect.mapError((error) =>
+            new EventDeliveryFailed({ reason: `request failed (${error._tag} ${error.reason})` })
+          )
         )
         if (isSuccess(answer.status)) return
         const pauseUntil = pauseUntilFromHeaders(answer.headers, now)
@@ -80,8 +86,10 @@ export const makeStandardWebhookTarget = (endpoint: WebhookEndpoint) =>
   })
 
 /** `WEBHOOK_URL`'s endpoints, on the `HttpClient` in context. */
-export const webhookTargetsFromConfig = Effect.flatMap(webhookEndpointsConfig, (endpoints) =>
-  Effect.forEach(endpoints, makeStandardWebhookTarget))
+export const webhookTargetsFromConfig = Effect.flatMap(
+  webhookEndpointsConfig,
+  (endpoints) => Effect.forEach(endpoints, makeStandardWebhookTarget)
+)
 
 /**
  * Node's HTTP client for webhooks: undici's `request`, which follows no redirect (a 3xx answer is a

@@ -1,40 +1,44 @@
-import { ModelRouter } from "../../../src/services/ModelRouter.js"
-import { ProviderConfig } from "../../../src/config/EngineConfig.js"
-import { MemoryBreakers } from "../../../src/main/AppLayers.js"
-import { createServer } from "node:http"
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
-import { byLease, leaseOf, type AiJob } from "../../../src/domain/AiJob.js"
+import { createServer } from "node:http"
 import { ApiSettings } from "../../../src/config/ApiSettings.js"
 import { AuthSettings } from "../../../src/config/AuthSettings.js"
-import type { LiveStreamSettings } from "../../../src/config/LiveStreamSettings.js"
-import { type Role, signToken } from "../../../src/http/AuthTokens.js"
-import type { ReadinessProbe } from "../../../src/services/ReadinessProbe.js"
-import { ReadinessProbeMemory } from "../../../src/layers/memory/MemoryReadinessProbe.js"
-import { defaultHttpTransport, type HttpTransportSettings, nodeServerOptions } from "../../../src/config/HttpTransportSettings.js"
-import { apiServer } from "../../../src/http/server.js"
-import { AiJobService } from "../../../src/services/AiJobService.js"
-import { JobCatalogLive } from "../../../src/jobs/JobCatalogLive.js"
-import { OutboxAdmin } from "../../../src/services/OutboxAdmin.js"
-import { SnapshotBuilder } from "../../../src/services/SnapshotBuilder.js"
+import { ProviderConfig } from "../../../src/config/EngineConfig.js"
 import { TimingConfig } from "../../../src/config/EngineConfig.js"
-import { CredentialVault, makeKeyring } from "../../../src/services/CredentialVault.js"
+import {
+  defaultHttpTransport,
+  type HttpTransportSettings,
+  nodeServerOptions
+} from "../../../src/config/HttpTransportSettings.js"
+import type { LiveStreamSettings } from "../../../src/config/LiveStreamSettings.js"
+import { QueueSettings } from "../../../src/config/QueueSettings.js"
+import type { QuotaLimits } from "../../../src/config/QuotaLimitsConfig.js"
+import { type AiJob, byLease, leaseOf } from "../../../src/domain/AiJob.js"
+import { type Role, signToken } from "../../../src/http/AuthTokens.js"
+import { apiServer } from "../../../src/http/server.js"
+import { JobCatalogLive } from "../../../src/jobs/JobCatalogLive.js"
 import { InProcessCancelSignal } from "../../../src/layers/memory/InProcessCancelSignal.js"
 import { InProcessJobEvents } from "../../../src/layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../../../src/layers/memory/InProcessOutboxSignal.js"
 import { MemoryArtifactRepository } from "../../../src/layers/memory/MemoryArtifactRepository.js"
-import { MemoryProjectionStore } from "../../../src/layers/memory/MemoryProjectionStore.js"
-import { MemoryWorkerDirectory } from "../../../src/layers/memory/MemoryWorkerDirectory.js"
 import { MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
-import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { MemoryJobStatistics } from "../../../src/layers/memory/MemoryJobStatistics.js"
+import { MemoryProjectionStore } from "../../../src/layers/memory/MemoryProjectionStore.js"
+import { ReadinessProbeMemory } from "../../../src/layers/memory/MemoryReadinessProbe.js"
 import { MemoryUsageLogRepository } from "../../../src/layers/memory/MemoryUsageLogRepository.js"
+import { MemoryWorkerDirectory } from "../../../src/layers/memory/MemoryWorkerDirectory.js"
+import { MemoryBreakers } from "../../../src/main/AppLayers.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
+import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
+import { CredentialVault, makeKeyring } from "../../../src/services/CredentialVault.js"
 import { JobDefinitionRegistry } from "../../../src/services/JobDefinitionRegistry.js"
-import type { QuotaLimits } from "../../../src/config/QuotaLimitsConfig.js"
+import { ModelRouter } from "../../../src/services/ModelRouter.js"
+import { OutboxAdmin } from "../../../src/services/OutboxAdmin.js"
+import type { ReadinessProbe } from "../../../src/services/ReadinessProbe.js"
 import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
+import { SnapshotBuilder } from "../../../src/services/SnapshotBuilder.js"
 import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
 import { memoryRepositoriesWith } from "../../support/foundationStack.js"
 import { type Exchange, type ResponseValidator, responseValidatorFor, tapResponses } from "./openApiValidation.js"
@@ -183,13 +187,15 @@ export interface ApiHarnessOptions<ROut = never> {
  * as they finish. When the scope closes (after the server has stopped), any mismatch fails it,
  * listing each answer and what is wrong with it.
  */
-export const validatedAgainstOwnDocument = Effect.gen(function* () {
+export const validatedAgainstOwnDocument = Effect.gen(function*() {
   const mismatches: Array<string> = []
   const waiting: Array<Exchange> = []
   let validator: ResponseValidator | undefined
   const check = (current: ResponseValidator, exchange: Exchange) => {
     const problems = current.check(exchange)
-    if (problems.length > 0) mismatches.push(`${exchange.method} ${exchange.url} → ${exchange.status}: ${problems.join("; ")}`)
+    if (problems.length > 0) {
+      mismatches.push(`${exchange.method} ${exchange.url} → ${exchange.status}: ${problems.join("; ")}`)
+    }
   }
   yield* Effect.addFinalizer(() =>
     mismatches.length === 0
@@ -221,7 +227,7 @@ export const startApi = <ROut, E>(
   engine: Layer.Layer<ROut, E>,
   options: ApiHarnessOptions<ROut> = {}
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const transport = { ...defaultHttpTransport, ...options.transport }
     const settings = Layer.merge(
       ApiSettings.make({
@@ -250,7 +256,8 @@ export const startApi = <ROut, E>(
     return {
       baseUrl,
       context,
-      request: (method: string, path: string, requestOptions?: RequestOptions) => request(baseUrl, method, path, requestOptions),
+      request: (method: string, path: string, requestOptions?: RequestOptions) =>
+        request(baseUrl, method, path, requestOptions),
       /** Runs `effect` against the engine behind the server. */
       run: <A, E2>(effect: Effect.Effect<A, E2, ROut>) => Effect.provide(effect, context)
     }
@@ -267,8 +274,10 @@ export class TestApi extends Context.Tag("test/http/TestApi")<TestApi, TestApiSh
 /** One server for a whole block: provides `TestApi` and every service of `engine`. */
 export const apiLayer = <ROut, E>(engine: Layer.Layer<ROut, E>, options: ApiHarnessOptions<ROut> = {}) =>
   Layer.scopedContext(
-    Effect.map(startApi(engine, options), (api) =>
-      Context.add(api.context, TestApi, { baseUrl: api.baseUrl, request: api.request }))
+    Effect.map(
+      startApi(engine, options),
+      (api) => Context.add(api.context, TestApi, { baseUrl: api.baseUrl, request: api.request })
+    )
   )
 
 /** Mints a token signed with the test secret (real clock). */
@@ -294,7 +303,12 @@ export const feynmanBody = (overrides: Readonly<Record<string, unknown>> = {}) =
 export const learningAnalysisBody = (overrides: Readonly<Record<string, unknown>> = {}) => ({
   evaluations: [
     { evaluationId: "eval-1", concept: "photosynthesis", score: 85, gaps: [] },
-    { evaluationId: "eval-2", concept: "cellular respiration", score: 40, gaps: ["no concrete example", "does not mention \"mitochondria\""] }
+    {
+      evaluationId: "eval-2",
+      concept: "cellular respiration",
+      score: 40,
+      gaps: ["no concrete example", "does not mention \"mitochondria\""]
+    }
   ],
   ...overrides
 })
@@ -302,7 +316,12 @@ export const learningAnalysisBody = (overrides: Readonly<Record<string, unknown>
 // ---------------------------------------------------------------------------------------------
 // Driving jobs through their lifecycle without the engine (what a worker would do).
 
-type EngineServices = AiJobLifecycleRepository | ArtifactRepository | ResultProjectors | JobDefinitionRegistry | UnitOfWork
+type EngineServices =
+  | AiJobLifecycleRepository
+  | ArtifactRepository
+  | ResultProjectors
+  | JobDefinitionRegistry
+  | UnitOfWork
 
 const findJob = (jobId: string) =>
   Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.findById(jobId)).pipe(
@@ -321,7 +340,7 @@ const leaseFor = (job: AiJob) =>
 
 /** Locks, projects `output` with the job type's projector and marks the job succeeded. */
 export const markSucceeded = (jobId: string, output: unknown): Effect.Effect<AiJob, never, EngineServices> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const repo = yield* AiJobLifecycleRepository
     const artifacts = yield* ArtifactRepository
     const registry = yield* JobDefinitionRegistry
@@ -332,7 +351,7 @@ export const markSucceeded = (jobId: string, output: unknown): Effect.Effect<AiJ
     const registered = yield* registry.get(running.jobType)
     const projector = yield* projectors.get(registered.definition.projector ?? "")
     return yield* unitOfWork.transaction(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const result = yield* projector.project(running, output)
         yield* artifacts.record(running.id, result.artifacts)
         return yield* repo.markSucceeded(lease, "0".repeat(64), { locked: running })
@@ -344,7 +363,7 @@ export const markFailed = (
   jobId: string,
   failure: { readonly errorCode: string; readonly publicErrorMessage: string; readonly internalErrorMessage: string }
 ): Effect.Effect<AiJob, never, EngineServices> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const repo = yield* AiJobLifecycleRepository
     const running = yield* markRunning(jobId)
     const lease = yield* leaseFor(running)

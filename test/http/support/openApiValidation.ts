@@ -1,7 +1,7 @@
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from "node:http"
-import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js"
 import addFormats from "ajv-formats"
+import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js"
 import { Either, Schema } from "effect"
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from "node:http"
 
 /**
  * Every answer an HTTP test server sends, checked against the `/openapi.json` that server serves,
@@ -34,9 +34,14 @@ export interface Exchange {
 // ---------------------------------------------------------------------------------------------
 // The parts of an OpenAPI 3.1 document the check reads.
 
-const HeaderObject = Schema.Struct({ required: Schema.optional(Schema.Boolean), schema: Schema.optional(Schema.Unknown) })
+const HeaderObject = Schema.Struct({
+  required: Schema.optional(Schema.Boolean),
+  schema: Schema.optional(Schema.Unknown)
+})
 const ResponseObject = Schema.Struct({
-  content: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Struct({ schema: Schema.optional(Schema.Unknown) }) })),
+  content: Schema.optional(
+    Schema.Record({ key: Schema.String, value: Schema.Struct({ schema: Schema.optional(Schema.Unknown) }) })
+  ),
   headers: Schema.optional(Schema.Record({ key: Schema.String, value: HeaderObject }))
 })
 type ResponseObject = typeof ResponseObject.Type
@@ -99,9 +104,17 @@ const buildValidator = (text: string): ResponseValidator => {
         if (item[method] === undefined) continue
         const operation = decodeOperation(item[method])
         if (Either.isLeft(operation)) throw new Error(`${method} ${template}: not an operation the check can read`)
-        operations.set(method.toUpperCase(), { pointer: `/paths/${escapePointer(template)}/${method}`, operation: operation.right })
+        operations.set(method.toUpperCase(), {
+          pointer: `/paths/${escapePointer(template)}/${method}`,
+          operation: operation.right
+        })
       }
-      return { template, pattern: templatePattern(template), parameters: (template.match(/\{/g) ?? []).length, operations }
+      return {
+        template,
+        pattern: templatePattern(template),
+        parameters: (template.match(/\{/g) ?? []).length,
+        operations
+      }
     })
     // A concrete path wins over a templated one (OpenAPI's matching rule).
     .sort((a, b) => a.parameters - b.parameters)
@@ -120,7 +133,9 @@ const buildValidator = (text: string): ResponseValidator => {
         continue
       }
       const validate = validatorAt(`${pointer}/headers/${escapePointer(name)}/schema`)
-      if (!validate(headerValue(value, header.schema))) problems.push(`header ${name}: ${ajv.errorsText(validate.errors)}`)
+      if (!validate(headerValue(value, header.schema))) {
+        problems.push(`header ${name}: ${ajv.errorsText(validate.errors)}`)
+      }
     }
     const content = response.content ?? {}
     const declared = Object.keys(content)
@@ -133,7 +148,9 @@ const buildValidator = (text: string): ResponseValidator => {
     if (exchange.method === "HEAD") return problems
     if (contentType === undefined) return [...problems, `no content type; the document declares ${declared.join(", ")}`]
     const mediaType = declared.find((key) => mediaTypeOf(key) === mediaTypeOf(contentType))
-    if (mediaType === undefined) return [...problems, `content type ${contentType}; the document declares ${declared.join(", ")}`]
+    if (mediaType === undefined) {
+      return [...problems, `content type ${contentType}; the document declares ${declared.join(", ")}`]
+    }
     if (exchange.body === undefined) return problems
     const text = exchange.body.toString("utf8")
     let value: unknown = text
@@ -155,17 +172,26 @@ const buildValidator = (text: string): ResponseValidator => {
     const pathname = exchange.url.split("?")[0] ?? ""
     const documented = paths.find((path) => path.pattern.test(pathname))
     if (documented === undefined) {
-      if (exchange.status !== 404) return [`status ${exchange.status} for a path the document does not have (expected 404)`]
+      if (exchange.status !== 404) {
+        return [`status ${exchange.status} for a path the document does not have (expected 404)`]
+      }
       return checkResponse(exchange, document.components.responses.RouteNotFound, "/components/responses/RouteNotFound")
     }
     const found = documented.operations.get(method === "HEAD" ? "GET" : method)
     if (found === undefined) {
-      if (exchange.status !== 405) return [`status ${exchange.status} for a method ${documented.template} does not have (expected 405)`]
+      if (exchange.status !== 405) {
+        return [`status ${exchange.status} for a method ${documented.template} does not have (expected 405)`]
+      }
       // HEAD is served wherever GET is.
       const methods = [...documented.operations.keys()]
       const allowed = (methods.includes("GET") ? [...methods, "HEAD"] : methods).sort().join(", ")
-      const allow = (exchange.headers["allow"] ?? "").split(",").map((m) => m.trim()).filter((m) => m !== "").sort().join(", ")
-      const problems = checkResponse(exchange, document.components.responses.MethodNotAllowed, "/components/responses/MethodNotAllowed")
+      const allow = (exchange.headers["allow"] ?? "").split(",").map((m) => m.trim()).filter((m) => m !== "").sort()
+        .join(", ")
+      const problems = checkResponse(
+        exchange,
+        document.components.responses.MethodNotAllowed,
+        "/components/responses/MethodNotAllowed"
+      )
       return allow === allowed ? problems : [...problems, `Allow: ${allow}; the document has ${allowed}`]
     }
     const status = String(exchange.status)
@@ -295,6 +321,8 @@ export const describedParameter = (documentText: string, path: string, method: s
   const ajv = new Ajv2020({ strict: false, coerceTypes: true, validateSchema: false })
   addFormats(ajv)
   ajv.addSchema(raw, documentId)
-  const validate = ajv.compile({ $ref: `${documentId}#/paths/${escapePointer(path)}/${method}/parameters/${index}/schema` })
+  const validate = ajv.compile({
+    $ref: `${documentId}#/paths/${escapePointer(path)}/${method}/parameters/${index}/schema`
+  })
   return (value: string): boolean => validate(value)
 }

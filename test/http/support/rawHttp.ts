@@ -1,6 +1,6 @@
+import { Effect } from "effect"
 import { request as httpRequest } from "node:http"
 import { connect } from "node:net"
-import { Effect } from "effect"
 
 /** What a client that streams a large body saw. */
 export interface StreamedExchange {
@@ -45,7 +45,14 @@ export const streamBody = (
       settled = true
       resume(outcome)
     }
-    const client = httpRequest({ host: url.hostname, port: url.port, path: url.pathname + url.search, method: "POST", headers, agent: false })
+    const client = httpRequest({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname + url.search,
+      method: "POST",
+      headers,
+      agent: false
+    })
     client.on("response", (response) => {
       answered = true
       const sentWhenAnswered = sent

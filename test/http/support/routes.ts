@@ -1,4 +1,4 @@
-import { flashcardBody, feynmanBody, learningAnalysisBody } from "./harness.js"
+import { feynmanBody, flashcardBody, learningAnalysisBody } from "./harness.js"
 
 export interface Route {
   readonly method: string

@@ -19,5 +19,7 @@ providerCapacityContract({
 
 capacityStoreRefusalsContract(
   "redis",
-  Layer.scoped(StoreUnderTest, makeRedisCapacityStore).pipe(Layer.provide(testRedisLayer(uniqueRedisPrefix("capacity-refusals"))))
+  Layer.scoped(StoreUnderTest, makeRedisCapacityStore).pipe(
+    Layer.provide(testRedisLayer(uniqueRedisPrefix("capacity-refusals")))
+  )
 )

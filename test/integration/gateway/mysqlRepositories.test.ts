@@ -6,5 +6,7 @@ import { scratchMysqlLayer } from "../../support/scratchDatabase.js"
 
 credentialAndUsageContract(
   "MySQL usage log and credential repositories",
-  Layer.mergeAll(MysqlUsageLogRepository, MysqlCredentialRepository).pipe(Layer.provide(scratchMysqlLayer("gateway_repos")))
+  Layer.mergeAll(MysqlUsageLogRepository, MysqlCredentialRepository).pipe(
+    Layer.provide(scratchMysqlLayer("gateway_repos"))
+  )
 )

@@ -38,16 +38,25 @@ const quickEcho = {
 
 describe("EXECUTE's timeout against a real HTTP provider", () => {
   it.live("interrupts the provider call: the server sees the request aborted, and the job fails with TIMEOUT", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const fake = yield* makeFakeOpenAiServer({ apiKey: testPlatformKey })
       yield* fake.setScenario({ _tag: "Slow", delayMs: 20_000 })
       const gateway = OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeoutMs: 60_000 }).pipe(
         Layer.provide(NodeHttpClient.layerUndici)
       )
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         yield* startEngine()
-        const { job } = yield* Effect.flatMap(AiJobService, (service) =>
-          service.createJob({ userId: "u", jobType: "quick_echo", targetType: "t", targetId: "t", input: { message: "hi" } }))
+        const { job } = yield* Effect.flatMap(
+          AiJobService,
+          (service) =>
+            service.createJob({
+              userId: "u",
+              jobType: "quick_echo",
+              targetType: "t",
+              targetId: "t",
+              input: { message: "hi" }
+            })
+        )
         const aborted = yield* fake.aborted.pipe(Effect.timeout("10 seconds"))
         expect(aborted.aborted).toBe(true)
         const jobs = yield* AiJobLifecycleRepository

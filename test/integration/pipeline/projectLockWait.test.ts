@@ -1,14 +1,14 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Context, Deferred, Duration, Effect, Exit, Layer, Option, Schema } from "effect"
+import { QueueSettings } from "../../../src/config/QueueSettings.js"
+import { QuotaLimitsConfig } from "../../../src/config/QuotaLimitsConfig.js"
 import { InProcessCancelSignal } from "../../../src/layers/memory/InProcessCancelSignal.js"
 import { InProcessJobEvents } from "../../../src/layers/memory/InProcessJobEvents.js"
 import { InProcessOutboxSignal } from "../../../src/layers/memory/InProcessOutboxSignal.js"
 import { MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
 import { MemoryWorkerDirectory } from "../../../src/layers/memory/MemoryWorkerDirectory.js"
 import { MysqlRepositories } from "../../../src/main/AppLayers.js"
-import { QueueSettings } from "../../../src/config/QueueSettings.js"
-import { QuotaLimitsConfig } from "../../../src/config/QuotaLimitsConfig.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
@@ -26,7 +26,9 @@ import { scratchMysqlLayer } from "../../support/scratchDatabase.js"
  * Short bounds so the test takes seconds: a lock wait of 1 s, an idle write transaction of 10 s
  * (longer than the engine's own one INTERNAL retry of PROJECT would cover).
  */
-const bounds = ConfigProvider.fromMap(new Map([["DB_LOCK_WAIT_TIMEOUT_S", "1"], ["DB_IDLE_TRANSACTION_TIMEOUT_S", "10"]]))
+const bounds = ConfigProvider.fromMap(
+  new Map([["DB_LOCK_WAIT_TIMEOUT_S", "1"], ["DB_IDLE_TRANSACTION_TIMEOUT_S", "10"]])
+)
 
 const mysqlInfrastructure = Layer.mergeAll(
   MysqlRepositories.pipe(Layer.provideMerge(scratchMysqlLayer("project_lock", { maxConnections: 10 }))),
@@ -43,7 +45,7 @@ const mysqlInfrastructure = Layer.mergeAll(
 const EchoRows = Schema.Array(Schema.Struct({ echo: Schema.String }))
 
 const frozenOwnerScenario = (sql: SqlClient.SqlClient) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const service = yield* AiJobService
     const unitOfWork = yield* UnitOfWork
     const { job } = yield* service.createJob({
@@ -59,7 +61,7 @@ const frozenOwnerScenario = (sql: SqlClient.SqlClient) =>
     const thaw = yield* Deferred.make<void>()
     const frozen = yield* Effect.fork(
       unitOfWork.transaction(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           yield* sql`INSERT INTO synthetic_echo_result (id, job_id, echo, created_at)
                      VALUES (${"00000000-0000-0000-0000-000000000000"}, ${job.id}, ${"from the frozen owner"}, UTC_TIMESTAMP(3))`
           yield* Deferred.succeed(holding, undefined)
@@ -77,8 +79,14 @@ const frozenOwnerScenario = (sql: SqlClient.SqlClient) =>
       (row) => row.lifecycleStatus === "succeeded" || row.lifecycleStatus === "failed",
       { timeout: Duration.seconds(40), every: Duration.millis(100) }
     )
-    expect({ status: done.lifecycleStatus, errorCode: done.errorCode }).toEqual({ status: "succeeded", errorCode: null })
-    const rows = yield* Effect.flatMap(sql`SELECT echo FROM synthetic_echo_result WHERE job_id = ${job.id}`, Schema.decodeUnknown(EchoRows))
+    expect({ status: done.lifecycleStatus, errorCode: done.errorCode }).toEqual({
+      status: "succeeded",
+      errorCode: null
+    })
+    const rows = yield* Effect.flatMap(
+      sql`SELECT echo FROM synthetic_echo_result WHERE job_id = ${job.id}`,
+      Schema.decodeUnknown(EchoRows)
+    )
     expect(rows).toHaveLength(1)
     expect(rows[0]?.echo).not.toBe("from the frozen owner")
 
@@ -89,12 +97,16 @@ const frozenOwnerScenario = (sql: SqlClient.SqlClient) =>
   }).pipe(Effect.scoped)
 
 describe("PROJECT against a frozen owner's open transaction (MariaDB)", () => {
-  it.live("the server ends the idle transaction; the new owner's PROJECT retries its lock waits and succeeds", () =>
-    Effect.gen(function* () {
-      const infrastructure = yield* Layer.build(mysqlInfrastructure)
-      const sql = Context.get(infrastructure, SqlClient.SqlClient)
-      yield* frozenOwnerScenario(sql).pipe(
-        Effect.provide(memoryEngineStack({ infrastructure: Layer.succeedContext(infrastructure) }))
-      )
-    }).pipe(Effect.scoped), { timeout: 90_000 })
+  it.live(
+    "the server ends the idle transaction; the new owner's PROJECT retries its lock waits and succeeds",
+    () =>
+      Effect.gen(function*() {
+        const infrastructure = yield* Layer.build(mysqlInfrastructure)
+        const sql = Context.get(infrastructure, SqlClient.SqlClient)
+        yield* frozenOwnerScenario(sql).pipe(
+          Effect.provide(memoryEngineStack({ infrastructure: Layer.succeedContext(infrastructure) }))
+        )
+      }).pipe(Effect.scoped),
+    { timeout: 90_000 }
+  )
 })

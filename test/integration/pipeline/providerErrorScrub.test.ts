@@ -15,7 +15,7 @@ import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
  */
 describe("a provider error that quotes the key", () => {
   it.live("reaches internal_error_message as status and known words only", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const fake = yield* makeFakeOpenAiServer({ apiKey: testPlatformKey })
       yield* fake.setScenario({
         _tag: "Status",
@@ -31,15 +31,22 @@ describe("a provider error that quotes the key", () => {
       const gateway = OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeoutMs: 10_000 }).pipe(
         Layer.provide(NodeHttpClient.layerUndici)
       )
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         yield* startEngine()
         const { job } = yield* Effect.flatMap(AiJobService, (service) =>
-          service.createJob({ userId: "u", jobType: "synthetic_echo", targetType: "t", targetId: "t", input: { message: "hi" } }))
+          service.createJob({
+            userId: "u",
+            jobType: "synthetic_echo",
+            targetType: "t",
+            targetId: "t",
+            input: { message: "hi" }
+          }))
         const jobs = yield* AiJobLifecycleRepository
         const failed = yield* jobs.findById(job.id).pipe(
           Effect.flatMap(Option.match({
             onNone: () => Effect.fail("missing"),
-            onSome: (found) => found.lifecycleStatus === "failed" ? Effect.succeed(found) : Effect.fail("not failed yet")
+            onSome: (found) =>
+              found.lifecycleStatus === "failed" ? Effect.succeed(found) : Effect.fail("not failed yet")
           })),
           Effect.retry(Schedule.intersect(Schedule.spaced("50 millis"), Schedule.recurs(400)))
         )

@@ -1,9 +1,9 @@
 import { Queue } from "bullmq"
 import { Effect, Layer } from "effect"
-import { BullMqJobQueueLive } from "../../../src/layers/bullmq/BullMqJobQueue.js"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
+import { BullMqJobQueueLive } from "../../../src/layers/bullmq/BullMqJobQueue.js"
 import { RedisConnection } from "../../../src/layers/redis/RedisConnection.js"
-import { JobQueueTestKit, jobQueueContract } from "../../contract/JobQueue.contract.js"
+import { jobQueueContract, JobQueueTestKit } from "../../contract/JobQueue.contract.js"
 import { testRedisLayer, uniqueRedisPrefix } from "../../support/redis.js"
 
 const settings = QueueSettings.make({
@@ -16,7 +16,7 @@ const redis = testRedisLayer(uniqueRedisPrefix("bullmq-jobqueue"))
 /** Raw BullMQ adds, bypassing the payload Schema (what a buggy or hostile producer could do). */
 const kit = Layer.scoped(
   JobQueueTestKit,
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const connection = yield* RedisConnection
     const raw = {
       "ai-interactive": new Queue("ai-interactive", { connection: connection.commands, prefix: connection.bullPrefix }),
@@ -27,7 +27,9 @@ const kit = Layer.scoped(
     )
     return JobQueueTestKit.of({
       addRaw: (queueName, queueJobId, data) =>
-        Effect.promise(() => raw[queueName].add("raw", data, { jobId: queueJobId, removeOnComplete: true, removeOnFail: true }))
+        Effect.promise(() =>
+          raw[queueName].add("raw", data, { jobId: queueJobId, removeOnComplete: true, removeOnFail: true })
+        )
           .pipe(Effect.asVoid)
     })
   })

@@ -1,12 +1,12 @@
-import { EventEmitter } from "node:events"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Runtime } from "effect"
+import { EventEmitter } from "node:events"
 import { logWorkerErrors } from "../../../src/layers/bullmq/BullMqJobQueue.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 
 describe("BullMQ worker errors", () => {
   it.effect("are logged at warning with their message, a repeat only after the connection is ready again", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const capture = yield* LogCapture
       const runtime = yield* Effect.runtime<never>()
       const worker = new EventEmitter()

@@ -19,7 +19,7 @@ const TestLayer = RedisWorkerDirectory.pipe(Layer.provideMerge(testRedisLayer(un
 
 layer(TestLayer, { excludeTestServices: true })("the Redis worker directory (no SCAN)", (it) => {
   it.effect("lists the workers that beat, forgets removed ones and ones whose heartbeat key expired", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const directory = yield* WorkerDirectory
       const redis = yield* RedisConnection
       expect(yield* directory.live).toEqual([])
@@ -34,7 +34,10 @@ layer(TestLayer, { excludeTestServices: true })("the Redis worker directory (no 
       yield* Effect.promise(() => redis.commands.del(redis.key("worker", "heartbeat", "worker-c")))
       expect((yield* directory.live).map((worker) => worker.instanceId)).toEqual(["worker-a"])
       // The index lives under the prefix with the heartbeat keys, and forgets a removed worker.
-      expect(yield* Effect.promise(() => redis.commands.zrange(redis.key("worker", "heartbeats"), 0, -1))).toEqual(["worker-a", "worker-c"])
+      expect(yield* Effect.promise(() => redis.commands.zrange(redis.key("worker", "heartbeats"), 0, -1))).toEqual([
+        "worker-a",
+        "worker-c"
+      ])
       // No key outlives its use: the index expires a heartbeat's life after the last beat.
       const ttl = yield* Effect.promise(() => redis.commands.pttl(redis.key("worker", "heartbeats")))
       expect(ttl).toBeGreaterThan(0)

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
-import { AlwaysOnSampler, type ReadableSpan, type SpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { describe, expect, it } from "@effect/vitest"
+import { AlwaysOnSampler, type ReadableSpan, type SpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Effect, Option, Redacted } from "effect"
 import { currentTraceParent } from "../../../src/domain/TraceContext.js"
 import { mysqlClientLayer } from "../../../src/layers/mysql/MysqlDatabase.js"
@@ -17,10 +17,10 @@ import { testServerUrl } from "../../support/scratchDatabase.js"
 const client = mysqlClientLayer(Redacted.make(testServerUrl), { maxConnections: 1 })
 
 /** A job's creation in miniature: a transaction with statements, a nested span and the stored context. */
-const createInTransaction = Effect.gen(function* () {
+const createInTransaction = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   return yield* sql.withTransaction(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* sql`SELECT 1 AS one`
       yield* sql`SELECT 2 AS two`.pipe(Effect.withSpan("outbox.write"))
       return yield* currentTraceParent
@@ -43,7 +43,7 @@ const collector = () => {
 }
 
 const traced = (sqlSpans: boolean) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { processor, spans } = collector()
     const stored = yield* createInTransaction.pipe(
       Effect.provide(tracingThrough("ai-job-engine-test", () => processor, new AlwaysOnSampler(), { sqlSpans })),
@@ -60,7 +60,7 @@ const traced = (sqlSpans: boolean) =>
 
 describe("tracing @effect/sql's spans", () => {
   it.effect("by default no sql.* span is exported and nothing hangs off one", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { named, spans, stored } = yield* traced(false)
       expect(spans.map((s) => s.name).sort()).toEqual(["job.create", "outbox.write"])
       const create = named("job.create").spanContext()
@@ -70,9 +70,15 @@ describe("tracing @effect/sql's spans", () => {
     }))
 
   it.effect("with TRACE_SQL the transaction and every statement are spans of the trace", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { named, spans, stored } = yield* traced(true)
-      expect(spans.map((s) => s.name).sort()).toEqual(["job.create", "outbox.write", "sql.execute", "sql.execute", "sql.transaction"])
+      expect(spans.map((s) => s.name).sort()).toEqual([
+        "job.create",
+        "outbox.write",
+        "sql.execute",
+        "sql.execute",
+        "sql.transaction"
+      ])
       const transaction = named("sql.transaction").spanContext()
       expect(named("sql.transaction").parentSpanContext?.spanId).toBe(named("job.create").spanContext().spanId)
       expect(named("outbox.write").parentSpanContext?.spanId).toBe(transaction.spanId)

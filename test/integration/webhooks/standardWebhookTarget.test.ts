@@ -3,7 +3,11 @@ import { Duration, Effect, Either, Redacted } from "effect"
 import { Webhook } from "standardwebhooks"
 import { decodeWebhookSecret } from "../../../src/config/EventDeliverySettings.js"
 import type { JobFinishedEvent } from "../../../src/domain/JobFinishedEvent.js"
-import { makeStandardWebhookTarget, standardWebhookSignature, WebhookHttpClient } from "../../../src/layers/webhook/StandardWebhookTarget.js"
+import {
+  makeStandardWebhookTarget,
+  standardWebhookSignature,
+  WebhookHttpClient
+} from "../../../src/layers/webhook/StandardWebhookTarget.js"
 import { newWebhookSecret, startWebhookReceiver } from "../../support/webhookReceiver.js"
 
 const body: JobFinishedEvent = {
@@ -25,7 +29,7 @@ const targetFor = (url: string, secrets: ReadonlyArray<string>) =>
 
 describe("Standard Webhooks target (a receiver on 127.0.0.1 verifying with the standardwebhooks package)", () => {
   it.scopedLive("a delivery verifies as it is, under the event's id, with every secret of a rotation", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const current = newWebhookSecret()
       const previous = newWebhookSecret()
       const receiver = yield* startWebhookReceiver({ secret: current })
@@ -47,9 +51,12 @@ describe("Standard Webhooks target (a receiver on 127.0.0.1 verifying with the s
     }).pipe(Effect.provide(WebhookHttpClient)))
 
   it.scopedLive("an answer other than 2xx fails with its status only, and a Retry-After is passed on", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const secret = newWebhookSecret()
-      const receiver = yield* startWebhookReceiver({ secret, answer: () => ({ status: 503, headers: { "retry-after": "7" } }) })
+      const receiver = yield* startWebhookReceiver({
+        secret,
+        answer: () => ({ status: 503, headers: { "retry-after": "7" } })
+      })
       const target = yield* targetFor(receiver.url(), [secret])
       const failed = yield* Effect.flip(target.deliver({ eventId: "evt-1", body }))
       expect(failed.reason).toBe("answered 503")
@@ -58,7 +65,7 @@ describe("Standard Webhooks target (a receiver on 127.0.0.1 verifying with the s
     }).pipe(Effect.provide(WebhookHttpClient)))
 
   it.scopedLive("a redirect is not followed: the delivery fails and the other address is never asked", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const secret = newWebhookSecret()
       const receiver = yield* startWebhookReceiver({
         secret,
@@ -71,16 +78,18 @@ describe("Standard Webhooks target (a receiver on 127.0.0.1 verifying with the s
     }).pipe(Effect.provide(WebhookHttpClient)))
 
   it.scopedLive("the answer's body is never read: a 2xx whose body never ends acknowledges at once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const secret = newWebhookSecret()
       const receiver = yield* startWebhookReceiver({ secret, answer: () => ({ status: 200, endless: true }) })
       const target = yield* targetFor(receiver.url(), [secret])
-      const result = yield* Effect.either(target.deliver({ eventId: "evt-1", body }).pipe(Effect.timeout(Duration.seconds(5))))
+      const result = yield* Effect.either(
+        target.deliver({ eventId: "evt-1", body }).pipe(Effect.timeout(Duration.seconds(5)))
+      )
       expect(Either.isRight(result)).toBe(true)
     }).pipe(Effect.provide(WebhookHttpClient)))
 
   it.scopedLive("nobody listening is a failed delivery; an endpoint's query never reaches its label", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const secret = newWebhookSecret()
       const receiver = yield* startWebhookReceiver({ secret })
       const url = receiver.url("/hooks?token=s3cret")

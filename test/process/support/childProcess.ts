@@ -1,6 +1,6 @@
+import { Data, Deferred, Duration, Effect, Option, type Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { createServer } from "node:net"
-import { Data, Deferred, Duration, Effect, Option, type Scope } from "effect"
 
 /**
  * Real child processes for the process tests: each runs in its own process group (so `npm start`,
@@ -26,7 +26,10 @@ export interface ChildProgram {
   /** The last `lines` lines of output, for failure messages. */
   readonly tail: (lines?: number) => string
   /** Waits until the output matches `pattern` (checked on what is there already, too). */
-  readonly waitForOutput: (pattern: RegExp, timeout: Duration.DurationInput) => Effect.Effect<RegExpMatchArray, ProcessTestError>
+  readonly waitForOutput: (
+    pattern: RegExp,
+    timeout: Duration.DurationInput
+  ) => Effect.Effect<RegExpMatchArray, ProcessTestError>
   /** Sends a signal to the program's own process (not its group). */
   readonly signal: (signal: NodeJS.Signals) => Effect.Effect<void>
   /** Waits for the exit; fails when it takes longer than `timeout`. */
@@ -73,7 +76,7 @@ export const spawnProgram = (
   args: ReadonlyArray<string>,
   env: NodeJS.ProcessEnv
 ): Effect.Effect<ChildProgram, ProcessTestError, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const exited = yield* Deferred.make<ProcessExit>()
     const child = yield* Effect.acquireRelease(
       Effect.try({
@@ -81,7 +84,7 @@ export const spawnProgram = (
         catch: (error) => new ProcessTestError({ message: `${name}: spawn failed: ${String(error)}` })
       }),
       (child) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           // The whole group: grandchildren (npm start's node) may outlive the leader.
           killGroup(child, "SIGKILL")
           yield* Deferred.await(exited).pipe(Effect.timeoutOption(Duration.seconds(10)))
@@ -97,7 +100,11 @@ export const spawnProgram = (
       const text = chunk.toString("utf8")
       output += text
       // PROCESS_TEST_ECHO=1 shows every child's output live, each line prefixed by its name.
-      if (echo) process.stderr.write(text.split("\n").filter((line) => line.length > 0).map((line) => `[${name}] ${line}\n`).join(""))
+      if (echo) {
+        process.stderr.write(
+          text.split("\n").filter((line) => line.length > 0).map((line) => `[${name}] ${line}\n`).join("")
+        )
+      }
       for (const listener of listeners) listener()
     }
     child.stdout?.on("data", append)
@@ -127,7 +134,9 @@ export const spawnProgram = (
         Effect.timeoutFail({
           duration: timeout,
           onTimeout: () =>
-            new ProcessTestError({ message: `${name}: no output matching ${pattern} within ${Duration.format(timeout)}\n${tail()}` })
+            new ProcessTestError({
+              message: `${name}: no output matching ${pattern} within ${Duration.format(timeout)}\n${tail()}`
+            })
         })
       )
 
@@ -149,7 +158,8 @@ export const spawnProgram = (
         Deferred.await(exited).pipe(
           Effect.timeoutFail({
             duration: timeout,
-            onTimeout: () => new ProcessTestError({ message: `${name}: still running after ${Duration.format(timeout)}\n${tail()}` })
+            onTimeout: () =>
+              new ProcessTestError({ message: `${name}: still running after ${Duration.format(timeout)}\n${tail()}` })
           })
         ),
       exitNow: Deferred.poll(exited).pipe(

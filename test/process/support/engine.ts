@@ -2,13 +2,13 @@ import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Layer, Redacted, Schema, type Scope } from "effect"
 import { randomBytes } from "node:crypto"
+import type { LifecycleStatus } from "../../../src/domain/LifecycleStatus.js"
 import { JobArtifactsResponse, JobStatusResponse } from "../../../src/http/ApiSchemas.js"
 import { type Role, signToken } from "../../../src/http/AuthTokens.js"
-import type { LifecycleStatus } from "../../../src/domain/LifecycleStatus.js"
-import { mysqlClientLayer } from "../../../src/layers/mysql/MysqlDatabase.js"
 import { runMigrations } from "../../../src/layers/mysql/migrate.js"
-import { acquireScratchDatabase } from "../../support/scratchDatabase.js"
+import { mysqlClientLayer } from "../../../src/layers/mysql/MysqlDatabase.js"
 import { deleteRedisKeys, testRedisUrl, uniqueRedisPrefix } from "../../support/redis.js"
+import { acquireScratchDatabase } from "../../support/scratchDatabase.js"
 import { childEnv, type ChildProgram, freePort, nodeProgram, ProcessTestError, spawnProgram } from "./childProcess.js"
 
 /**
@@ -42,7 +42,7 @@ export const engineStorage = (
   name: string,
   options: { readonly migrate?: boolean; readonly redisUrl?: string } = {}
 ): Effect.Effect<EngineStorage, never, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { url } = yield* acquireScratchDatabase(`proc_${name}`)
     if (options.migrate ?? true) {
       yield* runMigrations.pipe(
@@ -102,14 +102,21 @@ export const httpRequest = (
   })
 
 /** Decodes a JSON body with `schema`; a mismatch fails with the status and the body. */
-export const decodeBody = <A, I>(schema: Schema.Schema<A, I>) => (response: { readonly status: number; readonly text: string }) =>
-  Schema.decodeUnknown(Schema.parseJson(schema))(response.text).pipe(
-    Effect.mapError((error) => new ProcessTestError({ message: `unexpected body (${response.status}) ${response.text}: ${error.message}` }))
-  )
+export const decodeBody =
+  <A, I>(schema: Schema.Schema<A, I>) => (response: { readonly status: number; readonly text: string }) =>
+    Schema.decodeUnknown(Schema.parseJson(schema))(response.text).pipe(
+      Effect.mapError((error) =>
+        new ProcessTestError({ message: `unexpected body (${response.status}) ${response.text}: ${error.message}` })
+      )
+    )
 
 /** Polls `/healthz` until it answers 200; fails early (with the output) if the program exits. */
-export const awaitHealthy = (program: ChildProgram, baseUrl: string, timeout: Duration.DurationInput = Duration.seconds(30)) =>
-  Effect.gen(function* () {
+export const awaitHealthy = (
+  program: ChildProgram,
+  baseUrl: string,
+  timeout: Duration.DurationInput = Duration.seconds(30)
+) =>
+  Effect.gen(function*() {
     while (true) {
       const exited = yield* program.exitNow
       if (exited._tag === "Some") {
@@ -143,10 +150,13 @@ export const startProgram = (
   env: NodeJS.ProcessEnv,
   options: { readonly ready?: RegExp; readonly nodeOptions?: ReadonlyArray<string> } = {}
 ): Effect.Effect<RunningProgram, ProcessTestError, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const port = yield* freePort
     const [command, args] = nodeProgram(entry)
-    const program = yield* spawnProgram(name, command, [...(options.nodeOptions ?? []), ...args], { ...env, PORT: String(port) })
+    const program = yield* spawnProgram(name, command, [...(options.nodeOptions ?? []), ...args], {
+      ...env,
+      PORT: String(port)
+    })
     const baseUrl = `http://127.0.0.1:${port}`
     if (entry === "api" || entry === "all-in-one") yield* awaitHealthy(program, baseUrl)
     if (options.ready !== undefined) yield* program.waitForOutput(options.ready, Duration.seconds(30))
@@ -162,7 +172,8 @@ export const tokenFor = (storage: EngineStorage, userId: string, role: Role = "U
   signToken({ sub: userId, role, expiresInSeconds: 3600 }, Redacted.make(storage.jwtSecret))
 
 export const flashcardRequest = (index: number) => ({
-  sourceText: `Item ${index}: photosynthesis turns light into chemical energy. Chlorophyll absorbs light. Plants release oxygen.`,
+  sourceText:
+    `Item ${index}: photosynthesis turns light into chemical energy. Chlorophyll absorbs light. Plants release oxygen.`,
   count: 3
 })
 
@@ -178,7 +189,7 @@ export const createJob = (
   route: "flashcard-generations" | "feynman-evaluations",
   body: unknown
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const response = yield* httpRequest("POST", `${baseUrl}/api/ai/${route}`, { token, body })
     if (response.status !== 202) {
       return yield* new ProcessTestError({ message: `create ${route}: ${response.status} ${response.text}` })
@@ -190,7 +201,9 @@ export const getJob = (baseUrl: string, token: string, jobId: string) =>
   httpRequest("GET", `${baseUrl}/api/ai/jobs/${jobId}`, { token }).pipe(Effect.flatMap(decodeBody(JobStatusResponse)))
 
 export const getArtifacts = (baseUrl: string, token: string, jobId: string) =>
-  httpRequest("GET", `${baseUrl}/api/ai/jobs/${jobId}/artifacts`, { token }).pipe(Effect.flatMap(decodeBody(JobArtifactsResponse)))
+  httpRequest("GET", `${baseUrl}/api/ai/jobs/${jobId}/artifacts`, { token }).pipe(
+    Effect.flatMap(decodeBody(JobArtifactsResponse))
+  )
 
 /** RESOLVE is done: the job is in EXECUTE (the synthetic provider's latency) or later. */
 /**
@@ -215,15 +228,17 @@ export const pollJob = (
     readonly until?: (job: JobStatusResponse) => boolean
   } = {}
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const until = options.until ?? ((job: JobStatusResponse) => terminal.includes(job.lifecycleStatus))
     let last: JobStatusResponse | undefined
-    const loop = Effect.gen(function* () {
+    const loop = Effect.gen(function*() {
       while (true) {
         last = yield* getJob(baseUrl, token, jobId)
         if (until(last)) return last
         if (terminal.includes(last.lifecycleStatus)) {
-          return yield* new ProcessTestError({ message: `job ${jobId} ended without meeting the condition: ${JSON.stringify(last)}` })
+          return yield* new ProcessTestError({
+            message: `job ${jobId} ended without meeting the condition: ${JSON.stringify(last)}`
+          })
         }
         yield* Effect.sleep(options.every ?? Duration.millis(100))
       }
@@ -233,7 +248,9 @@ export const pollJob = (
       Effect.timeoutFail({
         duration: timeout,
         onTimeout: () =>
-          new ProcessTestError({ message: `job ${jobId} not done within ${Duration.format(timeout)}; last: ${JSON.stringify(last)}` })
+          new ProcessTestError({
+            message: `job ${jobId} not done within ${Duration.format(timeout)}; last: ${JSON.stringify(last)}`
+          })
       })
     )
   })
@@ -243,8 +260,12 @@ export const withDatabase = <A, E>(storage: EngineStorage, effect: Effect.Effect
   effect.pipe(Effect.provide(mysqlClientLayer(Redacted.make(storage.databaseUrl), { maxConnections: 2 })))
 
 /** Rows of a query, decoded (the pool camelCases column names). */
-export const queryRows = <A, I>(schema: Schema.Schema<A, I>, query: string, params: ReadonlyArray<string | number> = []) =>
-  Effect.gen(function* () {
+export const queryRows = <A, I>(
+  schema: Schema.Schema<A, I>,
+  query: string,
+  params: ReadonlyArray<string | number> = []
+) =>
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const rows = yield* sql.unsafe(query, params)
     return yield* Schema.decodeUnknown(Schema.Array(schema))(rows)
@@ -261,10 +282,14 @@ export const LeaseRow = Schema.Struct({
 export const leaseOf = (storage: EngineStorage, jobId: string) =>
   withDatabase(
     storage,
-    queryRows(LeaseRow, "SELECT lifecycle_status, attempt_count, locked_by, lock_until FROM ai_job WHERE id = ?", [jobId])
+    queryRows(LeaseRow, "SELECT lifecycle_status, attempt_count, locked_by, lock_until FROM ai_job WHERE id = ?", [
+      jobId
+    ])
   ).pipe(
     Effect.flatMap((rows) =>
-      rows[0] === undefined ? Effect.fail(new ProcessTestError({ message: `no ai_job row ${jobId}` })) : Effect.succeed(rows[0])
+      rows[0] === undefined
+        ? Effect.fail(new ProcessTestError({ message: `no ai_job row ${jobId}` }))
+        : Effect.succeed(rows[0])
     )
   )
 
@@ -275,9 +300,9 @@ export const awaitLease = (
   predicate: (row: typeof LeaseRow.Type) => boolean,
   timeout: Duration.DurationInput
 ) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     let last: typeof LeaseRow.Type | undefined
-    return yield* Effect.gen(function* () {
+    return yield* Effect.gen(function*() {
       while (true) {
         last = yield* leaseOf(storage, jobId)
         if (predicate(last)) return last
@@ -286,13 +311,18 @@ export const awaitLease = (
     }).pipe(
       Effect.timeoutFail({
         duration: timeout,
-        onTimeout: () => new ProcessTestError({ message: `job ${jobId}: lease condition not met; last ${JSON.stringify(last)}` })
+        onTimeout: () =>
+          new ProcessTestError({ message: `job ${jobId}: lease condition not met; last ${JSON.stringify(last)}` })
       })
     )
   })
 
 /** Artifact and business-row counts per job, for "exactly one set of artifacts". */
-export const ArtifactCount = Schema.Struct({ jobId: Schema.String, artifacts: Schema.Number, distinctOrdinals: Schema.Number })
+export const ArtifactCount = Schema.Struct({
+  jobId: Schema.String,
+  artifacts: Schema.Number,
+  distinctOrdinals: Schema.Number
+})
 export const artifactCounts = (storage: EngineStorage) =>
   withDatabase(
     storage,

@@ -1,7 +1,7 @@
 import { Duration, Effect, type Scope } from "effect"
 import { Redis } from "ioredis"
 import { engineAclRule } from "../../../src/layers/redis/aclRule.js"
-import { type ChildProgram, childEnv, freePort, type ProcessTestError, spawnProgram } from "./childProcess.js"
+import { childEnv, type ChildProgram, freePort, type ProcessTestError, spawnProgram } from "./childProcess.js"
 
 /**
  * A private `redis-server` for a test that must stop Redis or change its users: the shared
@@ -17,7 +17,7 @@ export interface PrivateRedis {
 export const startRedisServer = (
   options: { readonly port?: number; readonly name?: string } = {}
 ): Effect.Effect<PrivateRedis, ProcessTestError, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const port = options.port ?? (yield* freePort)
     const server = yield* spawnProgram(
       options.name ?? `redis-server:${port}`,
@@ -49,14 +49,15 @@ export const restrictedEngineUser = (
   redis: PrivateRedis,
   prefix: string
 ): Effect.Effect<RestrictedRedisUser, never, Scope.Scope> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const user = "aije-engine"
     const password = "engine-password-0123456789"
     const admin = yield* Effect.acquireRelease(
       Effect.sync(() => new Redis(redis.url, { maxRetriesPerRequest: 1 })),
       (client) => Effect.promise(() => client.quit()).pipe(Effect.ignore)
     )
-    const call = (command: string, ...args: ReadonlyArray<string>) => Effect.promise((): Promise<unknown> => admin.call(command, ...args))
+    const call = (command: string, ...args: ReadonlyArray<string>) =>
+      Effect.promise((): Promise<unknown> => admin.call(command, ...args))
     yield* call("ACL", "SETUSER", user, "on", `>${password}`, ...engineAclRule(prefix).split(" "))
     yield* call("ACL", "LOG", "RESET")
     return {

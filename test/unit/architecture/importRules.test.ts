@@ -14,7 +14,11 @@ describe("the layout's import rule", () => {
       text: `import { runJob } from "../../pipeline/engine.js"\nexport const planted = runJob\n`
     }
     expect(importViolations([...sourceFiles(), planted])).toEqual([
-      { from: "src/layers/mysql/Planted.ts", specifier: "../../pipeline/engine.js", rule: "src/layers must not import src/pipeline" }
+      {
+        from: "src/layers/mysql/Planted.ts",
+        specifier: "../../pipeline/engine.js",
+        rule: "src/layers must not import src/pipeline"
+      }
     ])
   })
 
@@ -22,7 +26,10 @@ describe("the layout's import rule", () => {
     const planted = [
       { path: "src/pipeline/Planted.ts", text: `import { MysqlQuotas } from "../layers/mysql/MysqlQuotas.js"\n` },
       { path: "src/http/Planted.ts", text: `import type { Queue } from "bullmq"\n` },
-      { path: "src/layers/memory/Planted.ts", text: `export { BullMqJobQueueLive } from "../bullmq/BullMqJobQueue.js"\n` }
+      {
+        path: "src/layers/memory/Planted.ts",
+        text: `export { BullMqJobQueueLive } from "../bullmq/BullMqJobQueue.js"\n`
+      }
     ]
     expect(importViolations(planted).map((v) => v.rule)).toEqual([
       "src/pipeline must not import src/layers",
@@ -33,18 +40,36 @@ describe("the layout's import rule", () => {
 
   it("keeps the OpenTelemetry packages to src/layers/telemetry and src/main", () => {
     const planted = [
-      { path: "src/pipeline/Planted.ts", text: `import { trace } from "@opentelemetry/api"
-` },
-      { path: "src/services/Planted.ts", text: `import { Tracer } from "@effect/opentelemetry"
-` },
-      { path: "src/layers/mysql/Planted.ts", text: `import type { SpanProcessor } from "@opentelemetry/sdk-trace-base"
-` },
-      { path: "src/simulation/Planted.ts", text: `import { NodeSdk } from "@effect/opentelemetry/NodeSdk"
-` },
-      { path: "src/layers/telemetry/Planted.ts", text: `import { NodeSdk } from "@effect/opentelemetry"
-` },
-      { path: "src/main/Planted.ts", text: `import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
-` }
+      {
+        path: "src/pipeline/Planted.ts",
+        text: `import { trace } from "@opentelemetry/api"
+`
+      },
+      {
+        path: "src/services/Planted.ts",
+        text: `import { Tracer } from "@effect/opentelemetry"
+`
+      },
+      {
+        path: "src/layers/mysql/Planted.ts",
+        text: `import type { SpanProcessor } from "@opentelemetry/sdk-trace-base"
+`
+      },
+      {
+        path: "src/simulation/Planted.ts",
+        text: `import { NodeSdk } from "@effect/opentelemetry/NodeSdk"
+`
+      },
+      {
+        path: "src/layers/telemetry/Planted.ts",
+        text: `import { NodeSdk } from "@effect/opentelemetry"
+`
+      },
+      {
+        path: "src/main/Planted.ts",
+        text: `import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
+`
+      }
     ]
     expect(importViolations(planted).map((v) => v.rule)).toEqual([
       "src/pipeline must not load @opentelemetry/* (only src/layers/telemetry and src/main)",

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Option, TestClock } from "effect"
 import { ProviderLimitsConfig } from "../../../src/config/ProviderLimitsConfig.js"
-import { type CapacityStore, makeProviderCapacity, storeLimitsOf } from "../../../src/services/ProviderCapacityRoom.js"
 import { makeMemoryCapacityStore } from "../../../src/layers/memory/MemoryProviderCapacity.js"
+import { type CapacityStore, makeProviderCapacity, storeLimitsOf } from "../../../src/services/ProviderCapacityRoom.js"
 
 const model = "room/model"
 const limitsFor = (limit: Parameters<typeof storeLimitsOf>[0]) =>
@@ -10,7 +10,7 @@ const limitsFor = (limit: Parameters<typeof storeLimitsOf>[0]) =>
 
 describe("provider capacity waiting room", () => {
   it.scoped("a grant that lands after its waiter was interrupted is given back, not kept", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const store = makeMemoryCapacityStore()
       const entered = yield* Deferred.make<void>()
       const gate = yield* Deferred.make<void>()
@@ -18,21 +18,36 @@ describe("provider capacity waiting room", () => {
       const gated: CapacityStore = {
         ...store,
         tryAcquire: (input) =>
-          Effect.zipRight(Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate)), store.tryAcquire(input))
+          Effect.zipRight(
+            Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate)),
+            store.tryAcquire(input)
+          )
       }
       const capacity = yield* makeProviderCapacity(gated, yield* limitsFor({ concurrency: 1 }))
-      const waiter = yield* Effect.fork(capacity.acquire({ providerModel: model, userId: "u", priority: "background", estimatedTokens: 10 }))
+      const waiter = yield* Effect.fork(
+        capacity.acquire({ providerModel: model, userId: "u", priority: "background", estimatedTokens: 10 })
+      )
       yield* Deferred.await(entered)
       yield* Fiber.interrupt(waiter)
       yield* Deferred.succeed(gate, undefined)
       // The next caller gets the slot only if the orphaned grant was released.
-      const next = yield* capacity.acquire({ providerModel: model, userId: "v", priority: "background", estimatedTokens: 10 })
+      const next = yield* capacity.acquire({
+        providerModel: model,
+        userId: "v",
+        priority: "background",
+        estimatedTokens: 10
+      })
       expect(next.providerModel).toBe(model)
-      expect(yield* capacity.state(model)).toMatchObject({ inFlight: 1, requestsInWindow: 1, tokensInWindow: 10, waiting: 0 })
+      expect(yield* capacity.state(model)).toMatchObject({
+        inFlight: 1,
+        requestsInWindow: 1,
+        tokensInWindow: 10,
+        waiting: 0
+      })
     }))
 
   it.scoped("a permit whose worker died (no refresh) lapses after its lease and frees the slot", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const store = makeMemoryCapacityStore()
       const limits = storeLimitsOf({ concurrency: 1 })
       // A worker that took the slot and then vanished: nobody refreshes its permit.
@@ -49,7 +64,9 @@ describe("provider capacity waiting room", () => {
       })
       expect(crashed.granted).toBe(true)
       const capacity = yield* makeProviderCapacity(store, yield* limitsFor({ concurrency: 1 }), { leaseMs: 3_000 })
-      const waiter = yield* Effect.fork(capacity.acquire({ providerModel: model, userId: "u", priority: "interactive", estimatedTokens: 1 }))
+      const waiter = yield* Effect.fork(
+        capacity.acquire({ providerModel: model, userId: "u", priority: "interactive", estimatedTokens: 1 })
+      )
       yield* TestClock.adjust(2_900)
       expect(Option.isNone(yield* Fiber.poll(waiter))).toBe(true)
       yield* TestClock.adjust(200)
@@ -63,17 +80,27 @@ describe("provider capacity waiting room", () => {
 describe("provider capacity waiting room: wakes on a release only when it can help", () => {
   const counted = (store: CapacityStore) => {
     let calls = 0
-    const wrapped: CapacityStore = { ...store, tryAcquire: (input) => Effect.suspend(() => (calls++, store.tryAcquire(input))) }
+    const wrapped: CapacityStore = {
+      ...store,
+      tryAcquire: (input) => Effect.suspend(() => (calls++, store.tryAcquire(input)))
+    }
     return { wrapped, calls: () => calls }
   }
   const waiterOf = (capacity: Effect.Effect.Success<ReturnType<typeof makeProviderCapacity>>, userId: string) =>
-    Effect.fork(Effect.scoped(capacity.acquire({ providerModel: model, userId, priority: "background", estimatedTokens: 1 })))
+    Effect.fork(
+      Effect.scoped(capacity.acquire({ providerModel: model, userId, priority: "background", estimatedTokens: 1 }))
+    )
 
   it.scoped("held back by the pace, a finished call asks the store nothing; the clock lets the waiter through", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { calls, wrapped } = counted(makeMemoryCapacityStore())
       const capacity = yield* makeProviderCapacity(wrapped, yield* limitsFor({ rpm: 60 }))
-      const first = yield* capacity.acquire({ providerModel: model, userId: "u", priority: "background", estimatedTokens: 1 })
+      const first = yield* capacity.acquire({
+        providerModel: model,
+        userId: "u",
+        priority: "background",
+        estimatedTokens: 1
+      })
       const waiter = yield* waiterOf(capacity, "v")
       yield* TestClock.adjust(10)
       const refused = calls()
@@ -87,9 +114,14 @@ describe("provider capacity waiting room: wakes on a release only when it can he
     }))
 
   it.scoped("held back by the pace, a call that was never sent gives its request back and the waiter goes at once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const capacity = yield* makeProviderCapacity(makeMemoryCapacityStore(), yield* limitsFor({ rpm: 60 }))
-      const first = yield* capacity.acquire({ providerModel: model, userId: "u", priority: "background", estimatedTokens: 1 })
+      const first = yield* capacity.acquire({
+        providerModel: model,
+        userId: "u",
+        priority: "background",
+        estimatedTokens: 1
+      })
       const waiter = yield* waiterOf(capacity, "v")
       yield* TestClock.adjust(10)
       expect(Option.isNone(yield* Fiber.poll(waiter))).toBe(true)
@@ -98,9 +130,14 @@ describe("provider capacity waiting room: wakes on a release only when it can he
     }))
 
   it.scoped("held back by the concurrency limit, a finished call wakes the waiter at once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const capacity = yield* makeProviderCapacity(makeMemoryCapacityStore(), yield* limitsFor({ concurrency: 1 }))
-      const first = yield* capacity.acquire({ providerModel: model, userId: "u", priority: "background", estimatedTokens: 1 })
+      const first = yield* capacity.acquire({
+        providerModel: model,
+        userId: "u",
+        priority: "background",
+        estimatedTokens: 1
+      })
       const waiter = yield* waiterOf(capacity, "v")
       yield* TestClock.adjust(10)
       expect(Option.isNone(yield* Fiber.poll(waiter))).toBe(true)

@@ -11,7 +11,12 @@ describe("domain error messages", () => {
   })
 
   it("invalid input names the job type and every problem, in order", () => {
-    expect(new InvalidJobInput({ jobType: "flashcard_generation", problems: ["sourceText is missing", "count must be at most 20"] }).message).toBe(
+    expect(
+      new InvalidJobInput({
+        jobType: "flashcard_generation",
+        problems: ["sourceText is missing", "count must be at most 20"]
+      }).message
+    ).toBe(
       "invalid input for flashcard_generation: sourceText is missing; count must be at most 20"
     )
   })

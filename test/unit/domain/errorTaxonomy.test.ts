@@ -55,14 +55,18 @@ describe("the execution error taxonomy", () => {
   })
 
   it("reads Retry-After only from a provider error", () => {
-    expect(retryAfterOf(new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 1500 }))).toBe(1500)
+    expect(retryAfterOf(new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 1500 }))).toBe(
+      1500
+    )
     expect(retryAfterOf(new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503" }))).toBeUndefined()
     expect(retryAfterOf(new InternalError({ code: "INTERNAL_ERROR", message: "boom" }))).toBeUndefined()
   })
 
   it("recognises an execution error by its tag, and nothing else", () => {
     for (const [error] of oneOfEach) expect(isExecutionError(error)).toBe(true)
-    for (const other of [null, undefined, "ProviderError", 42, {}, { _tag: 1 }, { _tag: "SqlError" }, new Error("plain")]) {
+    for (
+      const other of [null, undefined, "ProviderError", 42, {}, { _tag: 1 }, { _tag: "SqlError" }, new Error("plain")]
+    ) {
       expect(isExecutionError(other), JSON.stringify(other)).toBe(false)
     }
   })

@@ -8,7 +8,7 @@ const uuidShape = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[89ab][0-9a-f]{3}-[0-9a-
 
 describe("ids", () => {
   it.effect("a new id is a UUIDv7 whose first 48 bits are the clock's milliseconds", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* TestClock.setTime(0x0192_3456_789a)
       const id = yield* newId
       expect(id).toMatch(uuidShape)
@@ -21,7 +21,9 @@ describe("ids", () => {
     const id = derivedId("job-1", "card", "0")
     const hex = sha256Hex(["job-1", "card", "0"].join("\u0000"))
     expect(id).toMatch(uuidShape)
-    expect(id.replace(/-/g, "")).toMatch(new RegExp(`^${hex.slice(0, 12)}8${hex.slice(13, 16)}[89ab]${hex.slice(17, 32)}$`))
+    expect(id.replace(/-/g, "")).toMatch(
+      new RegExp(`^${hex.slice(0, 12)}8${hex.slice(13, 16)}[89ab]${hex.slice(17, 32)}$`)
+    )
     expect(derivedId("job-1", "card", "0")).toBe(id)
     // Stored rows are keyed by these ids: a re-projection after an upgrade must derive the same ones.
     expect(id).toBe("b095f895-366e-82a6-9dd1-2f4b3f3caa0c")

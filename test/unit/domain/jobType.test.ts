@@ -3,16 +3,17 @@ import { Effect, Either, Schema } from "effect"
 import { defineJobType, failedPaths, formatProblems } from "../../../src/domain/JobType.js"
 
 // Built inside each test, not at module load, so mutation testing sees which test covers it.
-const demoType = () => defineJobType({
-  definition: { jobType: "demo" },
-  input: Schema.Struct({ count: Schema.Number, topic: Schema.String }),
-  output: Schema.Struct({ cards: Schema.Array(Schema.String) }),
-  checkOutput: (input, output) => (output.cards.length > input.count ? [`at most ${input.count} cards`] : [])
-})
+const demoType = () =>
+  defineJobType({
+    definition: { jobType: "demo" },
+    input: Schema.Struct({ count: Schema.Number, topic: Schema.String }),
+    output: Schema.Struct({ cards: Schema.Array(Schema.String) }),
+    checkOutput: (input, output) => (output.cards.length > input.count ? [`at most ${input.count} cards`] : [])
+  })
 
 describe("defineJobType", () => {
   it.effect("rejects input with every problem by field, unknown fields included, naming the job type", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const demo = demoType()
       const error = yield* Effect.flip(demo.decodeInput({ count: "three", extra: 1 }))
       expect(error.jobType).toBe("demo")
@@ -23,7 +24,7 @@ describe("defineJobType", () => {
     }))
 
   it.effect("an output that breaks its schema or a rule of its input is a validation error with the problems", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const demo = demoType()
       const input = { count: 1, topic: "cells" }
       const malformed = yield* Effect.flip(demo.decodeOutput({ cards: [1, 2] }, input))
@@ -36,14 +37,22 @@ describe("defineJobType", () => {
     }))
 
   it.effect("each refusal of an output says which check refused it", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const demo = demoType()
       const input = { count: 1, topic: "cells" }
-      expect((yield* Effect.flip(demo.decodeOutput({ cards: [1] }, input))).message).toBe("output of demo does not match its schema")
-      expect((yield* Effect.flip(demo.decodeOutput({ cards: ["a", "b"] }, input))).message).toBe("output of demo breaks a rule of its input")
+      expect((yield* Effect.flip(demo.decodeOutput({ cards: [1] }, input))).message).toBe(
+        "output of demo does not match its schema"
+      )
+      expect((yield* Effect.flip(demo.decodeOutput({ cards: ["a", "b"] }, input))).message).toBe(
+        "output of demo breaks a rule of its input"
+      )
       // A stored input that no longer decodes cannot be checked against: refused, with no problem to show the model.
       const stale = yield* Effect.flip(demo.decodeOutput({ cards: ["a"] }, { count: "one", topic: "cells" }))
-      expect(stale).toMatchObject({ code: "VALIDATION_OUTPUT_SCHEMA", message: "input of demo no longer decodes", problems: [] })
+      expect(stale).toMatchObject({
+        code: "VALIDATION_OUTPUT_SCHEMA",
+        message: "input of demo no longer decodes",
+        problems: []
+      })
       // A failure of the whole value has no path to put before its message.
       const root = yield* Effect.flip(demo.decodeOutput("cards", input))
       expect(root.problems).toHaveLength(1)
@@ -51,9 +60,12 @@ describe("defineJobType", () => {
     }))
 
   it.effect("a job type is read from an object's jobType, whatever its kind; anything else is unknown", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const nameOf = (definition: unknown) =>
-        Effect.flip(defineJobType({ definition, input: Schema.Struct({ a: Schema.String }), output: Schema.Struct({}) }).decodeInput({}))
+        Effect.flip(
+          defineJobType({ definition, input: Schema.Struct({ a: Schema.String }), output: Schema.Struct({}) })
+            .decodeInput({})
+        )
           .pipe(Effect.map((error) => error.jobType))
       expect(yield* nameOf({ jobType: 7 })).toBe("7")
       expect(yield* nameOf({ type: "demo" })).toBe("unknown")
@@ -61,7 +73,10 @@ describe("defineJobType", () => {
     }))
 
   it("failure paths and problems name fields, once each, and never the value", () => {
-    const Shape = Schema.Struct({ a: Schema.Struct({ b: Schema.String }), c: Schema.Union(Schema.Number, Schema.Boolean) })
+    const Shape = Schema.Struct({
+      a: Schema.Struct({ b: Schema.String }),
+      c: Schema.Union(Schema.Number, Schema.Boolean)
+    })
     const errorOf = (value: unknown) => {
       const result = Schema.decodeUnknownEither(Shape, { errors: "all" })(value)
       if (Either.isRight(result)) throw new Error("expected a decode failure")
@@ -76,8 +91,12 @@ describe("defineJobType", () => {
   })
 
   it.effect("a definition without a job type is named unknown", () =>
-    Effect.gen(function* () {
-      const nameless = defineJobType({ definition: null, input: Schema.Struct({ a: Schema.String }), output: Schema.Struct({}) })
+    Effect.gen(function*() {
+      const nameless = defineJobType({
+        definition: null,
+        input: Schema.Struct({ a: Schema.String }),
+        output: Schema.Struct({})
+      })
       const error = yield* Effect.flip(nameless.decodeInput({}))
       expect(error.jobType).toBe("unknown")
       // Without output rules the input is not decoded again: the output alone decides.

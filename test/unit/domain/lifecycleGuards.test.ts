@@ -57,9 +57,15 @@ describe("lifecycle guards", () => {
 
   it("a lease holds only for the same owner and the same lease number", () => {
     const job = Option.some(runningJob())
-    expect(tagOf(leaseGuard({ jobId: "job-1", workerId: "worker-a", attempt: 2, leaseNo: 4 }, job, "succeeded"))).toBe("Right")
-    expect(tagOf(leaseGuard({ jobId: "job-1", workerId: "worker-a", attempt: 2, leaseNo: 3 }, job, "succeeded"))).toBe("LockLost")
-    expect(tagOf(leaseGuard({ jobId: "job-1", workerId: "worker-b", attempt: 2, leaseNo: 4 }, job, "succeeded"))).toBe("LockLost")
+    expect(tagOf(leaseGuard({ jobId: "job-1", workerId: "worker-a", attempt: 2, leaseNo: 4 }, job, "succeeded"))).toBe(
+      "Right"
+    )
+    expect(tagOf(leaseGuard({ jobId: "job-1", workerId: "worker-a", attempt: 2, leaseNo: 3 }, job, "succeeded"))).toBe(
+      "LockLost"
+    )
+    expect(tagOf(leaseGuard({ jobId: "job-1", workerId: "worker-b", attempt: 2, leaseNo: 4 }, job, "succeeded"))).toBe(
+      "LockLost"
+    )
   })
 
   it("the reaper's fence needs the lock expired beyond the grace period, in the lease it saw", () => {
@@ -71,7 +77,11 @@ describe("lifecycle guards", () => {
     expect(guard(at(-grace / 2))).toBe("LockLost")
     expect(guard(at(-grace - 1))).toBe("Right")
     expect(guard(at(-grace - 1), 5)).toBe("LockLost")
-    expect(tagOf(fenceGuard(fence, Option.some(runningJob({ lifecycleStatus: "succeeded", status: "completed" })), now, "failed")))
+    expect(
+      tagOf(
+        fenceGuard(fence, Option.some(runningJob({ lifecycleStatus: "succeeded", status: "completed" })), now, "failed")
+      )
+    )
       .toBe("IllegalTransition")
   })
 
@@ -97,8 +107,14 @@ describe("lifecycle guards", () => {
     expect(tagOf(succeedGuard(lease, cancelRequested, true))).toBe("CancelRequestedBeforeSuccess")
     expect(tagOf(succeedGuard(lease, cancelRequested, false))).toBe("Right")
     expect(tagOf(succeedGuard({ ...lease, leaseNo: 5 }, cancelRequested, false))).toBe("LockLost")
-    const finished = succeedGuard(lease, Option.some(runningJob({ lifecycleStatus: "cancelled", status: "cancelled" })), true)
-    expect(Either.getLeft(finished)).toStrictEqual(Option.some(new IllegalTransition({ jobId: "job-1", from: "cancelled", to: "succeeded" })))
+    const finished = succeedGuard(
+      lease,
+      Option.some(runningJob({ lifecycleStatus: "cancelled", status: "cancelled" })),
+      true
+    )
+    expect(Either.getLeft(finished)).toStrictEqual(
+      Option.some(new IllegalTransition({ jobId: "job-1", from: "cancelled", to: "succeeded" }))
+    )
   })
 
   it("an owned running row without a lock expiry counts as expired, for a takeover and for the reaper", () => {

@@ -1,7 +1,7 @@
-import { readdirSync, readFileSync } from "node:fs"
-import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Either, JSONSchema, Schema } from "effect"
+import { readdirSync, readFileSync } from "node:fs"
+import { join } from "node:path"
 import { characterCount, maxChars, minChars } from "../../../src/domain/TextLength.js"
 
 const emoji = "\u{1F600}"
@@ -28,7 +28,9 @@ describe("string lengths in characters (code points)", () => {
   it("no schema in src counts UTF-16 code units (Effect's minLength, maxLength, length)", () => {
     const root = new URL("../../../src", import.meta.url).pathname
     const files = readdirSync(root, { recursive: true, encoding: "utf8" }).filter((file) => file.endsWith(".ts"))
-    const offenders = files.filter((file) => /Schema\.(minLength|maxLength|length)\(/.test(readFileSync(join(root, file), "utf8")))
+    const offenders = files.filter((file) =>
+      /Schema\.(minLength|maxLength|length)\(/.test(readFileSync(join(root, file), "utf8"))
+    )
     expect(offenders).toEqual([])
   })
 })

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
-import { allLifecycleStatuses, isAllowedTransition, isTerminal, legacyStatusOf } from "../../../src/domain/LifecycleStatus.js"
+import {
+  allLifecycleStatuses,
+  isAllowedTransition,
+  isTerminal,
+  legacyStatusOf
+} from "../../../src/domain/LifecycleStatus.js"
 
 describe("the lifecycle transition table", () => {
   const allowed = [

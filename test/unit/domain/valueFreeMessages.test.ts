@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Schema } from "effect"
-import { describeIssue } from "../../../src/domain/ValueFreeMessages.js"
 import { scrubSecrets } from "../../../src/domain/SecretScrubbing.js"
+import { describeIssue } from "../../../src/domain/ValueFreeMessages.js"
 import { AdminJobListParams, StoreCredentialRequest, UserJobListParams } from "../../../src/http/ApiSchemas.js"
 
 const messageOf = <A, I>(schema: Schema.Schema<A, I>, input: unknown) => {
@@ -21,23 +21,36 @@ describe("value-free decode messages", () => {
       "status: must be \"queued\" or \"running\" or \"succeeded\" or \"failed\" or \"cancelled\"; " +
         "cursor: is not a cursor this API issued; limit: must be a whole number from 1 to 100"
     )
-    expect(messageOf(AdminJobListParams, { createdFrom: secret })).toBe("createdFrom: must be an ISO-8601 time between the years 1000 and 9999")
+    expect(messageOf(AdminJobListParams, { createdFrom: secret })).toBe(
+      "createdFrom: must be an ISO-8601 time between the years 1000 and 9999"
+    )
   })
 
   it("name an unknown field only when its name reads as a field name", () => {
     expect(messageOf(StoreCredentialRequest, { apiKey: "k", apiKye: "k" })).toBe("apiKye: is not an allowed field")
-    expect(messageOf(StoreCredentialRequest, { apiKey: "k", "sk-secret-value": 1 })).toBe("has a field that is not allowed")
+    expect(messageOf(StoreCredentialRequest, { apiKey: "k", "sk-secret-value": 1 })).toBe(
+      "has a field that is not allowed"
+    )
   })
 })
 
 describe("scrubSecrets", () => {
   it("removes keys, bearer tokens, JWTs, long hex or base64 runs and the named secrets", () => {
     const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJl"
-    const text = `a sk-abcdef123456 b Bearer tok.en c ${jwt} d ${"ab12".repeat(10)} e ${"QUJD".repeat(10)}== f short-key g`
+    const text = `a sk-abcdef123456 b Bearer tok.en c ${jwt} d ${"ab12".repeat(10)} e ${
+      "QUJD".repeat(10)
+    }== f short-key g`
     const scrubbed = scrubSecrets(text, ["short-key"])
-    for (const secret of ["sk-abcdef123456", "tok.en", jwt, "ab12ab12", "QUJDQUJD", "short-key"]) expect(scrubbed).not.toContain(secret)
+    for (const secret of ["sk-abcdef123456", "tok.en", jwt, "ab12ab12", "QUJDQUJD", "short-key"]) {
+      expect(scrubbed).not.toContain(secret)
+    }
     expect(scrubbed).toContain("a [redacted] b")
-    for (const kept of ["provider answered HTTP 400 (invalid_request_error)", "job 01a22faf-a96e-7c03-a756-d083b7441619 lost its lock"]) {
+    for (
+      const kept of [
+        "provider answered HTTP 400 (invalid_request_error)",
+        "job 01a22faf-a96e-7c03-a756-d083b7441619 lost its lock"
+      ]
+    ) {
       expect(scrubSecrets(kept)).toBe(kept)
     }
   })

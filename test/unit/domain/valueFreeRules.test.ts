@@ -35,9 +35,19 @@ describe("value-free decode messages: one per rule and kind", () => {
       [Schema.Struct({ g: Schema.String }), [], "f: must be a JSON object"],
       [Schema.Tuple(Schema.String), "x", "f: must be an array"],
       [Schema.Literal("a", "b"), "c", "f: must be \"a\" or \"b\""],
-      [Schema.Union(Schema.Number.pipe(Schema.positive(), Schema.annotations({ identifier: "PositiveAmount" })), Schema.Boolean), "x",
-        "f: must be PositiveAmount or true or false"],
-      [Schema.Union(Schema.Number.pipe(Schema.positive()), Schema.NumberFromString), true, "f: must be a number or a number"],
+      [
+        Schema.Union(
+          Schema.Number.pipe(Schema.positive(), Schema.annotations({ identifier: "PositiveAmount" })),
+          Schema.Boolean
+        ),
+        "x",
+        "f: must be PositiveAmount or true or false"
+      ],
+      [
+        Schema.Union(Schema.Number.pipe(Schema.positive()), Schema.NumberFromString),
+        true,
+        "f: must be a number or a number"
+      ],
       [Schema.Number.pipe(Schema.positive()), "x", "f: must be a number"],
       [Schema.Date, 1, "f: must be a string"],
       [Schema.Unknown.pipe(Schema.filter(() => false)), 1, "f: must be a valid value"],
@@ -52,9 +62,13 @@ describe("value-free decode messages: one per rule and kind", () => {
   })
 
   it("nested fields are named by their path; each field says its first problem only", () => {
-    const nested = Schema.Struct({ outer: Schema.Struct({ inner: Schema.String.pipe(Schema.minLength(2), Schema.pattern(/^b/)) }) })
+    const nested = Schema.Struct({
+      outer: Schema.Struct({ inner: Schema.String.pipe(Schema.minLength(2), Schema.pattern(/^b/)) })
+    })
     expect(messageOf(nested, { outer: { inner: "a" } })).toBe("outer.inner: at least 2 characters")
-    expect(messageOf(Schema.Struct({ a: Schema.String, b: Schema.Number }), { a: 1, b: "x" })).toBe("a: must be a string; b: must be a number")
+    expect(messageOf(Schema.Struct({ a: Schema.String, b: Schema.Number }), { a: 1, b: "x" })).toBe(
+      "a: must be a string; b: must be a number"
+    )
     expect(messageOf(Schema.Array(Schema.Number), [1, "x"])).toBe("1: must be a number")
     expect(messageOf(Schema.String, 1)).toBe("must be a string")
   })
@@ -62,14 +76,19 @@ describe("value-free decode messages: one per rule and kind", () => {
   it("an optional field's problem is its value's, not the union with undefined", () => {
     const optional = Schema.Struct({ f: Schema.optional(Schema.Number.pipe(Schema.int())) })
     expect(messageOf(optional, { f: 1.5 })).toBe("f: must be a whole number")
-    expect(messageOf(Schema.Struct({ f: Schema.Union(Schema.Number, Schema.Boolean) }), { f: "x" })).toBe("f: must be a number or true or false")
+    expect(messageOf(Schema.Struct({ f: Schema.Union(Schema.Number, Schema.Boolean) }), { f: "x" })).toBe(
+      "f: must be a number or true or false"
+    )
   })
 
   it("a field's own message annotation speaks for it; a nested one yields to the rule it wraps", () => {
     const annotated = Schema.String.pipe(Schema.minLength(1), Schema.annotations({ message: () => "needs a name" }))
     expect(messageOf(field(annotated), { f: "" })).toBe("f: needs a name")
     expect(messageOf(field(annotated), { f: 1 })).toBe("f: must be a string")
-    const overriding = Schema.String.pipe(Schema.minLength(1), Schema.annotations({ message: () => ({ message: "a name, please", override: true }) }))
+    const overriding = Schema.String.pipe(
+      Schema.minLength(1),
+      Schema.annotations({ message: () => ({ message: "a name, please", override: true }) })
+    )
     expect(messageOf(field(overriding), { f: 1 })).toBe("f: a name, please")
     const effectful = Schema.String.pipe(Schema.annotations({ message: () => Effect.succeed("from an effect") }))
     expect(messageOf(field(effectful), { f: 1 })).toBe("f: from an effect")
@@ -83,23 +102,33 @@ describe("value-free decode messages: one per rule and kind", () => {
     expect(messageOf(field(digits), { f: 5 })).toBe("f: must be a string")
     expect(messageOf(field(digits), { f: "abc" })).toBe("f: digits")
     // The base a refinement narrows keeps its own annotation.
-    expect(messageOf(field(Schema.String.annotations({ message: () => "a text" }).pipe(Schema.minLength(2))), { f: 5 })).toBe("f: a text")
+    expect(messageOf(field(Schema.String.annotations({ message: () => "a text" }).pipe(Schema.minLength(2))), { f: 5 }))
+      .toBe("f: a text")
   })
 
   it("a rule that has no words of its own, a kind with a JSON Schema rule, a union of kinds, a field's second problem", () => {
     expect(messageOf(field(Schema.Number.pipe(Schema.multipleOf(5))), { f: 7 })).toBe("f: must be a number")
-    expect(messageOf(field(Schema.Number.annotations({ jsonSchema: { minimum: 0 } })), { f: "x" })).toBe("f: must be a number")
+    expect(messageOf(field(Schema.Number.annotations({ jsonSchema: { minimum: 0 } })), { f: "x" })).toBe(
+      "f: must be a number"
+    )
     expect(messageOf(Schema.Struct({ m: Schema.optional(Schema.Union(Schema.String, Schema.Number)) }), { m: true }))
       .toBe("m: must be a string or a number")
     expect(messageOf(Schema.Struct({ m: Schema.Union(Schema.String, Schema.Number, Schema.Undefined) }), { m: true }))
       .toBe("m: must be a string or a number")
     // Two problems written at one path (a nested `b` and a key named "a.b"): the first is said.
-    expect(messageOf(Schema.Struct({ a: Schema.Struct({ b: Schema.String }), "a.b": Schema.Number }), { a: { b: 1 }, "a.b": "x" }))
+    expect(
+      messageOf(Schema.Struct({ a: Schema.Struct({ b: Schema.String }), "a.b": Schema.Number }), {
+        a: { b: 1 },
+        "a.b": "x"
+      })
+    )
       .toBe("a.b: must be a string")
   })
 
   it("an unknown symbol key is not named", () => {
-    expect(messageOf(Schema.Struct({ a: Schema.String }), { a: "x", [Symbol.for("token")]: 1 })).toBe("has a field that is not allowed")
+    expect(messageOf(Schema.Struct({ a: Schema.String }), { a: "x", [Symbol.for("token")]: 1 })).toBe(
+      "has a field that is not allowed"
+    )
   })
 
   it("a field that cannot be checked synchronously", () => {
@@ -116,6 +145,8 @@ describe("value-free decode messages: one per rule and kind", () => {
     expect(hasValueFreeErrors(Schema.Struct({ f: Schema.Number }).ast)).toBe(false)
     expect(hasValueFreeErrors(Schema.String.annotations({ message: () => "other" }).ast)).toBe(false)
     const result = Schema.decodeUnknownEither(marked)({ f: "secret-value" })
-    expect(Either.isLeft(result) ? ParseResult.TreeFormatter.formatErrorSync(result.left) : "decoded").toBe("f: must be a number")
+    expect(Either.isLeft(result) ? ParseResult.TreeFormatter.formatErrorSync(result.left) : "decoded").toBe(
+      "f: must be a number"
+    )
   })
 })

@@ -20,19 +20,27 @@ const expectBlocked = (content: unknown, rule: string) =>
   })
 
 const expectAllowed = (content: unknown) =>
-  Effect.map(outcomeOf(content), (outcome) => expect(Either.isRight(outcome), `${JSON.stringify(content)} should pass`).toBe(true))
+  Effect.map(
+    outcomeOf(content),
+    (outcome) => expect(Either.isRight(outcome), `${JSON.stringify(content)} should pass`).toBe(true)
+  )
 
 describe("content safety matches on the normalised skeleton", () => {
   const layer = ContentSafety.withRules(rules)
 
-  it.effect("the plain term, as before", () => expectBlocked("how to build a bomb", "term #1").pipe(Effect.provide(layer)))
+  it.effect("the plain term, as before", () =>
+    expectBlocked("how to build a bomb", "term #1").pipe(Effect.provide(layer)))
 
-  it.effect("a zero-width space inside the term (U+200B)", () => expectBlocked("b\u200Bomb", "term #1").pipe(Effect.provide(layer)))
+  it.effect("a zero-width space inside the term (U+200B)", () =>
+    expectBlocked("b\u200Bomb", "term #1").pipe(Effect.provide(layer)))
 
   it.effect("a zero-width joiner and a byte-order mark inside the term (U+200D, U+FEFF)", () =>
-    Effect.all([expectBlocked("bo\u200Dmb", "term #1"), expectBlocked("bom\uFEFFb", "term #1")]).pipe(Effect.provide(layer)))
+    Effect.all([expectBlocked("bo\u200Dmb", "term #1"), expectBlocked("bom\uFEFFb", "term #1")]).pipe(
+      Effect.provide(layer)
+    ))
 
-  it.effect("a soft hyphen inside the term (U+00AD)", () => expectBlocked("b\u00ADomb", "term #1").pipe(Effect.provide(layer)))
+  it.effect("a soft hyphen inside the term (U+00AD)", () =>
+    expectBlocked("b\u00ADomb", "term #1").pipe(Effect.provide(layer)))
 
   it.effect("variation selectors and the combining grapheme joiner (U+FE0F, U+E0100, U+034F)", () =>
     Effect.all([
@@ -42,7 +50,9 @@ describe("content safety matches on the normalised skeleton", () => {
     ]).pipe(Effect.provide(layer)))
 
   it.effect("Cyrillic look-alikes (о U+043E, В U+0412 upper case)", () =>
-    Effect.all([expectBlocked("b\u043Emb", "term #1"), expectBlocked("\u0412OMB", "term #1")]).pipe(Effect.provide(layer)))
+    Effect.all([expectBlocked("b\u043Emb", "term #1"), expectBlocked("\u0412OMB", "term #1")]).pipe(
+      Effect.provide(layer)
+    ))
 
   it.effect("combining marks on the letters, decomposed or precomposed (U+0301, ó, ö, U+20DD)", () =>
     Effect.all([
@@ -57,16 +67,22 @@ describe("content safety matches on the normalised skeleton", () => {
   it.effect("full-width and upper case letters", () => expectBlocked("ＢＯＭＢ", "term #1").pipe(Effect.provide(layer)))
 
   it.effect("every trick at once, deep inside the content", () =>
-    expectBlocked({ cards: [{ front: "ok", back: "a \uFF42\u200B\u043E\u00ADmb here" }] }, "term #1").pipe(Effect.provide(layer)))
+    expectBlocked({ cards: [{ front: "ok", back: "a \uFF42\u200B\u043E\u00ADmb here" }] }, "term #1").pipe(
+      Effect.provide(layer)
+    ))
 
   it.effect("a term written with a look-alike in the rule catches the plain text", () =>
     expectBlocked("our secret plan", "term #2").pipe(Effect.provide(layer)))
 
   it.effect("a look-alike that exists in lower case only (Cyrillic ԁ U+0501), in any case of the rest", () =>
-    Effect.all([expectBlocked("the \u0501ead drop", "term #4"), expectBlocked("THE \u0501EAD DROP", "term #4")]).pipe(Effect.provide(layer)))
+    Effect.all([expectBlocked("the \u0501ead drop", "term #4"), expectBlocked("THE \u0501EAD DROP", "term #4")]).pipe(
+      Effect.provide(layer)
+    ))
 
   it.effect("a rule in another script still matches case-insensitively", () =>
-    Effect.all([expectBlocked("БОМБА", "term #3"), expectBlocked("Бом\u200Bба", "term #3")]).pipe(Effect.provide(layer)))
+    Effect.all([expectBlocked("БОМБА", "term #3"), expectBlocked("Бом\u200Bба", "term #3")]).pipe(
+      Effect.provide(layer)
+    ))
 
   it.effect("patterns apply to the skeleton too: zero-width, soft hyphen and Cyrillic inside", () =>
     Effect.all([

@@ -7,7 +7,9 @@ import { CANARY_KEY } from "../../support/canary.js"
 
 // The output shapes of issue 4 item 8.
 const FlashcardOutput = Schema.Struct({
-  flashcards: Schema.Array(Schema.Struct({ front: Schema.NonEmptyString, back: Schema.NonEmptyString })).pipe(Schema.minItems(1))
+  flashcards: Schema.Array(Schema.Struct({ front: Schema.NonEmptyString, back: Schema.NonEmptyString })).pipe(
+    Schema.minItems(1)
+  )
 })
 const FeynmanOutput = Schema.Struct({
   score: Schema.Int.pipe(Schema.between(0, 100)),
@@ -35,7 +37,7 @@ const generateWith = (seed: string, req: GenerateRequest) =>
   Effect.flatMap(AiGateway, (gateway) => gateway.generate(req)).pipe(Effect.provide(SyntheticGatewayLayer({ seed })))
 
 it.effect("same seed and input: same output; another seed or input may differ", () =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const input = { sourceText, count: 3 }
     const a = yield* generateWith("seed-1", request("flashcard_generation", input))
     const b = yield* generateWith("seed-1", request("flashcard_generation", { count: 3, sourceText }))
@@ -53,33 +55,47 @@ it.effect("same seed and input: same output; another seed or input may differ", 
   }))
 
 it.effect("outputs are schema-valid and derived from the input for the three job types", () =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     expect((yield* generateWith("s", request("synthetic_echo", { message: "hello" }))).json).toEqual({ echo: "hello" })
     expect((yield* generateWith("s", request("unknown_type", { any: [1] }))).json).toEqual({ any: [1] })
 
-    const cards = yield* Schema.decodeUnknown(FlashcardOutput)((yield* generateWith("s", request("flashcard_generation", { sourceText, count: 3 }))).json)
+    const cards = yield* Schema.decodeUnknown(FlashcardOutput)(
+      (yield* generateWith("s", request("flashcard_generation", { sourceText, count: 3 }))).json
+    )
     expect(cards.flashcards.length).toBe(3)
     for (const card of cards.flashcards) expect(sourceText).toContain(card.back)
-    const many = yield* Schema.decodeUnknown(FlashcardOutput)((yield* generateWith("s", request("flashcard_generation", { sourceText, count: 50 }))).json)
+    const many = yield* Schema.decodeUnknown(FlashcardOutput)(
+      (yield* generateWith("s", request("flashcard_generation", { sourceText, count: 50 }))).json
+    )
     expect(many.flashcards.length).toBe(5)
-    const one = yield* Schema.decodeUnknown(FlashcardOutput)((yield* generateWith("s", request("flashcard_generation", { sourceText: "x", count: 4 }))).json)
+    const one = yield* Schema.decodeUnknown(FlashcardOutput)(
+      (yield* generateWith("s", request("flashcard_generation", { sourceText: "x", count: 4 }))).json
+    )
     expect(one.flashcards.length).toBe(1)
 
     const good = yield* Schema.decodeUnknown(FeynmanOutput)(
-      (yield* generateWith("s", request("feynman_evaluation", {
-        concept: "Photosynthesis",
-        explanation: `Photosynthesis is how plants turn light, water and carbon dioxide into sugar and oxygen. ${"The chloroplasts do the work. ".repeat(10)} For example, a leaf in sunlight makes glucose.`
-      }))).json
+      (yield* generateWith(
+        "s",
+        request("feynman_evaluation", {
+          concept: "Photosynthesis",
+          explanation: `Photosynthesis is how plants turn light, water and carbon dioxide into sugar and oxygen. ${
+            "The chloroplasts do the work. ".repeat(10)
+          } For example, a leaf in sunlight makes glucose.`
+        })
+      )).json
     )
     const poor = yield* Schema.decodeUnknown(FeynmanOutput)(
-      (yield* generateWith("s", request("feynman_evaluation", { concept: "Photosynthesis", explanation: "Plants are green." }))).json
+      (yield* generateWith(
+        "s",
+        request("feynman_evaluation", { concept: "Photosynthesis", explanation: "Plants are green." })
+      )).json
     )
     expect(good.score).toBeGreaterThan(poor.score)
     expect(poor.gaps.length).toBeGreaterThan(0)
   }))
 
 it.effect("latency runs on Effect's Clock: TestClock drives it", () =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const gateway = yield* AiGateway
     const fiber = yield* Effect.fork(gateway.generate(request("synthetic_echo", { a: 1 })))
     yield* TestClock.adjust("999 millis")
@@ -90,11 +106,15 @@ it.effect("latency runs on Effect's Clock: TestClock drives it", () =>
   }).pipe(Effect.provide(SyntheticGatewayLayer({ seed: "clock", latencyMs: 1_000 }))))
 
 it.effect("latency ranges are sampled per job attempt, reproducibly", () =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const sample = (attemptNo: number) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const fiber = yield* Effect.fork(
-          Effect.flatMap(AiGateway, (g) => g.generate(request("synthetic_echo", {}, { job: { id: "job-9", type: "synthetic_echo", attemptNo } })))
+          Effect.flatMap(
+            AiGateway,
+            (g) =>
+              g.generate(request("synthetic_echo", {}, { job: { id: "job-9", type: "synthetic_echo", attemptNo } }))
+          )
         )
         yield* TestClock.adjust("1 second")
         return (yield* Fiber.join(fiber)).latencyMs
@@ -106,19 +126,25 @@ it.effect("latency ranges are sampled per job attempt, reproducibly", () =>
   }))
 
 it.effect("scripted failures, answers and hangs; calls are recorded", () =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const gateway = yield* AiGateway
     const control = yield* SyntheticGatewayControl
     yield* control.script([
       { _tag: "Fail", error: new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "down" }) },
-      { _tag: "Fail", error: new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "busy", retryAfterMs: 2_000 }) },
+      {
+        _tag: "Fail",
+        error: new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "busy", retryAfterMs: 2_000 })
+      },
       { _tag: "RespondText", text: "not json" },
       { _tag: "Respond", json: { flashcards: [] } },
       { _tag: "Hang" }
     ])
     const req = request("flashcard_generation", { sourceText, count: 2 })
     expect(yield* Effect.flip(gateway.generate(req))).toMatchObject({ code: "PROVIDER_UNAVAILABLE" })
-    expect(yield* Effect.flip(gateway.generate(req))).toMatchObject({ code: "PROVIDER_RATE_LIMITED", retryAfterMs: 2_000 })
+    expect(yield* Effect.flip(gateway.generate(req))).toMatchObject({
+      code: "PROVIDER_RATE_LIMITED",
+      retryAfterMs: 2_000
+    })
     expect(yield* Effect.flip(gateway.generate(req))).toMatchObject({ code: "VALIDATION_MALFORMED_JSON" })
     expect((yield* gateway.generate(req)).json).toEqual({ flashcards: [] })
     const hanging = yield* Effect.fork(gateway.generate(req))
@@ -137,13 +163,17 @@ it.effect("scripted failures, answers and hangs; calls are recorded", () =>
   }).pipe(Effect.provide(SyntheticGatewayLayer({ seed: "script" }))))
 
 it.effect("an injected failure rate is reproducible per seed, job and attempt", () =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const outcomes = (seed: string) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const gateway = yield* AiGateway
         const results: Array<boolean> = []
         for (let attempt = 1; attempt <= 40; attempt++) {
-          const exit = yield* Effect.exit(gateway.generate(request("synthetic_echo", {}, { job: { id: "job-r", type: "synthetic_echo", attemptNo: attempt } })))
+          const exit = yield* Effect.exit(
+            gateway.generate(
+              request("synthetic_echo", {}, { job: { id: "job-r", type: "synthetic_echo", attemptNo: attempt } })
+            )
+          )
           results.push(exit._tag === "Success")
         }
         return results
@@ -155,7 +185,7 @@ it.effect("an injected failure rate is reproducible per seed, job and attempt", 
   }))
 
 it.effect("usage is estimated from text length", () =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const result = yield* generateWith("u", request("synthetic_echo", { text: "a".repeat(400) }))
     expect(result.usage.completionTokens).toBeGreaterThan(100)
     expect(result.usage.totalTokens).toBe(result.usage.promptTokens + result.usage.completionTokens)

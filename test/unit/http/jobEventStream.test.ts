@@ -26,7 +26,7 @@ const eventOf = (lifecycleStatus: LifecycleStatus, progress: number): JobEvent =
 })
 
 /** A job whose status the test sets, counting the reads the stream makes. */
-const fakeJob = Effect.gen(function* () {
+const fakeJob = Effect.gen(function*() {
   const current = yield* Ref.make(statusOf("queued", 0))
   const reads = yield* Ref.make(0)
   return {
@@ -38,7 +38,7 @@ const fakeJob = Effect.gen(function* () {
 
 /** Runs the stream on a fiber, collecting its frames as they are sent. */
 const follow = (stream: Stream.Stream<string>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const frames = yield* Ref.make<ReadonlyArray<string>>([])
     const fiber = yield* Effect.fork(Stream.runForEach(stream, (frame) => Ref.update(frames, (all) => [...all, frame])))
     return { frames: Ref.get(frames), fiber }
@@ -48,7 +48,7 @@ const idsOf = (frames: ReadonlyArray<string>) => frames.flatMap((frame) => /^id:
 
 describe("jobStatusFrames: the SSE body of one job", () => {
   it.effect("sends the current status, each change, a heartbeat only after a quiet period, and ends after the terminal status", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const job = yield* fakeJob
       const changes = yield* Queue.unbounded<JobEvent>()
       const stream = yield* follow(jobStatusFrames({ changes, read: job.read, lastEventId: undefined }))
@@ -72,7 +72,7 @@ describe("jobStatusFrames: the SSE body of one job", () => {
     }))
 
   it.effect("reads the job once for events that arrived together", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const job = yield* fakeJob
       const changes = yield* Queue.unbounded<JobEvent>()
       const stream = yield* follow(jobStatusFrames({ changes, read: job.read, lastEventId: undefined }))
@@ -86,7 +86,7 @@ describe("jobStatusFrames: the SSE body of one job", () => {
     }))
 
   it.effect("a reconnect with the current status's id gets nothing until the job changes; a lost event is caught by the heartbeat's read", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const job = yield* fakeJob
       yield* job.set("running", 20)
       const changes = yield* Queue.unbounded<JobEvent>()
@@ -102,7 +102,7 @@ describe("jobStatusFrames: the SSE body of one job", () => {
     }))
 
   it.effect("a read that fails sends nothing and the stream goes on", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const changes = yield* Queue.unbounded<JobEvent>()
       const failures = yield* Ref.make(1)
       const read = Effect.flatMap(Ref.getAndUpdate(failures, (n) => n - 1), (left) =>

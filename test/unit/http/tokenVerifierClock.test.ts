@@ -6,8 +6,10 @@ import { TokenVerifier } from "../../../src/http/TokenVerifier.js"
 
 const secret = "a-secret-of-thirty-two-bytes-abc"
 
-const verifier = Effect.gen(function* () {
-  const context = yield* Layer.build(TokenVerifier.Default.pipe(Layer.provide(AuthSettings.make({ jwtSecret: secret }))))
+const verifier = Effect.gen(function*() {
+  const context = yield* Layer.build(
+    TokenVerifier.Default.pipe(Layer.provide(AuthSettings.make({ jwtSecret: secret })))
+  )
   return yield* Effect.provide(TokenVerifier, context)
 })
 
@@ -16,7 +18,7 @@ const reasonOf = <A>(result: Either.Either<A, { readonly reason: string }>) =>
 
 describe("an HS256 token seen again", () => {
   it.scoped("is held to the clock as on first sight: accepted until its exp, then refused as expired, and stays refused", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const tokens = yield* verifier
       // TestClock starts at 0: the token lives for the first 60 s.
       const token = yield* signToken({ sub: "user-a", role: "USER", expiresInSeconds: 60 }, Redacted.make(secret))
@@ -30,10 +32,13 @@ describe("an HS256 token seen again", () => {
     }))
 
   it.scoped("signed with another secret is refused however often a valid token was accepted", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const tokens = yield* verifier
       const valid = yield* signToken({ sub: "user-a", role: "USER" }, Redacted.make(secret))
-      const forged = yield* signToken({ sub: "user-a", role: "USER" }, Redacted.make("another-secret-another-secret-0123456789"))
+      const forged = yield* signToken(
+        { sub: "user-a", role: "USER" },
+        Redacted.make("another-secret-another-secret-0123456789")
+      )
       expect(reasonOf(yield* Effect.either(tokens.verify(valid)))).toBe("accepted")
       expect(reasonOf(yield* Effect.either(tokens.verify(forged)))).toBe("bad signature")
       expect(reasonOf(yield* Effect.either(tokens.verify(valid)))).toBe("accepted")

@@ -18,7 +18,9 @@ const settle = Effect.repeatN(Effect.yieldNow(), 20)
 /** A fiber that should be waiting still is; a hung one fails the test instead of the suite's timeout. */
 const stillWaiting = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.map(Fiber.poll(fiber), Option.isNone)
 const joinSoon = <A, E>(fiber: Fiber.Fiber<A, E>) =>
-  Fiber.join(fiber).pipe(Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => new Error("still waiting") }))
+  Fiber.join(fiber).pipe(
+    Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => new Error("still waiting") })
+  )
 
 const event = (jobId: string, progress: number): JobEvent => ({
   jobId,
@@ -31,7 +33,7 @@ const event = (jobId: string, progress: number): JobEvent => ({
 
 describe("InProcessCancelSignal", () => {
   it.live("await completes on a cancel of its own job, not on another job's", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const signal = yield* CancelSignal
       const waiting = yield* Effect.fork(signal.await("job-a"))
       yield* settle
@@ -44,7 +46,7 @@ describe("InProcessCancelSignal", () => {
 
   it.live("subscribe streams every cancel published after it, in order", () =>
     Effect.scoped(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const signal = yield* CancelSignal
         const cancels = yield* signal.subscribe
         yield* signal.publish("job-1")
@@ -57,11 +59,11 @@ describe("InProcessCancelSignal", () => {
 
 describe("InProcessJobEvents", () => {
   it.live("a subscriber gets its job's events only; a publish nobody watches is dropped", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const events = yield* JobEvents
       yield* events.publish(event("job-a", 1))
       yield* Effect.scoped(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const mine = yield* events.subscribe("job-a")
           yield* events.publish(event("job-b", 5))
           yield* events.publish(event("job-a", 10))
@@ -72,26 +74,28 @@ describe("InProcessJobEvents", () => {
     }).pipe(Effect.provide(InProcessJobEvents)))
 
   it.live("two subscribers of one job share its topic; the one left keeps receiving, and a later one gets a fresh topic", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const events = yield* JobEvents
       yield* Effect.scoped(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const staying = yield* events.subscribe("job-a")
           yield* Effect.scoped(
-            Effect.gen(function* () {
+            Effect.gen(function*() {
               const leaving = yield* events.subscribe("job-a")
               yield* events.publish(event("job-a", 1))
               expect((yield* Queue.take(leaving)).progress).toBe(1)
             })
           )
           yield* events.publish(event("job-a", 2))
-          expect(yield* Queue.takeAll(staying).pipe(Effect.map((all) => Chunk.toReadonlyArray(all).map((e) => e.progress))))
+          expect(
+            yield* Queue.takeAll(staying).pipe(Effect.map((all) => Chunk.toReadonlyArray(all).map((e) => e.progress)))
+          )
             .toStrictEqual([1, 2])
         })
       )
       // The last subscriber left: the topic is gone, and a new subscription works on a new one.
       yield* Effect.scoped(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const later = yield* events.subscribe("job-a")
           yield* events.publish(event("job-a", 3))
           const taken = yield* Queue.take(later).pipe(Effect.timeout(Duration.seconds(5)))
@@ -103,7 +107,7 @@ describe("InProcessJobEvents", () => {
 
 describe("InProcessOutboxSignal", () => {
   it.live("a signal raised before the wait is kept; the next wait waits for the next signal", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const signal = yield* OutboxSignal
       yield* signal.notify
       yield* signal.await.pipe(Effect.timeout(Duration.seconds(5)))
@@ -115,7 +119,7 @@ describe("InProcessOutboxSignal", () => {
     }).pipe(Effect.provide(InProcessOutboxSignal)))
 
   it.live("every waiter wakes on one signal", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const signal = yield* OutboxSignal
       const waiters = yield* Effect.forEach([1, 2], () => Effect.fork(signal.await))
       yield* settle
@@ -136,7 +140,7 @@ const heartbeat = (instanceId: string): WorkerHeartbeat => ({
 
 describe("MemoryWorkerDirectory", () => {
   it.effect("lists live workers by instance id until 90 s after their last beat", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const directory = yield* WorkerDirectory
       yield* directory.beat(heartbeat("w-2"))
       yield* directory.beat(heartbeat("w-1"))
@@ -152,7 +156,7 @@ describe("MemoryWorkerDirectory", () => {
     }).pipe(Effect.provide(MemoryWorkerDirectory)))
 
   it.effect("a beat replaces the worker's previous heartbeat", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const directory = yield* WorkerDirectory
       yield* directory.beat(heartbeat("w-1"))
       yield* directory.beat({ ...heartbeat("w-1"), jobIds: ["job-1"] })

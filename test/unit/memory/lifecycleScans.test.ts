@@ -9,14 +9,22 @@ import { jobCreation, memoryRepositories } from "../../support/foundationStack.j
 // The reaper's scans on the TestClock, each test on a store of its own: boundaries, order, limits.
 const stack = () => jobCreation(memoryRepositories).pipe(Layer.orDie)
 
-const createJob = Effect.flatMap(AiJobService, (service) =>
-  Effect.flatMap(newId, (id) =>
-    service.createJob({ userId: `user-${id}`, jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message: "hi" } }))
+const createJob = Effect.flatMap(
+  AiJobService,
+  (service) =>
+    Effect.flatMap(newId, (id) =>
+      service.createJob({
+        userId: `user-${id}`,
+        jobType: "synthetic_echo",
+        targetType: "test",
+        targetId: "t",
+        input: { message: "hi" }
+      }))
 ).pipe(Effect.map(({ job }) => job))
 
 describe("MemoryAiJobLifecycleRepository scans", () => {
   it.effect("findExpiredLocks: running jobs whose lock ended more than `grace` ago or was released, released first, then by lock end", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const repo = yield* AiJobLifecycleRepository
       const first = yield* repo.lockJob((yield* createJob).id, "worker-a", 1_000)
       yield* TestClock.adjust(100)
@@ -26,7 +34,8 @@ describe("MemoryAiJobLifecycleRepository scans", () => {
       yield* createJob
       const done = yield* repo.lockJob((yield* createJob).id, "worker-a", 1)
       yield* repo.markSucceeded(leaseOf(done)!, "h", { locked: done })
-      const expired = (grace: number, limit = 100) => Effect.map(repo.findExpiredLocks(grace, limit), (rows) => rows.map((row) => row.id))
+      const expired = (grace: number, limit = 100) =>
+        Effect.map(repo.findExpiredLocks(grace, limit), (rows) => rows.map((row) => row.id))
       // Now 100: the first lock ends at 1000, the second at 1100.
       yield* TestClock.setTime(1_500)
       expect(yield* expired(500)).toStrictEqual([released.id])
@@ -39,13 +48,14 @@ describe("MemoryAiJobLifecycleRepository scans", () => {
     }).pipe(Effect.provide(stack())))
 
   it.effect("findStaleQueued: queued jobs untouched for longer than given, oldest first, equal times by id, at most `limit`", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const repo = yield* AiJobLifecycleRepository
       const together = [yield* createJob, yield* createJob, yield* createJob].map((job) => job.id).sort()
       yield* TestClock.adjust(100)
       const later = yield* createJob
       yield* repo.lockJob((yield* createJob).id, "worker-a", 1_000)
-      const stale = (olderThan: number, limit = 100) => Effect.map(repo.findStaleQueued(olderThan, limit), (rows) => rows.map((row) => row.id))
+      const stale = (olderThan: number, limit = 100) =>
+        Effect.map(repo.findStaleQueued(olderThan, limit), (rows) => rows.map((row) => row.id))
       yield* TestClock.setTime(1_000)
       expect(yield* stale(1_000)).toStrictEqual([])
       yield* TestClock.setTime(1_001)
@@ -56,11 +66,20 @@ describe("MemoryAiJobLifecycleRepository scans", () => {
     }).pipe(Effect.provide(stack())))
 
   it.effect("countActive counts queued and running jobs of the user; countCreatedSince from the given time on", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const repo = yield* AiJobLifecycleRepository
       const service = yield* AiJobService
       const create = (userId: string) =>
-        Effect.map(service.createJob({ userId, jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message: "hi" } }), ({ job }) => job)
+        Effect.map(
+          service.createJob({
+            userId,
+            jobType: "synthetic_echo",
+            targetType: "test",
+            targetId: "t",
+            input: { message: "hi" }
+          }),
+          ({ job }) => job
+        )
       yield* TestClock.setTime(1_000)
       yield* create("user-a")
       const running = yield* repo.lockJob((yield* create("user-a")).id, "worker-a", 60_000)

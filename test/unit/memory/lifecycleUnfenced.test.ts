@@ -1,10 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Layer, TestClock } from "effect"
-import { byLease, leaseOf, type AiJob, type JobLease } from "../../../src/domain/AiJob.js"
+import { QuotaLimitsConfig } from "../../../src/config/QuotaLimitsConfig.js"
+import { type AiJob, byLease, type JobLease, leaseOf } from "../../../src/domain/AiJob.js"
 import { newId } from "../../../src/domain/Ids.js"
 import {
-  MemoryAiJobLifecycleRepositoryWith,
-  type MemoryAiJobLifecycleRepositoryOptions
+  type MemoryAiJobLifecycleRepositoryOptions,
+  MemoryAiJobLifecycleRepositoryWith
 } from "../../../src/layers/memory/MemoryAiJobLifecycleRepository.js"
 import { MemoryCredentialRepository } from "../../../src/layers/memory/MemoryCredentialRepository.js"
 import { MemoryDatabaseLive } from "../../../src/layers/memory/MemoryDatabase.js"
@@ -14,7 +15,6 @@ import { MemorySnapshotRepository } from "../../../src/layers/memory/MemorySnaps
 import { MemoryUnitOfWork } from "../../../src/layers/memory/MemoryUnitOfWork.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
-import { QuotaLimitsConfig } from "../../../src/config/QuotaLimitsConfig.js"
 import { jobCreation } from "../../support/foundationStack.js"
 
 // The simulation's planted bug must break exactly the lease guard and nothing else; the same
@@ -37,7 +37,7 @@ const stack = (options: MemoryAiJobLifecycleRepositoryOptions) =>
 
 const ttl = 1_000
 
-const freshJob = Effect.gen(function* () {
+const freshJob = Effect.gen(function*() {
   const service = yield* AiJobService
   const { job } = yield* service.createJob({
     userId: `user-${yield* newId}`,
@@ -52,7 +52,7 @@ const freshJob = Effect.gen(function* () {
 const leaseFor = (job: AiJob): JobLease => leaseOf(job)!
 
 /** A job worker-a locked, then lost to worker-b after its lock expired: worker-a's lease is stale. */
-const takenOver = Effect.gen(function* () {
+const takenOver = Effect.gen(function*() {
   const repo = yield* AiJobLifecycleRepository
   const job = yield* freshJob
   const stale = leaseFor(yield* repo.lockJob(job.id, "worker-a", ttl))
@@ -70,7 +70,7 @@ describe("MemoryAiJobLifecycleRepository with fencing disabled (the simulation's
     const expected = (bug: string, guarded: string) => (unfenced ? bug : guarded)
 
     it.effect(`a stale lease beats, reports progress and succeeds (${unfenced ? "unfenced" : "fenced"})`, () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const repo = yield* AiJobLifecycleRepository
         const { job, stale } = yield* takenOver
         const beats = yield* repo.extendLocks([{ lease: stale, progress: 40, reportCancel: true }], ttl)
@@ -82,10 +82,14 @@ describe("MemoryAiJobLifecycleRepository with fencing disabled (the simulation's
       }).pipe(Effect.provide(stack(options))))
 
     it.effect(`a stale lease fails or cancels the job (${unfenced ? "unfenced" : "fenced"})`, () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const repo = yield* AiJobLifecycleRepository
         const failed = yield* takenOver
-        const failure = { errorCode: "PROVIDER_UNAVAILABLE", publicErrorMessage: "unavailable", internalErrorMessage: "x" }
+        const failure = {
+          errorCode: "PROVIDER_UNAVAILABLE",
+          publicErrorMessage: "unavailable",
+          internalErrorMessage: "x"
+        }
         expect(yield* tagOf(repo.markFailed(byLease(failed.stale), failure))).toBe(expected("done", "LockLost"))
         const cancelled = yield* takenOver
         yield* repo.requestCancel(cancelled.job.id)
@@ -93,7 +97,7 @@ describe("MemoryAiJobLifecycleRepository with fencing disabled (the simulation's
       }).pipe(Effect.provide(stack(options))))
 
     it.effect(`a success that honours cancels ignores the request only when unfenced (${unfenced ? "unfenced" : "fenced"})`, () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const repo = yield* AiJobLifecycleRepository
         const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
         yield* repo.requestCancel(running.id)
@@ -104,13 +108,19 @@ describe("MemoryAiJobLifecycleRepository with fencing disabled (the simulation's
       }).pipe(Effect.provide(stack(options))))
 
     it.effect(`a lease of a job that does not exist is still refused (${unfenced ? "unfenced" : "fenced"})`, () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const repo = yield* AiJobLifecycleRepository
         const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
         const ghost = { ...leaseFor(running), jobId: `missing-${yield* newId}` }
-        expect(yield* repo.extendLocks([{ lease: ghost, progress: 0, reportCancel: true }], ttl)).toStrictEqual(["Lost"])
+        expect(yield* repo.extendLocks([{ lease: ghost, progress: 0, reportCancel: true }], ttl)).toStrictEqual([
+          "Lost"
+        ])
         expect(yield* tagOf(repo.markSucceeded(ghost, "h", { locked: running }))).toBe("JobNotFound")
-        expect(yield* tagOf(repo.markFailed(byLease(ghost), { errorCode: "X", publicErrorMessage: "x", internalErrorMessage: "x" })))
+        expect(
+          yield* tagOf(
+            repo.markFailed(byLease(ghost), { errorCode: "X", publicErrorMessage: "x", internalErrorMessage: "x" })
+          )
+        )
           .toBe("JobNotFound")
       }).pipe(Effect.provide(stack(options))))
   }

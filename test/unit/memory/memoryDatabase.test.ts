@@ -1,20 +1,30 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Either, Fiber, HashMap, Option, Ref, TestClock } from "effect"
-import { MemoryDatabase, MemoryDatabaseLive, type MemoryTables, type MemoryWrite } from "../../../src/layers/memory/MemoryDatabase.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
+import {
+  MemoryDatabase,
+  MemoryDatabaseLive,
+  type MemoryTables,
+  type MemoryWrite
+} from "../../../src/layers/memory/MemoryDatabase.js"
 
 // The store under every memory repository, on rows of a scratch business table.
 const table = "scratch"
 
 const idsOf = (tables: MemoryTables): ReadonlyArray<string> =>
-  Option.match(HashMap.get(tables.business, table), { onNone: () => [], onSome: (rows) => [...HashMap.keys(rows)].sort() })
+  Option.match(HashMap.get(tables.business, table), {
+    onNone: () => [],
+    onSome: (rows) => [...HashMap.keys(rows)].sort()
+  })
 
 const put = (id: string): MemoryWrite<string, never> => (tables, now) => {
   const rows = Option.getOrElse(HashMap.get(tables.business, table), () => HashMap.empty())
-  return Either.right([
-    `${id}@${now.getTime()}`,
-    { ...tables, business: HashMap.set(tables.business, table, HashMap.set(rows, id, { id, job_id: "job-1" })) }
-  ] as const)
+  return Either.right(
+    [
+      `${id}@${now.getTime()}`,
+      { ...tables, business: HashMap.set(tables.business, table, HashMap.set(rows, id, { id, job_id: "job-1" })) }
+    ] as const
+  )
 }
 
 const refuse: MemoryWrite<never, string> = () => Either.left("refused")
@@ -23,10 +33,12 @@ const committedIds = Effect.flatMap(MemoryDatabase, (db) => Effect.map(db.snapsh
 const visibleIds = Effect.flatMap(MemoryDatabase, (db) => db.read(idsOf))
 
 /** Records every commit the observer is told about, as (ids before, ids after). */
-const observe = Effect.gen(function* () {
+const observe = Effect.gen(function*() {
   const db = yield* MemoryDatabase
   const commits = yield* Ref.make<ReadonlyArray<readonly [ReadonlyArray<string>, ReadonlyArray<string>]>>([])
-  yield* db.setCommitObserver(Option.some((before, after) => Ref.update(commits, (all) => [...all, [idsOf(before), idsOf(after)] as const])))
+  yield* db.setCommitObserver(
+    Option.some((before, after) => Ref.update(commits, (all) => [...all, [idsOf(before), idsOf(after)] as const]))
+  )
   return commits
 })
 
@@ -34,7 +46,7 @@ const settle = Effect.repeatN(Effect.yieldNow(), 20)
 
 describe("MemoryDatabase", () => {
   it.effect("a write outside a transaction commits at once, on the store's clock, and the observer sees it", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const db = yield* MemoryDatabase
       const commits = yield* observe
       yield* TestClock.setTime(1_234)
@@ -52,11 +64,11 @@ describe("MemoryDatabase", () => {
     }).pipe(Effect.provide(MemoryDatabaseLive)))
 
   it.effect("a transaction sees its own writes, publishes them together on success, and nothing on failure", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const db = yield* MemoryDatabase
       const commits = yield* observe
       const inside = yield* db.transaction(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           yield* db.write("scratch.put", put("a"))
           yield* db.write("scratch.put", put("b"))
           return [yield* visibleIds, yield* committedIds] as const
@@ -65,22 +77,28 @@ describe("MemoryDatabase", () => {
       expect(inside).toStrictEqual([["a", "b"], []])
       expect(yield* committedIds).toStrictEqual(["a", "b"])
       expect(yield* Ref.get(commits)).toStrictEqual([[[], ["a", "b"]]])
-      const failed = yield* Effect.either(db.transaction(Effect.zipRight(db.write("scratch.put", put("c")), Effect.fail("rolled back"))))
+      const failed = yield* Effect.either(
+        db.transaction(Effect.zipRight(db.write("scratch.put", put("c")), Effect.fail("rolled back")))
+      )
       expect(failed).toStrictEqual(Either.left("rolled back"))
-      const refused = yield* Effect.either(db.transaction(Effect.zipRight(db.write("scratch.put", put("d")), db.write("scratch.refuse", refuse))))
+      const refused = yield* Effect.either(
+        db.transaction(Effect.zipRight(db.write("scratch.put", put("d")), db.write("scratch.refuse", refuse)))
+      )
       expect(refused).toStrictEqual(Either.left("refused"))
       expect(yield* committedIds).toStrictEqual(["a", "b"])
       expect(yield* Ref.get(commits)).toHaveLength(1)
     }).pipe(Effect.provide(MemoryDatabaseLive)))
 
   it.effect("a failed nested transaction undoes only its own writes; the outer one commits once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const db = yield* MemoryDatabase
       const commits = yield* observe
       yield* db.transaction(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           yield* db.write("scratch.put", put("outer"))
-          const inner = yield* Effect.either(db.transaction(Effect.zipRight(db.write("scratch.put", put("inner")), Effect.fail("no"))))
+          const inner = yield* Effect.either(
+            db.transaction(Effect.zipRight(db.write("scratch.put", put("inner")), Effect.fail("no")))
+          )
           expect(inner).toStrictEqual(Either.left("no"))
           yield* db.transaction(db.write("scratch.put", put("kept")))
           expect(yield* visibleIds).toStrictEqual(["kept", "outer"])
@@ -92,12 +110,17 @@ describe("MemoryDatabase", () => {
     }).pipe(Effect.provide(MemoryDatabaseLive)))
 
   it.effect("writes are serialized: a write waits for a transaction in progress, and neither is lost", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const db = yield* MemoryDatabase
       const wrote = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
       const transaction = yield* Effect.fork(
-        db.transaction(Effect.zipRight(db.write("scratch.put", put("tx")), Effect.zipRight(Deferred.succeed(wrote, undefined), Deferred.await(release))))
+        db.transaction(
+          Effect.zipRight(
+            db.write("scratch.put", put("tx")),
+            Effect.zipRight(Deferred.succeed(wrote, undefined), Deferred.await(release))
+          )
+        )
       )
       yield* Deferred.await(wrote)
       const plain = yield* Effect.fork(db.write("scratch.put", put("plain")))
@@ -114,17 +137,28 @@ describe("MemoryDatabase", () => {
     }).pipe(Effect.provide(MemoryDatabaseLive)))
 
   it.effect("injected faults refuse reads, writes (by their operation) and commits until they are cleared", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const db = yield* MemoryDatabase
       const commits = yield* observe
       const failing = yield* Ref.make<ReadonlyArray<string>>([])
-      yield* db.setFaults(Option.some((operation) =>
-        Effect.map(Ref.get(failing), (all) => (all.includes(operation) ? Option.some(`${operation} refused`) : Option.none()))))
+      yield* db.setFaults(
+        Option.some((operation) =>
+          Effect.map(
+            Ref.get(failing),
+            (all) => (all.includes(operation) ? Option.some(`${operation} refused`) : Option.none())
+          )
+        )
+      )
       const failureOf = <A, E>(effect: Effect.Effect<A, E>) =>
-        Effect.map(Effect.either(effect), Either.match({
-          onLeft: (error) => (error instanceof PersistenceError ? [error.operation, error.message] : ["other", String(error)]),
-          onRight: () => ["done"]
-        }))
+        Effect.map(
+          Effect.either(effect),
+          Either.match({
+            onLeft: (
+              error
+            ) => (error instanceof PersistenceError ? [error.operation, error.message] : ["other", String(error)]),
+            onRight: () => ["done"]
+          })
+        )
       expect(yield* failureOf(db.write("scratch.put", put("a")))).toStrictEqual(["done"])
       yield* Ref.set(failing, ["read"])
       expect(yield* failureOf(db.read(idsOf))).toStrictEqual(["read", "read refused"])
@@ -133,7 +167,10 @@ describe("MemoryDatabase", () => {
       expect(yield* failureOf(db.write("scratch.put", put("c")))).toStrictEqual(["scratch.put", "write refused"])
       expect(yield* failureOf(db.read(idsOf))).toStrictEqual(["done"])
       yield* Ref.set(failing, ["commit"])
-      expect(yield* failureOf(db.transaction(db.write("scratch.put", put("d"))))).toStrictEqual(["commit", "commit refused"])
+      expect(yield* failureOf(db.transaction(db.write("scratch.put", put("d"))))).toStrictEqual([
+        "commit",
+        "commit refused"
+      ])
       expect(yield* committedIds).toStrictEqual(["a", "b"])
       yield* db.setFaults(Option.none())
       expect(yield* failureOf(db.transaction(db.write("scratch.put", put("e"))))).toStrictEqual(["done"])

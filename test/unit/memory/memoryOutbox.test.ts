@@ -23,7 +23,7 @@ const newEvent = (delayMs = 0) =>
 
 describe("MemoryOutboxRepository read-outs", () => {
   it.effect("counts by status, the backlog ages by the clock, and replaying every dead event", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       yield* TestClock.setTime(10_000)
       expect(yield* outbox.countByStatus).toStrictEqual({ pending: 0, processing: 0, published: 0, failed: 0, dead: 0 })
@@ -37,37 +37,45 @@ describe("MemoryOutboxRepository read-outs", () => {
       const taken = yield* outbox.claimBatch("d-1", 3)
       expect(new Set(taken.map((event) => event.id))).toStrictEqual(new Set([dead!.id, claimed!.id, published!.id]))
       expect(yield* outbox.markPublishedMany([published!.id], "d-1")).toBe(1)
-      expect(yield* outbox.markDispatchFailed(dead!.id, "d-1", "refused", { retryDelayMs: 0, maxAttempts: 1 })).toStrictEqual(
-        Option.some("dead")
-      )
+      expect(yield* outbox.markDispatchFailed(dead!.id, "d-1", "refused", { retryDelayMs: 0, maxAttempts: 1 }))
+        .toStrictEqual(
+          Option.some("dead")
+        )
       expect(yield* outbox.countByStatus).toStrictEqual({ pending: 1, processing: 1, published: 1, failed: 0, dead: 1 })
       // Pending: only the one created 50 ms ago; unpublished: the claimed one too, 150 ms old.
       expect(yield* outbox.oldestPendingAgeMs).toStrictEqual(Option.some(50))
       expect((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs).toBe(150)
       expect(yield* outbox.replayAllDead).toBe(1)
       const replayed = Option.getOrThrow(yield* outbox.findById(dead!.id))
-      expect([replayed.status, replayed.attemptCount, replayed.lastError, replayed.availableAt.getTime()]).toStrictEqual([
-        "pending",
-        0,
-        null,
-        10_150
-      ])
+      expect([replayed.status, replayed.attemptCount, replayed.lastError, replayed.availableAt.getTime()])
+        .toStrictEqual([
+          "pending",
+          0,
+          null,
+          10_150
+        ])
       expect(yield* outbox.oldestPendingAgeMs).toStrictEqual(Option.some(150))
       expect(yield* outbox.countByStatus).toStrictEqual({ pending: 2, processing: 1, published: 1, failed: 0, dead: 0 })
       expect(yield* outbox.replayAllDead).toBe(0)
     }).pipe(Effect.provide(stack())))
 
   it.effect("a failed dispatch is pending again after exactly its retry delay; a lock expires only past its TTL", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       const event = yield* newEvent()
       yield* outbox.createInTransaction(event)
       expect((yield* outbox.claimBatch("d-1", 10)).map((row) => row.id)).toStrictEqual([event.id])
-      expect(yield* outbox.markDispatchFailed(event.id, "d-1", "later", { retryDelayMs: 200, maxAttempts: 3 })).toStrictEqual(
-        Option.some("retry_scheduled")
-      )
+      expect(yield* outbox.markDispatchFailed(event.id, "d-1", "later", { retryDelayMs: 200, maxAttempts: 3 }))
+        .toStrictEqual(
+          Option.some("retry_scheduled")
+        )
       const retrying = Option.getOrThrow(yield* outbox.findById(event.id))
-      expect([retrying.status, retrying.attemptCount, retrying.lockedBy, retrying.lockedAt]).toStrictEqual(["pending", 1, null, null])
+      expect([retrying.status, retrying.attemptCount, retrying.lockedBy, retrying.lockedAt]).toStrictEqual([
+        "pending",
+        1,
+        null,
+        null
+      ])
       yield* TestClock.adjust(199)
       expect(yield* outbox.claimBatch("d-1", 10)).toStrictEqual([])
       yield* TestClock.adjust(1)
@@ -78,11 +86,16 @@ describe("MemoryOutboxRepository read-outs", () => {
       yield* TestClock.adjust(1)
       expect(yield* outbox.releaseExpiredLocks(1_000)).toBe(1)
       const released = Option.getOrThrow(yield* outbox.findById(event.id))
-      expect([released.status, released.lockedBy, released.lockedAt, released.attemptCount]).toStrictEqual(["pending", null, null, 1])
+      expect([released.status, released.lockedBy, released.lockedAt, released.attemptCount]).toStrictEqual([
+        "pending",
+        null,
+        null,
+        1
+      ])
     }).pipe(Effect.provide(stack())))
 
   it.effect("an event created with a delay is claimed once its delay has passed, not a millisecond before", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       const event = yield* newEvent(300)
       expect(yield* outbox.createInTransaction(event)).toStrictEqual({ eventId: event.id, duplicate: false })
@@ -100,7 +113,7 @@ describe("MemoryOutboxRepository read-outs", () => {
     }).pipe(Effect.provide(stack())))
 
   it.effect("only an AiJob event carries its job's trace context, even when another aggregate has the job's id", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       const service = yield* AiJobService
       const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -122,7 +135,7 @@ describe("MemoryOutboxRepository read-outs", () => {
     }).pipe(Effect.provide(stack())))
 
   it.effect("dispatch order: earliest available first, equal times by id; list order: newest first, equal times by id from the highest", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       // Eight events created at once (ids in no particular storage order), then one later with the lowest id.
       const ids = (yield* Effect.forEach(Array.from({ length: 9 }, () => 0), () => newId)).sort()
@@ -138,7 +151,7 @@ describe("MemoryOutboxRepository read-outs", () => {
     }).pipe(Effect.provide(stack())))
 
   it.effect("the oldest unpublished event may be a pending one; a published or dead one is never counted", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       const [oldest, claimed, published] = yield* Effect.forEach([0, 1, 2], () => newEvent())
       yield* outbox.createInTransaction(oldest!)
@@ -155,10 +168,12 @@ describe("MemoryOutboxRepository read-outs", () => {
     }).pipe(Effect.provide(stack())))
 
   it.effect("markPublishedDirect names its write when it fails", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       const db = yield* MemoryDatabase
-      yield* db.setFaults(Option.some((operation) => Effect.succeed(operation === "write" ? Option.some("disk gone") : Option.none())))
+      yield* db.setFaults(
+        Option.some((operation) => Effect.succeed(operation === "write" ? Option.some("disk gone") : Option.none()))
+      )
       const failed = yield* Effect.flip(outbox.markPublishedDirect(["e-1"]))
       expect(failed._tag === "PersistenceError" && failed.operation).toBe("outbox_event.markPublishedDirect")
     }).pipe(Effect.provide(stack())))

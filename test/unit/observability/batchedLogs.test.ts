@@ -20,7 +20,7 @@ const loggingIn = (scope: Scope.Scope) => Layer.buildWithScope(LoggingLive, scop
 
 describe("production log lines are written in batches", () => {
   it.effect("LOG_FORMAT=json: the lines of one window go out in one write, whole and in order", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { console, writes } = yield* recordingConsole
       const scope = yield* Scope.make()
       const context = yield* loggingIn(scope).pipe(Effect.withConsole(console), withFormat("json"))
@@ -36,7 +36,7 @@ describe("production log lines are written in batches", () => {
     }))
 
   it.effect("lines still waiting are written when the logging layer closes (a process that stops loses none)", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { console, writes } = yield* recordingConsole
       const scope = yield* Scope.make()
       const context = yield* loggingIn(scope).pipe(Effect.withConsole(console), withFormat("logfmt"))

@@ -22,7 +22,7 @@ const eventOf = (lane: "enqueue" | "notify") =>
 
 describe("the outbox backlog gauges", () => {
   it.effect("ai_outbox_* show the enqueue lane only, ai_events_* the notify lane's completion events", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       yield* TestClock.setTime(10_000)
       const job = yield* eventOf("enqueue")
@@ -30,7 +30,11 @@ describe("the outbox backlog gauges", () => {
       yield* outbox.createInTransaction(job)
       yield* outbox.createInTransaction(givenUp)
       yield* outbox.claimBatch("d-gauges", 1, "notify")
-      yield* outbox.settleDelivery(givenUp.id, "d-gauges", { _tag: "GiveUp", deliveredTo: [], error: "webhook answered 500" })
+      yield* outbox.settleDelivery(givenUp.id, "d-gauges", {
+        _tag: "GiveUp",
+        deliveredTo: [],
+        error: "webhook answered 500"
+      })
       yield* TestClock.adjust(300)
       // Two completion events awaiting delivery, one of them claimed.
       yield* outbox.createInTransaction(yield* eventOf("notify"))
@@ -41,7 +45,15 @@ describe("the outbox backlog gauges", () => {
       yield* sampleOutboxBacklog
       const scraped = parsePrometheusText(yield* prometheusText)
       const values = (names: ReadonlyArray<string>) => names.map((name) => sampleValue(scraped, name))
-      expect(values(["ai_outbox_pending", "ai_outbox_dead", "ai_outbox_oldest_pending_age_seconds"])).toStrictEqual([1, 0, 1])
-      expect(values(["ai_events_pending", "ai_events_dead", "ai_events_oldest_pending_age_seconds"])).toStrictEqual([2, 1, 0.7])
+      expect(values(["ai_outbox_pending", "ai_outbox_dead", "ai_outbox_oldest_pending_age_seconds"])).toStrictEqual([
+        1,
+        0,
+        1
+      ])
+      expect(values(["ai_events_pending", "ai_events_dead", "ai_events_oldest_pending_age_seconds"])).toStrictEqual([
+        2,
+        1,
+        0.7
+      ])
     }).pipe(Effect.provide(memoryRepositories.pipe(Layer.orDie))))
 })

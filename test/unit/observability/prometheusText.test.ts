@@ -6,8 +6,11 @@ import { parsePrometheusText, sampleValue, sumOf } from "../../support/prometheu
 
 describe("Prometheus text from Effect metrics", () => {
   it.effect("counters, gauges and histograms render as text a strict parser accepts, with their values", () =>
-    Effect.gen(function* () {
-      const created = Metric.counter("t_render_created_total", { description: "Jobs \"created\"\\n", incremental: true })
+    Effect.gen(function*() {
+      const created = Metric.counter("t_render_created_total", {
+        description: "Jobs \"created\"\\n",
+        incremental: true
+      })
       const gauge = Metric.gauge("t_render_pending", { description: "Pending" })
       const hist = Metric.histogram("t_render_seconds", MetricBoundaries.fromIterable([0.1, 1, 10]), "Durations")
       yield* increment(created, { job_type: "flashcard_generation" }, 3)
@@ -50,7 +53,10 @@ describe("the strict Prometheus parser refuses malformed text", () => {
     ["unknown type", "# TYPE m thing\nm 1\n"],
     ["histogram without +Inf", "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n"],
     ["histogram count differs", "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 1\n"],
-    ["histogram not cumulative", "# TYPE h histogram\nh_bucket{le=\"1\"} 3\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 2\n"],
+    [
+      "histogram not cumulative",
+      "# TYPE h histogram\nh_bucket{le=\"1\"} 3\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 2\n"
+    ],
     ["no final newline", "m 1"]
   ]
   for (const [what, text] of bad) {

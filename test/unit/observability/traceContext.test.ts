@@ -1,35 +1,38 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Logger, Option, Schema } from "effect"
-import { currentTraceParent, externalParent, TraceParent, withStoredParent } from "../../../src/domain/TraceContext.js"
 import { telemetryConfig } from "../../../src/config/TelemetrySettings.js"
+import { currentTraceParent, externalParent, TraceParent, withStoredParent } from "../../../src/domain/TraceContext.js"
 import { jsonLoggerWithTrace } from "../../../src/layers/logging.js"
 
 const decode = Schema.decodeUnknownSync(TraceParent)
 
 describe("W3C trace context stored with a job", () => {
   it.effect("the current span's traceparent, and spans under the stored parent continue its trace", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const stored = yield* currentTraceParent.pipe(Effect.withSpan("http.server POST"))
       expect(Option.isSome(stored)).toBe(true)
       const value = Option.getOrThrow(stored)
       expect(value).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
       const [, traceId, spanId] = value.split("-")
-      const child = yield* Effect.currentSpan.pipe(Effect.withSpan("worker.run"), withStoredParent(Option.getOrNull(stored)))
+      const child = yield* Effect.currentSpan.pipe(
+        Effect.withSpan("worker.run"),
+        withStoredParent(Option.getOrNull(stored))
+      )
       expect(child.traceId).toBe(traceId)
       expect(Option.map(child.parent, (p) => p.spanId)).toEqual(Option.some(spanId))
     }))
 
   it.effect("a sampled-out span stores a sampled-out traceparent", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const parent = externalParent(decode("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"))
       const stored = yield* currentTraceParent.pipe(Effect.withParentSpan(parent))
       expect(Option.getOrThrow(stored)).toBe("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
     }))
 
   it.effect("a row without a valid traceparent runs under the current span", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       for (const column of [null, undefined, "", "00-not-a-trace"]) {
-        const [outer, child] = yield* Effect.gen(function* () {
+        const [outer, child] = yield* Effect.gen(function*() {
           const outer = yield* Effect.currentSpan
           const child = yield* Effect.currentSpan.pipe(Effect.withSpan("worker.run"), withStoredParent(column))
           return [outer, child] as const
@@ -52,13 +55,15 @@ describe("W3C trace context stored with a job", () => {
       traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
       spanId: "00f067aa0ba902b7"
     })
-    for (const bad of [
-      "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-      "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
-      "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-      "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
-      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
-    ]) expect(() => decode(bad), bad).toThrow()
+    for (
+      const bad of [
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
+      ]
+    ) expect(() => decode(bad), bad).toThrow()
   })
 })
 
@@ -76,13 +81,18 @@ describe("JSON log lines joined to traces", () => {
 
   it.effect("a line inside a span carries trace_id and span_id; one outside carries neither", () => {
     const { layer, lines } = capture()
-    return Effect.gen(function* () {
-      const span = yield* Effect.gen(function* () {
+    return Effect.gen(function*() {
+      const span = yield* Effect.gen(function*() {
         yield* Effect.logInfo("inside").pipe(Effect.annotateLogs({ jobId: "j-1" }))
         return yield* Effect.currentSpan
       }).pipe(Effect.withSpan("pipeline.execute"))
       yield* Effect.logInfo("outside")
-      expect(lines[0]).toMatchObject({ message: "inside", trace_id: span.traceId, span_id: span.spanId, annotations: { jobId: "j-1" } })
+      expect(lines[0]).toMatchObject({
+        message: "inside",
+        trace_id: span.traceId,
+        span_id: span.spanId,
+        annotations: { jobId: "j-1" }
+      })
       expect(lines[1]?.["message"]).toBe("outside")
       expect(lines[1]).not.toHaveProperty("trace_id")
       expect(lines[1]).not.toHaveProperty("span_id")
@@ -92,7 +102,10 @@ describe("JSON log lines joined to traces", () => {
 
 describe("telemetry settings from the standard variables", () => {
   const read = (env: Record<string, string>) =>
-    Effect.withConfigProvider(telemetryConfig("ai-job-engine-worker"), ConfigProvider.fromMap(new Map(Object.entries(env))))
+    Effect.withConfigProvider(
+      telemetryConfig("ai-job-engine-worker"),
+      ConfigProvider.fromMap(new Map(Object.entries(env)))
+    )
 
   it.effect("no endpoint: tracing off, the process's default service name", () =>
     Effect.map(read({}), (s) => {
@@ -104,7 +117,12 @@ describe("telemetry settings from the standard variables", () => {
     Effect.map(read({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_SERVICE_NAME: "w1" }), (s) => {
       expect(s.serviceName).toBe("w1")
       expect(s.traces).toEqual(
-        Option.some({ tracesUrl: "http://collector:4318/v1/traces", protocol: "http/protobuf", sampler: "parentbased_always_on", samplerRatio: 1 })
+        Option.some({
+          tracesUrl: "http://collector:4318/v1/traces",
+          protocol: "http/protobuf",
+          sampler: "parentbased_always_on",
+          samplerRatio: 1
+        })
       )
     }))
 
@@ -119,12 +137,17 @@ describe("telemetry settings from the standard variables", () => {
       }),
       (s) =>
         expect(s.traces).toEqual(
-          Option.some({ tracesUrl: "http://c:4318/custom", protocol: "http/json", sampler: "parentbased_traceidratio", samplerRatio: 0.25 })
+          Option.some({
+            tracesUrl: "http://c:4318/custom",
+            protocol: "http/json",
+            sampler: "parentbased_traceidratio",
+            samplerRatio: 0.25
+          })
         )
     ))
 
   it.effect("OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none turn tracing off despite an endpoint", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const disabled = yield* read({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_SDK_DISABLED: "true" })
       const none = yield* read({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_TRACES_EXPORTER: "none" })
       expect(Option.isNone(disabled.traces)).toBe(true)
@@ -132,7 +155,7 @@ describe("telemetry settings from the standard variables", () => {
     }))
 
   it.effect("grpc, an unknown sampler or a ratio above 1 fail at start naming the variable", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const cases: ReadonlyArray<Record<string, string>> = [
         { OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" },
         { OTEL_TRACES_SAMPLER: "sometimes" },

@@ -7,7 +7,7 @@ import { awaitStatus, memoryEngineStack, recordsOf, startEngine } from "../../su
 
 describe("a batch's jobs run like any others (memory layers, TestClock)", () => {
   it.scoped("every job of a batch of 12 runs to succeeded, each with its own item's projection and one usage row", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* startEngine()
       const service = yield* AiJobService
       const usage = yield* UsageLog
@@ -15,9 +15,17 @@ describe("a batch's jobs run like any others (memory layers, TestClock)", () => 
       const items = Array.from({ length: 12 }, (_, index) => ({
         targetType: "flashcard_deck",
         targetId: `deck-${index}`,
-        input: { sourceText: `Fact ${index}: light drives photosynthesis in chloroplasts.`, count: 1, deckId: `deck-${index}` }
+        input: {
+          sourceText: `Fact ${index}: light drives photosynthesis in chloroplasts.`,
+          count: 1,
+          deckId: `deck-${index}`
+        }
       }))
-      const { created, jobs } = yield* service.createJobBatch({ userId: "user-1", jobType: "flashcard_generation", items })
+      const { created, jobs } = yield* service.createJobBatch({
+        userId: "user-1",
+        jobType: "flashcard_generation",
+        items
+      })
       expect(created).toBe(true)
       expect(jobs.map((job) => job.targetId)).toEqual(items.map((item) => item.targetId))
       for (const [index, job] of jobs.entries()) {

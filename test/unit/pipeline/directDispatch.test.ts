@@ -20,15 +20,25 @@ const stack = Layer.mergeAll(
   DispatcherSettings.make({ dispatcherId: "dispatcher-a" }),
   TimingConfig.make()
 ).pipe(
-  Layer.provideMerge(jobCreation(memoryRepositories).pipe(
-    Layer.provideMerge(
-      OutboxDirectPublisher.Default.pipe(
-        Layer.provide(Layer.succeed(DirectDispatchSettings, { enabled: true, graceMs, addTimeoutMs: 1_000, flushMs: 100, batchSize: 500 }))
-      )
-    ),
-    Layer.provideMerge(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make()))),
-    Layer.provideMerge(memoryRepositories)
-  )),
+  Layer.provideMerge(
+    jobCreation(memoryRepositories).pipe(
+      Layer.provideMerge(
+        OutboxDirectPublisher.Default.pipe(
+          Layer.provide(
+            Layer.succeed(DirectDispatchSettings, {
+              enabled: true,
+              graceMs,
+              addTimeoutMs: 1_000,
+              flushMs: 100,
+              batchSize: 500
+            })
+          )
+        )
+      ),
+      Layer.provideMerge(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make()))),
+      Layer.provideMerge(memoryRepositories)
+    )
+  ),
   Layer.orDie
 )
 
@@ -37,18 +47,28 @@ const dispatcherOnlyStack = Layer.mergeAll(
   DispatcherSettings.make({ dispatcherId: "dispatcher-a" }),
   TimingConfig.make()
 ).pipe(
-  Layer.provideMerge(jobCreation(memoryRepositories).pipe(
-    Layer.provideMerge(DirectDispatchLive.pipe(
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["OUTBOX_DIRECT_PUBLISH", "false"]]))))
-    )),
-    Layer.provideMerge(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make()))),
-    Layer.provideMerge(memoryRepositories)
-  )),
+  Layer.provideMerge(
+    jobCreation(memoryRepositories).pipe(
+      Layer.provideMerge(DirectDispatchLive.pipe(
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["OUTBOX_DIRECT_PUBLISH", "false"]]))))
+      )),
+      Layer.provideMerge(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make()))),
+      Layer.provideMerge(memoryRepositories)
+    )
+  ),
   Layer.orDie
 )
 
-const createJob = Effect.flatMap(AiJobService, (service) =>
-  service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "deck", targetId: "deck-1", input: { message: "hi" } })
+const createJob = Effect.flatMap(
+  AiJobService,
+  (service) =>
+    service.createJob({
+      userId: "user-1",
+      jobType: "synthetic_echo",
+      targetType: "deck",
+      targetId: "deck-1",
+      input: { message: "hi" }
+    })
 ).pipe(Effect.map((created) => created.job))
 
 const createBatch = (count: number) =>
@@ -56,12 +76,14 @@ const createBatch = (count: number) =>
     service.createJobBatch({
       userId: "user-1",
       jobType: "synthetic_echo",
-      items: Array.from({ length: count }, (_, index) => ({ targetType: "deck", targetId: `deck-${index}`, input: { message: `hi ${index}` } }))
-    })
-  ).pipe(Effect.map((created) => created.jobs))
+      items: Array.from(
+        { length: count },
+        (_, index) => ({ targetType: "deck", targetId: `deck-${index}`, input: { message: `hi ${index}` } })
+      )
+    })).pipe(Effect.map((created) => created.jobs))
 
 const eventOf = (jobId: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const tables = yield* (yield* MemoryDatabase).snapshot
     const events = [...HashMap.values(tables.outboxEvent)].filter((event) => event.aggregateId === jobId)
     expect(events).toHaveLength(1)
@@ -72,7 +94,7 @@ const queuedIds = Effect.flatMap(MemoryJobQueueControl, (control) => control.job
 
 describe("the creator queues its own jobs; the dispatcher is the safety net (memory, TestClock)", () => {
   it.scoped("a created job is on the queue when createJob returns, and its event is marked published in a batch, no dispatcher running", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const first = yield* createJob
       const second = yield* createJob
       expect([...(yield* queuedIds)].sort()).toEqual([queueJobIdFor(first.id), queueJobIdFor(second.id)].sort())
@@ -84,7 +106,7 @@ describe("the creator queues its own jobs; the dispatcher is the safety net (mem
     }).pipe(Effect.provide(stack)))
 
   it.scoped("a creator whose add never happened (queue down, as after a crash at that point): the dispatcher sweeps the event after the grace, once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* MemoryJobQueueControl
       yield* control.setUnreachable(true)
       const job = yield* createJob
@@ -100,7 +122,7 @@ describe("the creator queues its own jobs; the dispatcher is the safety net (mem
     }).pipe(Effect.provide(stack)))
 
   it.scoped("a batch's jobs are on the queue (one bulk add) when createJobBatch returns; their events are marked published together", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const jobs = yield* createBatch(3)
       expect([...(yield* queuedIds)].sort()).toEqual(jobs.map((job) => queueJobIdFor(job.id)).sort())
       yield* TestClock.adjust(Duration.millis(100))
@@ -109,7 +131,7 @@ describe("the creator queues its own jobs; the dispatcher is the safety net (mem
     }).pipe(Effect.provide(stack)))
 
   it.scoped("a batch whose bulk add failed keeps its events pending: the dispatcher sweeps them after the grace", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* MemoryJobQueueControl
       yield* control.setUnreachable(true)
       const jobs = yield* createBatch(3)
@@ -125,7 +147,7 @@ describe("the creator queues its own jobs; the dispatcher is the safety net (mem
     }).pipe(Effect.provide(stack)))
 
   it.scoped("OUTBOX_DIRECT_PUBLISH=false: the creator leaves the queue alone, and the dispatcher publishes the event at once, without a grace", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const job = yield* createJob
       expect(yield* queuedIds).toEqual([])
       expect((yield* eventOf(job.id)).status).toBe("pending")

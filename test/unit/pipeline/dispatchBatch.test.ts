@@ -1,15 +1,15 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Exit, HashMap, Layer, Metric, Option, Scope, TestClock } from "effect"
+import { DispatcherSettings } from "../../../src/config/DispatcherSettings.js"
+import { TimingConfig } from "../../../src/config/EngineConfig.js"
+import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { newId } from "../../../src/domain/Ids.js"
 import { enqueueEventType } from "../../../src/domain/OutboxEvent.js"
-import { storedParent } from "../../../src/domain/TraceContext.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
-import { TimingConfig } from "../../../src/config/EngineConfig.js"
+import { storedParent } from "../../../src/domain/TraceContext.js"
 import { MemoryDatabase } from "../../../src/layers/memory/MemoryDatabase.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
-import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
-import { DispatcherSettings } from "../../../src/config/DispatcherSettings.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { dispatchedEvents, dispatchLatency, tagged } from "../../../src/services/EngineMetrics.js"
 import { JobQueue, JobQueueUnavailable, queueJobIdFor } from "../../../src/services/JobQueue.js"
@@ -22,42 +22,67 @@ import { recordingSpans } from "../../support/recordingSpans.js"
 /** The embedded stack: memory repositories, job creation, the memory queue, all on TestClock. */
 const stack = (settings: Partial<DispatcherSettings["Type"]> = {}, timing: Partial<TimingConfig["Type"]> = {}) =>
   DispatcherSettings.make({ dispatcherId: "dispatcher-a", retryBaseDelay: Duration.seconds(1), ...settings }).pipe(
-    Layer.provideMerge(Layer.mergeAll(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())), TimingConfig.make(timing))),
+    Layer.provideMerge(
+      Layer.mergeAll(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())), TimingConfig.make(timing))
+    ),
     Layer.provideMerge(jobCreation(memoryRepositories)),
     Layer.provideMerge(LogCaptureLayer),
     Layer.orDie
   )
 
 const createJob = (message = "hello") =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "deck", targetId: message, input: { message } })
+  Effect.flatMap(
+    AiJobService,
+    (service) =>
+      service.createJob({
+        userId: "user-1",
+        jobType: "synthetic_echo",
+        targetType: "deck",
+        targetId: message,
+        input: { message }
+      })
   ).pipe(Effect.map((created) => created.job))
 
 /** An outbox event written on its own (no create, so no wake-up signal). */
 const writeEvent = (eventType: string, payload: unknown) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const outbox = yield* OutboxRepository
     const id = yield* newId
     yield* Effect.flatMap(UnitOfWork, (unitOfWork) =>
       unitOfWork.transaction(
-        outbox.createInTransaction({ id, eventType, aggregateType: "AiJob", aggregateId: `job-${id}`, dedupeKey: `${eventType}:${id}`, payload, delayMs: 0 })
+        outbox.createInTransaction({
+          id,
+          eventType,
+          aggregateType: "AiJob",
+          aggregateId: `job-${id}`,
+          dedupeKey: `${eventType}:${id}`,
+          payload,
+          delayMs: 0
+        })
       ))
     return id
   })
 
 const statusOf = (eventId: string) =>
-  Effect.flatMap(OutboxRepository, (outbox) => Effect.map(outbox.findById(eventId), (event) => Option.getOrThrow(event).status))
+  Effect.flatMap(
+    OutboxRepository,
+    (outbox) => Effect.map(outbox.findById(eventId), (event) => Option.getOrThrow(event).status)
+  )
 
-const eventsOf = Effect.gen(function* () {
+const eventsOf = Effect.gen(function*() {
   const db = yield* MemoryDatabase
   return [...HashMap.values((yield* db.snapshot).outboxEvent)]
 })
 
 const queuedIds = Effect.flatMap(MemoryJobQueueControl, (control) => control.jobIds("ai-interactive"))
 
-const logLines = (text: string) => Effect.map(Effect.flatMap(LogCapture, (capture) => capture.lines), (lines) => lines.filter((line) => line.includes(text)))
+const logLines = (text: string) =>
+  Effect.map(
+    Effect.flatMap(LogCapture, (capture) => capture.lines),
+    (lines) => lines.filter((line) => line.includes(text))
+  )
 
-const settle = Effect.gen(function* () {
+const settle = Effect.gen(function*() {
   for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
 })
 
@@ -73,7 +98,7 @@ const halfPublishing = makeDispatcher.pipe(
 
 describe("one dispatch batch (memory, TestClock)", () => {
   it.scoped("counts what each claimed event came to, and the published ones in the metrics", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const dispatcher = yield* makeDispatcher
       const job = yield* createJob("good")
       yield* writeEvent("ai.job.completed", { jobId: "x" })
@@ -86,7 +111,10 @@ describe("one dispatch batch (memory, TestClock)", () => {
       expect(summary).toStrictEqual({ claimed: 3, outcomes: { ...nothing, published: 1, unknown_type: 1, dead: 1 } })
       expect(yield* queuedIds).toStrictEqual([queueJobIdFor(job.id)])
       expect(yield* statusOf(broken)).toBe("dead")
-      const brokenEvent = yield* Effect.flatMap(OutboxRepository, (outbox) => Effect.map(outbox.findById(broken), Option.getOrThrow))
+      const brokenEvent = yield* Effect.flatMap(
+        OutboxRepository,
+        (outbox) => Effect.map(outbox.findById(broken), Option.getOrThrow)
+      )
       expect(brokenEvent.lastError).toBe("payload does not decode as { jobId, jobType, queueName, priority }")
       expect(yield* logLines("Outbox enqueue payload does not decode; event marked dead")).toHaveLength(1)
       // Two marked published (the job's and the unknown type's), each three seconds after its commit.
@@ -98,7 +126,7 @@ describe("one dispatch batch (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack())))
 
   it.scoped("a queue that refuses schedules a retry, dead at maxAttempts", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* MemoryJobQueueControl
       const dispatcher = yield* makeDispatcher
       yield* control.setUnreachable(true)
@@ -114,7 +142,7 @@ describe("one dispatch batch (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack({ maxAttempts: 2 }))))
 
   it.scoped("an add whose outcome is unknown is published if the queue holds the job, asked addChecks times 200 ms apart", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const queue = yield* JobQueue
       let asked: Array<number> = []
       let lands = true
@@ -137,7 +165,9 @@ describe("one dispatch batch (memory, TestClock)", () => {
       const landed = yield* createJob("landed")
       const first = yield* Effect.fork(dispatcher.dispatchBatch)
       for (let i = 0; i < 10; i++) yield* TestClock.adjust(100)
-      expect((yield* first.await).pipe(Exit.map((summary) => summary.outcomes))).toStrictEqual(Exit.succeed({ ...nothing, published: 1 }))
+      expect((yield* first.await).pipe(Exit.map((summary) => summary.outcomes))).toStrictEqual(
+        Exit.succeed({ ...nothing, published: 1 })
+      )
       expect(asked.map((at) => at - asked[0]!)).toStrictEqual([0, 200, 400])
       expect(yield* queue.contains("ai-interactive", queueJobIdFor(landed.id))).toBe(true)
       expect(yield* logLines("Queue add went unanswered but the job is on the queue; published")).toHaveLength(1)
@@ -148,13 +178,15 @@ describe("one dispatch batch (memory, TestClock)", () => {
       const lost = yield* createJob("lost")
       const second = yield* Effect.fork(dispatcher.dispatchBatch)
       for (let i = 0; i < 10; i++) yield* TestClock.adjust(100)
-      expect((yield* second.await).pipe(Exit.map((summary) => summary.outcomes))).toStrictEqual(Exit.succeed({ ...nothing, retry_scheduled: 1 }))
+      expect((yield* second.await).pipe(Exit.map((summary) => summary.outcomes))).toStrictEqual(
+        Exit.succeed({ ...nothing, retry_scheduled: 1 })
+      )
       expect(asked).toHaveLength(3)
       expect(yield* queue.contains("ai-interactive", queueJobIdFor(lost.id))).toBe(false)
     }).pipe(Effect.provide(stack({ addChecks: 3 }))))
 
   it.scoped("a claim that fails is logged and claims nothing; a publish write that fails counts the batch's events as claim_lost", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const failingClaim = yield* makeDispatcher.pipe(
         Effect.updateService(OutboxRepository, (outbox) => ({
           ...outbox,
@@ -168,7 +200,8 @@ describe("one dispatch batch (memory, TestClock)", () => {
       const failingPublish = yield* makeDispatcher.pipe(
         Effect.updateService(OutboxRepository, (outbox) => ({
           ...outbox,
-          markPublishedMany: () => Effect.fail(new PersistenceError({ operation: "outbox_event.publish", message: "db down" }))
+          markPublishedMany: () =>
+            Effect.fail(new PersistenceError({ operation: "outbox_event.publish", message: "db down" }))
         }))
       )
       expect(yield* failingPublish.dispatchBatch).toStrictEqual({ claimed: 1, outcomes: { ...nothing, claim_lost: 1 } })
@@ -180,17 +213,23 @@ describe("one dispatch batch (memory, TestClock)", () => {
       const halfPublished = yield* halfPublishing
       yield* createJob("one")
       yield* createJob("two")
-      expect(yield* halfPublished.dispatchBatch).toStrictEqual({ claimed: 2, outcomes: { ...nothing, published: 1, claim_lost: 1 } })
+      expect(yield* halfPublished.dispatchBatch).toStrictEqual({
+        claimed: 2,
+        outcomes: { ...nothing, published: 1, claim_lost: 1 }
+      })
     }).pipe(Effect.provide(stack())))
 })
 
 describe("a failed add whose failure cannot be recorded (memory, TestClock)", () => {
   it.scoped("the claim was lost meanwhile, or the store failed: claim_lost, the event left for its claim to expire", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* MemoryJobQueueControl
       yield* control.setUnreachable(true)
       const claimLost = yield* makeDispatcher.pipe(
-        Effect.updateService(OutboxRepository, (outbox) => ({ ...outbox, markDispatchFailed: () => Effect.succeed(Option.none()) }))
+        Effect.updateService(
+          OutboxRepository,
+          (outbox) => ({ ...outbox, markDispatchFailed: () => Effect.succeed(Option.none()) })
+        )
       )
       yield* createJob("claim lost")
       expect((yield* claimLost.dispatchBatch).outcomes).toStrictEqual({ ...nothing, claim_lost: 1 })
@@ -198,7 +237,8 @@ describe("a failed add whose failure cannot be recorded (memory, TestClock)", ()
       const storeDown = yield* makeDispatcher.pipe(
         Effect.updateService(OutboxRepository, (outbox) => ({
           ...outbox,
-          markDispatchFailed: () => Effect.fail(new PersistenceError({ operation: "outbox_event.fail", message: "db down" }))
+          markDispatchFailed: () =>
+            Effect.fail(new PersistenceError({ operation: "outbox_event.fail", message: "db down" }))
         }))
       )
       yield* Effect.flatMap(OutboxRepository, (outbox) => outbox.releaseExpiredLocks(0))
@@ -210,7 +250,7 @@ describe("a failed add whose failure cannot be recorded (memory, TestClock)", ()
 
 describe("the dispatcher's loops (memory, TestClock)", () => {
   it.scoped("drains in batches until one comes back short, then waits for a signal or the poll", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const dispatcher = yield* makeDispatcher
       const ids = yield* Effect.forEach([1, 2, 3, 4, 5], (n) => writeEvent("ai.job.other", { n }))
       yield* dispatcher.drain
@@ -228,7 +268,7 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack({ batchSize: 2 }))))
 
   it.scoped("releases expired claims every min(releaseInterval, half the claim TTL) and dispatches them at once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       const dispatcher = yield* makeDispatcher
       const job = yield* createJob("abandoned")
@@ -245,10 +285,14 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
       const released = yield* logLines("Released expired outbox claims")
       expect(released).toHaveLength(1)
       expect(released[0]).toContain("released=1")
-    }).pipe(Effect.provide(stack({ releaseInterval: Duration.seconds(4) }, { outboxLockTtlMs: 10_000, outboxPollMs: 600_000 }))))
+    }).pipe(
+      Effect.provide(
+        stack({ releaseInterval: Duration.seconds(4) }, { outboxLockTtlMs: 10_000, outboxPollMs: 600_000 })
+      )
+    ))
 
   it.scoped("stopping gives this dispatcher's unfinished claims back at once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       const dispatcher = yield* makeDispatcher
       yield* createJob("cut short")
@@ -271,7 +315,7 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack({}, { outboxPollMs: 600_000 }))))
 
   it.scoped("the retry delay grows from the base and stays at the cap", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* MemoryJobQueueControl
       const dispatcher = yield* makeDispatcher
       yield* control.setUnreachable(true)
@@ -290,17 +334,22 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
         expect(next).toBeGreaterThanOrEqual(low!)
         expect(next).toBeLessThanOrEqual(high!)
       }
-    }).pipe(Effect.provide(stack({ retryBaseDelay: Duration.seconds(10), retryMaxDelay: Duration.minutes(1), maxAttempts: 5 }))))
+    }).pipe(
+      Effect.provide(
+        stack({ retryBaseDelay: Duration.seconds(10), retryMaxDelay: Duration.minutes(1), maxAttempts: 5 })
+      )
+    ))
 })
 
 describe("what the dispatcher tells about each event and its loops (memory, TestClock)", () => {
   it.scoped("a queue that never answers whether an unanswered add landed is asked addChecks times; the failure counts and names the event", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       let asked = 0
       const dispatcher = yield* makeDispatcher.pipe(
         Effect.updateService(JobQueue, (jobQueue) => ({
           ...jobQueue,
-          add: () => Effect.fail(new JobQueueUnavailable({ operation: "add", message: "timed out", outcomeUnknown: true })),
+          add: () =>
+            Effect.fail(new JobQueueUnavailable({ operation: "add", message: "timed out", outcomeUnknown: true })),
           contains: () =>
             Effect.suspend(() => {
               asked += 1
@@ -312,25 +361,41 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
       const [event] = yield* eventsOf
       const batch = yield* Effect.fork(dispatcher.dispatchBatch)
       for (let i = 0; i < 20; i++) yield* TestClock.adjust(100)
-      expect((yield* batch.await).pipe(Exit.map((summary) => summary.outcomes))).toStrictEqual(Exit.succeed({ ...nothing, retry_scheduled: 1 }))
+      expect((yield* batch.await).pipe(Exit.map((summary) => summary.outcomes))).toStrictEqual(
+        Exit.succeed({ ...nothing, retry_scheduled: 1 })
+      )
       expect(asked).toBe(3)
       expect(yield* queuedIds).toStrictEqual([])
       const [warning] = yield* logLines("Queue add failed")
-      for (const part of [`eventId=${event!.id}`, "eventType=ai.job.enqueue", `aggregateId=${job.id}`, "dispatcherId=dispatcher-a", "error=timed out"]) {
+      for (
+        const part of [
+          `eventId=${event!.id}`,
+          "eventType=ai.job.enqueue",
+          `aggregateId=${job.id}`,
+          "dispatcherId=dispatcher-a",
+          "error=timed out"
+        ]
+      ) {
         expect(warning).toContain(part)
       }
     }).pipe(Effect.provide(stack({ addChecks: 3 }))))
 
   it.scoped("a failed claim or publish write is logged with the dispatcher and the error", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const down = (operation: string) => Effect.fail(new PersistenceError({ operation, message: "db down" }))
       const failingClaim = yield* makeDispatcher.pipe(
-        Effect.updateService(OutboxRepository, (outbox) => ({ ...outbox, claimBatch: () => down("outbox_event.claim") }))
+        Effect.updateService(
+          OutboxRepository,
+          (outbox) => ({ ...outbox, claimBatch: () => down("outbox_event.claim") })
+        )
       )
       yield* createJob("kept")
       yield* failingClaim.dispatchBatch
       const failingPublish = yield* makeDispatcher.pipe(
-        Effect.updateService(OutboxRepository, (outbox) => ({ ...outbox, markPublishedMany: () => down("outbox_event.publish") }))
+        Effect.updateService(
+          OutboxRepository,
+          (outbox) => ({ ...outbox, markPublishedMany: () => down("outbox_event.publish") })
+        )
       )
       yield* failingPublish.dispatchBatch
       for (const text of ["Claiming outbox events failed", "Marking a batch published failed"]) {
@@ -341,7 +406,7 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
     }).pipe(Effect.provide(stack())))
 
   it.scoped("a batch's adds run concurrently, up to dispatchConcurrency", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const dispatcher = yield* makeDispatcher.pipe(
         Effect.updateService(JobQueue, (jobQueue) => ({
           ...jobQueue,
@@ -359,7 +424,7 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
     }).pipe(Effect.provide(stack({ dispatchConcurrency: 3 }))))
 
   it.scoped("commit → published is observed for the events this batch did publish, as their age", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* TestClock.adjust(50_000)
       const halfPublished = yield* halfPublishing
       yield* createJob("one")
@@ -373,7 +438,7 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
     }).pipe(Effect.provide(stack())))
 
   it.scoped("with a claim TTL shorter than twice the release interval, claims are swept every half TTL; a failed sweep is logged and the next goes on", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       let sweeps = 0
       const dispatcher = yield* makeDispatcher.pipe(
@@ -401,10 +466,12 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
       expect(yield* queuedIds).toStrictEqual([queueJobIdFor(job.id)])
       const [failed] = yield* logLines("Releasing expired outbox claims failed")
       expect(failed).toContain("error=db down")
-    }).pipe(Effect.provide(stack({ releaseInterval: Duration.minutes(1) }, { outboxLockTtlMs: 2_000, outboxPollMs: 600_000 }))))
+    }).pipe(
+      Effect.provide(stack({ releaseInterval: Duration.minutes(1) }, { outboxLockTtlMs: 2_000, outboxPollMs: 600_000 }))
+    ))
 
   it.scoped("stopping with no claims left says nothing of them; a failed give-back is logged and the stop still completes", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const quiet = yield* makeDispatcher
       const quietScope = yield* Scope.make()
       yield* quiet.run.pipe(Scope.extend(quietScope))
@@ -417,7 +484,8 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
       const failing = yield* makeDispatcher.pipe(
         Effect.updateService(OutboxRepository, (outbox) => ({
           ...outbox,
-          releaseClaimsOf: () => Effect.fail(new PersistenceError({ operation: "outbox_event.release", message: "db down" }))
+          releaseClaimsOf: () =>
+            Effect.fail(new PersistenceError({ operation: "outbox_event.release", message: "db down" }))
         }))
       )
       const scope = yield* Scope.make()
@@ -430,15 +498,16 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
     }).pipe(Effect.provide(stack({}, { outboxPollMs: 600_000 }))))
 
   it.scoped("only publishes are traced, each in the job's trace or a root of its own; the polls around them are not", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       // A store that traces its statements, as the SQL client does.
       const traced = Effect.updateService(OutboxRepository, (outbox) => ({
         ...outbox,
-        claimBatch: (dispatcherId, limit) => outbox.claimBatch(dispatcherId, limit).pipe(Effect.withSpan("store.claim")),
+        claimBatch: (dispatcherId, limit) =>
+          outbox.claimBatch(dispatcherId, limit).pipe(Effect.withSpan("store.claim")),
         releaseExpiredLocks: (ttl) => outbox.releaseExpiredLocks(ttl).pipe(Effect.withSpan("store.release"))
       }))
       const looped = yield* recordingSpans(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const dispatcher = yield* makeDispatcher.pipe(traced)
           yield* Effect.forkScoped(dispatcher.run)
           for (let i = 0; i < 3; i++) {
@@ -454,21 +523,31 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
       )
       const job = looped.result
       expect(looped.seen.filter((span) => span.name.startsWith("store."))).toStrictEqual([])
-      expect(looped.seen.filter((span) => span.name === "dispatcher.publish").map((span) => span.parentSpanId)).toStrictEqual([
-        Option.getOrThrow(storedParent(job.traceParent)).spanId
-      ])
+      expect(looped.seen.filter((span) => span.name === "dispatcher.publish").map((span) => span.parentSpanId))
+        .toStrictEqual([
+          Option.getOrThrow(storedParent(job.traceParent)).spanId
+        ])
 
       // An event with no stored trace context, dispatched by a batch run inside some span: its
       // publish is a root of its own, not a child of what ran the batch.
       const inside = yield* recordingSpans(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const dispatcher = yield* makeDispatcher.pipe(traced)
-          yield* writeEvent(enqueueEventType, { jobId: "job-untraced", jobType: "synthetic_echo", queueName: "ai-interactive", priority: 50 })
-          expect((yield* dispatcher.dispatchBatch.pipe(Effect.withSpan("outer"))).outcomes).toStrictEqual({ ...nothing, published: 1 })
+          yield* writeEvent(enqueueEventType, {
+            jobId: "job-untraced",
+            jobType: "synthetic_echo",
+            queueName: "ai-interactive",
+            priority: 50
+          })
+          expect((yield* dispatcher.dispatchBatch.pipe(Effect.withSpan("outer"))).outcomes).toStrictEqual({
+            ...nothing,
+            published: 1
+          })
         })
       )
       const outer = inside.seen.find((span) => span.name === "outer")!
       expect(inside.seen.find((span) => span.name === "store.claim")?.parentSpanId).toBe(outer.spanId)
-      expect(inside.seen.filter((span) => span.name === "dispatcher.publish").map((span) => span.parentSpanId)).toStrictEqual([undefined])
+      expect(inside.seen.filter((span) => span.name === "dispatcher.publish").map((span) => span.parentSpanId))
+        .toStrictEqual([undefined])
     }).pipe(Effect.provide(stack({}, { outboxPollMs: 1_000 }))))
 })

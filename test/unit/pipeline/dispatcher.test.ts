@@ -1,13 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, HashMap, Layer, Logger, Option, Ref, TestClock } from "effect"
+import { DispatcherSettings } from "../../../src/config/DispatcherSettings.js"
+import { TimingConfig } from "../../../src/config/EngineConfig.js"
+import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { newId } from "../../../src/domain/Ids.js"
 import { enqueueEventType } from "../../../src/domain/OutboxEvent.js"
-import { TimingConfig } from "../../../src/config/EngineConfig.js"
 import { MemoryDatabase } from "../../../src/layers/memory/MemoryDatabase.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
-import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { makeDispatcher, retryDelayMs } from "../../../src/pipeline/dispatcher.js"
-import { DispatcherSettings } from "../../../src/config/DispatcherSettings.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { JobQueue, queueJobIdFor } from "../../../src/services/JobQueue.js"
@@ -22,18 +22,28 @@ const stack = (settings: Partial<DispatcherSettings["Type"]> = {}, timing: Parti
     OutboxAdmin.Default,
     DispatcherSettings.make({ dispatcherId: "dispatcher-a", retryBaseDelay: Duration.seconds(1), ...settings })
   ).pipe(
-    Layer.provideMerge(Layer.mergeAll(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())), TimingConfig.make(timing))),
+    Layer.provideMerge(
+      Layer.mergeAll(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())), TimingConfig.make(timing))
+    ),
     Layer.provideMerge(jobCreation(memoryRepositories)),
     Layer.orDie
   )
 
 const createJob = (message = "hello") =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "deck", targetId: "deck-1", input: { message } })
+  Effect.flatMap(
+    AiJobService,
+    (service) =>
+      service.createJob({
+        userId: "user-1",
+        jobType: "synthetic_echo",
+        targetType: "deck",
+        targetId: "deck-1",
+        input: { message }
+      })
   ).pipe(Effect.map((created) => created.job))
 
 const eventOf = (jobId: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const db = yield* MemoryDatabase
     const tables = yield* db.snapshot
     const events = [...HashMap.values(tables.outboxEvent)].filter((event) => event.aggregateId === jobId)
@@ -45,7 +55,7 @@ const queuedIds = Effect.flatMap(MemoryJobQueueControl, (control) => control.job
 
 /** Lets forked fibers run, advancing the TestClock in small steps, until `done` holds. */
 const eventually = <A, E, R>(check: Effect.Effect<A, E, R>, done: (a: A) => boolean, stepMs = 10) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     for (let i = 0; i < 1_000; i++) {
       const value = yield* check
       if (done(value)) return value
@@ -57,7 +67,7 @@ const eventually = <A, E, R>(check: Effect.Effect<A, E, R>, done: (a: A) => bool
 const startDispatcher = Effect.flatMap(makeDispatcher, (dispatcher) => dispatcher.run)
 
 /** Captures log lines (level and message) so a test can see a warning was written. */
-const captureLogs = Effect.gen(function* () {
+const captureLogs = Effect.gen(function*() {
   const lines = yield* Ref.make<ReadonlyArray<{ readonly level: string; readonly message: string }>>([])
   const logger = Logger.make(({ logLevel, message }) => {
     const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
@@ -68,7 +78,7 @@ const captureLogs = Effect.gen(function* () {
 
 describe("OutboxDispatcher (memory, TestClock)", () => {
   it.scoped("a created job reaches the queue at once, woken by the signal, and its event is published", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* startDispatcher
       const job = yield* createJob()
       // No clock movement needed: the create's signal wakes the dispatcher, not the poll.
@@ -79,13 +89,13 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack())))
 
   it.scoped("an event written in a transaction that rolls back is never dispatched", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* startDispatcher
       const unitOfWork = yield* UnitOfWork
       const outbox = yield* OutboxRepository
       const jobId = yield* newId
       const rolledBack = yield* unitOfWork.transaction(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           yield* outbox.createInTransaction({
             id: yield* newId,
             eventType: enqueueEventType,
@@ -105,7 +115,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack())))
 
   it.scoped("a dispatcher that died after its claim: the event is dispatched again after the lock TTL, queued once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       // Created with no dispatcher running, then claimed by one that dies before its add.
       const job = yield* createJob()
@@ -126,7 +136,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack({}, { outboxLockTtlMs: 60_000 }))))
 
   it.scoped("with the default (lease-derived) claim TTL, a dead dispatcher's claim is dispatched again within two leases", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       const job = yield* createJob()
       yield* outbox.claimBatch("dispatcher-that-died", 10)
@@ -141,7 +151,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack())))
 
   it.scoped("queue unreachable: attempts accumulate, nothing is lost, and the event is delivered once it answers", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* MemoryJobQueueControl
       yield* control.setUnreachable(true)
       yield* startDispatcher
@@ -158,7 +168,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack())))
 
   it.scoped("queue unreachable: dead at the third failure, visible in the counts, and a replay delivers it", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* MemoryJobQueueControl
       const admin = yield* OutboxAdmin
       yield* control.setUnreachable(true)
@@ -183,7 +193,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack())))
 
   it.scoped("an unknown event_type is marked published with a warning and nothing is queued", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const logs = yield* captureLogs
       const unitOfWork = yield* UnitOfWork
       const outbox = yield* OutboxRepository
@@ -208,11 +218,13 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
       expect(yield* queuedIds).toEqual([])
       expect((yield* (yield* JobQueue).counts("ai-background")).waiting).toBe(0)
       const warnings = (yield* Ref.get(logs.lines)).filter((line) => line.level === "WARN")
-      expect(warnings.map((line) => line.message)).toContain("Unknown outbox event type; marked published, nothing queued")
+      expect(warnings.map((line) => line.message)).toContain(
+        "Unknown outbox event type; marked published, nothing queued"
+      )
     }).pipe(Effect.provide(stack())))
 
   it.scoped("an enqueue event whose payload does not decode is dead at once, never queued", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const unitOfWork = yield* UnitOfWork
       const outbox = yield* OutboxRepository
       const eventId = yield* newId
@@ -228,13 +240,16 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
         })
       )
       yield* startDispatcher
-      const event = yield* eventually(Effect.map(outbox.findById(eventId), Option.getOrThrow), (e) => e.status === "dead")
+      const event = yield* eventually(
+        Effect.map(outbox.findById(eventId), Option.getOrThrow),
+        (e) => e.status === "dead"
+      )
       expect(event.attemptCount).toBe(1)
       expect(yield* queuedIds).toEqual([])
     }).pipe(Effect.provide(stack())))
 
   it.scoped("a queue payload that does not decode is rejected, the worker carries on, the job row is left for the reaper", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* MemoryJobQueueControl
       const jobQueue = yield* JobQueue
       const jobs = yield* AiJobLifecycleRepository
@@ -245,7 +260,10 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
       expect(yield* outbox.markPublishedMany([event!.id], "earlier-dispatcher")).toBe(1)
       const handled = yield* Ref.make<ReadonlyArray<string>>([])
       yield* control.addRaw("ai-interactive", queueJobIdFor(poisoned.id), { jobId: poisoned.id, createdAt: "never" })
-      yield* jobQueue.consume("ai-interactive", (delivery) => Ref.update(handled, (all) => [...all, delivery.payload.jobId]))
+      yield* jobQueue.consume(
+        "ai-interactive",
+        (delivery) => Ref.update(handled, (all) => [...all, delivery.payload.jobId])
+      )
 
       yield* startDispatcher
       const healthy = yield* createJob("healthy")
@@ -257,7 +275,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack())))
 
   it.effect("the retry delay follows the exponential, jittered, capped Schedule", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const settings = { retryBaseDelay: Duration.seconds(1), retryMaxDelay: Duration.seconds(5) }
       const first = yield* retryDelayMs(settings, 1)
       const second = yield* retryDelayMs(settings, 2)

@@ -2,12 +2,16 @@ import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope, TestClock } from "effect"
 import { type AiJob, leaseOf } from "../../../src/domain/AiJob.js"
 import { CredentialError, ProviderError } from "../../../src/domain/ExecutionError.js"
+import { defineJobType } from "../../../src/domain/JobType.js"
 import { jobCatalog } from "../../../src/jobs/catalog.js"
+import {
+  syntheticEcho,
+  syntheticEchoDefinition,
+  SyntheticEchoInput
+} from "../../../src/jobs/synthetic_echo/definition.js"
 import { syntheticEchoJobType } from "../../../src/jobs/synthetic_echo/index.js"
-import { syntheticEcho, syntheticEchoDefinition, SyntheticEchoInput } from "../../../src/jobs/synthetic_echo/definition.js"
 import { SyntheticEchoOutput } from "../../../src/jobs/synthetic_echo/output.js"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
-import { defineJobType } from "../../../src/domain/JobType.js"
 import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { makeExecutionEngine } from "../../../src/pipeline/engine.js"
 import { execute } from "../../../src/pipeline/execute.js"
@@ -19,23 +23,25 @@ import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRe
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
 import { CancelSignal } from "../../../src/services/CancelSignal.js"
-import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { JobQueue, payloadFor } from "../../../src/services/JobQueue.js"
+import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { definePromptTemplate } from "../../../src/services/PromptTemplates.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
 import { awaitStatus, memoryEngineStack, recordsOf, settle, startEngine } from "../../support/engineStack.js"
 
 const createEcho = (message = "hello", jobType = "synthetic_echo") =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId: "user-1", jobType, targetType: "test", targetId: "t", input: { message } })).pipe(
-      Effect.map(({ job }) => job)
-    )
+  Effect.flatMap(
+    AiJobService,
+    (service) => service.createJob({ userId: "user-1", jobType, targetType: "test", targetId: "t", input: { message } })
+  ).pipe(
+    Effect.map(({ job }) => job)
+  )
 
 const unavailable = new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503 from provider" })
 
 describe("the execution engine (memory layers, TestClock)", () => {
   it.scoped("runs each job type to succeeded with its business rows, artifacts, progress 100 and one usage row", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* startEngine()
       const service = yield* AiJobService
       const usage = yield* UsageLog
@@ -44,16 +50,31 @@ describe("the execution engine (memory layers, TestClock)", () => {
         { jobType: "synthetic_echo", input: { message: "echo me" } },
         {
           jobType: "flashcard_generation",
-          input: { sourceText: "Photosynthesis turns light into chemical energy. Chlorophyll absorbs light.", count: 2, deckId: "deck-9" }
+          input: {
+            sourceText: "Photosynthesis turns light into chemical energy. Chlorophyll absorbs light.",
+            count: 2,
+            deckId: "deck-9"
+          }
         },
-        { jobType: "feynman_evaluation", input: { concept: "entropy", explanation: "Entropy measures disorder, for example a messy room." } },
+        {
+          jobType: "feynman_evaluation",
+          input: { concept: "entropy", explanation: "Entropy measures disorder, for example a messy room." }
+        },
         {
           jobType: "learning_analysis",
-          input: { evaluations: [{ evaluationId: "e-1", concept: "entropy", score: 45, gaps: ["no concrete example"] }] }
+          input: {
+            evaluations: [{ evaluationId: "e-1", concept: "entropy", score: 45, gaps: ["no concrete example"] }]
+          }
         }
       ]
       for (const { input, jobType } of inputs) {
-        const { job } = yield* service.createJob({ userId: "user-1", jobType, targetType: "test", targetId: "t", input })
+        const { job } = yield* service.createJob({
+          userId: "user-1",
+          jobType,
+          targetType: "test",
+          targetId: "t",
+          input
+        })
         const done = yield* awaitStatus(job.id, ["succeeded", "failed", "cancelled"])
         expect(done.lifecycleStatus, `${jobType}: ${done.internalErrorMessage}`).toBe("succeeded")
         expect(done.status).toBe("completed")
@@ -65,19 +86,23 @@ describe("the execution engine (memory layers, TestClock)", () => {
         const records = yield* recordsOf(job.id)
         const stored = yield* artifacts.listByJob(job.id)
         expect(stored.map((artifact) => artifact.artifactId)).toStrictEqual(records.map((record) => record["id"]))
-        if (jobType === "synthetic_echo") expect(records).toStrictEqual([{ id: stored[0]!.artifactId, echo: "echo me" }])
+        if (jobType === "synthetic_echo") {
+          expect(records).toStrictEqual([{ id: stored[0]!.artifactId, echo: "echo me" }])
+        }
         if (jobType === "flashcard_generation") {
           expect(records.length).toBeGreaterThanOrEqual(1)
           expect(records.length).toBeLessThanOrEqual(2)
           expect(records[0]).toMatchObject({ deckId: "deck-9", ordinal: 0 })
         }
         if (jobType === "feynman_evaluation") expect(records[0]).toMatchObject({ concept: "entropy" })
-        if (jobType === "learning_analysis") expect(records[0]).toMatchObject({ evaluationIds: ["e-1"], gaps: ["no concrete example"] })
+        if (jobType === "learning_analysis") {
+          expect(records[0]).toMatchObject({ evaluationIds: ["e-1"], gaps: ["no concrete example"] })
+        }
       }
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("retries a provider that fails twice, with backoff, then succeeds: usage rows 1, 2, 3", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       yield* control.script([{ _tag: "Fail", error: unavailable }, { _tag: "Fail", error: unavailable }])
       yield* startEngine()
@@ -100,10 +125,13 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("gives up after maxRetries and records a public message without internals", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       yield* control.script([
-        { _tag: "Fail", error: new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503 from 10.0.0.7:443 /v1/chat" }) },
+        {
+          _tag: "Fail",
+          error: new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503 from 10.0.0.7:443 /v1/chat" })
+        },
         { _tag: "Fail", error: unavailable },
         { _tag: "Fail", error: unavailable }
       ])
@@ -118,9 +146,12 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("never retries a credential error", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
-      yield* control.script([{ _tag: "Fail", error: new CredentialError({ code: "CREDENTIAL_INVALID", message: "401" }) }])
+      yield* control.script([{
+        _tag: "Fail",
+        error: new CredentialError({ code: "CREDENTIAL_INVALID", message: "401" })
+      }])
       yield* startEngine()
       const job = yield* createEcho()
       const done = yield* awaitStatus(job.id, ["succeeded", "failed"])
@@ -129,7 +160,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("retries a validation failure with the problems in the prompt", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       yield* control.script([{ _tag: "Respond", json: { echo: "not what was asked" } }])
       yield* startEngine()
@@ -141,7 +172,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a timeout with abortStrategy retry aborts the call and tries again", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       yield* control.script([{ _tag: "Hang" }])
       yield* startEngine()
@@ -197,7 +228,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
   }
 
   it.scoped("a timeout with abortStrategy fail aborts the call and fails the job", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       yield* control.script([{ _tag: "Hang" }])
       yield* startEngine()
@@ -209,7 +240,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack({ modules: [...jobCatalog, strictEcho] }))))
 
   it.scoped("a cancelled queued job never runs", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const jobs = yield* AiJobLifecycleRepository
       const job = yield* createEcho()
       yield* jobs.requestCancel(job.id)
@@ -222,7 +253,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a running job whose cancel message was missed is cancelled at the next heartbeat", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
       yield* control.script([{ _tag: "Hang" }])
@@ -249,7 +280,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))
 
   it.scoped("a published cancel stops a running job at once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
       const cancels = yield* CancelSignal
@@ -266,7 +297,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a cancel request on a job type that cannot be cancelled is ignored: the heartbeat goes on", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
       yield* control.script([{ _tag: "Delay", ms: 200_000 }])
@@ -287,7 +318,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack({ modules: [...jobCatalog, steadyEcho] }))))
 
   it.scoped("a cancel that arrives during PROJECT leaves the job succeeded with its artifacts, never a mix", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const jobs = yield* AiJobLifecycleRepository
       const cancels = yield* CancelSignal
       const inProject = yield* Deferred.make<void>()
@@ -316,11 +347,14 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(answered._tag === "Left" && answered.left._tag).toBe("JobNotCancellable")
       const done = yield* awaitStatus(job.id, ["succeeded", "cancelled"])
       const stored = yield* artifacts.listByJob(job.id)
-      expect({ status: done.lifecycleStatus, artifacts: stored.length }).toStrictEqual({ status: "succeeded", artifacts: 1 })
+      expect({ status: done.lifecycleStatus, artifacts: stored.length }).toStrictEqual({
+        status: "succeeded",
+        artifacts: 1
+      })
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a cancel requested before PROJECT wins over the provider's answer: nothing projected, the job cancelled", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
       yield* control.script([{ _tag: "Delay", ms: 1_000 }])
@@ -342,7 +376,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))
 
   it.scoped("the same delivery handled twice at once produces one execution", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const job = yield* createEcho()
       const engine = yield* makeExecutionEngine("worker-dup")
@@ -362,7 +396,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a worker paused past its lock (a zombie) cannot commit its projection", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const jobs = yield* AiJobLifecycleRepository
       const job = yield* createEcho("zombie")
       const payload = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt })
@@ -381,7 +415,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("the reaper re-queues a job whose worker vanished, and another worker finishes it once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const jobs = yield* AiJobLifecycleRepository
       const job = yield* createEcho("orphan")
       // A worker locked it and died (no heartbeat, no result).
@@ -400,7 +434,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a queued job whose delivery was lost is queued again by the reaper and runs", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       const job = yield* createEcho("lost delivery")
       // The event was published but the queue lost the delivery.
@@ -410,7 +444,10 @@ describe("the execution engine (memory layers, TestClock)", () => {
       yield* startEngine()
       yield* TestClock.adjust(60_000)
       yield* settle
-      expect(Option.getOrThrow(yield* Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.findById(job.id))).lifecycleStatus)
+      expect(
+        Option.getOrThrow(yield* Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.findById(job.id)))
+          .lifecycleStatus
+      )
         .toBe("queued")
       yield* TestClock.adjust(300_000)
       const pass = yield* reapOnce
@@ -420,7 +457,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a queued job merely waiting in the queue (a backlog) is never queued again by the reaper", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const outbox = yield* OutboxRepository
       const job = yield* createEcho("waiting in a backlog")
       // Published, but no worker consumes yet: the queue job waits.
@@ -445,15 +482,19 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a delivery taken by a worker that died before PREPARE is queued again within two leases", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const queue = yield* JobQueue
       const job = yield* createEcho("taken, never prepared")
       // A consumer that takes the delivery and never gets to PREPARE (killed right after).
       const taken = yield* Deferred.make<void>()
       const gone = yield* Deferred.make<void>()
-      yield* queue.consume("ai-interactive", () => Effect.zipRight(Deferred.succeed(taken, undefined), Deferred.await(gone)), {
-        concurrency: 1
-      })
+      yield* queue.consume(
+        "ai-interactive",
+        () => Effect.zipRight(Deferred.succeed(taken, undefined), Deferred.await(gone)),
+        {
+          concurrency: 1
+        }
+      )
       const dispatcher = yield* makeDispatcher
       yield* Effect.forkScoped(dispatcher.run)
       for (let step = 0; step < 100 && !(yield* Deferred.isDone(taken)); step++) {
@@ -476,7 +517,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("the reaper fails a lost job with no attempts left, and cancels one whose cancel was requested", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const jobs = yield* AiJobLifecycleRepository
       const exhausted = yield* createEcho("a")
       yield* jobs.lockJob(exhausted.id, "w1", 1_000)
@@ -494,7 +535,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a stopping worker hands its running job back; another worker takes it over at once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
       yield* control.script([{ _tag: "Hang" }])
@@ -519,7 +560,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a job handed off more times than it has attempts still succeeds, in its first attempt", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
       const handOffs = 4
@@ -529,7 +570,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(job.maxAttempts).toBeLessThan(handOffs)
       /** Moves time on (the reaper queues a handed-off job again once the queue gave up) until `done`. */
       const until = (done: (current: AiJob) => boolean) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           for (let step = 0; step < 2_000; step++) {
             const current = Option.getOrThrow(yield* jobs.findById(job.id))
             if (done(current)) return current
@@ -551,20 +592,28 @@ describe("the execution engine (memory layers, TestClock)", () => {
         expect(handedBack.attemptCount).toBe(1)
       }
       yield* startEngine("worker-last")
-      const done = yield* until((current) => current.lifecycleStatus !== "running" && current.lifecycleStatus !== "queued")
+      const done = yield* until((current) =>
+        current.lifecycleStatus !== "running" && current.lifecycleStatus !== "queued"
+      )
       expect(done.lifecycleStatus).toBe("succeeded")
       expect(done.lockedBy).toBe("worker-last")
       expect(done.attemptCount).toBe(1)
       expect(yield* Effect.flatMap(ArtifactRepository, (repo) => repo.listByJob(job.id))).toHaveLength(1)
       // One usage row per call: the interrupted calls of the workers that left, then the answer.
       const rows = yield* Effect.flatMap(UsageLog, (usage) => usage.listByJobId(job.id))
-      expect(rows.map((row) => row.errorCode)).toStrictEqual([...Array.from({ length: handOffs }, () => "CANCELLED"), null])
+      expect(rows.map((row) => row.errorCode)).toStrictEqual([
+        ...Array.from({ length: handOffs }, () => "CANCELLED"),
+        null
+      ])
       expect(new Set(rows.map((row) => `${row.leaseNo}/${row.attemptNo}`)).size).toBe(rows.length)
     }).pipe(Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: 200 } }))))
 
   it.scoped("the registry refuses to start with a broken job type", () =>
-    Effect.gen(function* () {
-      const broken = { ...syntheticEchoJobType, spec: { ...syntheticEcho, definition: { ...syntheticEchoDefinition, projector: "missing" } } }
+    Effect.gen(function*() {
+      const broken = {
+        ...syntheticEchoJobType,
+        spec: { ...syntheticEcho, definition: { ...syntheticEchoDefinition, projector: "missing" } }
+      }
       const exit = yield* Effect.exit(Layer.build(memoryEngineStack({ modules: [broken] })))
       expect(exit._tag).toBe("Failure")
     }))

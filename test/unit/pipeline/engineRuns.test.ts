@@ -1,44 +1,52 @@
-import { getEventListeners } from "node:events"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Metric, Option, Queue, TestClock } from "effect"
+import { getEventListeners } from "node:events"
 import type { AiJob } from "../../../src/domain/AiJob.js"
 import { ProviderError } from "../../../src/domain/ExecutionError.js"
+import { defineJobType } from "../../../src/domain/JobType.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { jobCatalog } from "../../../src/jobs/catalog.js"
-import { syntheticEchoJobType } from "../../../src/jobs/synthetic_echo/index.js"
 import { syntheticEchoDefinition, SyntheticEchoInput } from "../../../src/jobs/synthetic_echo/definition.js"
+import { syntheticEchoJobType } from "../../../src/jobs/synthetic_echo/index.js"
 import { SyntheticEchoOutput } from "../../../src/jobs/synthetic_echo/output.js"
-import { defineJobType } from "../../../src/domain/JobType.js"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
 import { makeExecutionEngine } from "../../../src/pipeline/engine.js"
 import { AiGateway, type GatewayError } from "../../../src/services/AiGateway.js"
-import { CredentialVault } from "../../../src/services/CredentialVault.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
+import { CredentialVault } from "../../../src/services/CredentialVault.js"
 import { activeJobs } from "../../../src/services/EngineMetrics.js"
 import { JobEvents } from "../../../src/services/JobEvents.js"
-import { payloadFor } from "../../../src/services/JobQueue.js"
 import { reportProgress } from "../../../src/services/JobProgress.js"
+import { payloadFor } from "../../../src/services/JobQueue.js"
 import { definePromptTemplate } from "../../../src/services/PromptTemplates.js"
 import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
 import { UnitOfWork } from "../../../src/services/UnitOfWork.js"
 import { UsageLog } from "../../../src/services/UsageLog.js"
-import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 import { memoryEngineStack, settle } from "../../support/engineStack.js"
+import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 
 const heartbeatMs = 5_000
 
 const createEcho = (message: string, jobType = "synthetic_echo") =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId: "user-1", jobType, targetType: "test", targetId: message, input: { message } })).pipe(
-      Effect.map(({ job }) => job)
-    )
+  Effect.flatMap(
+    AiJobService,
+    (service) =>
+      service.createJob({ userId: "user-1", jobType, targetType: "test", targetId: message, input: { message } })
+  ).pipe(
+    Effect.map(({ job }) => job)
+  )
 
 const deliveryOf = (job: AiJob, signal = new AbortController().signal, traceParent?: string | null) => ({
   queueName: job.queueName,
   queueJobId: `aijob-${job.id}`,
-  payload: payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt, ...(traceParent === undefined ? {} : { traceParent }) }),
+  payload: payloadFor({
+    jobId: job.id,
+    jobType: job.jobType,
+    createdAt: job.createdAt,
+    ...(traceParent === undefined ? {} : { traceParent })
+  }),
   attempt: 1,
   maxAttempts: 3,
   signal
@@ -49,7 +57,7 @@ const jobNow = (jobId: string) =>
 
 /** Moves the clock in small steps until `fiber` ends. */
 const joinMoving = <A, E>(fiber: Fiber.Fiber<A, E>, stepMs = 100) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     for (let step = 0; step < 3_000 && Option.isNone(yield* Fiber.poll(fiber)); step++) {
       yield* TestClock.adjust(stepMs)
       yield* Effect.yieldNow()
@@ -79,12 +87,19 @@ const promptRecordingGateway = (answer: (call: number) => Effect.Effect<unknown,
 }
 
 const usageCodes = (jobId: string) =>
-  Effect.map(Effect.flatMap(UsageLog, (usage) => usage.listByJobId(jobId)), (rows) => rows.map((row) => [row.attemptNo, row.errorCode]))
+  Effect.map(
+    Effect.flatMap(UsageLog, (usage) => usage.listByJobId(jobId)),
+    (rows) => rows.map((row) => [row.attemptNo, row.errorCode])
+  )
 
 const steadyEcho = {
   ...syntheticEchoJobType,
   spec: defineJobType({
-    definition: { ...syntheticEchoDefinition, jobType: "steady_echo", execution: { ...syntheticEchoDefinition.execution, cancellable: false } },
+    definition: {
+      ...syntheticEchoDefinition,
+      jobType: "steady_echo",
+      execution: { ...syntheticEchoDefinition.execution, cancellable: false }
+    },
     input: SyntheticEchoInput,
     output: SyntheticEchoOutput
   }),
@@ -100,7 +115,7 @@ const steadyEcho = {
 
 describe("one run of the execution engine (memory layers, TestClock)", () => {
   it.scoped("the queue taking the delivery back hands the run off: the call is interrupted, the lock released, the delivery failed", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       yield* control.script([{ _tag: "Hang" }])
       const engine = yield* makeExecutionEngine("worker-abort")
@@ -115,7 +130,10 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       controller.abort()
       const ended = yield* Fiber.await(run)
       expect(ended).toMatchObject({ _tag: "Failure" })
-      expect(Exit.isFailure(ended) && ended.cause._tag === "Fail" && ended.cause.error).toMatchObject({ _tag: "JobHandedOff", jobId: job.id })
+      expect(Exit.isFailure(ended) && ended.cause._tag === "Fail" && ended.cause.error).toMatchObject({
+        _tag: "JobHandedOff",
+        jobId: job.id
+      })
       const after = yield* jobNow(job.id)
       expect([after.lifecycleStatus, after.lockedBy, after.attemptCount]).toStrictEqual(["running", null, 1])
       expect((yield* control.calls).map((call) => call.outcome)).toStrictEqual(["interrupted"])
@@ -126,17 +144,17 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       gone.abort()
       const again = yield* Effect.exit(engine.run(deliveryOf(after, gone.signal)))
       expect(Exit.isFailure(again)).toBe(true)
-      expect((yield* control.calls)).toHaveLength(1)
+      expect(yield* control.calls).toHaveLength(1)
       expect((yield* jobNow(job.id)).lockedBy).toBeNull()
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a taken-over job whose cancel was requested meanwhile is cancelled at once, without a call; one that cannot be cancelled runs", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
       const engine = yield* makeExecutionEngine("worker-next")
       const orphanOf = (jobType: string) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const job = yield* createEcho(`orphan of ${jobType}`, jobType)
           yield* jobs.lockJob(job.id, "dead-worker", 1_000)
           yield* jobs.requestCancel(job.id)
@@ -155,7 +173,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack({ modules: [...jobCatalog, steadyEcho] }))))
 
   it.scoped("no database to read the job with gives the delivery back; so does a stopping worker, without touching the job", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const engine = yield* makeExecutionEngine("worker-flaky").pipe(
         // The lock lost the job (a row another transaction held), then the read of it fails.
         Effect.updateService(AiJobLifecycleRepository, (jobs) => ({
@@ -166,10 +184,16 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       )
       const job = yield* createEcho("unreadable")
       const unread = yield* Effect.flip(engine.run(deliveryOf(job)))
-      expect(unread).toMatchObject({ _tag: "JobHandedOff", jobId: job.id, reason: "storage unavailable during PREPARE" })
+      expect(unread).toMatchObject({
+        _tag: "JobHandedOff",
+        jobId: job.id,
+        reason: "storage unavailable during PREPARE"
+      })
       // A storage failure is a failed delivery (an attempt, the backoff), not a stopping worker's hand-back.
       expect(unread).toMatchObject({ consumerStopping: false })
-      const warned = (yield* (yield* LogCapture).lines).filter((line) => line.includes("PREPARE failed; the delivery goes back to the queue"))
+      const warned = (yield* (yield* LogCapture).lines).filter((line) =>
+        line.includes("PREPARE failed; the delivery goes back to the queue")
+      )
       expect(warned).toHaveLength(1)
       expect(warned[0]).toContain("operation=ai_job.read")
       expect(warned[0]).toContain("workerId=worker-flaky")
@@ -189,23 +213,33 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       const stopping = yield* makeExecutionEngine("worker-stopping")
       yield* stopping.handOffAll
       const refused = yield* Effect.flip(stopping.run(deliveryOf(job)))
-      expect(refused).toMatchObject({ _tag: "JobHandedOff", jobId: job.id, reason: "worker stopping", consumerStopping: true })
+      expect(refused).toMatchObject({
+        _tag: "JobHandedOff",
+        jobId: job.id,
+        reason: "worker stopping",
+        consumerStopping: true
+      })
       expect((yield* jobNow(job.id)).lifecycleStatus).toBe("queued")
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 
   it.scoped("a delivery carrying its trace context is locked without a read first and runs to succeeded", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const engine = yield* makeExecutionEngine("worker-traced").pipe(
-        Effect.updateService(AiJobLifecycleRepository, (jobs) => ({ ...jobs, findById: () => Effect.die("read before the lock") }))
+        Effect.updateService(
+          AiJobLifecycleRepository,
+          (jobs) => ({ ...jobs, findById: () => Effect.die("read before the lock") })
+        )
       )
       const job = yield* createEcho("traced")
-      const run = yield* Effect.fork(engine.run(deliveryOf(job, undefined, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")))
+      const run = yield* Effect.fork(
+        engine.run(deliveryOf(job, undefined, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))
+      )
       expect(Exit.isSuccess(yield* joinMoving(run))).toBe(true)
       expect((yield* jobNow(job.id)).lifecycleStatus).toBe("succeeded")
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("the running set and the active-jobs gauge follow each run; a skipped delivery never enters them", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       yield* control.script([{ _tag: "Delay", ms: 1_000 }])
       const engine = yield* makeExecutionEngine("worker-count")
@@ -224,21 +258,22 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("RESOLVE is retried once on a storage error; a second one fails the job as INTERNAL_PERSISTENCE without a call", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       let reads = 0
       // RESOLVE's own read: the keys (the snapshot came with PREPARE's lock).
       const failReads = (failures: number) =>
-        Effect.updateService(CredentialVault, (vault) => CredentialVault.make({
-          ...vault,
-          resolve: (request) =>
-            Effect.suspend(() => {
-              reads += 1
-              return reads <= failures
-                ? Effect.fail(new PersistenceError({ operation: "ai_credential.read", message: "db down" }))
-                : vault.resolve(request)
-            })
-        }))
+        Effect.updateService(CredentialVault, (vault) =>
+          CredentialVault.make({
+            ...vault,
+            resolve: (request) =>
+              Effect.suspend(() => {
+                reads += 1
+                return reads <= failures
+                  ? Effect.fail(new PersistenceError({ operation: "ai_credential.read", message: "db down" }))
+                  : vault.resolve(request)
+              })
+          }))
       const once = yield* makeExecutionEngine("worker-resolve").pipe(failReads(1))
       const recovered = yield* createEcho("read twice")
       yield* joinMoving(yield* Effect.fork(once.run(deliveryOf(recovered))))
@@ -250,12 +285,14 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       yield* joinMoving(yield* Effect.fork(always.run(deliveryOf(doomed))))
       const failed = yield* jobNow(doomed.id)
       expect([failed.lifecycleStatus, failed.errorCode, reads]).toStrictEqual(["failed", "INTERNAL_PERSISTENCE", 2])
-      expect(failed.internalErrorMessage).toBe("InternalError INTERNAL_PERSISTENCE after 0 provider call(s): ai_credential.read: db down")
+      expect(failed.internalErrorMessage).toBe(
+        "InternalError INTERNAL_PERSISTENCE after 0 provider call(s): ai_credential.read: db down"
+      )
       expect((yield* control.calls).filter((call) => call.jobId === doomed.id)).toStrictEqual([])
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a projection that fails for good fails the job; its call's usage row is still written, once", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       let records = 0
       const engine = yield* makeExecutionEngine("worker-project").pipe(
         Effect.updateService(ArtifactRepository, (artifacts) => ({
@@ -276,14 +313,18 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a validated output is shown as progress 80 while PROJECT waits", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const inProject = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
       const engine = yield* makeExecutionEngine("worker-progress").pipe(
         // Paused as PROJECT looks its projector up, before its transaction holds the job's row.
         Effect.updateService(ResultProjectors, (projectors) => ({
           ...projectors,
-          get: (key) => Effect.zipRight(Effect.zipRight(Deferred.succeed(inProject, undefined), Deferred.await(release)), projectors.get(key))
+          get: (key) =>
+            Effect.zipRight(
+              Effect.zipRight(Deferred.succeed(inProject, undefined), Deferred.await(release)),
+              projectors.get(key)
+            )
         }))
       )
       const job = yield* createEcho("almost there")
@@ -301,12 +342,12 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: heartbeatMs, jobLockTtlMs: 60_000 } }))))
 
   it.scoped("a progress report that is not a number is ignored; the next one counts", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const reported = yield* Deferred.make<void>()
       const answer = yield* Deferred.make<void>()
       const gateway = Layer.succeed(AiGateway, {
         generate: (request) =>
-          Effect.gen(function* () {
+          Effect.gen(function*() {
             yield* reportProgress(Number.NaN)
             yield* reportProgress(50)
             yield* Deferred.succeed(reported, undefined)
@@ -322,7 +363,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
             }
           })
       })
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         const engine = yield* makeExecutionEngine("worker-nan")
         const job = yield* createEcho("numbers")
         const run = yield* Effect.fork(engine.run(deliveryOf(job)))
@@ -336,25 +377,34 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
         yield* Deferred.succeed(answer, undefined)
         yield* joinMoving(run)
         expect((yield* jobNow(job.id)).lifecycleStatus).toBe("succeeded")
-      }).pipe(Effect.provide(memoryEngineStack({ gateway, timing: { jobHeartbeatMs: heartbeatMs, jobLockTtlMs: 60_000 } })))
+      }).pipe(
+        Effect.provide(memoryEngineStack({ gateway, timing: { jobHeartbeatMs: heartbeatMs, jobLockTtlMs: 60_000 } }))
+      )
     }))
 
   it.scoped("a defect in a run is logged and the delivery acknowledged: the reaper covers the job", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const engine = yield* makeExecutionEngine("worker-defect").pipe(
-        Effect.updateService(AiJobLifecycleRepository, (jobs) => ({ ...jobs, lockQueued: () => Effect.die(new Error("bug in the lock")) }))
+        Effect.updateService(
+          AiJobLifecycleRepository,
+          (jobs) => ({ ...jobs, lockQueued: () => Effect.die(new Error("bug in the lock")) })
+        )
       )
       const job = yield* createEcho("defective")
       const exit = yield* Effect.exit(engine.run(deliveryOf(job, undefined, null)))
       expect(Exit.isSuccess(exit)).toBe(true)
-      const logged = (yield* (yield* LogCapture).lines).filter((line) => line.includes("engine defect; the reaper covers the job"))
+      const logged = (yield* (yield* LogCapture).lines).filter((line) =>
+        line.includes("engine defect; the reaper covers the job")
+      )
       expect(logged).toHaveLength(1)
       expect(yield* engine.runningJobIds).toStrictEqual([])
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 
   it.scoped("a validation failure is retried with its problems in the next prompt", () => {
-    const { gateway, prompts } = promptRecordingGateway((call) => Effect.succeed(call === 1 ? { echo: "something else" } : { echo: "exact words" }))
-    return Effect.gen(function* () {
+    const { gateway, prompts } = promptRecordingGateway((call) =>
+      Effect.succeed(call === 1 ? { echo: "something else" } : { echo: "exact words" })
+    )
+    return Effect.gen(function*() {
       const engine = yield* makeExecutionEngine("worker-problems")
       const job = yield* createEcho("exact words")
       yield* joinMoving(yield* Effect.fork(engine.run(deliveryOf(job))))
@@ -368,8 +418,11 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
 
   it.scoped("a provider failure retried adds no problems to the next prompt: only a validation failure does", () => {
     const { gateway, prompts } = promptRecordingGateway((call) =>
-      call === 1 ? Effect.fail(new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503 from provider" })) : Effect.succeed({ echo: "steady" }))
-    return Effect.gen(function* () {
+      call === 1
+        ? Effect.fail(new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503 from provider" }))
+        : Effect.succeed({ echo: "steady" })
+    )
+    return Effect.gen(function*() {
       const engine = yield* makeExecutionEngine("worker-unavailable")
       const job = yield* createEcho("steady")
       yield* joinMoving(yield* Effect.fork(engine.run(deliveryOf(job))))
@@ -380,7 +433,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
   })
 
   it.scoped("a finished run leaves no listener on its delivery's abort signal", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const engine = yield* makeExecutionEngine("worker-listeners")
       const job = yield* createEcho("no leftovers")
       const controller = new AbortController()
@@ -390,7 +443,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a lease lost during the call ends the run as lost at PROJECT: nothing written, the new owner's row untouched", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
       yield* control.script([{ _tag: "Delay", ms: 1_000 }])
@@ -412,17 +465,22 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       expect(lost[0]).toContain("attempt=1")
       expect(lost[0]).toContain("workerId=worker-zombie")
       expect(lines.filter((line) => line.includes("failure not recorded"))).toStrictEqual([])
-    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))
+    }).pipe(
+      Effect.provide(LogCaptureLayer),
+      Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))
+    ))
 
   it.scoped("a beat just after PROJECT's commit leaves the run a success: COMPLETE announces it, counts it and logs it", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const committed = yield* Deferred.make<void>()
       const resume = yield* Deferred.make<void>()
       // PROJECT's commit (the run's one transaction) lands, then the work waits before it hears of it.
       const engine = yield* makeExecutionEngine("worker-late-beat").pipe(
         Effect.updateService(UnitOfWork, (unitOfWork) => ({
           transaction: (effect) =>
-            unitOfWork.transaction(effect).pipe(Effect.tap(() => Effect.zipRight(Deferred.succeed(committed, undefined), Deferred.await(resume))))
+            unitOfWork.transaction(effect).pipe(
+              Effect.tap(() => Effect.zipRight(Deferred.succeed(committed, undefined), Deferred.await(resume)))
+            )
         }))
       )
       const job = yield* createEcho("late beat")
@@ -441,7 +499,12 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       const heard = Chunk.toReadonlyArray(yield* Queue.takeAll(events)).map((event) => event.lifecycleStatus)
       expect(heard.at(-1)).toBe("succeeded")
       const lines = yield* (yield* LogCapture).lines
-      expect(lines.filter((line) => line.includes("job finished") && line.includes("outcome=succeeded"))).toHaveLength(1)
+      expect(lines.filter((line) => line.includes("job finished") && line.includes("outcome=succeeded"))).toHaveLength(
+        1
+      )
       expect(lines.filter((line) => line.includes("lock lost"))).toStrictEqual([])
-    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: heartbeatMs } }))))
+    }).pipe(
+      Effect.provide(LogCaptureLayer),
+      Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: heartbeatMs } }))
+    ))
 })

@@ -1,23 +1,31 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Option, Ref, TestClock } from "effect"
-import { byLease, leaseOf } from "../../../src/domain/AiJob.js"
-import { finishedEventId } from "../../../src/domain/JobFinishedEvent.js"
+import { DispatcherSettings } from "../../../src/config/DispatcherSettings.js"
 import { TimingConfig } from "../../../src/config/EngineConfig.js"
 import { EventDeliverySettings } from "../../../src/config/EventDeliverySettings.js"
-import { DispatcherSettings } from "../../../src/config/DispatcherSettings.js"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
+import { byLease, leaseOf } from "../../../src/domain/AiJob.js"
+import { finishedEventId } from "../../../src/domain/JobFinishedEvent.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
 import { OutboxDispatcherLive } from "../../../src/pipeline/dispatcher.js"
 import { eventRetryDelayMs, makeEventDispatcher } from "../../../src/pipeline/eventDispatcher.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
-import { type EventDelivery, EventDeliveryFailed, type EventTarget, EventTargets } from "../../../src/services/EventTargets.js"
+import {
+  type EventDelivery,
+  EventDeliveryFailed,
+  type EventTarget,
+  EventTargets
+} from "../../../src/services/EventTargets.js"
 import { queueJobIdFor } from "../../../src/services/JobQueue.js"
 import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { jobCreation, memoryRepositories } from "../../support/foundationStack.js"
 
 /** A target whose answers the test scripts: each call takes the next answer (the last one repeats). */
-const scriptedTarget = (key: string, answers: ReadonlyArray<"ok" | "fail" | "hang" | { readonly retryAfterMs: number }>) =>
+const scriptedTarget = (
+  key: string,
+  answers: ReadonlyArray<"ok" | "fail" | "hang" | { readonly retryAfterMs: number }>
+) =>
   Effect.map(Ref.make<ReadonlyArray<EventDelivery>>([]), (calls) => {
     const target: EventTarget = {
       key,
@@ -27,13 +35,23 @@ const scriptedTarget = (key: string, answers: ReadonlyArray<"ok" | "fail" | "han
           const answer = answers[Math.min(before.length, answers.length - 1)]!
           if (answer === "ok") return Effect.void
           if (answer === "hang") return Effect.never
-          return Effect.fail(new EventDeliveryFailed(answer === "fail" ? { reason: "answered 500" } : { reason: "answered 429", ...answer }))
+          return Effect.fail(
+            new EventDeliveryFailed(
+              answer === "fail" ? { reason: "answered 500" } : { reason: "answered 429", ...answer }
+            )
+          )
         })
     }
     return { target, calls }
   })
 
-const settings = { concurrency: 4, deliveryTimeoutMs: 2_000, retryBaseDelayMs: 1_000, retryMaxDelayMs: 8_000, retryForMs: 60_000 }
+const settings = {
+  concurrency: 4,
+  deliveryTimeoutMs: 2_000,
+  retryBaseDelayMs: 1_000,
+  retryMaxDelayMs: 8_000,
+  retryForMs: 60_000
+}
 
 const stack = (targets: ReadonlyArray<EventTarget>, overrides: Partial<typeof settings> = {}) =>
   Layer.mergeAll(
@@ -41,27 +59,43 @@ const stack = (targets: ReadonlyArray<EventTarget>, overrides: Partial<typeof se
     EventDeliverySettings.make({ ...settings, ...overrides }),
     Layer.succeed(EventTargets, targets)
   ).pipe(
-    Layer.provideMerge(Layer.mergeAll(MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())), TimingConfig.make({ outboxPollMs: 100 }))),
+    Layer.provideMerge(
+      Layer.mergeAll(
+        MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())),
+        TimingConfig.make({ outboxPollMs: 100 })
+      )
+    ),
     Layer.provideMerge(jobCreation(memoryRepositories)),
     Layer.orDie
   )
 
 /** A job run to success by hand: its `ai.job.succeeded` event is pending in the notify lane. */
-const succeededJob = Effect.gen(function* () {
+const succeededJob = Effect.gen(function*() {
   const service = yield* AiJobService
   const repo = yield* AiJobLifecycleRepository
-  const { job } = yield* service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "deck", targetId: "d-1", input: { message: "secret input" } })
+  const { job } = yield* service.createJob({
+    userId: "user-1",
+    jobType: "synthetic_echo",
+    targetType: "deck",
+    targetId: "d-1",
+    input: { message: "secret input" }
+  })
   const running = yield* repo.lockJob(job.id, "worker-a", 60_000)
-  yield* repo.markSucceeded(leaseOf(running)!, "a".repeat(64), { locked: running, artifacts: [{ artifactType: "synthetic_echo_result", artifactId: "r-1" }] })
+  yield* repo.markSucceeded(leaseOf(running)!, "a".repeat(64), {
+    locked: running,
+    artifacts: [{ artifactType: "synthetic_echo_result", artifactId: "r-1" }]
+  })
   return job
 })
 
 const terminalEvent = (jobId: string) =>
-  Effect.flatMap(OutboxRepository, (outbox) => outbox.findById(finishedEventId(jobId))).pipe(Effect.map(Option.getOrThrow))
+  Effect.flatMap(OutboxRepository, (outbox) => outbox.findById(finishedEventId(jobId))).pipe(
+    Effect.map(Option.getOrThrow)
+  )
 
 /** Lets forked fibers run, moving the TestClock in small steps, until `done` holds. */
 const eventually = <A, E, R>(check: Effect.Effect<A, E, R>, done: (a: A) => boolean, stepMs = 100) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     for (let i = 0; i < 2_000; i++) {
       const value = yield* check
       if (done(value)) return value
@@ -74,10 +108,10 @@ const startLane = Effect.flatMap(makeEventDispatcher, (lane) => lane.run)
 
 describe("notify lane (memory, TestClock)", () => {
   it.scoped("a terminal event reaches every target under its one id and is published", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const a = yield* scriptedTarget("a", ["ok"])
       const b = yield* scriptedTarget("b", ["ok"])
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         yield* startLane
         const job = yield* succeededJob
         const event = yield* eventually(terminalEvent(job.id), (row) => row.status === "published")
@@ -88,7 +122,11 @@ describe("notify lane (memory, TestClock)", () => {
           expect(calls[0]!.eventId).toBe(finishedEventId(job.id))
           expect(calls[0]!.body).toMatchObject({
             type: "ai.job.succeeded",
-            data: { jobId: job.id, lifecycleStatus: "succeeded", artifacts: [{ artifactType: "synthetic_echo_result", artifactId: "r-1" }] }
+            data: {
+              jobId: job.id,
+              lifecycleStatus: "succeeded",
+              artifacts: [{ artifactType: "synthetic_echo_result", artifactId: "r-1" }]
+            }
           })
           expect(JSON.stringify(calls[0]!.body)).not.toContain("secret input")
         }
@@ -96,14 +134,18 @@ describe("notify lane (memory, TestClock)", () => {
     }))
 
   it.scoped("a refused round is retried after its back-off to the refusing target only, under the same id", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const healthy = yield* scriptedTarget("healthy", ["ok"])
       const flaky = yield* scriptedTarget("flaky", ["fail", "ok"])
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         yield* startLane
         const job = yield* succeededJob
         const retrying = yield* eventually(terminalEvent(job.id), (row) => row.attemptCount === 1)
-        expect(retrying).toMatchObject({ status: "pending", deliveredTo: ["healthy"], lastError: "target flaky: answered 500" })
+        expect(retrying).toMatchObject({
+          status: "pending",
+          deliveredTo: ["healthy"],
+          lastError: "target flaky: answered 500"
+        })
         // Jittered from the 1 s base: not before 0.8 s.
         expect(retrying.availableAt.getTime() - retrying.updatedAt.getTime()).toBeGreaterThanOrEqual(800)
         const published = yield* eventually(terminalEvent(job.id), (row) => row.status === "published")
@@ -115,10 +157,10 @@ describe("notify lane (memory, TestClock)", () => {
     }))
 
   it.scoped("a target that does not answer in time fails the round; one that asks for a pause gets it", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const slow = yield* scriptedTarget("slow", ["hang", "ok"])
       const busy = yield* scriptedTarget("busy", [{ retryAfterMs: 30_000 }, "ok"])
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         yield* startLane
         const job = yield* succeededJob
         const retrying = yield* eventually(terminalEvent(job.id), (row) => row.attemptCount === 1)
@@ -129,9 +171,9 @@ describe("notify lane (memory, TestClock)", () => {
     }))
 
   it.scoped("once the retry time is spent the event is dead, with what the target answered", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const down = yield* scriptedTarget("down", ["fail"])
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         yield* startLane
         const job = yield* succeededJob
         // 1 + 2 + 4 s fit in 7 s; the fourth delay (8 s) would not.
@@ -142,7 +184,7 @@ describe("notify lane (memory, TestClock)", () => {
     }))
 
   it.effect("the retry schedule: doubling from the base, jittered, capped, bounded by its total", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const bounded = { retryBaseDelayMs: 1_000, retryMaxDelayMs: 4_000, retryForMs: 15_000 }
       const delays = yield* Effect.forEach([1, 2, 3, 4, 5, 6], (failure) => eventRetryDelayMs(bounded, failure))
       // 1 + 2 + 4 + 4 + 4 = 15 s: five retries; the sixth would pass the bound.
@@ -156,14 +198,30 @@ describe("notify lane (memory, TestClock)", () => {
     }))
 
   it.scoped("with no target the events are settled at once; a failed job and a cancelled one are announced as such", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const repo = yield* AiJobLifecycleRepository
       const service = yield* AiJobService
       yield* startLane
-      const failing = (yield* service.createJob({ userId: "u", jobType: "synthetic_echo", targetType: "t", targetId: "t", input: { message: "x" } })).job
+      const failing = (yield* service.createJob({
+        userId: "u",
+        jobType: "synthetic_echo",
+        targetType: "t",
+        targetId: "t",
+        input: { message: "x" }
+      })).job
       const running = yield* repo.lockJob(failing.id, "worker-a", 60_000)
-      yield* repo.markFailed(byLease(leaseOf(running)!), { errorCode: "PROVIDER_UNAVAILABLE", publicErrorMessage: "p", internalErrorMessage: "i" })
-      const queued = (yield* service.createJob({ userId: "u", jobType: "synthetic_echo", targetType: "t", targetId: "t", input: { message: "y" } })).job
+      yield* repo.markFailed(byLease(leaseOf(running)!), {
+        errorCode: "PROVIDER_UNAVAILABLE",
+        publicErrorMessage: "p",
+        internalErrorMessage: "i"
+      })
+      const queued = (yield* service.createJob({
+        userId: "u",
+        jobType: "synthetic_echo",
+        targetType: "t",
+        targetId: "t",
+        input: { message: "y" }
+      })).job
       yield* repo.requestCancel(queued.id)
       const failedEvent = yield* eventually(terminalEvent(failing.id), (row) => row.status === "published")
       const cancelledEvent = yield* eventually(terminalEvent(queued.id), (row) => row.status === "published")
@@ -172,20 +230,28 @@ describe("notify lane (memory, TestClock)", () => {
     }).pipe(Effect.provide(stack([]))))
 
   it.scoped("a target that never answers does not delay the enqueue lane", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const stuck = yield* scriptedTarget("stuck", ["hang"])
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         yield* Layer.build(OutboxDispatcherLive)
         // More terminal events than the lane has slots, all held by the stuck target.
         const finished = yield* Effect.forEach(Array.from({ length: 6 }), () => succeededJob)
         yield* TestClock.adjust(Duration.millis(200))
         const service = yield* AiJobService
-        const { job } = yield* service.createJob({ userId: "u", jobType: "synthetic_echo", targetType: "t", targetId: "t", input: { message: "z" } })
+        const { job } = yield* service.createJob({
+          userId: "u",
+          jobType: "synthetic_echo",
+          targetType: "t",
+          targetId: "t",
+          input: { message: "z" }
+        })
         // The create's wake-up alone (no clock movement) gets it onto its queue.
         yield* eventually(Effect.flatMap(MemoryJobQueueControl, (control) => control.jobIds("ai-interactive")), (ids) =>
           ids.includes(queueJobIdFor(job.id)), 0)
         // Each lane kept to its own events: two terminal events in flight, the rest waiting.
-        const statuses = yield* Effect.forEach(finished, (done) => Effect.map(terminalEvent(done.id), (row) => row.status))
+        const statuses = yield* Effect.forEach(finished, (done) =>
+          Effect.map(terminalEvent(done.id), (row) =>
+            row.status))
         expect([...statuses].sort()).toEqual(["pending", "pending", "pending", "pending", "processing", "processing"])
         // The stuck deliveries time out, so the lane can stop.
         yield* TestClock.adjust(Duration.seconds(5))

@@ -12,17 +12,28 @@ import { awaitStatus, memoryEngineStack, settle, startEngine } from "../../suppo
 const model = "deepseek/deepseek-chat"
 
 const createEcho = (message: string, userId = "user-1") =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId, jobType: "synthetic_echo", targetType: "test", targetId: message, input: { message } })).pipe(
-      Effect.map(({ job }) => job)
-    )
+  Effect.flatMap(
+    AiJobService,
+    (service) =>
+      service.createJob({
+        userId,
+        jobType: "synthetic_echo",
+        targetType: "test",
+        targetId: message,
+        input: { message }
+      })
+  ).pipe(
+    Effect.map(({ job }) => job)
+  )
 
 const statusOf = (jobId: string) =>
-  Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(jobId)).pipe(Effect.map((job) => Option.getOrThrow(job)))
+  Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(jobId)).pipe(
+    Effect.map((job) => Option.getOrThrow(job))
+  )
 
 /** Moves the clock until the provider has been called `count` times. */
 const awaitCalls = (count: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const control = yield* SyntheticGatewayControl
     for (let step = 0; step < 2_000 && (yield* control.calls).length < count; step++) {
       yield* TestClock.adjust(10)
@@ -33,7 +44,7 @@ const awaitCalls = (count: number) =>
 
 describe("EXECUTE under the provider limiter (memory layers, TestClock)", () => {
   it.scoped("a call beyond the rpm waits for the window without failing or spending an attempt, and is counted with its reported usage", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const capacity = yield* ProviderCapacity
       yield* startEngine()
@@ -42,7 +53,11 @@ describe("EXECUTE under the provider limiter (memory layers, TestClock)", () => 
       const afterFirst = yield* capacity.state(model)
       const [usage] = yield* Effect.flatMap(UsageLog, (log) => log.listByJobId(first.id))
       // The estimate was replaced by what the provider reported.
-      expect({ requests: afterFirst.requestsInWindow, tokens: afterFirst.tokensInWindow, inFlight: afterFirst.inFlight }).toStrictEqual({
+      expect({
+        requests: afterFirst.requestsInWindow,
+        tokens: afterFirst.tokensInWindow,
+        inFlight: afterFirst.inFlight
+      }).toStrictEqual({
         requests: 1,
         tokens: usage?.totalTokens,
         inFlight: 0
@@ -64,7 +79,7 @@ describe("EXECUTE under the provider limiter (memory layers, TestClock)", () => 
     }).pipe(Effect.provide(memoryEngineStack({ limits: { [model]: { rpm: 1 } } }))))
 
   it.scoped("a job waiting for capacity is cancelled at once and never calls the provider", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
       const cancels = yield* CancelSignal
@@ -92,11 +107,14 @@ describe("EXECUTE under the provider limiter (memory layers, TestClock)", () => 
     }).pipe(Effect.provide(memoryEngineStack({ limits: { [model]: { concurrency: 1 } } }))))
 
   it.scoped("a 429's Retry-After pauses the model for every call, not just the one that was refused", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const capacity = yield* ProviderCapacity
       yield* control.script([
-        { _tag: "Fail", error: new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 20_000 }) }
+        {
+          _tag: "Fail",
+          error: new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 20_000 })
+        }
       ])
       yield* startEngine()
       const refused = yield* createEcho("refused")

@@ -1,10 +1,20 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Fiber, Layer, Option, Redacted, TestClock } from "effect"
-import { ContentSafetyError, CredentialError, ProviderError, ValidationError } from "../../../src/domain/ExecutionError.js"
+import {
+  ContentSafetyError,
+  CredentialError,
+  ProviderError,
+  ValidationError
+} from "../../../src/domain/ExecutionError.js"
 import { execute } from "../../../src/pipeline/execute.js"
 import { prepare } from "../../../src/pipeline/prepare.js"
 import { resolve } from "../../../src/pipeline/resolve.js"
-import { AiGateway, type GatewayError, type GenerateRequest, type GenerateResult } from "../../../src/services/AiGateway.js"
+import {
+  AiGateway,
+  type GatewayError,
+  type GenerateRequest,
+  type GenerateResult
+} from "../../../src/services/AiGateway.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { CredentialVault } from "../../../src/services/CredentialVault.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
@@ -33,7 +43,10 @@ const settings = (route: Record<string, unknown> = {}) =>
       ["BACKUP_KEY", BACKUP_KEY],
       ["AI_PROVIDER", "primary"],
       ["AI_BREAKER_FAILURES", "2"],
-      ["AI_MODEL_ROUTES", JSON.stringify({ "*:platform_key": { fallbacks: [{ provider: "backup", model: "backup-model" }], ...route } })]
+      [
+        "AI_MODEL_ROUTES",
+        JSON.stringify({ "*:platform_key": { fallbacks: [{ provider: "backup", model: "backup-model" }], ...route } })
+      ]
     ])
   )
 
@@ -45,11 +58,17 @@ const providers = (answers: Record<string, Array<Answer>>, seen: Array<GenerateR
         seen.push(request)
         const next = answers[request.provider]?.shift()
         if (next === undefined || next === "hang") return Effect.never
-        return "_tag" in next ? Effect.fail(next) : Effect.succeed({ ...next, provider: request.provider, model: request.model })
+        return "_tag" in next
+          ? Effect.fail(next)
+          : Effect.succeed({ ...next, provider: request.provider, model: request.model })
       })
   })
 
-const stack = (answers: Record<string, Array<Answer>>, seen: Array<GenerateRequest>, route: Record<string, unknown> = {}) =>
+const stack = (
+  answers: Record<string, Array<Answer>>,
+  seen: Array<GenerateRequest>,
+  route: Record<string, unknown> = {}
+) =>
   memoryEngineStack({ gateway: providers(answers, seen) }).pipe(Layer.provide(Layer.setConfigProvider(settings(route))))
 
 const echo = (message: string): GenerateResult => ({
@@ -63,7 +82,7 @@ const echo = (message: string): GenerateResult => ({
 })
 
 const resolvedEcho = (message: string, userId = "user-f") =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { job } = yield* Effect.flatMap(AiJobService, (service) =>
       service.createJob({ userId, jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } }))
     const payload = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt })
@@ -71,8 +90,10 @@ const resolvedEcho = (message: string, userId = "user-f") =>
   })
 
 const usageRows = (jobId: string) =>
-  Effect.map(Effect.flatMap(UsageLog, (usage) => usage.listByJobId(jobId)), (rows) =>
-    rows.map((row) => [row.attemptNo, row.provider, row.errorCode]))
+  Effect.map(
+    Effect.flatMap(UsageLog, (usage) => usage.listByJobId(jobId)),
+    (rows) => rows.map((row) => [row.attemptNo, row.provider, row.errorCode])
+  )
 
 const unavailable = () => new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "HTTP 500" })
 const keyOf = (request: GenerateRequest) => Redacted.value(request.credential.apiKey)
@@ -80,27 +101,35 @@ const keyOf = (request: GenerateRequest) => Redacted.value(request.credential.ap
 describe("EXECUTE over a route with fallbacks (memory layers)", () => {
   it.scoped("a provider-side failure moves on within the attempt; each provider gets only its own key", () => {
     const seen: Array<GenerateRequest> = []
-    return Effect.gen(function* () {
+    return Effect.gen(function*() {
       const resolved = yield* resolvedEcho("failover")
-      expect(resolved.targets.map((target) => [target.provider, target.model])).toStrictEqual([["primary", "deepseek-chat"], [
+      expect(resolved.targets.map((target) => [target.provider, target.model])).toStrictEqual([[
+        "primary",
+        "deepseek-chat"
+      ], [
         "backup",
         "backup-model"
       ]])
       const executed = yield* execute(resolved, 1, [])
       expect(executed.output).toStrictEqual({ echo: "failover" })
-      expect(seen.map((request) => [request.provider, request.model, request.job.attemptNo, keyOf(request)])).toStrictEqual([
-        ["primary", "deepseek-chat", 1, PRIMARY_KEY],
-        ["backup", "backup-model", 2, BACKUP_KEY]
-      ])
+      expect(seen.map((request) => [request.provider, request.model, request.job.attemptNo, keyOf(request)]))
+        .toStrictEqual([
+          ["primary", "deepseek-chat", 1, PRIMARY_KEY],
+          ["backup", "backup-model", 2, BACKUP_KEY]
+        ])
       // The primary's call is written as it ends; the backup's travels to PROJECT, named for the backup.
       expect(yield* usageRows(resolved.job.id)).toStrictEqual([[1, "primary", "PROVIDER_UNAVAILABLE"]])
-      expect([executed.usage.attemptNo, executed.usage.provider, executed.usage.model]).toStrictEqual([2, "backup", "backup-model"])
+      expect([executed.usage.attemptNo, executed.usage.provider, executed.usage.model]).toStrictEqual([
+        2,
+        "backup",
+        "backup-model"
+      ])
     }).pipe(Effect.provide(stack({ primary: [unavailable()], backup: [echo("failover")] }, seen)))
   })
 
   it.scoped("what belongs to the job does not move on: an answer that is not JSON, a refusal", () => {
     const seen: Array<GenerateRequest> = []
-    return Effect.gen(function* () {
+    return Effect.gen(function*() {
       const malformed = yield* Effect.flip(execute(yield* resolvedEcho("not json"), 1, []))
       expect(malformed.code).toBe("VALIDATION_MALFORMED_JSON")
       const refused = yield* Effect.flip(execute(yield* resolvedEcho("refused"), 1, []))
@@ -118,9 +147,12 @@ describe("EXECUTE over a route with fallbacks (memory layers)", () => {
 
   it.scoped("a 429 moves on only when its wait is longer than the route allows; a rejected request and a rejected platform key move on", () => {
     const seen: Array<GenerateRequest> = []
-    return Effect.gen(function* () {
+    return Effect.gen(function*() {
       const short = yield* Effect.flip(execute(yield* resolvedEcho("short wait"), 1, []))
-      expect([short.code, short._tag === "ProviderError" && short.retryAfterMs]).toStrictEqual(["PROVIDER_RATE_LIMITED", 1_000])
+      expect([short.code, short._tag === "ProviderError" && short.retryAfterMs]).toStrictEqual([
+        "PROVIDER_RATE_LIMITED",
+        1_000
+      ])
       expect(seen.map((request) => request.provider)).toStrictEqual(["primary"])
       yield* TestClock.adjust(2_000)
       const longWait = yield* execute(yield* resolvedEcho("long wait"), 1, [])
@@ -142,20 +174,24 @@ describe("EXECUTE over a route with fallbacks (memory layers)", () => {
         "primary",
         "backup"
       ])
-    }).pipe(Effect.provide(stack({
-      primary: [
-        new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 1_000 }),
-        new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 30_000 }),
-        new ProviderError({ code: "PROVIDER_REQUEST_REJECTED", message: "HTTP 404 (model_not_found)" }),
-        new CredentialError({ code: "CREDENTIAL_INVALID", message: "HTTP 401" })
-      ],
-      backup: [echo("long wait"), echo("paused"), echo("rejected"), echo("bad key")]
-    }, seen, { maxWaitMs: 5_000 })))
+    }).pipe(Effect.provide(stack(
+      {
+        primary: [
+          new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 1_000 }),
+          new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 30_000 }),
+          new ProviderError({ code: "PROVIDER_REQUEST_REJECTED", message: "HTTP 404 (model_not_found)" }),
+          new CredentialError({ code: "CREDENTIAL_INVALID", message: "HTTP 401" })
+        ],
+        backup: [echo("long wait"), echo("paused"), echo("rejected"), echo("bad key")]
+      },
+      seen,
+      { maxWaitMs: 5_000 }
+    )))
   })
 
   it.scoped("every target failing: the attempt fails with a retryable error when any target's failure was one", () => {
     const seen: Array<GenerateRequest> = []
-    return Effect.gen(function* () {
+    return Effect.gen(function*() {
       const failed = yield* Effect.flip(execute(yield* resolvedEcho("both down"), 1, []))
       expect(failed.code).toBe("PROVIDER_UNAVAILABLE")
       expect(yield* usageRows((yield* resolvedEcho("unused")).job.id)).toStrictEqual([])
@@ -167,15 +203,23 @@ describe("EXECUTE over a route with fallbacks (memory layers)", () => {
 
   it.scoped("an open breaker skips its target without a call; after the cooldown one call probes, and a success closes it", () => {
     const seen: Array<GenerateRequest> = []
-    return Effect.gen(function* () {
+    return Effect.gen(function*() {
       for (const message of ["a", "b"]) yield* execute(yield* resolvedEcho(message), 1, [])
-      expect((yield* Effect.flatMap(ProviderCircuitBreaker, (breaker) => breaker.view("primary/deepseek-chat"))).state).toBe("open")
+      expect((yield* Effect.flatMap(ProviderCircuitBreaker, (breaker) => breaker.view("primary/deepseek-chat"))).state)
+        .toBe("open")
       yield* execute(yield* resolvedEcho("c"), 1, [])
-      expect(seen.map((request) => request.provider)).toStrictEqual(["primary", "backup", "primary", "backup", "backup"])
+      expect(seen.map((request) => request.provider)).toStrictEqual([
+        "primary",
+        "backup",
+        "primary",
+        "backup",
+        "backup"
+      ])
       yield* TestClock.adjust(10_000)
       yield* execute(yield* resolvedEcho("d"), 1, [])
       expect(seen.at(-1)?.provider).toBe("primary")
-      expect((yield* Effect.flatMap(ProviderCircuitBreaker, (breaker) => breaker.view("primary/deepseek-chat"))).state).toBe("closed")
+      expect((yield* Effect.flatMap(ProviderCircuitBreaker, (breaker) => breaker.view("primary/deepseek-chat"))).state)
+        .toBe("closed")
     }).pipe(Effect.provide(stack({
       primary: [unavailable(), unavailable(), echo("d")],
       backup: [echo("a"), echo("b"), echo("c")]
@@ -184,7 +228,7 @@ describe("EXECUTE over a route with fallbacks (memory layers)", () => {
 
   it.scoped("a paused target overflows to the next at once; on the last target a pause past the budget fails without waiting", () => {
     const seen: Array<GenerateRequest> = []
-    return Effect.gen(function* () {
+    return Effect.gen(function*() {
       const capacity = yield* ProviderCapacity
       const now = yield* TestClock.currentTimeMillis
       yield* capacity.pause("primary/deepseek-chat", now + 20_000)
@@ -202,22 +246,33 @@ describe("EXECUTE over a route with fallbacks (memory layers)", () => {
 
   it.scoped("a Retry-After of years pauses the model for AI_MAX_RETRY_AFTER_MS (60 s) and the retry waits no longer", () => {
     const seen: Array<GenerateRequest> = []
-    return Effect.gen(function* () {
+    return Effect.gen(function*() {
       const now = yield* TestClock.currentTimeMillis
       const failed = yield* Effect.flip(execute(yield* resolvedEcho("years"), 1, []))
-      expect([failed.code, failed._tag === "ProviderError" && failed.retryAfterMs]).toStrictEqual(["PROVIDER_RATE_LIMITED", 60_000])
+      expect([failed.code, failed._tag === "ProviderError" && failed.retryAfterMs]).toStrictEqual([
+        "PROVIDER_RATE_LIMITED",
+        60_000
+      ])
       const state = yield* Effect.flatMap(ProviderCapacity, (capacity) => capacity.state("primary/deepseek-chat"))
       expect(state.pausedUntil).toBe(now + 60_000)
-    }).pipe(Effect.provide(stack({
-      primary: [new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 99_999_999_000 })]
-    }, seen, { fallbacks: [] })))
+    }).pipe(Effect.provide(stack(
+      {
+        primary: [new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 99_999_999_000 })]
+      },
+      seen,
+      { fallbacks: [] }
+    )))
   })
 
   it.scoped("a user's own key goes only to its own provider, and its 429 pauses that key alone", () => {
     const seen: Array<GenerateRequest> = []
-    return Effect.gen(function* () {
+    return Effect.gen(function*() {
       const vault = yield* CredentialVault
-      const stored = yield* vault.store({ userId: "user-own", apiKey: Redacted.make("sk-users-own-deepseek-key-0000003"), provider: "primary" })
+      const stored = yield* vault.store({
+        userId: "user-own",
+        apiKey: Redacted.make("sk-users-own-deepseek-key-0000003"),
+        provider: "primary"
+      })
       const { job } = yield* Effect.flatMap(AiJobService, (service) =>
         service.createJob({
           userId: "user-own",
@@ -233,16 +288,26 @@ describe("EXECUTE over a route with fallbacks (memory layers)", () => {
       const now = yield* TestClock.currentTimeMillis
       const failed = yield* Effect.exit(execute(resolved, 1, []))
       expect(Exit.isFailure(failed)).toBe(true)
-      expect(seen.map((request) => [request.provider, keyOf(request)])).toStrictEqual([["primary", "sk-users-own-deepseek-key-0000003"]])
+      expect(seen.map((request) => [request.provider, keyOf(request)])).toStrictEqual([[
+        "primary",
+        "sk-users-own-deepseek-key-0000003"
+      ]])
       const capacity = yield* ProviderCapacity
       expect((yield* capacity.state("primary/deepseek-chat", stored.id)).pausedUntil).toBe(now + 7_000)
       expect((yield* capacity.state("primary/deepseek-chat")).pausedUntil).toBe(0)
       // A platform-key job is not held by the user's pause.
       const platform = yield* execute(yield* resolvedEcho("platform"), 1, [])
       expect(platform.usage.provider).toBe("primary")
-    }).pipe(Effect.provide(stack({
-      primary: [new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 7_000 }), echo("platform")],
-      backup: []
-    }, seen, { fallbacks: [] })))
+    }).pipe(Effect.provide(stack(
+      {
+        primary: [
+          new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 7_000 }),
+          echo("platform")
+        ],
+        backup: []
+      },
+      seen,
+      { fallbacks: [] }
+    )))
   })
 })

@@ -20,7 +20,7 @@ const streamingProvider = (
 ) =>
   Layer.succeed(AiGateway, {
     generate: (request) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         for (const chunk of chunks) {
           yield* Deferred.await(chunk.arrived)
           yield* reportProgress(chunk.percent)
@@ -42,19 +42,35 @@ const streamingProvider = (
   })
 
 const progressOf = (jobId: string) =>
-  Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(jobId)).pipe(Effect.map((job) => Option.getOrThrow(job).progress))
+  Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(jobId)).pipe(
+    Effect.map((job) => Option.getOrThrow(job).progress)
+  )
 
 describe("progress reported during EXECUTE (memory layers, TestClock)", () => {
   it.scoped("rides on the lease keeper's next beat, held within 20..79 and never backwards", () =>
-    Effect.gen(function* () {
-      const chunks = yield* Effect.forEach([45, 10, 95], (percent) => Effect.map(Deferred.make<void>(), (arrived) => ({ percent, arrived })))
+    Effect.gen(function*() {
+      const chunks = yield* Effect.forEach(
+        [45, 10, 95],
+        (percent) => Effect.map(Deferred.make<void>(), (arrived) => ({ percent, arrived }))
+      )
       const answered = yield* Deferred.make<void>()
       const events: Array<JobEvent> = []
-      yield* Effect.gen(function* () {
-        const { job } = yield* Effect.flatMap(AiJobService, (service) =>
-          service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message: "hi" } }))
+      yield* Effect.gen(function*() {
+        const { job } = yield* Effect.flatMap(
+          AiJobService,
+          (service) =>
+            service.createJob({
+              userId: "user-1",
+              jobType: "synthetic_echo",
+              targetType: "test",
+              targetId: "t",
+              input: { message: "hi" }
+            })
+        )
         const heard = yield* Effect.flatMap(JobEvents, (jobEvents) => jobEvents.subscribe(job.id))
-        yield* Effect.forkScoped(Stream.runForEach(Stream.fromQueue(heard), (event) => Effect.sync(() => events.push(event))))
+        yield* Effect.forkScoped(
+          Stream.runForEach(Stream.fromQueue(heard), (event) => Effect.sync(() => events.push(event)))
+        )
         yield* startEngine()
         yield* awaitStatus(job.id, ["running"], { stepMs: 10 })
         yield* settle

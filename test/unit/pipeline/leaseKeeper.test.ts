@@ -10,17 +10,26 @@ const heartbeatMs = 2_000
 const lockTtlMs = 6_000
 
 const createEcho = (message: string) =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId: `user-${message}`, jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } })).pipe(
-      Effect.map(({ job }) => job)
-    )
+  Effect.flatMap(
+    AiJobService,
+    (service) =>
+      service.createJob({
+        userId: `user-${message}`,
+        jobType: "synthetic_echo",
+        targetType: "test",
+        targetId: "t",
+        input: { message }
+      })
+  ).pipe(
+    Effect.map(({ job }) => job)
+  )
 
 const reload = (jobId: string) =>
   Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(jobId)).pipe(Effect.map(Option.getOrThrow))
 
 describe("the lease keeper (memory layers, TestClock)", () => {
   it.scoped("the keeper's beats extend the lease of every job the worker runs, past the first lock's end", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       yield* control.script([{ _tag: "Hang" }, { _tag: "Hang" }])
       yield* startEngine()
@@ -41,7 +50,7 @@ describe("the lease keeper (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: heartbeatMs, jobLockTtlMs: lockTtlMs } }))))
 
   it.scoped("a lease taken by another worker stops its run at the next beat: the call is interrupted and nothing is written", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const repo = yield* AiJobLifecycleRepository
       yield* control.script([{ _tag: "Hang" }])

@@ -8,18 +8,24 @@ import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRe
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { CancelSignal } from "../../../src/services/CancelSignal.js"
 import { JobEvents } from "../../../src/services/JobEvents.js"
-import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 import { memoryEngineStack, settle } from "../../support/engineStack.js"
+import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 
 const heartbeatMs = 2_000
 const lockTtlMs = 6_000
 
 /** A queued job locked by `worker-1` (progress 5), and its lease. */
 const lockedEcho = (message: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const jobs = yield* AiJobLifecycleRepository
     const { job } = yield* Effect.flatMap(AiJobService, (service) =>
-      service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: message, input: { message } }))
+      service.createJob({
+        userId: "user-1",
+        jobType: "synthetic_echo",
+        targetType: "test",
+        targetId: message,
+        input: { message }
+      }))
     const locked = yield* jobs.lockJob(job.id, "worker-1", lockTtlMs, 5)
     return { job: locked, lease: leaseOf(locked)! }
   })
@@ -30,17 +36,19 @@ const jobNow = (jobId: string) =>
 const beat = Effect.zipRight(TestClock.adjust(heartbeatMs), settle)
 
 /** A store whose beats record, lease by lease, whether they were asked to report a cancel. */
-const recordingCancelQuestions = (asked: Array<ReadonlyArray<boolean>>) =>
-(jobs: AiJobLifecycleRepository["Type"]): AiJobLifecycleRepository["Type"] => ({
-  ...jobs,
-  extendLocks: (held, ttl) =>
-    Effect.suspend(() => {
-      asked.push(held.map((entry) => entry.reportCancel))
-      return jobs.extendLocks(held, ttl)
-    })
-})
+const recordingCancelQuestions =
+  (asked: Array<ReadonlyArray<boolean>>) =>
+  (jobs: AiJobLifecycleRepository["Type"]): AiJobLifecycleRepository["Type"] => ({
+    ...jobs,
+    extendLocks: (held, ttl) =>
+      Effect.suspend(() => {
+        asked.push(held.map((entry) => entry.reportCancel))
+        return jobs.extendLocks(held, ttl)
+      })
+  })
 
-const outcomeOf = <A>(deferred: Deferred.Deferred<A>) => Effect.map(Deferred.poll(deferred), (polled) => Option.isSome(polled))
+const outcomeOf = <A>(deferred: Deferred.Deferred<A>) =>
+  Effect.map(Deferred.poll(deferred), (polled) => Option.isSome(polled))
 
 /** Runs a test with the keeper's job events recorded (the keeper reads JobEvents when it is made). */
 const withKeeper = <A, E, R>(body: (published: ReadonlyArray<JobEvent>) => Effect.Effect<A, E, R>) => {
@@ -58,7 +66,7 @@ const withKeeper = <A, E, R>(body: (published: ReadonlyArray<JobEvent>) => Effec
 describe("the lease keeper's beats (memory layers, TestClock)", () => {
   it.scoped("each beat extends the lock from now and carries the progress reached, announcing a rise once; progress never falls", () =>
     withKeeper((published) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const keeper = yield* makeLeaseKeeper
         const { job, lease } = yield* lockedEcho("beat")
         const hold = yield* keeper.hold(lease, { progress: 5, honourCancel: true })
@@ -71,7 +79,9 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         yield* settle
         const extended = yield* jobNow(job.id)
         expect([extended.progress, extended.lockUntil!.getTime()]).toStrictEqual([20, heartbeatMs + lockTtlMs])
-        expect(published.map((event) => [event.jobId, event.lifecycleStatus, event.progress, event.stage, event.attempt])).toStrictEqual([
+        expect(
+          published.map((event) => [event.jobId, event.lifecycleStatus, event.progress, event.stage, event.attempt])
+        ).toStrictEqual([
           [job.id, "running", 20, "EXECUTE", 1]
         ])
         expect(DateTime.toEpochMillis(published[0]!.at)).toBe(heartbeatMs)
@@ -85,14 +95,17 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         yield* hold.reach(250)
         yield* beat
         expect((yield* jobNow(job.id)).progress).toBe(100)
-        expect(published.map((event) => [event.progress, event.stage])).toStrictEqual([[20, "EXECUTE"], [100, "PROJECT"]])
+        expect(published.map((event) => [event.progress, event.stage])).toStrictEqual([[20, "EXECUTE"], [
+          100,
+          "PROJECT"
+        ]])
         expect(yield* outcomeOf(hold.outcome)).toBe(false)
       })
     ))
 
   it.scoped("a lease taken by another worker is stopped as lost at the next beat; the others beat on", () =>
     withKeeper(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const keeper = yield* makeLeaseKeeper
         const lost = yield* lockedEcho("lost")
@@ -111,10 +124,12 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
 
   it.scoped("a cancel found requested stops a cancellable run, announcing its progress; a run that cannot be cancelled beats on", () =>
     withKeeper((published) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const asked: Array<ReadonlyArray<boolean>> = []
-        const keeper = yield* makeLeaseKeeper.pipe(Effect.updateService(AiJobLifecycleRepository, recordingCancelQuestions(asked)))
+        const keeper = yield* makeLeaseKeeper.pipe(
+          Effect.updateService(AiJobLifecycleRepository, recordingCancelQuestions(asked))
+        )
         const cancellable = yield* lockedEcho("cancellable")
         const steady = yield* lockedEcho("steady")
         const cancellableHold = yield* keeper.hold(cancellable.lease, { progress: 5, honourCancel: true })
@@ -123,7 +138,9 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         yield* jobs.requestCancel(cancellable.job.id)
         yield* jobs.requestCancel(steady.job.id)
         yield* beat
-        expect(yield* Deferred.poll(cancellableHold.outcome)).toStrictEqual(Option.some(Exit.succeed({ _tag: "CancelRequested" })))
+        expect(yield* Deferred.poll(cancellableHold.outcome)).toStrictEqual(
+          Option.some(Exit.succeed({ _tag: "CancelRequested" }))
+        )
         expect(published.map((event) => [event.jobId, event.progress])).toStrictEqual([[cancellable.job.id, 20]])
         for (let i = 0; i < 4; i++) yield* beat
         // Told once, the run is not asked about its cancel again; a run that cannot be cancelled never is.
@@ -135,10 +152,12 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
 
   it.scoped("a cancel message stops the cancellable run it names at once; others, and runs that cannot be cancelled, go on", () =>
     withKeeper(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const cancels = yield* CancelSignal
         const asked: Array<ReadonlyArray<boolean>> = []
-        const keeper = yield* makeLeaseKeeper.pipe(Effect.updateService(AiJobLifecycleRepository, recordingCancelQuestions(asked)))
+        const keeper = yield* makeLeaseKeeper.pipe(
+          Effect.updateService(AiJobLifecycleRepository, recordingCancelQuestions(asked))
+        )
         yield* settle
         const named = yield* lockedEcho("named")
         const other = yield* lockedEcho("other")
@@ -150,7 +169,9 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         yield* cancels.publish(named.job.id)
         yield* cancels.publish(steady.job.id)
         yield* settle
-        expect(yield* Deferred.poll(namedHold.outcome)).toStrictEqual(Option.some(Exit.succeed({ _tag: "CancelRequested" })))
+        expect(yield* Deferred.poll(namedHold.outcome)).toStrictEqual(
+          Option.some(Exit.succeed({ _tag: "CancelRequested" }))
+        )
         expect(yield* outcomeOf(otherHold.outcome)).toBe(false)
         expect(yield* outcomeOf(steadyHold.outcome)).toBe(false)
         // The next beat no longer asks about the named run's cancel: the message told it.
@@ -161,7 +182,7 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
 
   it.scoped("a beat that cannot write is logged and the next one extends the lease", () =>
     withKeeper(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         let beats = 0
         const keeper = yield* makeLeaseKeeper.pipe(
           Effect.updateService(AiJobLifecycleRepository, (jobs) => ({
@@ -179,7 +200,9 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         const hold = yield* keeper.hold(lease, { progress: 5, honourCancel: true })
         yield* beat
         expect((yield* jobNow(job.id)).lockUntil).toStrictEqual(job.lockUntil)
-        const warned = (yield* (yield* LogCapture).lines).filter((line) => line.includes("lease beat could not extend the locks"))
+        const warned = (yield* (yield* LogCapture).lines).filter((line) =>
+          line.includes("lease beat could not extend the locks")
+        )
         expect(warned).toHaveLength(1)
         expect(warned[0]).toContain("operation=ai_job.extendLocks")
         expect(warned[0]).toContain("stage=HEARTBEAT")
@@ -191,7 +214,7 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
 
   it.scoped("a hold's lease is extended until its scope closes, even with an older lease of the same job released beside it", () =>
     withKeeper(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const keeper = yield* makeLeaseKeeper
         const { job, lease } = yield* lockedEcho("two leases")
@@ -215,7 +238,7 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
 
   it.scoped("a hand-off of everything stops every held run, and any run that takes a lease afterwards", () =>
     withKeeper(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const keeper = yield* makeLeaseKeeper
         const first = yield* lockedEcho("first")
         const firstHold = yield* keeper.hold(first.lease, { progress: 5, honourCancel: false })
@@ -229,15 +252,16 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
 
   it.scoped("a keeper holding nothing writes nothing on its beats", () =>
     withKeeper(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         let writes = 0
         const keeper = yield* makeLeaseKeeper.pipe(
           Effect.updateService(AiJobLifecycleRepository, (jobs) => ({
             ...jobs,
-            extendLocks: (held, ttl) => Effect.suspend(() => {
-              writes += 1
-              return jobs.extendLocks(held, ttl)
-            })
+            extendLocks: (held, ttl) =>
+              Effect.suspend(() => {
+                writes += 1
+                return jobs.extendLocks(held, ttl)
+              })
           }))
         )
         for (let i = 0; i < 3; i++) yield* beat

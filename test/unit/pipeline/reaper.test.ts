@@ -1,9 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Metric, Option, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
+import { publicMessageOf } from "../../../src/domain/ExecutionError.js"
 import type { JobEvent } from "../../../src/domain/JobEvent.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
-import { publicMessageOf } from "../../../src/domain/ExecutionError.js"
 import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { reapOnce, runReaper } from "../../../src/pipeline/reaper.js"
 import { queueJobIdsOf, redispatch } from "../../../src/pipeline/redispatch.js"
@@ -14,25 +14,40 @@ import { JobEvents } from "../../../src/services/JobEvents.js"
 import { JobQueue, payloadFor, queueJobIdFor, type QueueJobState } from "../../../src/services/JobQueue.js"
 import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { OutboxSignal } from "../../../src/services/OutboxSignal.js"
-import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 import { memoryEngineStack, settle } from "../../support/engineStack.js"
+import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 
 // The stack's defaults: lock TTL 15 s, grace 5 s, a queued job is stale after 30 s (the reaper's window).
 const windowMs = 30_000
 
 const createEcho = (message: string) =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } })).pipe(
-      Effect.map(({ job }) => job)
-    )
+  Effect.flatMap(
+    AiJobService,
+    (service) =>
+      service.createJob({
+        userId: "user-1",
+        jobType: "synthetic_echo",
+        targetType: "test",
+        targetId: "t",
+        input: { message }
+      })
+  ).pipe(
+    Effect.map(({ job }) => job)
+  )
 
 const jobNow = (jobId: string) =>
   Effect.flatMap(AiJobLifecycleRepository, (jobs) => Effect.map(jobs.findById(jobId), Option.getOrThrow))
 
 /** The pending outbox events (claimed, so a second look sees only newer ones), with their dedupe keys and payloads. */
-const takePendingEvents = Effect.flatMap(OutboxRepository, (outbox) =>
-  Effect.map(outbox.claimBatch("inspector", 100), (events) =>
-    events.map((event) => ({ aggregateId: event.aggregateId, dedupeKey: event.dedupeKey, payload: event.payload }))))
+const takePendingEvents = Effect.flatMap(
+  OutboxRepository,
+  (outbox) =>
+    Effect.map(
+      outbox.claimBatch("inspector", 100),
+      (events) =>
+        events.map((event) => ({ aggregateId: event.aggregateId, dedupeKey: event.dedupeKey, payload: event.payload }))
+    )
+)
 
 const windowNow = Effect.map(TestClock.currentTimeMillis, (now) => Math.floor(now / windowMs))
 
@@ -54,20 +69,28 @@ const onEngine = <A, E, R>(
   )
 }
 
-const reaperLines = Effect.map(Effect.flatMap(LogCapture, (capture) => capture.lines), (lines) =>
-  lines.filter((line) => line.includes('message="reaper pass"')))
+const reaperLines = Effect.map(
+  Effect.flatMap(LogCapture, (capture) => capture.lines),
+  (lines) => lines.filter((line) => line.includes("message=\"reaper pass\""))
+)
 
 describe("the lock reaper (memory layers, TestClock)", () => {
   it.scoped("a crashed job with attempts left is queued again once per lost lease and window, and again in the next window", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const job = yield* createEcho("orphan")
         expect((yield* takePendingEvents).map((event) => event.aggregateId)).toStrictEqual([job.id])
         const locked = yield* jobs.lockJob(job.id, "dead-worker", 1_000)
         // Expired, but within the 5 s grace: left alone.
         yield* TestClock.adjust(4_000)
-        expect(yield* reapOnce).toStrictEqual({ cancelled: 0, requeued: 0, failed: 0, requeuedQueued: 0, snapshotsDeleted: 0 })
+        expect(yield* reapOnce).toStrictEqual({
+          cancelled: 0,
+          requeued: 0,
+          failed: 0,
+          requeuedQueued: 0,
+          snapshotsDeleted: 0
+        })
         expect(yield* reaperLines).toStrictEqual([])
         const requeuedBefore = yield* actions("requeued")
 
@@ -77,7 +100,13 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect(yield* takePendingEvents).toStrictEqual([{
           aggregateId: job.id,
           dedupeKey: `ai.job.redispatch:${job.id}:${locked.leaseNo}:${window}`,
-          payload: { jobId: job.id, jobType: "synthetic_echo", queueName: "ai-interactive", priority: job.priority, redispatchOf: `${locked.leaseNo}-${window}` }
+          payload: {
+            jobId: job.id,
+            jobType: "synthetic_echo",
+            queueName: "ai-interactive",
+            priority: job.priority,
+            redispatchOf: `${locked.leaseNo}-${window}`
+          }
         }])
         expect((yield* jobNow(job.id)).lifecycleStatus).toBe("running")
         expect((yield* actions("requeued")) - requeuedBefore).toBe(1)
@@ -101,7 +130,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
 
   it.scoped("a handed-off job is queued again even with every attempt spent: a hand-off costs none", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const job = yield* createEcho("handed off")
         yield* jobs.lockJob(job.id, "w1", 1_000)
@@ -117,7 +146,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
 
   it.scoped("a crashed job without attempts left fails as INTERNAL_WORKER_LOST; a cancelled one is cancelled; both are announced", () =>
     onEngine((published) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const lost = yield* createEcho("lost")
         yield* jobs.lockJob(lost.id, "w1", 1_000)
@@ -134,12 +163,13 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect(line).toContain("failed=1")
         expect(line).toContain("cancelled=1")
         const failed = yield* jobNow(lost.id)
-        expect([failed.lifecycleStatus, failed.errorCode, failed.publicErrorMessage, failed.internalErrorMessage]).toStrictEqual([
-          "failed",
-          "INTERNAL_WORKER_LOST",
-          publicMessageOf("INTERNAL_WORKER_LOST"),
-          "lock held by w2 expired; 2 of 2 attempts used"
-        ])
+        expect([failed.lifecycleStatus, failed.errorCode, failed.publicErrorMessage, failed.internalErrorMessage])
+          .toStrictEqual([
+            "failed",
+            "INTERNAL_WORKER_LOST",
+            publicMessageOf("INTERNAL_WORKER_LOST"),
+            "lock held by w2 expired; 2 of 2 attempts used"
+          ])
         expect(published.slice(start).map((event) => [event.jobId, event.lifecycleStatus]).sort()).toStrictEqual(
           [[lost.id, "failed"], [cancelled.id, "cancelled"]].sort()
         )
@@ -154,7 +184,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
 
   it.scoped("a worker that comes back before the fenced cancel or fail wins: nothing is counted, announced or logged", () =>
     onEngine((published) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const exhausted = yield* createEcho("back in time")
         yield* jobs.lockJob(exhausted.id, "w1", 1_000)
@@ -173,13 +203,18 @@ describe("the lock reaper (memory layers, TestClock)", () => {
             findExpiredLocks: (graceMs, limit) =>
               Effect.tap(repository.findExpiredLocks(graceMs, limit), () =>
                 repository.extendLocks(
-                  [leaseOf(takenOver)!, leaseOf(cancelLocked)!].map((held) => ({ lease: held, progress: 0, reportCancel: false })),
+                  [leaseOf(takenOver)!, leaseOf(cancelLocked)!].map((held) => ({
+                    lease: held,
+                    progress: 0,
+                    reportCancel: false
+                  })),
                   15_000
                 ))
           }))
         )
         expect(pass).toStrictEqual({ cancelled: 0, requeued: 0, failed: 0, requeuedQueued: 0, snapshotsDeleted: 0 })
-        expect([(yield* jobNow(exhausted.id)).lifecycleStatus, (yield* jobNow(cancelling.id)).lifecycleStatus]).toStrictEqual(["running", "running"])
+        expect([(yield* jobNow(exhausted.id)).lifecycleStatus, (yield* jobNow(cancelling.id)).lifecycleStatus])
+          .toStrictEqual(["running", "running"])
         expect(published.slice(start)).toStrictEqual([])
         expect({ failed: yield* actions("failed"), cancelled: yield* actions("cancelled") }).toStrictEqual(before)
         expect(yield* reaperLines).toStrictEqual([])
@@ -188,7 +223,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
 
   it.scoped("a storage error on one job skips it this pass; the pass goes on with the others", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const broken = yield* createEcho("broken")
         const fine = yield* createEcho("fine")
@@ -206,7 +241,9 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         )
         expect(pass.requeued).toBe(1)
         expect((yield* takePendingEvents).map((event) => event.aggregateId)).toStrictEqual([fine.id])
-        const skipped = (yield* (yield* LogCapture).lines).filter((line) => line.includes("reaper skipped a job this pass"))
+        const skipped = (yield* (yield* LogCapture).lines).filter((line) =>
+          line.includes("reaper skipped a job this pass")
+        )
         expect(skipped).toHaveLength(1)
         expect(skipped[0]).toContain(`jobId=${broken.id}`)
         expect(skipped[0]).toContain("error=connection reset")
@@ -218,7 +255,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
 
   it.scoped("a queued job whose delivery was lost is queued again; its requeue's queue job counts as a delivery for the next two windows", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const queue = yield* JobQueue
         const job = yield* createEcho("lost delivery")
         yield* takePendingEvents
@@ -234,12 +271,23 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect(yield* takePendingEvents).toStrictEqual([{
           aggregateId: job.id,
           dedupeKey: `ai.job.requeue:${job.id}:${touchedAt}`,
-          payload: { jobId: job.id, jobType: "synthetic_echo", queueName: "ai-interactive", priority: job.priority, redispatchOf: `q${window}` }
+          payload: {
+            jobId: job.id,
+            jobType: "synthetic_echo",
+            queueName: "ai-interactive",
+            priority: job.priority,
+            redispatchOf: `q${window}`
+          }
         }])
         // The requeue reaches the queue and waits there (no worker).
         yield* queue.add({
           queueName: "ai-interactive",
-          payload: payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt, redispatchOf: `q${window}` }),
+          payload: payloadFor({
+            jobId: job.id,
+            jobType: job.jobType,
+            createdAt: job.createdAt,
+            redispatchOf: `q${window}`
+          }),
           priority: job.priority
         })
         for (let later = 1; later <= 2; later++) {
@@ -260,7 +308,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
 
   it.scoped("a queued job waiting in the queue under its first queue job is only marked as looked after", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const queue = yield* JobQueue
         const job = yield* createEcho("waiting")
         yield* takePendingEvents
@@ -280,7 +328,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
 
   it.scoped("a queued job taken by a consumer less than a lease ago is pending; one active for a lease without locking it is queued again", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const fresh = yield* createEcho("just taken")
         const alsoFresh = yield* createEcho("taken a moment ago")
         const stuck = yield* createEcho("taken by a worker that died before PREPARE")
@@ -313,7 +361,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
 
   it.scoped("expired snapshots are deleted and counted", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const job = yield* createEcho("old")
         yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.requestCancel(job.id))
         const before = yield* actions("snapshots_deleted")
@@ -323,12 +371,11 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect((yield* reapOnce).snapshotsDeleted).toBe(1)
         expect((yield* actions("snapshots_deleted")) - before).toBe(1)
         expect((yield* reaperLines)[0]).toContain("snapshotsDeleted=1")
-      }), { timing: { snapshotRetentionMs: 60_000 } }
-    ))
+      }), { timing: { snapshotRetentionMs: 60_000 } }))
 
   it.scoped("the reaper loop runs a pass every REAPER_INTERVAL_MS and goes on after a pass that failed", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         let passes = 0
         const loop = yield* Effect.fork(runReaper.pipe(
@@ -368,7 +415,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
 
   it.scoped("a pass that queues nothing again wakes no dispatcher", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const job = yield* createEcho("old")
         yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.requestCancel(job.id))
         yield* TestClock.adjust(61_000)
@@ -381,29 +428,39 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect(yield* reapOnce).toMatchObject({ requeued: 0, requeuedQueued: 0, snapshotsDeleted: 1 })
         yield* settle
         expect(yield* Fiber.poll(woken)).toStrictEqual(Option.none())
-      }), { timing: { snapshotRetentionMs: 60_000 } }
-    ))
+      }), { timing: { snapshotRetentionMs: 60_000 } }))
 
   it.scoped("a redispatch already written in this window writes nothing and wakes no dispatcher", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const job = yield* createEcho("orphan")
-        const locked = yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.lockJob(job.id, "dead-worker", 1_000))
+        const locked = yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) =>
+          jobs.lockJob(job.id, "dead-worker", 1_000))
         yield* takePendingEvents
         let notified = 0
         const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-          Effect.updateService(effect, OutboxSignal, (signal) => ({ ...signal, notify: Effect.zipRight(Effect.sync(() => notified++), signal.notify) }))
+          Effect.updateService(effect, OutboxSignal, (signal) => ({
+            ...signal,
+            notify: Effect.zipRight(
+              Effect.sync(() =>
+                notified++
+              ),
+              signal.notify
+            )
+          }))
         expect((yield* counted(redispatch(locked, 7))).duplicate).toBe(false)
         expect(notified).toBe(1)
         expect((yield* counted(redispatch(locked, 7))).duplicate).toBe(true)
         expect(notified).toBe(1)
-        expect((yield* takePendingEvents).map((event) => event.dedupeKey)).toStrictEqual([`ai.job.redispatch:${job.id}:${locked.leaseNo}:7`])
+        expect((yield* takePendingEvents).map((event) => event.dedupeKey)).toStrictEqual([
+          `ai.job.redispatch:${job.id}:${locked.leaseNo}:7`
+        ])
       })
     ))
 
   it.scoped("what the reaper queues again wakes the dispatcher at once, long before its poll", () =>
     onEngine(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const queue = yield* JobQueue
         const orphan = yield* createEcho("orphan")
@@ -421,7 +478,9 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         const first = yield* windowNow
         expect(yield* reapOnce).toMatchObject({ requeued: 1, requeuedQueued: 0 })
         yield* settle
-        expect(yield* queue.contains("ai-interactive", `${queueJobIdFor(orphan.id)}-r${locked.leaseNo}-${first}`)).toBe(true)
+        expect(yield* queue.contains("ai-interactive", `${queueJobIdFor(orphan.id)}-r${locked.leaseNo}-${first}`)).toBe(
+          true
+        )
         // Then the lost delivery alone (the orphan is cancelled by the same pass): its requeue wakes it.
         yield* jobs.requestCancel(orphan.id)
         yield* TestClock.adjust(windowMs)
@@ -429,6 +488,5 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect(yield* reapOnce).toMatchObject({ requeued: 0, cancelled: 1, requeuedQueued: 1 })
         yield* settle
         expect(yield* queue.contains("ai-interactive", `${queueJobIdFor(lost.id)}-rq${second}`)).toBe(true)
-      }), { timing: { outboxPollMs: 600_000 } }
-    ))
+      }), { timing: { outboxPollMs: 600_000 } }))
 })

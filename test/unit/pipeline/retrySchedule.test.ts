@@ -26,9 +26,9 @@ const internal = new InternalError({ code: "INTERNAL_PERSISTENCE", message: "db"
  * TestClock on until it ends; answers the times of the calls and how the run ended.
  */
 const callTimes = (schedule: Schedule.Schedule<unknown, unknown>, errors: ReadonlyArray<unknown>) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const times = yield* Ref.make<ReadonlyArray<number>>([])
-    const call = Effect.gen(function* () {
+    const call = Effect.gen(function*() {
       const made = yield* Ref.updateAndGet(times, (all) => [...all, 0])
       const now = yield* Clock.currentTimeMillis
       yield* Ref.update(times, (all) => [...all.slice(0, -1), now])
@@ -39,13 +39,18 @@ const callTimes = (schedule: Schedule.Schedule<unknown, unknown>, errors: Readon
     for (let step = 0; step < 400 && Option.isNone(yield* Fiber.poll(run)); step++) yield* TestClock.adjust(1_000)
     const ended = yield* Fiber.join(run)
     const at = yield* Ref.get(times)
-    return { ended: ended._tag === "Right" ? "answered" : "failed", gaps: at.slice(1).map((time, index) => time - at[index]!) }
+    return {
+      ended: ended._tag === "Right" ? "answered" : "failed",
+      gaps: at.slice(1).map((time, index) => time - at[index]!)
+    }
   })
 
 describe("the engine's retry schedule", () => {
   it.effect("retries a retryable error up to maxRetries times, exponentially from the definition's delay (jittered)", () =>
-    Effect.gen(function* () {
-      const schedule = retrySchedule(definitionWith({ maxRetries: 3, retryBackoff: { type: "exponential", delay: 10_000 } }))
+    Effect.gen(function*() {
+      const schedule = retrySchedule(
+        definitionWith({ maxRetries: 3, retryBackoff: { type: "exponential", delay: 10_000 } })
+      )
       const { ended, gaps } = yield* callTimes(schedule, [unavailable, unavailable, unavailable, unavailable])
       expect(ended).toBe("failed")
       expect(gaps).toHaveLength(3)
@@ -59,18 +64,19 @@ describe("the engine's retry schedule", () => {
     }))
 
   it.effect("never retries a credential error, a timeout under abortStrategy fail, or anything that is not an execution error", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const retrying = retrySchedule(definitionWith({ maxRetries: 3, abortStrategy: "retry" }))
       const failing = retrySchedule(definitionWith({ maxRetries: 3, abortStrategy: "fail" }))
       const timeout = new JobTimeoutError({ code: "TIMEOUT", message: "late", timeoutMs: 5 })
-      expect((yield* callTimes(retrying, [new CredentialError({ code: "CREDENTIAL_INVALID", message: "401" })])).gaps).toStrictEqual([])
+      expect((yield* callTimes(retrying, [new CredentialError({ code: "CREDENTIAL_INVALID", message: "401" })])).gaps)
+        .toStrictEqual([])
       expect((yield* callTimes(retrying, [{ _tag: "LockLost" }])).gaps).toStrictEqual([])
       expect((yield* callTimes(failing, [timeout])).gaps).toStrictEqual([])
       expect((yield* callTimes(retrying, [timeout])).ended).toBe("answered")
     }))
 
   it.effect("retries INTERNAL errors once in all, however many retries the definition allows", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const schedule = retrySchedule(definitionWith({ maxRetries: 5 }))
       const always = yield* callTimes(schedule, [internal, internal, internal])
       expect([always.ended, always.gaps.length]).toStrictEqual(["failed", 1])
@@ -82,8 +88,10 @@ describe("the engine's retry schedule", () => {
     }))
 
   it.effect("a provider's Retry-After longer than the backoff delays the retry; a shorter one leaves the backoff", () =>
-    Effect.gen(function* () {
-      const schedule = retrySchedule(definitionWith({ maxRetries: 2, retryBackoff: { type: "exponential", delay: 10_000 } }))
+    Effect.gen(function*() {
+      const schedule = retrySchedule(
+        definitionWith({ maxRetries: 2, retryBackoff: { type: "exponential", delay: 10_000 } })
+      )
       const short = new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 1_000 })
       const long = new ProviderError({ code: "PROVIDER_RATE_LIMITED", message: "429", retryAfterMs: 100_000 })
       const [shortGap] = (yield* callTimes(schedule, [short])).gaps
@@ -102,8 +110,10 @@ describe("the engine's retry schedule", () => {
     }))
 
   it.effect("each retry granted is counted by job type and error code and logged with its delay; the last failure is not", () =>
-    Effect.gen(function* () {
-      const counter = Metric.value(tagged(engineRetries, { job_type: "retry_test", error_code: "PROVIDER_UNAVAILABLE" }))
+    Effect.gen(function*() {
+      const counter = Metric.value(
+        tagged(engineRetries, { job_type: "retry_test", error_code: "PROVIDER_UNAVAILABLE" })
+      )
       const before = (yield* counter).count
       const schedule = loggedRetries(
         retrySchedule(definitionWith({ maxRetries: 2, retryBackoff: { type: "exponential", delay: 10_000 } })),
@@ -123,7 +133,7 @@ describe("the engine's retry schedule", () => {
     }).pipe(Effect.provide(LogCaptureLayer)))
 
   it.effect("a retry of something that is no execution error is counted as INTERNAL_ERROR", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const counter = Metric.value(tagged(engineRetries, { job_type: "retry_any", error_code: "INTERNAL_ERROR" }))
       const before = (yield* counter).count
       const failures: ReadonlyArray<ExecutionError | string> = ["not an execution error"]

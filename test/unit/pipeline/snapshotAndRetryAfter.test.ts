@@ -5,8 +5,8 @@ import { syntheticEchoDefinition } from "../../../src/jobs/synthetic_echo/defini
 import { retrySchedule } from "../../../src/pipeline/retrySchedule.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../../src/services/ArtifactRepository.js"
-import { SnapshotBuilder } from "../../../src/services/SnapshotBuilder.js"
 import { ResultProjectors } from "../../../src/services/ResultProjectors.js"
+import { SnapshotBuilder } from "../../../src/services/SnapshotBuilder.js"
 import { awaitStatus, memoryEngineStack, startEngine } from "../../support/engineStack.js"
 
 /** A snapshot builder that rewrites the message, so a run on the live input would show. */
@@ -24,7 +24,7 @@ const rewritingSnapshots = Layer.succeed(
 
 describe("RESOLVE and the retry schedule", () => {
   it.scoped("a job whose snapshot differs from its input runs on the snapshot", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* startEngine()
       const service = yield* AiJobService
       const { job } = yield* service.createJob({
@@ -43,9 +43,9 @@ describe("RESOLVE and the retry schedule", () => {
     }).pipe(Effect.provide(memoryEngineStack({ snapshotBuilder: rewritingSnapshots }))))
 
   it.effect("a retry never starts before the provider's Retry-After, even when the backoff is shorter", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const attempts = yield* Ref.make<ReadonlyArray<number>>([])
-      const call = Effect.gen(function* () {
+      const call = Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const made = yield* Ref.updateAndGet(attempts, (times) => [...times, now])
         if (made.length === 1) {

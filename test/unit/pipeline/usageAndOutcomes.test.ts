@@ -1,13 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, FiberId, Layer, Option, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
-import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { ProviderError } from "../../../src/domain/ExecutionError.js"
+import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { complete, publishFinished } from "../../../src/pipeline/complete.js"
-import { recordUsage, usageEntryOf } from "../../../src/pipeline/usage.js"
 import { prepare } from "../../../src/pipeline/prepare.js"
 import { resolve } from "../../../src/pipeline/resolve.js"
 import { RunOutcome } from "../../../src/pipeline/RunningJob.js"
+import { recordUsage, usageEntryOf } from "../../../src/pipeline/usage.js"
 import type { GenerateResult } from "../../../src/services/AiGateway.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { payloadFor } from "../../../src/services/JobQueue.js"
@@ -18,7 +18,7 @@ import { createEcho, jobNow, withEvents } from "../../support/pipelineFixtures.j
 
 /** A job of `synthetic_echo` as PREPARE (locked by `worker-1`) and RESOLVE leave it. */
 const resolvedEcho = (message: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const job = yield* createEcho(message)
     const payload = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt })
     const prepared = Option.getOrThrow(yield* prepare(payload, "worker-1", 60_000))
@@ -37,7 +37,7 @@ const answer: GenerateResult = {
 
 describe("the usage row of one provider call", () => {
   it.scoped("an answer: the provider's tokens, model and latency, its price, no error code", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const resolved = yield* resolvedEcho("answered")
       const entry = yield* usageEntryOf(resolved, 3, 0, Exit.succeed(answer))
       expect(entry.id.length).toBeGreaterThan(0)
@@ -62,7 +62,7 @@ describe("the usage row of one provider call", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a failed call: no tokens, no cost, the route's model, the time it took by the clock, the error's code", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const resolved = yield* resolvedEcho("failed")
       const startedAt = yield* TestClock.currentTimeMillis
       yield* TestClock.adjust(2_500)
@@ -84,7 +84,7 @@ describe("the usage row of one provider call", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("an interrupted call is CANCELLED; a defect is INTERNAL_ERROR", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const resolved = yield* resolvedEcho("stopped")
       const interrupted = yield* usageEntryOf(resolved, 1, 0, Exit.interrupt(FiberId.none))
       expect(interrupted.errorCode).toBe("CANCELLED")
@@ -93,7 +93,7 @@ describe("the usage row of one provider call", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("a row the usage log refuses (a second row for the same call, or storage down) is logged and does not fail", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const resolved = yield* resolvedEcho("recorded twice")
       const entry = yield* usageEntryOf(resolved, 1, 0, Exit.succeed(answer))
       yield* recordUsage(entry)
@@ -111,7 +111,7 @@ describe("the usage row of one provider call", () => {
 describe("COMPLETE when its write is refused", () => {
   it.scoped("a failure on a lease taken over meanwhile: nothing written, nothing published, the run ends quietly", () =>
     withEvents((published) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const resolved = yield* resolvedEcho("taken over")
         const jobs = yield* AiJobLifecycleRepository
         yield* TestClock.adjust(61_000)
@@ -127,7 +127,7 @@ describe("COMPLETE when its write is refused", () => {
 
   it.scoped("a cancel outcome for a job with no cancel requested leaves it running and publishes nothing", () =>
     withEvents((published) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const resolved = yield* resolvedEcho("not cancelled")
         const before = published.length
         yield* complete(resolved, RunOutcome.CancelRequested())
@@ -138,7 +138,7 @@ describe("COMPLETE when its write is refused", () => {
 
   it.scoped("a hand-off of a lease already lost gives nothing back: the delivery is done, the new owner's lock stays", () =>
     withEvents(() =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const resolved = yield* resolvedEcho("handed off too late")
         const jobs = yield* AiJobLifecycleRepository
         yield* TestClock.adjust(61_000)
@@ -153,7 +153,7 @@ describe("COMPLETE when its write is refused", () => {
 
   it.scoped("publishFinished announces terminal jobs only", () =>
     withEvents((published) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const resolved = yield* resolvedEcho("still running")
         const before = published.length
         yield* publishFinished(yield* jobNow(resolved.job.id))
@@ -163,15 +163,21 @@ describe("COMPLETE when its write is refused", () => {
         const jobs = yield* AiJobLifecycleRepository
         yield* jobs.requestCancel(queued.id)
         yield* publishFinished(yield* jobNow(queued.id))
-        expect(published.slice(before).map((event) => [event.jobId, event.lifecycleStatus])).toStrictEqual([[queued.id, "cancelled"]])
+        expect(published.slice(before).map((event) => [event.jobId, event.lifecycleStatus])).toStrictEqual([[
+          queued.id,
+          "cancelled"
+        ]])
       })
     ))
 
   it.scoped("each outcome leaves its log line for the operator, annotated with the stage", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const jobs = yield* AiJobLifecycleRepository
       const linesWith = (text: string) =>
-        Effect.map(Effect.flatMap(LogCapture, (capture) => capture.lines), (lines) => lines.filter((line) => line.includes(text)))
+        Effect.map(
+          Effect.flatMap(LogCapture, (capture) => capture.lines),
+          (lines) => lines.filter((line) => line.includes(text))
+        )
       const error = new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503" })
 
       const failed = yield* resolvedEcho("fails")
@@ -188,7 +194,7 @@ describe("COMPLETE when its write is refused", () => {
       const cancelled = yield* resolvedEcho("cancels")
       yield* jobs.requestCancel(cancelled.job.id)
       yield* complete(cancelled, RunOutcome.CancelRequested())
-      expect(yield* linesWith('message="job cancelled"')).toHaveLength(1)
+      expect(yield* linesWith("message=\"job cancelled\"")).toHaveLength(1)
       yield* complete(cancelled, RunOutcome.CancelRequested())
       const [notApplied] = yield* linesWith("cancel not applied: the job already ended")
       expect(notApplied).toMatch(/reason=\w+/)

@@ -37,19 +37,28 @@ const answerWaitingInTheSocket = (called: Deferred.Deferred<void>, inSocket: Def
 const createEcho = (message: string) =>
   Effect.map(
     Effect.flatMap(AiJobService, (service) =>
-      service.createJob({ userId: "user-u", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } })),
+      service.createJob({
+        userId: "user-u",
+        jobType: "synthetic_echo",
+        targetType: "test",
+        targetId: "t",
+        input: { message }
+      })),
     ({ job }) => job
   )
 
 const rowsOf = (jobId: string) =>
-  Effect.map(Effect.flatMap(UsageLog, (usage) => usage.listByJobId(jobId)), (rows) => rows.map((row) => [row.errorCode, row.totalTokens]))
+  Effect.map(
+    Effect.flatMap(UsageLog, (usage) => usage.listByJobId(jobId)),
+    (rows) => rows.map((row) => [row.errorCode, row.totalTokens])
+  )
 
 describe("usage rows under faults (memory layers, TestClock)", () => {
   it.scoped("a cancel that arrives as the answer does: the call is recorded with the tokens the provider billed, not CANCELLED with 0", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const called = yield* Deferred.make<void>()
       const inSocket = yield* Deferred.make<GenerateResult>()
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         yield* startEngine()
         const job = yield* createEcho("cancelled as answered")
@@ -64,7 +73,7 @@ describe("usage rows under faults (memory layers, TestClock)", () => {
     }))
 
   it.scoped("a call whose connection was refused never reached the provider: no usage row", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* startEngine()
       const job = yield* createEcho("refused")
       const done = yield* awaitStatus(job.id, ["failed", "succeeded"], { stepMs: 500 })
@@ -74,7 +83,8 @@ describe("usage rows under faults (memory layers, TestClock)", () => {
       expect(Option.isSome(yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) => jobs.findById(job.id)))).toBe(true)
     }).pipe(Effect.provide(memoryEngineStack({
       gateway: Layer.succeed(AiGateway, {
-        generate: () => Effect.fail(new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "ECONNREFUSED", sent: false }))
+        generate: () =>
+          Effect.fail(new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "ECONNREFUSED", sent: false }))
       })
     }))))
 })

@@ -1,49 +1,63 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Scope, TestClock } from "effect"
 import { hostname } from "node:os"
+import { workerIdFromConfig, workerQueuesConfig, WorkerSettings } from "../../../src/config/WorkerSettings.js"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
 import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { runWorker, WorkerServiceLive } from "../../../src/pipeline/worker.js"
-import { WorkerSettings, workerIdFromConfig, workerQueuesConfig } from "../../../src/config/WorkerSettings.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
-import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
+import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
 import { WorkerDirectory } from "../../../src/services/WorkerDirectory.js"
 import { awaitStatus, memoryEngineStack, settle } from "../../support/engineStack.js"
 import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 
-const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+const withEnv = (env: Record<string, string>) =>
+  Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 
 const createEcho = (message: string) =>
-  Effect.flatMap(AiJobService, (service) =>
-    service.createJob({ userId: "user-1", jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } })).pipe(
-      Effect.map(({ job }) => job)
-    )
+  Effect.flatMap(
+    AiJobService,
+    (service) =>
+      service.createJob({
+        userId: "user-1",
+        jobType: "synthetic_echo",
+        targetType: "test",
+        targetId: "t",
+        input: { message }
+      })
+  ).pipe(
+    Effect.map(({ job }) => job)
+  )
 
 const liveWorkers = Effect.flatMap(WorkerDirectory, (directory) => directory.live)
 
 describe("WORKER_QUEUES and WORKER_ID", () => {
   it.effect("WORKER_QUEUES defaults to both queues, and lists the named ones in the queues' own order, trimmed", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       expect(yield* workerQueuesConfig.pipe(withEnv({}))).toStrictEqual(["ai-interactive", "ai-background"])
-      expect(yield* workerQueuesConfig.pipe(withEnv({ WORKER_QUEUES: "ai-background" }))).toStrictEqual(["ai-background"])
+      expect(yield* workerQueuesConfig.pipe(withEnv({ WORKER_QUEUES: "ai-background" }))).toStrictEqual([
+        "ai-background"
+      ])
       expect(yield* workerQueuesConfig.pipe(withEnv({ WORKER_QUEUES: " ai-background , ai-interactive ," })))
         .toStrictEqual(["ai-interactive", "ai-background"])
     }))
 
   it.effect("WORKER_QUEUES naming no queue, or an unknown one, is refused with the names it accepts", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       for (const value of ["", " , ", "ai-interactive,ai-batch", "interactive"]) {
         const exit = yield* Effect.exit(workerQueuesConfig.pipe(withEnv({ WORKER_QUEUES: value })))
         expect(Exit.isFailure(exit), `WORKER_QUEUES=${JSON.stringify(value)}`).toBe(true)
         if (Exit.isFailure(exit)) {
-          expect(String(exit.cause)).toContain("WORKER_QUEUES must name one or more of ai-interactive, ai-background, comma-separated")
+          expect(String(exit.cause)).toContain(
+            "WORKER_QUEUES must name one or more of ai-interactive, ai-background, comma-separated"
+          )
         }
       }
     }))
 
   it.effect("WORKER_ID names the lock owner; without it the id is worker-{host}-{pid}-{12 random characters}, fresh each time", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       expect(yield* workerIdFromConfig.pipe(withEnv({ WORKER_ID: "worker-7" }))).toBe("worker-7")
       const first = yield* workerIdFromConfig.pipe(withEnv({}))
       const second = yield* workerIdFromConfig.pipe(withEnv({}))
@@ -58,12 +72,12 @@ describe("WORKER_QUEUES and WORKER_ID", () => {
 
 describe("a worker in the worker directory (memory layers, TestClock)", () => {
   it.scoped("shows its queues and running jobs within the coalescing window, stays live by its beats, and leaves on shutdown", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       yield* control.script([{ _tag: "Delay", ms: 200_000 }])
       const workerScope = yield* Scope.make()
       const startedAt = new Date(yield* TestClock.currentTimeMillis).toISOString()
-      yield* Effect.gen(function* () {
+      yield* Effect.gen(function*() {
         const dispatcher = yield* makeDispatcher
         yield* Effect.forkScoped(dispatcher.run)
         yield* runWorker({ workerId: "worker-dir", queues: ["ai-interactive"] })
@@ -114,10 +128,13 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
       expect(started[0]).toContain("workerId=worker-dir")
       expect(started[0]).toContain("queues=ai-interactive")
       expect(lines.filter((line) => line.includes("worker stopping: running jobs handed back"))).toHaveLength(1)
-    }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 20_000 } }))))
+    }).pipe(
+      Effect.provide(LogCaptureLayer),
+      Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 20_000 } }))
+    ))
 
   it.scoped("consumes only the queues it serves", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const dispatcher = yield* makeDispatcher
       yield* Effect.forkScoped(dispatcher.run)
       yield* runWorker({ workerId: "background-only", queues: ["ai-background"] })
@@ -132,7 +149,7 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("its start line names every queue it serves, comma-separated", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       yield* runWorker({ workerId: "both-queues", queues: ["ai-interactive", "ai-background"] })
       const lines = yield* Effect.flatMap(LogCapture, (capture) => capture.lines)
       const started = lines.filter((line) => line.includes("worker started"))
@@ -141,31 +158,37 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 
   it.scoped("the worker layer serves WORKER_QUEUES under WORKER_ID, and runs the reaper beside it", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const jobs = yield* AiJobLifecycleRepository
       const outbox = yield* OutboxRepository
       // An orphan for the reaper: locked by a worker that died, its create event long gone.
       const orphan = yield* createEcho("orphan")
       yield* outbox.claimBatch("gone", 10)
       yield* jobs.lockJob(orphan.id, "dead-worker", 1_000)
-      yield* Layer.build(WorkerServiceLive.pipe(Layer.provide(WorkerSettings.layer))).pipe(withEnv({ WORKER_ID: "worker-layer", WORKER_QUEUES: "ai-interactive" }))
+      yield* Layer.build(WorkerServiceLive.pipe(Layer.provide(WorkerSettings.layer))).pipe(
+        withEnv({ WORKER_ID: "worker-layer", WORKER_QUEUES: "ai-interactive" })
+      )
       yield* settle
-      expect((yield* liveWorkers).map((worker) => [worker.instanceId, worker.queues])).toStrictEqual([["worker-layer", ["ai-interactive"]]])
+      expect((yield* liveWorkers).map((worker) => [worker.instanceId, worker.queues])).toStrictEqual([["worker-layer", [
+        "ai-interactive"
+      ]]])
       // The reaper (every 5 s, grace 5 s) queues the orphan again; with no dispatcher here the event waits in the outbox.
       for (let step = 0; step < 30; step++) {
         yield* TestClock.adjust(500)
         yield* settle
       }
       const pending = yield* outbox.claimBatch("inspector", 10)
-      expect(pending.map((event) => event.dedupeKey)).toContainEqual(expect.stringContaining(`ai.job.redispatch:${orphan.id}:`))
+      expect(pending.map((event) => event.dedupeKey)).toContainEqual(
+        expect.stringContaining(`ai.job.redispatch:${orphan.id}:`)
+      )
     }).pipe(Effect.provide(memoryEngineStack())))
 
   it.scoped("chained hand-offs: a job handed back to a worker that is itself stopping goes straight to the next one, no attempt used, nothing logged as a warning", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       yield* control.script([{ _tag: "Hang" }])
       const startWorker = (workerId: string) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const scope = yield* Scope.make()
           const engine = yield* runWorker({ workerId, queues: ["ai-interactive"] }).pipe(Scope.extend(scope))
           return { scope, engine }
@@ -186,7 +209,15 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
       expect([done.lifecycleStatus, done.lockedBy, done.attemptCount]).toStrictEqual(["succeeded", "worker-c", 1])
       const lines = yield* Effect.flatMap(LogCapture, (capture) => capture.lines)
       expect(lines.filter((line) => line.startsWith("WARN") || line.startsWith("ERROR"))).toStrictEqual([])
-      expect(lines.filter((line) => line.startsWith("INFO") && line.includes("Queue delivery handed back by a stopping consumer"))).toHaveLength(2)
-      expect(lines.filter((line) => line.includes("job handed back: lock released for another worker") && line.startsWith("INFO"))).toHaveLength(1)
+      expect(
+        lines.filter((line) =>
+          line.startsWith("INFO") && line.includes("Queue delivery handed back by a stopping consumer")
+        )
+      ).toHaveLength(2)
+      expect(
+        lines.filter((line) =>
+          line.includes("job handed back: lock released for another worker") && line.startsWith("INFO")
+        )
+      ).toHaveLength(1)
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 })

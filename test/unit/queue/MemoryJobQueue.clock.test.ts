@@ -1,9 +1,15 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Either, Exit, Layer, Logger, LogLevel, Option, Queue, Scope, TestClock } from "effect"
+import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import type { QueueName } from "../../../src/domain/QueueName.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
-import { QueueSettings } from "../../../src/config/QueueSettings.js"
-import { type JobDelivery, JobQueue, type JobQueueUnavailable, payloadFor, queueJobIdFor } from "../../../src/services/JobQueue.js"
+import {
+  type JobDelivery,
+  JobQueue,
+  type JobQueueUnavailable,
+  payloadFor,
+  queueJobIdFor
+} from "../../../src/services/JobQueue.js"
 
 // The memory queue on the TestClock: backoffs, delays and the shutdown grace to the millisecond.
 // Each test builds its own queue.
@@ -21,14 +27,23 @@ const run = <A, E>(test: Effect.Effect<A, E, JobQueue | MemoryJobQueueControl | 
   test.pipe(Effect.provide(queueLayer()), Logger.withMinimumLogLevel(LogLevel.None))
 
 const bg: QueueName = "ai-background"
-const payload = (jobId: string) => payloadFor({ jobId, jobType: "quiz_generation", createdAt: new Date("2026-06-20T08:00:00.000Z") })
+const payload = (jobId: string) =>
+  payloadFor({ jobId, jobType: "quiz_generation", createdAt: new Date("2026-06-20T08:00:00.000Z") })
 const add = (jobId: string, options: { readonly priority?: number; readonly delayMs?: number } = {}) =>
-  Effect.flatMap(JobQueue, (queue) =>
-    queue.add({ queueName: bg, payload: payload(jobId), priority: options.priority ?? 50, ...(options.delayMs === undefined ? {} : { delayMs: options.delayMs }) }))
+  Effect.flatMap(
+    JobQueue,
+    (queue) =>
+      queue.add({
+        queueName: bg,
+        payload: payload(jobId),
+        priority: options.priority ?? 50,
+        ...(options.delayMs === undefined ? {} : { delayMs: options.delayMs })
+      })
+  )
 
 /** Runs queued fibers until `done` holds (no time passes on the TestClock). */
 const until = <A, E, R>(check: Effect.Effect<A, E, R>, done: (a: A) => boolean) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     for (let i = 0; i < 1_000; i++) {
       const value = yield* check
       if (done(value)) return value
@@ -43,17 +58,24 @@ const stateOf = (jobId: string) => Effect.flatMap(JobQueue, (queue) => queue.sta
 const sleepersReach = (n: number) => until(TestClock.sleeps(), (sleeps) => sleeps.length >= n)
 
 /** A consumer whose handler records each delivery and then does what `handle` says. */
-const consumer = (handle: (delivery: JobDelivery) => Effect.Effect<void, string>, options: { readonly concurrency?: number } = {}) =>
-  Effect.gen(function* () {
+const consumer = (
+  handle: (delivery: JobDelivery) => Effect.Effect<void, string>,
+  options: { readonly concurrency?: number } = {}
+) =>
+  Effect.gen(function*() {
     const queue = yield* JobQueue
     const deliveries = yield* Queue.unbounded<JobDelivery>()
-    yield* queue.consume(bg, (delivery) => Effect.zipRight(Queue.offer(deliveries, delivery), handle(delivery)), options)
+    yield* queue.consume(
+      bg,
+      (delivery) => Effect.zipRight(Queue.offer(deliveries, delivery), handle(delivery)),
+      options
+    )
     return deliveries
   })
 
 describe("MemoryJobQueue on the TestClock", () => {
   it.scoped("a failed delivery comes back after the backoff, doubled each time, until the attempts are used up", () =>
-    run(Effect.gen(function* () {
+    run(Effect.gen(function*() {
       const deliveries = yield* consumer(() => Effect.fail("refused"))
       yield* add("job-1")
       expect((yield* Queue.take(deliveries)).attempt).toBe(1)
@@ -79,7 +101,7 @@ describe("MemoryJobQueue on the TestClock", () => {
     })))
 
   it.scoped("a defect in the handler is retried like a failure", () =>
-    run(Effect.gen(function* () {
+    run(Effect.gen(function*() {
       const deliveries = yield* consumer((delivery) => delivery.attempt === 1 ? Effect.die("boom") : Effect.void)
       yield* add("job-1")
       expect((yield* Queue.take(deliveries)).attempt).toBe(1)
@@ -91,7 +113,7 @@ describe("MemoryJobQueue on the TestClock", () => {
     })))
 
   it.scoped("equal priorities are delivered in the order they were added, after higher ones", () =>
-    run(Effect.gen(function* () {
+    run(Effect.gen(function*() {
       for (const [jobId, priority] of [["b-1", 50], ["b-2", 50], ["a-1", 10], ["b-3", 50], ["c-1", 90]] as const) {
         yield* add(jobId, { priority })
       }
@@ -102,7 +124,7 @@ describe("MemoryJobQueue on the TestClock", () => {
     })))
 
   it.scoped("counts and state tell waiting, active (since when it was taken) and delayed jobs apart", () =>
-    run(Effect.gen(function* () {
+    run(Effect.gen(function*() {
       yield* TestClock.setTime(5_000)
       const release = yield* Deferred.make<void>()
       yield* add("active")
@@ -120,14 +142,16 @@ describe("MemoryJobQueue on the TestClock", () => {
       expect(yield* counts).toStrictEqual({ waiting: 1, active: 1, delayed: 1 })
       expect(yield* add("active")).toBe("duplicate")
       const control = yield* MemoryJobQueueControl
-      expect([...(yield* control.jobIds(bg))].sort()).toStrictEqual(["active", "delayed", "waiting"].map(queueJobIdFor).sort())
+      expect([...(yield* control.jobIds(bg))].sort()).toStrictEqual(
+        ["active", "delayed", "waiting"].map(queueJobIdFor).sort()
+      )
       expect(yield* control.jobIds("ai-interactive")).toStrictEqual([])
       yield* Deferred.succeed(release, undefined)
       yield* until(stateOf("active"), (state) => state._tag === "Gone")
     })))
 
   it.scoped("a delay is rounded to whole milliseconds; none, or a negative one, is no delay", () =>
-    run(Effect.gen(function* () {
+    run(Effect.gen(function*() {
       yield* add("none", { delayMs: 0.4 })
       yield* add("negative", { delayMs: -50 })
       expect(yield* counts).toStrictEqual({ waiting: 2, active: 0, delayed: 0 })
@@ -142,7 +166,7 @@ describe("MemoryJobQueue on the TestClock", () => {
     })))
 
   it.scoped("a duplicate of a delayed job leaves its delay alone", () =>
-    run(Effect.gen(function* () {
+    run(Effect.gen(function*() {
       yield* add("job-1", { delayMs: 1_000 })
       expect(yield* add("job-1", { delayMs: 100 })).toBe("duplicate")
       expect(yield* add("job-1")).toBe("duplicate")
@@ -155,7 +179,7 @@ describe("MemoryJobQueue on the TestClock", () => {
     })))
 
   it.scoped("while the queue is unreachable it refuses every call and delivers nothing; once back it delivers", () =>
-    run(Effect.gen(function* () {
+    run(Effect.gen(function*() {
       const queue = yield* JobQueue
       const control = yield* MemoryJobQueueControl
       yield* add("job-1")
@@ -181,14 +205,14 @@ describe("MemoryJobQueue on the TestClock", () => {
     })))
 
   it.scoped("a concurrency below one still runs one delivery at a time", () =>
-    run(Effect.gen(function* () {
+    run(Effect.gen(function*() {
       const deliveries = yield* consumer(() => Effect.void, { concurrency: 0 })
       yield* add("job-1")
       expect((yield* Queue.take(deliveries)).payload.jobId).toBe("job-1")
     })))
 
   it.scoped("closing a consumer waits for an active delivery up to the grace, then aborts it and puts the job back", () =>
-    run(Effect.gen(function* () {
+    run(Effect.gen(function*() {
       const scope = yield* Scope.make()
       const deliveries = yield* consumer(() => Effect.never).pipe(Scope.extend(scope))
       yield* add("job-1")
@@ -210,7 +234,7 @@ describe("MemoryJobQueue on the TestClock", () => {
     })))
 
   it.scoped("closing a consumer lets an active delivery finish within the grace, and takes no more jobs", () =>
-    run(Effect.gen(function* () {
+    run(Effect.gen(function*() {
       const scope = yield* Scope.make()
       const release = yield* Deferred.make<void>()
       const deliveries = yield* consumer(() => Deferred.await(release), { concurrency: 1 }).pipe(Scope.extend(scope))

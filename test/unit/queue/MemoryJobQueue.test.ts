@@ -1,7 +1,7 @@
 import { Effect, Layer } from "effect"
-import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
-import { JobQueueTestKit, jobQueueContract } from "../../contract/JobQueue.contract.js"
+import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
+import { jobQueueContract, JobQueueTestKit } from "../../contract/JobQueue.contract.js"
 
 const settings = QueueSettings.make({
   queues: { "ai-interactive": { backoffDelayMs: 50 }, "ai-background": { backoffDelayMs: 50 } },

@@ -12,14 +12,13 @@ const createWithPriority = (priority: number) =>
       targetId: "deck-1",
       input: { message: "hello" },
       overrides: { priority }
-    })
-  )
+    }))
 
 describe("AiJobService overrides", () => {
   // The bounds are the JobDefinition Schema's: an override obeys the same rule as a definition.
   for (const priority of [-1, 101, 2.5]) {
     it.effect(`refuses priority ${priority} with the rule, before anything is written`, () =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const result = yield* Effect.either(createWithPriority(priority))
         expect(Either.isLeft(result) && result.left._tag).toBe("InvalidJobInput")
         expect(Either.isLeft(result) && "problems" in result.left ? result.left.problems : []).toStrictEqual([
@@ -29,7 +28,7 @@ describe("AiJobService overrides", () => {
   }
 
   it.effect("takes a priority within the bounds", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { job } = yield* createWithPriority(100)
       expect(job.priority).toBe(100)
     }).pipe(Effect.provide(jobCreation(memoryRepositories))))

@@ -2,7 +2,11 @@ import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { type LimitedFakeProviderOptions, logNormalSampler, startLimitedFakeProvider } from "../../support/limitedFakeProvider.js"
+import {
+  type LimitedFakeProviderOptions,
+  logNormalSampler,
+  startLimitedFakeProvider
+} from "../../support/limitedFakeProvider.js"
 
 /** mulberry32: a seeded uniform source, so the distribution check always sees the same draws. */
 const seeded = (seed: number) => () => {
@@ -17,7 +21,7 @@ const quantile = (sorted: ReadonlyArray<number>, q: number) => sorted[Math.floor
 /** Starts the fake and sends `count` chat requests (all at once when `parallel`); answers status and Retry-After. */
 const exchange = (options: LimitedFakeProviderOptions, count: number, parallel: boolean, key?: string) =>
   Effect.scoped(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const provider = yield* startLimitedFakeProvider(options)
       const client = yield* HttpClient.HttpClient
       const send = Effect.flatMap(
@@ -29,7 +33,9 @@ const exchange = (options: LimitedFakeProviderOptions, count: number, parallel: 
         ),
         (response) => Effect.as(response.text, { status: response.status, retryAfter: response.headers["retry-after"] })
       )
-      const answers = yield* Effect.forEach(Array.from({ length: count }), () => send, { concurrency: parallel ? "unbounded" : 1 })
+      const answers = yield* Effect.forEach(Array.from({ length: count }), () => send, {
+        concurrency: parallel ? "unbounded" : 1
+      })
       return { answers, counters: yield* provider.counters }
     })
   ).pipe(Effect.provide(NodeHttpClient.layerUndici), Effect.orDie)
@@ -49,7 +55,7 @@ describe("limited fake provider", () => {
   })
 
   it.live("answers 429 with Retry-After over its RPM, and counts what it saw", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { answers, counters } = yield* exchange({ latency: instant, limits: { rpm: 3 } }, 5, false)
       expect(answers.map((answer) => answer.status)).toStrictEqual([200, 200, 200, 429, 429])
       for (const answer of answers.slice(3)) {
@@ -68,23 +74,34 @@ describe("limited fake provider", () => {
     }))
 
   it.live("answers 429 over its concurrency while calls are being answered", () =>
-    Effect.gen(function* () {
-      const { answers, counters } = yield* exchange({ latency: { medianMs: 300, p99Ms: 300 }, limits: { concurrency: 2 } }, 4, true)
+    Effect.gen(function*() {
+      const { answers, counters } = yield* exchange(
+        { latency: { medianMs: 300, p99Ms: 300 }, limits: { concurrency: 2 } },
+        4,
+        true
+      )
       expect(answers.map((answer) => answer.status).sort()).toStrictEqual([200, 200, 429, 429])
-      expect(answers.filter((answer) => answer.status === 429).map((answer) => answer.retryAfter)).toStrictEqual(["1", "1"])
+      expect(answers.filter((answer) => answer.status === 429).map((answer) => answer.retryAfter)).toStrictEqual([
+        "1",
+        "1"
+      ])
       expect(counters).toMatchObject({ requests: 4, succeeded: 2, rateLimited: 2, maxInFlight: 2, inFlight: 0 })
     }))
 
   it.live("answers 429 over its TPM, counting the usage it reports", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       // "abcd" is 1 prompt token; each answer reports 1 + 50.
-      const { answers, counters } = yield* exchange({ latency: instant, limits: { tpm: 120 }, completionTokens: 50 }, 3, false)
+      const { answers, counters } = yield* exchange(
+        { latency: instant, limits: { tpm: 120 }, completionTokens: 50 },
+        3,
+        false
+      )
       expect(answers.map((answer) => answer.status)).toStrictEqual([200, 200, 429])
       expect(counters).toMatchObject({ succeeded: 2, rateLimited: 1, maxTokensInAnyMinute: 102 })
     }))
 
   it.live("refuses a wrong key without counting it", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const { answers, counters } = yield* exchange({ latency: instant }, 1, false, "sk-wrong")
       expect(answers.map((answer) => answer.status)).toStrictEqual([401])
       expect(counters.requests).toBe(0)
