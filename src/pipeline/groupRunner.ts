@@ -1,4 +1,14 @@
-import { type Array as Arr, Context, Deferred, Effect, FiberRef, type HashMap, type List, type LogSpan } from "effect"
+import {
+  type Array as Arr,
+  Context,
+  Deferred,
+  Effect,
+  FiberRef,
+  type HashMap,
+  type List,
+  type LogSpan,
+  Option
+} from "effect"
 
 /**
  * Hands what callers submit to `flush` in groups, one flush at a time (group commit, as
@@ -42,18 +52,34 @@ export const makeGroupRunner = <I>(
         Effect.zipRight(settle("flushed"))
       )
     })
-    return (item: I) =>
-      Effect.gen(function*() {
-        const turn = yield* Deferred.make<"lead" | "flushed" | "abandoned">()
-        waiting.push({ item, turn })
-        if (!leading) {
-          leading = true
-          return yield* lead
-        }
-        const told = yield* Deferred.await(turn)
-        if (told === "lead") return yield* lead
-        if (told === "abandoned") return yield* Effect.interrupt
+    // A waiter stopped before its group formed leaves the queue; one stopped after being told to
+    // lead hands the lead on, so the runner never waits for a fiber that is gone.
+    const leave = (turn: Waiting["turn"]) =>
+      Effect.suspend(() => {
+        const index = waiting.findIndex((member) => member.turn === turn)
+        if (index >= 0) waiting.splice(index, 1)
+        return Effect.flatMap(
+          Deferred.poll(turn),
+          Option.match({
+            onNone: () => Effect.void,
+            onSome: (told) => Effect.flatMap(told, (outcome) => outcome === "lead" ? handOn : Effect.void)
+          })
+        )
       })
+    return (item: I) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          const turn = yield* Deferred.make<"lead" | "flushed" | "abandoned">()
+          waiting.push({ item, turn })
+          if (!leading) {
+            leading = true
+            return yield* lead
+          }
+          const told = yield* restore(Deferred.await(turn)).pipe(Effect.onInterrupt(() => leave(turn)))
+          if (told === "lead") return yield* lead
+          if (told === "abandoned") return yield* Effect.interrupt
+        })
+      )
   })
 
 /** Runs an effect with something of its submitter's in place (a fiber-local value). */
