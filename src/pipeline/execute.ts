@@ -121,16 +121,9 @@ const attemptError = (
 }
 
 /**
- * EXECUTE (docs/architecture.md §8.3), one attempt: the input safety check, the prompt (with the
- * problems of the previous attempt's answer, if any), then the route's targets in order. Each
- * target: its circuit breaker (an open one is skipped), capacity from its limiter (a wait the
- * route cannot afford moves on), the call under what is left of the job's time budget (pauses
- * and earlier targets count against it), and on a provider-side failure the next target. Then
- * the output's validation, safety check and hash. Each call's usage row is written as it ends;
- * the successful one travels to PROJECT.
- *
- * `attemptNo` numbers the attempt's first call; a fallback call takes `nextCallNo` (by default
- * the numbers after `attemptNo`).
+ * EXECUTE, one attempt (docs/architecture.md §8.3). Earlier targets and pauses spend the job's
+ * one time budget, so a fallback gets only what is left; usage rows are written as each call ends.
+ * `attemptNo` numbers the attempt's first call; a fallback call takes `nextCallNo`.
  */
 export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false })(
   function*(

@@ -87,7 +87,6 @@ export interface HeldLease {
  */
 export type LeaseBeat = "Extended" | "CancelRequested" | "Lost"
 
-/** Progress as stored: a whole percentage, 0 to 100, whatever a worker reports. */
 /** A whole percentage in 0..100; anything not a finite number is 0 (progress only ever rises, so 0 changes nothing). */
 export const clampProgress = (progress: number): number =>
   Number.isFinite(progress) ? Math.max(0, Math.min(100, Math.round(progress))) : 0
