@@ -1,4 +1,37 @@
 import { defineConfig } from "vitest/config"
+import { BaseSequencer, type TestSpecification } from "vitest/node"
+
+/**
+ * The longest files, longest first, as a run on this 2-core machine measured them (seconds under
+ * load). Vitest without a results cache (a clean CI clone) starts the largest files first, and
+ * the simulation's files are small: they ran last and left one worker idle for minutes. Starting
+ * the longest ones first keeps both workers busy to the end; the order alone changes, no test.
+ */
+const longestFiles: ReadonlyArray<string> = [
+  "test/simulation/seeds-b.test.ts", // 414
+  "test/simulation/seeds-a.test.ts", // 293
+  "test/simulation/seeds-c.test.ts", // 254
+  "test/process/capacity.test.ts", // 165, waiting on a paced provider
+  "test/simulation/seeds-d.test.ts", // 97
+  "test/simulation/plantedBugs.test.ts", // 86
+  "test/integration/repositories.mysql.test.ts", // 66
+  "test/process/shutdown.test.ts", // 48
+  "test/process/tokens.test.ts", // 43
+  "test/simulation/determinism.test.ts", // 41
+  "test/process/failover.test.ts" // 34
+]
+
+const rankOf = (specification: TestSpecification): number => {
+  const rank = longestFiles.findIndex((file) => specification.moduleId.endsWith(file))
+  return rank === -1 ? longestFiles.length : rank
+}
+
+class LongestFirstSequencer extends BaseSequencer {
+  override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
+    // Array.prototype.sort is stable: the rest keep vitest's own order (cached durations or size).
+    return (await super.sort(files)).sort((a, b) => rankOf(a) - rankOf(b))
+  }
+}
 
 export default defineConfig({
   test: {
@@ -12,6 +45,7 @@ export default defineConfig({
     // machine has two cores: keep file parallelism modest so timing-based waits stay honest.
     maxWorkers: 2,
     minWorkers: 1,
+    sequence: { sequencer: LongestFirstSequencer },
     // A timeout only catches a hang; on a loaded two-core machine an integration test's setup
     // alone (1,000 outbox rows) took 27 s, so the default leaves room for that.
     testTimeout: 120_000,

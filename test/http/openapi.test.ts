@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { bodyAs, JobBody, memoryEngine, startApi, tokenFor } from "./support/harness.js"
+import { bodyAs, frozenKeys, JobBody, memoryEngine, startApi, tokenFor } from "./support/harness.js"
 
 /** Just enough of OpenAPI 3.1 to walk it in a test. */
 const JsonSchema: Schema.Schema<JsonSchema> = Schema.suspend(() =>
@@ -387,22 +387,7 @@ describe("OpenAPI", () => {
         }
         // The frozen JobStatusResponse (docs/architecture.md §15.2), field for field.
         const status = spec.components.schemas["JobStatusResponse"]
-        expect(Object.keys(status?.properties ?? {}).sort()).toEqual(
-          [
-            "jobId",
-            "jobType",
-            "lifecycleStatus",
-            "queueName",
-            "priority",
-            "progress",
-            "createdAt",
-            "startedAt",
-            "finishedAt",
-            "errorCode",
-            "publicErrorMessage",
-            "result"
-          ].sort()
-        )
+        expect(Object.keys(status?.properties ?? {}).sort()).toEqual([...frozenKeys].sort())
         expect([...(status?.required ?? [])].sort()).toEqual(
           ["jobId", "jobType", "lifecycleStatus", "queueName", "priority", "progress", "createdAt"].sort()
         )
