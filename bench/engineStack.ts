@@ -3,7 +3,7 @@ import { ConfigProvider, Effect, Layer } from "effect"
 import { allQueueNames } from "../src/domain/QueueName.js"
 import { SyntheticGatewayLayer } from "../src/layers/gateway/SyntheticGateway.js"
 import { ConfigLive, engineServices, LiveInfrastructure } from "../src/main/AppLayers.js"
-import { makeDispatcher } from "../src/pipeline/dispatcher.js"
+import { makeDispatcher } from "../src/pipeline/outbox/dispatcher.js"
 import { runWorker } from "../src/pipeline/worker.js"
 import type { BenchTarget } from "./infra.js"
 

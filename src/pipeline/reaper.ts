@@ -5,11 +5,11 @@ import { publicMessageOf } from "../domain/ExecutionError.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
 import { increment, reaperActions } from "../services/EngineMetrics.js"
 import { JobQueue, type QueueJobState } from "../services/JobQueue.js"
-import { OutboxSignal } from "../services/OutboxSignal.js"
+import { OutboxSignal } from "../services/outbox/OutboxSignal.js"
 import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
 import { publishFinished } from "./complete.js"
-import { queueJobIdsOf, redispatch, requeue } from "./redispatch.js"
+import { queueJobIdsOf, redispatch, requeue } from "./outbox/redispatch.js"
 
 const batchSize = 100
 

@@ -1,7 +1,7 @@
 import { Duration, Effect, Metric, MetricBoundaries, MetricKey, MetricLabel } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import { allOutboxLanes, type OutboxLane } from "../domain/OutboxEvent.js"
-import { OutboxRepository } from "./OutboxRepository.js"
+import { OutboxRepository } from "./outbox/OutboxRepository.js"
 
 /**
  * The engine's metrics, as Effect `Metric`s in the process's registry; `GET /metrics` renders

@@ -2,7 +2,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Option } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import type { OutboxEvent } from "../../src/domain/OutboxEvent.js"
-import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
 import { UnitOfWork } from "../../src/services/UnitOfWork.js"
 import type { RepositoryHarness } from "./AiJobLifecycleRepository.contract.js"
 

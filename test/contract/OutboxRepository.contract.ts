@@ -3,7 +3,7 @@ import { Effect, Either, Option, Tracer } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import { PersistenceError } from "../../src/domain/PersistenceError.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
-import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
 import { UnitOfWork } from "../../src/services/UnitOfWork.js"
 import type { RepositoryHarness } from "./AiJobLifecycleRepository.contract.js"
 

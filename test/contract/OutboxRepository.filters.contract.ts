@@ -1,7 +1,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { newId } from "../../src/domain/Ids.js"
-import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
 import type { RepositoryHarness } from "./AiJobLifecycleRepository.contract.js"
 
 const newEvent = Effect.map(newId, (id) => ({

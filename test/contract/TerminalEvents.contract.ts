@@ -8,7 +8,7 @@ import { PersistenceError } from "../../src/domain/PersistenceError.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
 import { ArtifactRepository } from "../../src/services/ArtifactRepository.js"
-import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
 import { UnitOfWork } from "../../src/services/UnitOfWork.js"
 import type { ContractServices } from "./AiJobLifecycleRepository.contract.js"
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Option, Schema } from "effect"
 import { finishedEventId } from "../../src/domain/JobFinishedEvent.js"
-import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
 import { UsageLog } from "../../src/services/UsageLog.js"
 import { WorkerDirectory } from "../../src/services/WorkerDirectory.js"
 import {

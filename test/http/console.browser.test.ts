@@ -7,7 +7,7 @@ import { leaseOf } from "../../src/domain/AiJob.js"
 import type { AiJob } from "../../src/domain/AiJob.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { jobEventOf, JobEvents } from "../../src/services/JobEvents.js"
-import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
 import { WorkerDirectory } from "../../src/services/WorkerDirectory.js"
 import { flashcardBody, markRunning, memoryEngine, startApi, tokenFor } from "./support/harness.js"
 

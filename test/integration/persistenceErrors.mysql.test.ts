@@ -6,7 +6,7 @@ import { byLease, leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
-import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
 import { UnitOfWork } from "../../src/services/UnitOfWork.js"
 import { jobCreation, mysqlRepositories } from "../support/foundationStack.js"
 

@@ -8,10 +8,10 @@ import type { QueueName } from "../../src/domain/QueueName.js"
 import { BullMqJobQueueLive } from "../../src/layers/bullmq/BullMqJobQueue.js"
 import { InProcessOutboxSignal } from "../../src/layers/memory/InProcessOutboxSignal.js"
 import type { RedisConnection } from "../../src/layers/redis/RedisConnection.js"
-import { makeDispatcher } from "../../src/pipeline/dispatcher.js"
+import { makeDispatcher } from "../../src/pipeline/outbox/dispatcher.js"
 import { JobQueue } from "../../src/services/JobQueue.js"
-import { OutboxRepository } from "../../src/services/OutboxRepository.js"
-import type { OutboxSignal } from "../../src/services/OutboxSignal.js"
+import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
+import type { OutboxSignal } from "../../src/services/outbox/OutboxSignal.js"
 import { UnitOfWork } from "../../src/services/UnitOfWork.js"
 
 /** Successful adds per AiJob id, across every dispatcher that shares the Ref. */

@@ -5,7 +5,7 @@ import { newId } from "../../src/domain/Ids.js"
 import { MemoryDatabase } from "../../src/layers/memory/MemoryDatabase.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
-import { OutboxRepository } from "../../src/services/OutboxRepository.js"
+import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
 import { jobCreation, memoryRepositories } from "../support/foundationStack.js"
 
 /** The operation a failed call names, or what came instead of a PersistenceError. */

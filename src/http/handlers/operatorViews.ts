@@ -6,7 +6,7 @@ import { AiJobLifecycleRepository } from "../../services/AiJobLifecycleRepositor
 import { JobQueue } from "../../services/JobQueue.js"
 import { JobStatistics } from "../../services/JobStatistics.js"
 import { ModelRouter } from "../../services/ModelRouter.js"
-import { OutboxRepository } from "../../services/OutboxRepository.js"
+import { OutboxRepository } from "../../services/outbox/OutboxRepository.js"
 import { breakerViews } from "../../services/ProviderCircuitBreaker.js"
 import { UsageLog, type UsageLogRecord } from "../../services/UsageLog.js"
 import type { JobCursor } from "../ApiSchemas.js"

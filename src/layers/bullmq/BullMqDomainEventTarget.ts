@@ -1,7 +1,7 @@
 import { Queue } from "bullmq"
 import { Duration, Effect, Option } from "effect"
 import type { DomainEventsQueue } from "../../config/EventDeliverySettings.js"
-import { type EventDelivery, EventDeliveryFailed, type EventTarget } from "../../services/EventTargets.js"
+import { type EventDelivery, EventDeliveryFailed, type EventTarget } from "../../services/outbox/EventTargets.js"
 import { RedisConnection } from "../redis/RedisConnection.js"
 
 /** How long a consumed event's queue job is kept: re-adding its id meanwhile is a no-op (BullMQ's dedupe). */

@@ -1,5 +1,5 @@
 import { Deferred, Effect, Layer, Ref } from "effect"
-import { OutboxSignal } from "../../services/OutboxSignal.js"
+import { OutboxSignal } from "../../services/outbox/OutboxSignal.js"
 
 /**
  * The wake-up within one process: `notify` completes the current latch; `await` waits on it and

@@ -11,7 +11,7 @@ import {
   type OutboxListCursor,
   OutboxRepository,
   pendingEventFields
-} from "../../services/OutboxRepository.js"
+} from "../../services/outbox/OutboxRepository.js"
 import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
 
 const plus = (now: Date, millis: number) => new Date(now.getTime() + millis)

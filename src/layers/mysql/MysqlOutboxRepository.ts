@@ -10,7 +10,7 @@ import {
   type OutboxListCursor,
   OutboxRepository,
   pendingEventFields
-} from "../../services/OutboxRepository.js"
+} from "../../services/outbox/OutboxRepository.js"
 import { changedRows, NewOutboxEventRow, OutboxEventRow, Total } from "./rows.js"
 import { sqlClock } from "./sqlClock.js"
 import { isDuplicateKey, persistence, retryOnLockContention } from "./sqlErrors.js"

@@ -1,5 +1,5 @@
 import { Effect, Layer, Runtime } from "effect"
-import { OutboxSignal } from "../../services/OutboxSignal.js"
+import { OutboxSignal } from "../../services/outbox/OutboxSignal.js"
 import { makeInProcessOutboxSignal } from "../memory/InProcessOutboxSignal.js"
 import { RedisConnection } from "./RedisConnection.js"
 

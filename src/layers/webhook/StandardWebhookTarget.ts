@@ -3,7 +3,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Effect, Redacted } from "effect"
 import { createHash, createHmac } from "node:crypto"
 import { type WebhookEndpoint, webhookEndpointsConfig } from "../../config/EventDeliverySettings.js"
-import { type EventDelivery, EventDeliveryFailed, type EventTarget } from "../../services/EventTargets.js"
+import { type EventDelivery, EventDeliveryFailed, type EventTarget } from "../../services/outbox/EventTargets.js"
 import { pauseUntilFromHeaders } from "../rateLimitHeaders.js"
 
 /**

@@ -17,7 +17,7 @@ import { RedisOutboxSignal } from "../../../src/layers/redis/RedisOutboxSignal.j
 import { RedisWorkerDirectory } from "../../../src/layers/redis/RedisWorkerDirectory.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
 import { ModelRouter } from "../../../src/services/ModelRouter.js"
-import { OutboxAdmin } from "../../../src/services/OutboxAdmin.js"
+import { OutboxAdmin } from "../../../src/services/outbox/OutboxAdmin.js"
 import { SnapshotBuilder } from "../../../src/services/SnapshotBuilder.js"
 import { mysqlRepositories } from "../../support/foundationStack.js"
 import { testRedisLayer, uniqueRedisPrefix } from "../../support/redis.js"

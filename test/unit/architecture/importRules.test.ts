@@ -38,6 +38,27 @@ describe("the layout's import rule", () => {
     ])
   })
 
+  it("holds a subfolder of services or the pipeline to its room's rule", () => {
+    const planted = [
+      {
+        path: "src/pipeline/outbox/Planted.ts",
+        text: `import { OutboxRepository } from "../../services/outbox/OutboxRepository.js"
+import { MysqlOutboxRepositoryLive } from "../../layers/mysql/MysqlOutboxRepository.js"
+`
+      },
+      {
+        path: "src/services/outbox/Planted.ts",
+        text: `import { JobQueue } from "../JobQueue.js"
+import { makeDispatcher } from "../../pipeline/outbox/dispatcher.js"
+`
+      }
+    ]
+    expect(importViolations(planted).map((v) => v.rule)).toEqual([
+      "src/pipeline must not import src/layers",
+      "src/services must not import src/pipeline"
+    ])
+  })
+
   it("keeps the OpenTelemetry packages to src/layers/telemetry and src/main", () => {
     const planted = [
       {

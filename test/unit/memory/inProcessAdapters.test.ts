@@ -7,7 +7,7 @@ import { InProcessOutboxSignal } from "../../../src/layers/memory/InProcessOutbo
 import { MemoryWorkerDirectory, workerHeartbeatTtlMs } from "../../../src/layers/memory/MemoryWorkerDirectory.js"
 import { CancelSignal } from "../../../src/services/CancelSignal.js"
 import { JobEvents } from "../../../src/services/JobEvents.js"
-import { OutboxSignal } from "../../../src/services/OutboxSignal.js"
+import { OutboxSignal } from "../../../src/services/outbox/OutboxSignal.js"
 import { WorkerDirectory, type WorkerHeartbeat } from "../../../src/services/WorkerDirectory.js"
 
 // Each test builds its own layer, so the adapter's state is the test's alone.

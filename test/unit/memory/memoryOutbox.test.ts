@@ -3,7 +3,7 @@ import { Effect, Layer, Option, TestClock, Tracer } from "effect"
 import { newId } from "../../../src/domain/Ids.js"
 import { MemoryDatabase } from "../../../src/layers/memory/MemoryDatabase.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
-import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
+import { OutboxRepository } from "../../../src/services/outbox/OutboxRepository.js"
 import { jobCreation, memoryRepositories } from "../../support/foundationStack.js"
 
 // The outbox's read-outs are values built with the layer: built inside the test here, so a

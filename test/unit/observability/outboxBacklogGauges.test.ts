@@ -4,7 +4,7 @@ import { newId } from "../../../src/domain/Ids.js"
 import type { NewOutboxEvent } from "../../../src/domain/OutboxEvent.js"
 import { prometheusText } from "../../../src/http/prometheusText.js"
 import { sampleOutboxBacklog } from "../../../src/services/EngineMetrics.js"
-import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
+import { OutboxRepository } from "../../../src/services/outbox/OutboxRepository.js"
 import { memoryRepositories } from "../../support/foundationStack.js"
 import { parsePrometheusText, sampleValue } from "../../support/prometheusParser.js"
 

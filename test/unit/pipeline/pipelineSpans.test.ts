@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Option, TestClock } from "effect"
-import { makeDispatcher } from "../../../src/pipeline/dispatcher.js"
 import { makeExecutionEngine } from "../../../src/pipeline/engine.js"
+import { makeDispatcher } from "../../../src/pipeline/outbox/dispatcher.js"
 import { reapOnce } from "../../../src/pipeline/reaper.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"

@@ -1,5 +1,5 @@
 import { Context, type Effect, Layer, Schema } from "effect"
-import type { JobFinishedEvent } from "../domain/JobFinishedEvent.js"
+import type { JobFinishedEvent } from "../../domain/JobFinishedEvent.js"
 
 /**
  * A delivery the target did not acknowledge: an answer other than 2xx, no answer, a queue that

@@ -1,7 +1,7 @@
 import { Context, type Effect, type Option, Schema } from "effect"
-import type { NewOutboxEvent, OutboxBacklog, OutboxCounts, OutboxEvent, OutboxLane } from "../domain/OutboxEvent.js"
-import { allOutboxStatuses, OutboxStatus } from "../domain/OutboxEvent.js"
-import type { PersistenceError } from "../domain/PersistenceError.js"
+import type { NewOutboxEvent, OutboxBacklog, OutboxCounts, OutboxEvent, OutboxLane } from "../../domain/OutboxEvent.js"
+import { allOutboxStatuses, OutboxStatus } from "../../domain/OutboxEvent.js"
+import type { PersistenceError } from "../../domain/PersistenceError.js"
 
 export class OutboxEventNotFound extends Schema.TaggedError<OutboxEventNotFound>()("OutboxEventNotFound", {
   eventId: Schema.String

@@ -1,10 +1,10 @@
 import { Effect } from "effect"
-import type { AiJob } from "../domain/AiJob.js"
-import { newId } from "../domain/Ids.js"
-import { enqueueEventFor } from "../domain/OutboxEvent.js"
-import { payloadFor } from "../services/JobQueue.js"
-import { OutboxRepository } from "../services/OutboxRepository.js"
-import { OutboxSignal } from "../services/OutboxSignal.js"
+import type { AiJob } from "../../domain/AiJob.js"
+import { newId } from "../../domain/Ids.js"
+import { enqueueEventFor } from "../../domain/OutboxEvent.js"
+import { payloadFor } from "../../services/JobQueue.js"
+import { OutboxRepository } from "../../services/outbox/OutboxRepository.js"
+import { OutboxSignal } from "../../services/outbox/OutboxSignal.js"
 
 /** How many of the latest reaper windows' requeues the reaper looks for in the queue. */
 const requeueWindowsChecked = 3

@@ -1,8 +1,8 @@
 import { Effect, Option, Queue } from "effect"
-import { DirectDispatchSettings } from "../config/DirectDispatchSettings.js"
-import type { QueueName } from "../domain/QueueName.js"
-import { storedParent } from "../domain/TraceContext.js"
-import { JobQueue, payloadFor } from "./JobQueue.js"
+import { DirectDispatchSettings } from "../../config/DirectDispatchSettings.js"
+import type { QueueName } from "../../domain/QueueName.js"
+import { storedParent } from "../../domain/TraceContext.js"
+import { JobQueue, payloadFor } from "../JobQueue.js"
 import { OutboxRepository } from "./OutboxRepository.js"
 
 /** What the creator knows of a job it just committed, enough to queue it as a dispatcher would. */

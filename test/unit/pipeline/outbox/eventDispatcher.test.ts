@@ -1,25 +1,25 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Option, Ref, TestClock } from "effect"
-import { DispatcherSettings } from "../../../src/config/DispatcherSettings.js"
-import { TimingConfig } from "../../../src/config/EngineConfig.js"
-import { EventDeliverySettings } from "../../../src/config/EventDeliverySettings.js"
-import { QueueSettings } from "../../../src/config/QueueSettings.js"
-import { byLease, leaseOf } from "../../../src/domain/AiJob.js"
-import { finishedEventId } from "../../../src/domain/JobFinishedEvent.js"
-import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
-import { OutboxDispatcherLive } from "../../../src/pipeline/dispatcher.js"
-import { eventRetryDelayMs, makeEventDispatcher } from "../../../src/pipeline/eventDispatcher.js"
-import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
-import { AiJobService } from "../../../src/services/AiJobService.js"
+import { DispatcherSettings } from "../../../../src/config/DispatcherSettings.js"
+import { TimingConfig } from "../../../../src/config/EngineConfig.js"
+import { EventDeliverySettings } from "../../../../src/config/EventDeliverySettings.js"
+import { QueueSettings } from "../../../../src/config/QueueSettings.js"
+import { byLease, leaseOf } from "../../../../src/domain/AiJob.js"
+import { finishedEventId } from "../../../../src/domain/JobFinishedEvent.js"
+import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../../src/layers/memory/MemoryJobQueue.js"
+import { OutboxDispatcherLive } from "../../../../src/pipeline/outbox/dispatcher.js"
+import { eventRetryDelayMs, makeEventDispatcher } from "../../../../src/pipeline/outbox/eventDispatcher.js"
+import { AiJobLifecycleRepository } from "../../../../src/services/AiJobLifecycleRepository.js"
+import { AiJobService } from "../../../../src/services/AiJobService.js"
+import { queueJobIdFor } from "../../../../src/services/JobQueue.js"
 import {
   type EventDelivery,
   EventDeliveryFailed,
   type EventTarget,
   EventTargets
-} from "../../../src/services/EventTargets.js"
-import { queueJobIdFor } from "../../../src/services/JobQueue.js"
-import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
-import { jobCreation, memoryRepositories } from "../../support/foundationStack.js"
+} from "../../../../src/services/outbox/EventTargets.js"
+import { OutboxRepository } from "../../../../src/services/outbox/OutboxRepository.js"
+import { jobCreation, memoryRepositories } from "../../../support/foundationStack.js"
 
 /** A target whose answers the test scripts: each call takes the next answer (the last one repeats). */
 const scriptedTarget = (

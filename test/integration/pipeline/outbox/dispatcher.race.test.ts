@@ -1,13 +1,13 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, HashMap, Layer, Ref } from "effect"
-import { QueueSettings } from "../../../src/config/QueueSettings.js"
-import { BullMqJobQueueLive } from "../../../src/layers/bullmq/BullMqJobQueue.js"
-import { JobQueue } from "../../../src/services/JobQueue.js"
-import { OutboxRepository } from "../../../src/services/OutboxRepository.js"
-import { makeAddCounter, runDispatcher, waitUntil, writeEnqueueEvent } from "../../support/dispatcherStack.js"
-import { jobCreation, mysqlRepositories } from "../../support/foundationStack.js"
-import { testRedisLayer, uniqueRedisPrefix } from "../../support/redis.js"
+import { QueueSettings } from "../../../../src/config/QueueSettings.js"
+import { BullMqJobQueueLive } from "../../../../src/layers/bullmq/BullMqJobQueue.js"
+import { JobQueue } from "../../../../src/services/JobQueue.js"
+import { OutboxRepository } from "../../../../src/services/outbox/OutboxRepository.js"
+import { makeAddCounter, runDispatcher, waitUntil, writeEnqueueEvent } from "../../../support/dispatcherStack.js"
+import { jobCreation, mysqlRepositories } from "../../../support/foundationStack.js"
+import { testRedisLayer, uniqueRedisPrefix } from "../../../support/redis.js"
 
 const prefix = uniqueRedisPrefix("dispatcher-race")
 const redisKeys = testRedisLayer(prefix)

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
-import type { OutboxCounts, OutboxEvent } from "../domain/OutboxEvent.js"
-import type { PersistenceError } from "../domain/PersistenceError.js"
+import type { OutboxCounts, OutboxEvent } from "../../domain/OutboxEvent.js"
+import type { PersistenceError } from "../../domain/PersistenceError.js"
 import { type OutboxEventNotDead, type OutboxEventNotFound, OutboxRepository } from "./OutboxRepository.js"
 import { OutboxSignal } from "./OutboxSignal.js"
 

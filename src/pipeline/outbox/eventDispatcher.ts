@@ -1,12 +1,16 @@
 import { Chunk, Clock, Duration, Effect, Either, FiberSet, Option, Queue, Ref, Schedule, Schema } from "effect"
-import { DispatcherSettings } from "../config/DispatcherSettings.js"
-import { TimingConfig } from "../config/EngineConfig.js"
-import { EventDeliverySettings, type EventDeliverySettingsShape } from "../config/EventDeliverySettings.js"
-import { JobFinishedEvent } from "../domain/JobFinishedEvent.js"
-import type { OutboxEvent } from "../domain/OutboxEvent.js"
-import { storedParent } from "../domain/TraceContext.js"
-import { EventDeliveryFailed, type EventTarget, EventTargets } from "../services/EventTargets.js"
-import { type DeliveryOutcome, type DeliverySettlement, OutboxRepository } from "../services/OutboxRepository.js"
+import { DispatcherSettings } from "../../config/DispatcherSettings.js"
+import { TimingConfig } from "../../config/EngineConfig.js"
+import { EventDeliverySettings, type EventDeliverySettingsShape } from "../../config/EventDeliverySettings.js"
+import { JobFinishedEvent } from "../../domain/JobFinishedEvent.js"
+import type { OutboxEvent } from "../../domain/OutboxEvent.js"
+import { storedParent } from "../../domain/TraceContext.js"
+import { EventDeliveryFailed, type EventTarget, EventTargets } from "../../services/outbox/EventTargets.js"
+import {
+  type DeliveryOutcome,
+  type DeliverySettlement,
+  OutboxRepository
+} from "../../services/outbox/OutboxRepository.js"
 
 type RetrySettings = Pick<EventDeliverySettingsShape, "retryBaseDelayMs" | "retryMaxDelayMs" | "retryForMs">
 
