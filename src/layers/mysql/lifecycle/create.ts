@@ -48,17 +48,7 @@ export const makeLifecycleCreation = (
       return insertJob({ row, at }).pipe(
         Effect.as(new AiJob({ ...row, createdAt: at, updatedAt: at }, { disableValidation: true }))
       )
-    }).pipe(
-      Effect.catchIf(isDuplicateKey, () =>
-        Effect.fail(
-          new DuplicateIdempotencyKey({
-            userId: job.userId,
-            jobType: job.jobType,
-            idempotencyKey: job.idempotencyKey ?? ""
-          })
-        )),
-      persistence("ai_job.create")
-    )
+    }).pipe(duplicateKeyOf(job), persistence("ai_job.create"))
 
   const createJobs = (jobs: ReadonlyArray<NewAiJob>) =>
     Effect.flatMap(clockDate, (at) => {

@@ -142,8 +142,8 @@ export const makeLifecycleLocks = (
    * Several deliveries at once: the queued rows (with their snapshots and the database's time)
    * read under `FOR UPDATE SKIP LOCKED`, then one UPDATE locks them all with that time, and one
    * COMMIT. A row another transaction holds is skipped, not waited for: its delivery reads the
-   * row and judges it as a lone one does. The answers are built from the rows read, as `lockedRow`
-   * would leave them, so nothing is read back.
+   * row and judges it as a lone one does. The answers are the rows read with what the UPDATE set,
+   * so nothing is read back.
    */
   const lockGroupQueued = (
     requests: ReadonlyArray<QueuedLockRequest>,
