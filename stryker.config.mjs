@@ -19,6 +19,7 @@ export default {
     "src/layers/memory/**/*.ts",
     "src/layers/mysql/MysqlOutboxRepository.ts",
     "src/layers/mysql/MysqlAiJobLifecycleRepository.ts",
+    "src/layers/mysql/lifecycle/*.ts",
     "src/layers/mysql/MysqlUnitOfWork.ts"
   ],
   // Two shared cores: one sandbox at a time unless the machine is free (STRYKER_CONCURRENCY=2).

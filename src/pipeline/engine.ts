@@ -1,8 +1,22 @@
-import { Context, Deferred, Effect, Exit, Fiber, Metric, Option, Ref, SubscriptionRef } from "effect"
+import {
+  Context,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  Metric,
+  Option,
+  Ref,
+  type Schedule,
+  SubscriptionRef,
+  type Tracer
+} from "effect"
 import { TimingConfig } from "../config/EngineConfig.js"
 import { ProviderSettings } from "../config/ProviderSettings.js"
 import type { AiJob } from "../domain/AiJob.js"
+import type { ExecutionError } from "../domain/ExecutionError.js"
 import { progressAt } from "../domain/JobEvent.js"
+import type { CancelRequestedBeforeSuccess, LockLost } from "../domain/LifecycleErrors.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 import { storedParent } from "../domain/TraceContext.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
@@ -27,14 +41,14 @@ import { UnitOfWork } from "../services/UnitOfWork.js"
 import { UsageLog } from "../services/UsageLog.js"
 import { complete } from "./complete.js"
 import { execute } from "./execute.js"
-import { makeGroupCommit } from "./groupCommit.js"
+import { type Commit, makeGroupCommit } from "./groupCommit.js"
 import { defectsAsInternal } from "./internalErrors.js"
 import { executeProgressRange, type LeaseHold, makeLeaseKeeper } from "./LeaseKeeper.js"
 import { makeGroupLock, prepare } from "./prepare.js"
 import { project } from "./project.js"
 import { resolve } from "./resolve.js"
 import { loggedRetries, retrySchedule } from "./retrySchedule.js"
-import { type PreparedJob, RunOutcome } from "./RunningJob.js"
+import { type ExecutedJob, type PreparedJob, type ResolvedJob, RunOutcome } from "./RunningJob.js"
 import { recordUsage } from "./usage.js"
 
 /** Every service the pipeline's stages use: a run's fiber sees these and nothing else. */
@@ -83,13 +97,143 @@ const executeProgress = (hold: LeaseHold): JobProgress["Type"] => ({
 })
 
 /**
+ * How stages that failed end the run: a lost lease and a cancel requested before the success
+ * stop it from outside; anything else failed the job, after `calls` provider calls.
+ */
+const outcomeOfFailure = (
+  error: ExecutionError | LockLost | CancelRequestedBeforeSuccess,
+  calls: number
+): RunOutcome =>
+  error._tag === "LockLost"
+    ? RunOutcome.LockLost()
+    : error._tag === "CancelRequestedBeforeSuccess"
+    ? RunOutcome.CancelRequested()
+    : RunOutcome.Failed({ error, calls })
+
+/** One EXECUTE call, which the run retries per the definition. */
+const executeOnce = Effect.fnUntraced(function*(
+  resolved: ResolvedJob,
+  progress: JobProgress["Type"],
+  calls: Ref.Ref<number>,
+  problems: Ref.Ref<ReadonlyArray<string>>
+) {
+  // A call is numbered by its lease and its place in the lease: no read of the usage
+  // log, and a zombie (an older lease) can never take its successor's number.
+  const nextCallNo = Effect.map(Ref.getAndUpdate(calls, (n) => n + 1), (n) => n + 1)
+  const attemptNo = yield* nextCallNo
+  return yield* execute(resolved, attemptNo, yield* Ref.get(problems), nextCallNo).pipe(
+    Effect.provideService(JobProgress, progress),
+    defectsAsInternal,
+    // VALIDATION is retried with what was wrong added to the prompt.
+    Effect.tapError((
+      error
+    ) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
+  )
+})
+
+/**
+ * EXECUTE's calls until one is validated, then PROJECT. A validated answer goes on to PROJECT
+ * whatever stops the run meanwhile, so its call's usage row is never lost between the two. Once
+ * projection starts it finishes: the job ends succeeded with its artifacts, or untouched (a
+ * failed transaction, or a cancel requested before markSucceeded); never a mix. `committed` is
+ * set in the same uninterruptible step as PROJECT's commit.
+ */
+const executeThenProject = <E, R>(
+  prepared: PreparedJob,
+  attempt: Effect.Effect<ExecutedJob, E, R>,
+  schedule: Schedule.Schedule<unknown, unknown>,
+  hold: LeaseHold,
+  commit: Commit,
+  committed: Ref.Ref<Option.Option<AiJob>>
+) =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.gen(function*() {
+      const executed = yield* restore(Effect.retry(attempt, loggedRetries(schedule, prepared.job.jobType)))
+      yield* hold.reach(progressAt.VALIDATED)
+      return yield* project(executed, commit).pipe(
+        defectsAsInternal,
+        Effect.retry(schedule),
+        // The projection rolled back for good: its call's usage row is written on its own.
+        Effect.tapError(() => recordUsage(executed.usage)),
+        Effect.tap((job) => Ref.set(committed, Option.some(job)))
+      )
+    })
+  )
+
+/**
+ * RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself. The
+ * keeper's next beat carries the progress each stage reaches (no write of its own: every write
+ * per job is a commit).
+ */
+const runStages: (
+  prepared: PreparedJob,
+  hold: LeaseHold,
+  commit: Commit,
+  committed: Ref.Ref<Option.Option<AiJob>>
+) => Effect.Effect<RunOutcome, never, EngineServices> = Effect.fnUntraced(function*(prepared, hold, commit, committed) {
+  const schedule = retrySchedule(prepared.registered.definition)
+  const calls = yield* Ref.make(0)
+  const problems = yield* Ref.make<ReadonlyArray<string>>([])
+
+  const stages = Effect.gen(function*() {
+    const resolved = yield* resolve(prepared).pipe(defectsAsInternal, Effect.retry(schedule))
+    yield* hold.reach(progressAt.RESOLVE)
+    const attempt = executeOnce(resolved, executeProgress(hold), calls, problems)
+    yield* hold.reach(progressAt.EXECUTE)
+    const succeeded = yield* executeThenProject(prepared, attempt, schedule, hold, commit, committed)
+    return RunOutcome.Succeeded({ job: succeeded })
+  })
+
+  return yield* stages.pipe(
+    Effect.catchAll((error) => Effect.map(Ref.get(calls), (callCount) => outcomeOfFailure(error, callCount)))
+  )
+})
+
+/**
+ * The ids of the jobs an engine runs, and a count of the changes to them that the worker
+ * directory listens to: it hears of every lock and release at once, and a change costs no copy
+ * of the set.
+ */
+const trackRunningJobs = (version: SubscriptionRef.SubscriptionRef<number>) => {
+  const ids = new Set<string>()
+  const change = (apply: () => void) =>
+    Effect.zipRight(Effect.sync(apply), SubscriptionRef.update(version, (n) => n + 1))
+  return {
+    ids,
+    add: (jobId: string) => change(() => ids.add(jobId)),
+    remove: (jobId: string) => change(() => ids.delete(jobId)),
+    /** Sets the active-jobs gauge to the count now. */
+    measure: Effect.suspend(() => Metric.set(activeJobs, ids.size)),
+    changes: version.changes
+  }
+}
+
+/**
+ * The run's span continues the trace stored with the job (its create request's), carried by the
+ * payload, so every stage of every run joins that one trace.
+ */
+const runSpanOptions = (delivery: JobDelivery, workerId: string): Tracer.SpanOptions => ({
+  kind: "consumer",
+  captureStackTrace: false,
+  ...Option.match(storedParent(delivery.payload.traceParent), {
+    onNone: () => ({ root: true }),
+    onSome: (span) => ({ parent: span })
+  }),
+  attributes: {
+    "ai_job.id": delivery.payload.jobId,
+    "ai_job.type": delivery.payload.jobType,
+    "ai_job.queue": delivery.queueName,
+    workerId
+  }
+})
+
+/**
  * The AiJobExecutionEngine of one worker (docs/architecture.md §8). `run` sequences the five
  * stages: PREPARE; then RESOLVE, EXECUTE and PROJECT, whose lease the process's `LeaseKeeper`
  * holds (and stops from outside: a lost lease, a cancel, a hand-off); then COMPLETE, which
- * records the outcome. Every error is caught
- * (engine retries never become queue retries, §9.3): `run` fails only with `JobHandedOff`, when
- * the worker gives the delivery back (shutdown, or no database to prepare it with) so the queue
- * delivers it again.
+ * records the outcome. Every error is caught (engine retries never become queue retries, §9.3):
+ * `run` fails only with `JobHandedOff`, when the worker gives the delivery back (shutdown, or no
+ * database to prepare it with) so the queue delivers it again.
  */
 export const makeExecutionEngine = (workerId: string) =>
   Effect.gen(function*() {
@@ -103,121 +247,58 @@ export const makeExecutionEngine = (workerId: string) =>
     // together commit in one transaction; a lone one goes at once (docs/architecture.md §8.1, §8.4).
     const lockQueued = yield* makeGroupLock(workerId, timing.jobLockTtlMs)
     const commit = yield* makeGroupCommit
-    // The ids, and a count of the changes to them that the worker directory listens to: it
-    // hears of every lock and release at once, and a change costs no copy of the set.
-    const running = new Set<string>()
-    const runningVersion = yield* SubscriptionRef.make(0)
-    const changeRunning = (change: () => void) =>
-      Effect.zipRight(Effect.sync(change), SubscriptionRef.update(runningVersion, (n) => n + 1))
+    const running = trackRunningJobs(yield* SubscriptionRef.make(0))
     let stopping = false
 
     /**
-     * RESOLVE → EXECUTE (retried per the definition) → PROJECT: how the work ends by itself.
-     * `committed` is set in the same uninterruptible step as PROJECT's commit.
+     * The stages in a fiber of their own under the lease; the run waits for the outcome, which
+     * the stages decide by ending or the keeper by stopping them (lease lost, cancel, hand-off),
+     * and then interrupts them (PROJECT, once begun, finishes first). A run whose PROJECT
+     * committed succeeded, whatever stopped it meanwhile: a beat just after that commit finds the
+     * row no longer `running` and calls the lease lost.
      */
-    const work = (
-      prepared: PreparedJob,
-      hold: LeaseHold,
-      committed: Ref.Ref<Option.Option<AiJob>>
-    ): Effect.Effect<RunOutcome, never, EngineServices> =>
-      Effect.gen(function*() {
-        // Carried by the keeper's next beat (no write of its own: every write per job is a commit).
-        const reach = hold.reach
-        const progress = executeProgress(hold)
-        const schedule = retrySchedule(prepared.registered.definition)
-        const calls = yield* Ref.make(0)
-        const problems = yield* Ref.make<ReadonlyArray<string>>([])
-
-        const pipeline = Effect.gen(function*() {
-          const resolved = yield* resolve(prepared).pipe(defectsAsInternal, Effect.retry(schedule))
-          yield* reach(progressAt.RESOLVE)
-
-          const attempt = Effect.gen(function*() {
-            // A call is numbered by its lease and its place in the lease: no read of the usage
-            // log, and a zombie (an older lease) can never take its successor's number.
-            const nextCallNo = Effect.map(Ref.getAndUpdate(calls, (n) => n + 1), (n) => n + 1)
-            const attemptNo = yield* nextCallNo
-            return yield* execute(resolved, attemptNo, yield* Ref.get(problems), nextCallNo).pipe(
-              Effect.provideService(JobProgress, progress),
-              defectsAsInternal,
-              // VALIDATION is retried with what was wrong added to the prompt.
-              Effect.tapError((
-                error
-              ) => (error._tag === "ValidationError" ? Ref.set(problems, error.problems) : Effect.void))
-            )
+    const runUnderLease = (prepared: PreparedJob, delivery: JobDelivery) =>
+      Effect.scoped(
+        Effect.gen(function*() {
+          const hold = yield* keeper.hold(prepared.lease, {
+            progress: prepared.job.progress,
+            honourCancel: prepared.registered.definition.execution.cancellable
           })
-          yield* reach(progressAt.EXECUTE)
-          // A validated answer goes on to PROJECT whatever stops the run meanwhile, so its call's
-          // usage row is never lost between the two. Once projection starts it finishes: the job
-          // ends succeeded with its artifacts, or untouched (a failed transaction, or a cancel
-          // requested before markSucceeded); never a mix.
-          const succeeded = yield* Effect.uninterruptibleMask((restore) =>
-            Effect.gen(function*() {
-              const executed = yield* restore(Effect.retry(attempt, loggedRetries(schedule, prepared.job.jobType)))
-              yield* reach(progressAt.VALIDATED)
-              return yield* project(executed, commit).pipe(
-                defectsAsInternal,
-                Effect.retry(schedule),
-                // The projection rolled back for good: its call's usage row is written on its own.
-                Effect.tapError(() => recordUsage(executed.usage)),
-                Effect.tap((job) => Ref.set(committed, Option.some(job)))
-              )
-            })
+          yield* handOffOnAbort(delivery.signal, hold.outcome)
+          const committed = yield* Ref.make(Option.none<AiJob>())
+          const worker = yield* Effect.fork(
+            Effect.flatMap(
+              runStages(prepared, hold, commit, committed),
+              (ended) => Deferred.succeed(hold.outcome, ended)
+            )
           )
-          return RunOutcome.Succeeded({ job: succeeded })
+          const decided = yield* Deferred.await(hold.outcome)
+          // Stopped from outside (a cancel, a hand-off, a lost lease): an answer already received
+          // is read first, so its call is recorded with what the provider billed.
+          if (Option.isNone(yield* Fiber.poll(worker))) yield* gatewaySettles
+          yield* Fiber.interrupt(worker)
+          return Option.match(yield* Ref.get(committed), {
+            onNone: () => decided,
+            onSome: (job) => RunOutcome.Succeeded({ job })
+          })
         })
+      )
 
-        return yield* pipeline.pipe(
-          Effect.catchAll((error) =>
-            Effect.map(Ref.get(calls), (callCount) =>
-              error._tag === "LockLost"
-                ? RunOutcome.LockLost()
-                : error._tag === "CancelRequestedBeforeSuccess"
-                ? RunOutcome.CancelRequested()
-                : RunOutcome.Failed({ error, calls: callCount }))
-          )
-        )
-      })
-
-    /**
-     * The work in a fiber of its own; the run waits for the outcome, which the work decides by
-     * ending or the keeper by stopping it (lease lost, cancel, hand-off), and then interrupts
-     * the work (PROJECT, once begun, finishes first). A run whose PROJECT committed succeeded,
-     * whatever stopped it meanwhile: a beat just after that commit finds the row no longer
-     * `running` and calls the lease lost.
-     */
-    const runPrepared = (prepared: PreparedJob, delivery: JobDelivery) =>
-      Effect.gen(function*() {
+    /** A locked job to its end (at once if a cancel came first, else under its lease), which COMPLETE records. */
+    const runLocked = Effect.fnUntraced(
+      function*(prepared: PreparedJob, delivery: JobDelivery) {
         if (prepared.job.cancelRequestedAt !== null && prepared.registered.definition.execution.cancellable) {
           return yield* complete(prepared, RunOutcome.CancelRequested())
         }
-        const outcome = yield* Effect.scoped(
-          Effect.gen(function*() {
-            const hold = yield* keeper.hold(prepared.lease, {
-              progress: prepared.job.progress,
-              honourCancel: prepared.registered.definition.execution.cancellable
-            })
-            yield* handOffOnAbort(delivery.signal, hold.outcome)
-            const committed = yield* Ref.make(Option.none<AiJob>())
-            const worker = yield* Effect.fork(
-              Effect.flatMap(work(prepared, hold, committed), (ended) => Deferred.succeed(hold.outcome, ended))
-            )
-            const decided = yield* Deferred.await(hold.outcome)
-            // Stopped from outside (a cancel, a hand-off, a lost lease): an answer already received
-            // is read first, so its call is recorded with what the provider billed.
-            if (Option.isNone(yield* Fiber.poll(worker))) yield* gatewaySettles
-            yield* Fiber.interrupt(worker)
-            return Option.match(yield* Ref.get(committed), {
-              onNone: () => decided,
-              onSome: (job) => RunOutcome.Succeeded({ job })
-            })
-          })
-        )
+        const outcome = yield* runUnderLease(prepared, delivery)
         yield* complete(prepared, outcome)
-      }).pipe(
-        Effect.onExit(() => changeRunning(() => running.delete(prepared.job.id))),
-        Effect.annotateLogs("attempt", prepared.lease.attempt)
-      )
+      },
+      (effect, prepared) =>
+        effect.pipe(
+          Effect.onExit(() => running.remove(prepared.job.id)),
+          Effect.annotateLogs("attempt", prepared.lease.attempt)
+        )
+    )
 
     // A storage failure before the lock gives the delivery back to the queue, which tries again
     // after its backoff; acknowledging it would strand a queued job (the simulator found that).
@@ -229,40 +310,30 @@ export const makeExecutionEngine = (workerId: string) =>
         Effect.fail(new JobHandedOff({ jobId, reason: "storage unavailable during PREPARE", consumerStopping: false }))
       )
 
-    const activeCount = Effect.suspend(() => Metric.set(activeJobs, running.size))
+    /** PREPARE, then the locked job's run, in the span of the delivery's run. */
+    const prepareAndRun = Effect.fnUntraced(
+      function*(delivery: JobDelivery) {
+        const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs, lockQueued).pipe(
+          Effect.catchAll(giveBack(delivery.payload.jobId))
+        )
+        if (Option.isNone(prepared)) return
+        const { job, lease } = prepared.value
+        yield* Effect.annotateCurrentSpan({ "ai_job.lease_no": lease.leaseNo, "ai_job.attempt": lease.attempt })
+        yield* running.add(job.id)
+        yield* running.measure
+        yield* runLocked(prepared.value, delivery).pipe(Effect.ensuring(running.measure))
+      },
+      (effect, delivery) => Effect.withSpan(effect, "pipeline.run", runSpanOptions(delivery, workerId))
+    )
 
     const run = (delivery: JobDelivery): Effect.Effect<void, JobHandedOff> =>
       Effect.gen(function*() {
-        const { jobId, traceParent } = delivery.payload
         if (stopping) {
-          return yield* Effect.fail(new JobHandedOff({ jobId, reason: "worker stopping", consumerStopping: true }))
-        }
-        // The run's span continues the trace stored with the job (its create request's), carried
-        // by the payload, so every stage of every run joins that one trace.
-        const parent = storedParent(traceParent)
-        yield* Effect.gen(function*() {
-          const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs, lockQueued).pipe(
-            Effect.catchAll(giveBack(jobId))
+          return yield* Effect.fail(
+            new JobHandedOff({ jobId: delivery.payload.jobId, reason: "worker stopping", consumerStopping: true })
           )
-          if (Option.isNone(prepared)) return
-          const { job, lease } = prepared.value
-          yield* Effect.annotateCurrentSpan({ "ai_job.lease_no": lease.leaseNo, "ai_job.attempt": lease.attempt })
-          yield* changeRunning(() => running.add(job.id))
-          yield* activeCount
-          yield* runPrepared(prepared.value, delivery).pipe(Effect.ensuring(activeCount))
-        }).pipe(
-          Effect.withSpan("pipeline.run", {
-            kind: "consumer",
-            captureStackTrace: false,
-            ...Option.match(parent, { onNone: () => ({ root: true }), onSome: (span) => ({ parent: span }) }),
-            attributes: {
-              "ai_job.id": jobId,
-              "ai_job.type": delivery.payload.jobType,
-              "ai_job.queue": delivery.queueName,
-              workerId
-            }
-          })
-        )
+        }
+        yield* prepareAndRun(delivery)
       }).pipe(
         Effect.catchAllDefect((defect) => Effect.logError("engine defect; the reaper covers the job", defect)),
         // Once per run: every stage's lines and every statement's warnings carry them.
@@ -275,9 +346,9 @@ export const makeExecutionEngine = (workerId: string) =>
       workerId,
       run,
       /** Ids of the jobs this engine runs now (the worker's heartbeat shows them). */
-      runningJobIds: Effect.sync((): ReadonlyArray<string> => Array.from(running)),
+      runningJobIds: Effect.sync((): ReadonlyArray<string> => Array.from(running.ids)),
       /** A value now, then one for every change to the running jobs. */
-      runningChanges: runningVersion.changes,
+      runningChanges: running.changes,
       /** Stops every running job at once and gives it back (graceful shutdown). */
       handOffAll: Effect.suspend(() => {
         stopping = true

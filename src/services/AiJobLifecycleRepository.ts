@@ -104,11 +104,11 @@ export const clampProgress = (progress: number): number =>
 export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLifecycleRepository")<
   AiJobLifecycleRepository,
   {
-    /** Inserts a `queued` job. Call inside `UnitOfWork.transaction` beside its outbox event. */
+    /** Call inside `UnitOfWork.transaction` beside its outbox event, so neither commits without the other. */
     readonly createJob: (job: NewAiJob) => Effect.Effect<AiJob, DuplicateIdempotencyKey | PersistenceError>
     /**
-     * Inserts `queued` jobs, in the order given, in one statement (a batch create). Call inside
-     * `UnitOfWork.transaction`, beside their snapshots and outbox events.
+     * A batch create: the jobs, in the order given, in a few multi-row writes instead of one per
+     * job. Call inside `UnitOfWork.transaction`, beside their snapshots and outbox events.
      */
     readonly createJobs: (
       jobs: ReadonlyArray<NewAiJob>
@@ -134,8 +134,9 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       idempotencyKey: string
     ) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
     /**
-     * Compare-and-set `queued → running`; the loser gets `JobLockConflict` (docs/architecture.md §4.1).
-     * `progress`, when given, rides along (raised, never lowered), as on `takeOver` and `extendLocks`.
+     * `queued → running` as a compare-and-set, so of two workers given one job only one runs it;
+     * the other gets `JobLockConflict` (docs/architecture.md §4.1). `progress` rides along (raised,
+     * never lowered), as on `takeOver` and `extendLocks`, so it costs no write of its own.
      */
     readonly lockJob: (
       jobId: string,
@@ -144,13 +145,11 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       progress?: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | PersistenceError>
     /**
-     * PREPARE's common case (docs/architecture.md §8.1), for the deliveries that arrived together:
-     * `queued → running` for each requested job still queued and of its `jobType`, with the
-     * locked rows and their snapshots read back, as one compare-and-set for the whole group.
-     * Answers in the order given: None where nothing matched (the job is not queued, of another
-     * type, missing, held by a concurrent write, or requested twice in the group) and nothing
-     * was written, so the caller reads the row to learn why. `progress` rides along (raised, never
-     * lowered), as on `takeOver` and `extendLocks`.
+     * PREPARE's common case (docs/architecture.md §8.1): the deliveries that arrived together are
+     * locked (`queued → running`, each only if still of its `jobType`) and read back with their
+     * snapshots in one commit for the group, not one per job. None, in the order given, where
+     * nothing was written (not queued, another type, missing, held by a concurrent write, or asked
+     * twice): the caller reads that row to learn why. `progress` rides along as on `lockJob`.
      */
     readonly lockQueued: (
       requests: ReadonlyArray<QueuedLockRequest>,
@@ -223,8 +222,9 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       limit: number
     ) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
     /**
-     * Marks a queued job as looked after now (its `updated_at`), if it is still queued and still
-     * as `seen`; false when anything changed it meanwhile. Call inside the requeue's transaction.
+     * Marks a queued job as looked after now (its `updated_at`) if it is still queued and unchanged
+     * since `job` was read, so it is not found stale again at once and a second reaper's touch
+     * fails; false when anything changed it meanwhile. Call inside the requeue's transaction.
      */
     readonly touchQueued: (job: AiJob) => Effect.Effect<boolean, PersistenceError>
     /** Running jobs whose lock ended more than `graceMs` ago (docs/architecture.md §12.1), oldest first. */
