@@ -1,7 +1,7 @@
-import { Config, Context, Layer, Option, Redacted } from "effect"
+import { Config, Context, Duration, Layer, Option, Redacted } from "effect"
 import { isIP } from "node:net"
 import { jwtSecretConfig } from "./AuthSettings.js"
-import { positiveMillis } from "./configValues.js"
+import { optionalMillisDuration, positiveMillisDuration, positiveSecondsDuration } from "./configValues.js"
 
 /**
  * The engine's configuration, read with Effect `Config` from the environment. Variable names
@@ -100,69 +100,76 @@ export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
  * later; the other recovery timers default to multiples of the lease, so one setting scales all.
  */
 export const leaseDefaults = {
-  jobLockTtlMs: 15_000,
-  jobHeartbeatMs: 5_000,
-  reaperGraceMs: 5_000,
-  reaperIntervalMs: 5_000
+  jobLockTtl: Duration.seconds(15),
+  jobHeartbeatInterval: Duration.seconds(5),
+  reaperGrace: Duration.seconds(5),
+  reaperInterval: Duration.seconds(5)
 } as const
 
 /** A queued job untouched this long may have lost its delivery: twice the lease. */
-export const queuedRedispatchFor = (jobLockTtlMs: number) => 2 * jobLockTtlMs
+export const queuedRedispatchFor = (jobLockTtl: Duration.Duration) => Duration.times(jobLockTtl, 2)
 /** A dispatcher's claim on outbox events lasts as long as a job lease. */
-export const outboxLockTtlFor = (jobLockTtlMs: number) => jobLockTtlMs
+export const outboxLockTtlFor = (jobLockTtl: Duration.Duration) => jobLockTtl
 
-const optionalMillis = (name: string) =>
-  Config.option(
-    Config.integer(name).pipe(
-      Config.validate({ message: `${name} must be a positive whole number of milliseconds`, validation: (n) => n > 0 })
-    )
-  )
+const defaultOutboxPollInterval = Duration.seconds(1)
+const defaultSnapshotRetention = Duration.days(7)
 
-/** The timing knobs of leases, heartbeats and the outbox. */
+/** The timing knobs of leases, heartbeats and the outbox; each variable takes milliseconds. */
 export class TimingConfig extends Context.Tag("ai-job-engine/TimingConfig")<
   TimingConfig,
   {
-    readonly jobLockTtlMs: number
-    readonly jobHeartbeatMs: number
-    readonly reaperGraceMs: number
-    readonly outboxLockTtlMs: number
-    readonly outboxPollMs: number
-    readonly snapshotRetentionMs: number
-    readonly reaperIntervalMs: number
-    readonly queuedRedispatchMs: number
+    /** `JOB_LOCK_TTL_MS`: how long a worker's lock on a job lasts unless extended. */
+    readonly jobLockTtl: Duration.Duration
+    /** `JOB_HEARTBEAT_MS`: how often the lease keeper extends the locks it holds. */
+    readonly jobHeartbeatInterval: Duration.Duration
+    /** `REAPER_GRACE_MS`: how long past its expiry a lock is left before the reaper takes the job back. */
+    readonly reaperGrace: Duration.Duration
+    /** `OUTBOX_LOCK_TTL_MS`: how long a dispatcher's claim on outbox events lasts (default: the job lock TTL). */
+    readonly outboxLockTtl: Duration.Duration
+    /** `OUTBOX_POLL_MS`: how often an idle dispatcher looks for events without a signal. */
+    readonly outboxPollInterval: Duration.Duration
+    /** `SNAPSHOT_RETENTION_MS`: how long a job's input snapshot is kept. */
+    readonly snapshotRetention: Duration.Duration
+    /** `REAPER_INTERVAL_MS`: the time between two reaper passes. */
+    readonly reaperInterval: Duration.Duration
+    /** `QUEUED_REDISPATCH_MS`: a queued job untouched this long is queued again (default: twice the lock TTL). */
+    readonly queuedRedispatchAfter: Duration.Duration
   }
 >() {
   static readonly config = Config.all({
-    jobLockTtlMs: positiveMillis("JOB_LOCK_TTL_MS", leaseDefaults.jobLockTtlMs),
-    jobHeartbeatMs: positiveMillis("JOB_HEARTBEAT_MS", leaseDefaults.jobHeartbeatMs),
-    reaperGraceMs: positiveMillis("REAPER_GRACE_MS", leaseDefaults.reaperGraceMs),
-    outboxLockTtlMs: optionalMillis("OUTBOX_LOCK_TTL_MS"),
-    outboxPollMs: positiveMillis("OUTBOX_POLL_MS", 1_000),
-    snapshotRetentionMs: positiveMillis("SNAPSHOT_RETENTION_MS", 7 * 24 * 60 * 60 * 1000),
-    reaperIntervalMs: positiveMillis("REAPER_INTERVAL_MS", leaseDefaults.reaperIntervalMs),
-    queuedRedispatchMs: optionalMillis("QUEUED_REDISPATCH_MS")
+    jobLockTtl: positiveMillisDuration("JOB_LOCK_TTL_MS", leaseDefaults.jobLockTtl),
+    jobHeartbeatInterval: positiveMillisDuration("JOB_HEARTBEAT_MS", leaseDefaults.jobHeartbeatInterval),
+    reaperGrace: positiveMillisDuration("REAPER_GRACE_MS", leaseDefaults.reaperGrace),
+    outboxLockTtl: optionalMillisDuration("OUTBOX_LOCK_TTL_MS"),
+    outboxPollInterval: positiveMillisDuration("OUTBOX_POLL_MS", defaultOutboxPollInterval),
+    snapshotRetention: positiveMillisDuration("SNAPSHOT_RETENTION_MS", defaultSnapshotRetention),
+    reaperInterval: positiveMillisDuration("REAPER_INTERVAL_MS", leaseDefaults.reaperInterval),
+    queuedRedispatchAfter: optionalMillisDuration("QUEUED_REDISPATCH_MS")
   }).pipe(
     Config.map((timing) => ({
       ...timing,
-      outboxLockTtlMs: Option.getOrElse(timing.outboxLockTtlMs, () => outboxLockTtlFor(timing.jobLockTtlMs)),
-      queuedRedispatchMs: Option.getOrElse(timing.queuedRedispatchMs, () => queuedRedispatchFor(timing.jobLockTtlMs))
+      outboxLockTtl: Option.getOrElse(timing.outboxLockTtl, () => outboxLockTtlFor(timing.jobLockTtl)),
+      queuedRedispatchAfter: Option.getOrElse(
+        timing.queuedRedispatchAfter,
+        () => queuedRedispatchFor(timing.jobLockTtl)
+      )
     })),
     Config.validate({
       message: "JOB_HEARTBEAT_MS must be shorter than JOB_LOCK_TTL_MS, or the lock lapses between heartbeats",
-      validation: (timing) => timing.jobHeartbeatMs < timing.jobLockTtlMs
+      validation: (timing) => Duration.lessThan(timing.jobHeartbeatInterval, timing.jobLockTtl)
     })
   )
   static readonly layer = Layer.effect(TimingConfig, TimingConfig.config)
   /** The defaults, for tests and simulations that set timing in code. */
   static readonly make = (overrides: Partial<TimingConfig["Type"]> = {}) => {
-    const jobLockTtlMs = overrides.jobLockTtlMs ?? leaseDefaults.jobLockTtlMs
+    const jobLockTtl = overrides.jobLockTtl ?? leaseDefaults.jobLockTtl
     return Layer.succeed(TimingConfig, {
       ...leaseDefaults,
-      jobLockTtlMs,
-      outboxLockTtlMs: outboxLockTtlFor(jobLockTtlMs),
-      outboxPollMs: 1_000,
-      snapshotRetentionMs: 7 * 24 * 60 * 60 * 1000,
-      queuedRedispatchMs: queuedRedispatchFor(jobLockTtlMs),
+      jobLockTtl,
+      outboxLockTtl: outboxLockTtlFor(jobLockTtl),
+      outboxPollInterval: defaultOutboxPollInterval,
+      snapshotRetention: defaultSnapshotRetention,
+      queuedRedispatchAfter: queuedRedispatchFor(jobLockTtl),
       ...overrides
     })
   }
@@ -218,26 +225,20 @@ export class HttpConfig extends Context.Tag("ai-job-engine/HttpConfig")<
   static readonly layer = Layer.effect(HttpConfig, HttpConfig.config)
 }
 
-const positiveSeconds = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive whole number of seconds`, validation: (n) => n > 0 })
-  )
-
 /**
- * Bounds on the engine's MySQL transactions, set on their sessions. `lockWaitTimeoutS`: how
- * long a statement waits for a row lock (`innodb_lock_wait_timeout`). `idleTransactionTimeoutS`:
- * how long a write transaction may sit idle before the server kills its connection and rolls it
- * back (MariaDB's `idle_write_transaction_timeout`; MySQL has no such bound), so a frozen
- * worker's transaction cannot hold a job's rows from the worker that took it over.
+ * Bounds on the engine's MySQL transactions, set on their sessions in whole seconds.
+ * `lockWaitTimeout`: how long a statement waits for a row lock (`innodb_lock_wait_timeout`).
+ * `idleTransactionTimeout`: how long a write transaction may sit idle before the server kills its
+ * connection and rolls it back (MariaDB's `idle_write_transaction_timeout`; MySQL has no such
+ * bound), so a frozen worker's transaction cannot hold a job's rows from the worker that took it over.
  */
 export class DatabaseSessionConfig extends Context.Tag("ai-job-engine/DatabaseSessionConfig")<
   DatabaseSessionConfig,
-  { readonly lockWaitTimeoutS: number; readonly idleTransactionTimeoutS: number }
+  { readonly lockWaitTimeout: Duration.Duration; readonly idleTransactionTimeout: Duration.Duration }
 >() {
   static readonly config = Config.all({
-    lockWaitTimeoutS: positiveSeconds("DB_LOCK_WAIT_TIMEOUT_S", 5),
-    idleTransactionTimeoutS: positiveSeconds("DB_IDLE_TRANSACTION_TIMEOUT_S", 10)
+    lockWaitTimeout: positiveSecondsDuration("DB_LOCK_WAIT_TIMEOUT_S", Duration.seconds(5)),
+    idleTransactionTimeout: positiveSecondsDuration("DB_IDLE_TRANSACTION_TIMEOUT_S", Duration.seconds(10))
   })
   static readonly layer = Layer.effect(DatabaseSessionConfig, DatabaseSessionConfig.config)
 }

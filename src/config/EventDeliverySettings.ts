@@ -1,4 +1,4 @@
-import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, Context, Duration, Effect, Either, Layer, Option, Redacted } from "effect"
 import { positiveMillis, positiveWhole } from "./configValues.js"
 import { TimingConfig } from "./EngineConfig.js"
 
@@ -55,7 +55,7 @@ export class EventDeliverySettings extends Context.Tag("ai-job-engine/EventDeliv
     EventDeliverySettings,
     Effect.gen(function*() {
       const { deliveryTimeoutMs, ...settings } = yield* EventDeliverySettings.config
-      const claimMs = (yield* TimingConfig).outboxLockTtlMs
+      const claimMs = Duration.toMillis((yield* TimingConfig).outboxLockTtl)
       if (Option.isNone(deliveryTimeoutMs)) {
         return {
           ...settings,

@@ -1,4 +1,4 @@
-import { DateTime, Deferred, Effect, Exit, Schedule, Stream } from "effect"
+import { DateTime, Deferred, Duration, Effect, Exit, Schedule, Stream } from "effect"
 import { TimingConfig } from "../config/EngineConfig.js"
 import type { JobLease } from "../domain/AiJob.js"
 import { progressAt, stageOf } from "../domain/JobEvent.js"
@@ -79,7 +79,7 @@ export const makeLeaseKeeper = Effect.gen(function*() {
       progress: clampProgress(entry.progress),
       reportCancel: entry.honourCancel && !entry.cancelDelivered
     }))
-    const beats = yield* jobs.extendLocks(batch, timing.jobLockTtlMs)
+    const beats = yield* jobs.extendLocks(batch, Duration.toMillis(timing.jobLockTtl))
     yield* Effect.forEach(entries, (entry, index) => {
       switch (beats[index]) {
         case "Lost":
@@ -101,7 +101,7 @@ export const makeLeaseKeeper = Effect.gen(function*() {
     ),
     Effect.annotateLogs({ stage: "HEARTBEAT" })
   )
-  yield* Effect.forkScoped(Effect.schedule(beat, Schedule.spaced(timing.jobHeartbeatMs)))
+  yield* Effect.forkScoped(Effect.schedule(beat, Schedule.spaced(timing.jobHeartbeatInterval)))
 
   // One subscription for the process; a cancel for a job it does not hold is someone else's.
   const requests = yield* cancels.subscribe

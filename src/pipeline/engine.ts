@@ -1,6 +1,7 @@
 import {
   Context,
   Deferred,
+  Duration,
   Effect,
   Exit,
   Fiber,
@@ -245,7 +246,7 @@ export const makeExecutionEngine = (workerId: string) =>
     const keeper = yield* makeLeaseKeeper
     // Deliveries that arrive together are locked by one statement, and projections that finish
     // together commit in one transaction; a lone one goes at once (docs/architecture.md §8.1, §8.4).
-    const lockQueued = yield* makeGroupLock(workerId, timing.jobLockTtlMs)
+    const lockQueued = yield* makeGroupLock(workerId, Duration.toMillis(timing.jobLockTtl))
     const commit = yield* makeGroupCommit
     const running = trackRunningJobs(yield* SubscriptionRef.make(0))
     let stopping = false
@@ -313,7 +314,8 @@ export const makeExecutionEngine = (workerId: string) =>
     /** PREPARE, then the locked job's run, in the span of the delivery's run. */
     const prepareAndRun = Effect.fnUntraced(
       function*(delivery: JobDelivery) {
-        const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtlMs, lockQueued).pipe(
+        const lockTtlMs = Duration.toMillis(timing.jobLockTtl)
+        const prepared = yield* prepare(delivery.payload, workerId, lockTtlMs, lockQueued).pipe(
           Effect.catchAll(giveBack(delivery.payload.jobId))
         )
         if (Option.isNone(prepared)) return

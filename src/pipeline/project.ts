@@ -59,7 +59,7 @@ export const project = Effect.fn("pipeline.project", { captureStackTrace: false 
         schedule: Schedule.exponential(Duration.millis(100)).pipe(
           Schedule.union(Schedule.spaced(Duration.seconds(1))),
           Schedule.jittered,
-          Schedule.upTo(Duration.millis(timing.jobLockTtlMs))
+          Schedule.upTo(timing.jobLockTtl)
         )
       }),
       Effect.catchTag("PersistenceError", persistenceAsInternal),

@@ -1,4 +1,4 @@
-import { Clock, Effect, Either, Schedule } from "effect"
+import { Clock, Duration, Effect, Either, Schedule } from "effect"
 import { TimingConfig } from "../config/EngineConfig.js"
 import { byExpiredLock } from "../domain/AiJob.js"
 import { publicMessageOf } from "../domain/ExecutionError.js"
@@ -41,7 +41,11 @@ export const reapOnce = Effect.gen(function*() {
   const unitOfWork = yield* UnitOfWork
   const signal = yield* OutboxSignal
   const queue = yield* JobQueue
-  const { jobLockTtlMs, queuedRedispatchMs, reaperGraceMs } = yield* TimingConfig
+  const timing = yield* TimingConfig
+  // The repository, the fence and the redispatch window count in milliseconds.
+  const jobLockTtlMs = Duration.toMillis(timing.jobLockTtl)
+  const queuedRedispatchMs = Duration.toMillis(timing.queuedRedispatchAfter)
+  const reaperGraceMs = Duration.toMillis(timing.reaperGrace)
   const expired = yield* jobs.findExpiredLocks(reaperGraceMs, batchSize)
   const window = Math.floor((yield* Clock.currentTimeMillis) / queuedRedispatchMs)
   let cancelled = 0
@@ -125,10 +129,10 @@ export const reapOnce = Effect.gen(function*() {
 
 /** The reaper as a background loop, every `REAPER_INTERVAL_MS`; a failed pass is logged, not fatal. */
 export const runReaper = Effect.gen(function*() {
-  const { reaperIntervalMs } = yield* TimingConfig
+  const { reaperInterval } = yield* TimingConfig
   // Whatever a pass meets, failure or defect, the loop goes on: the reaper is the safety net.
   yield* reapOnce.pipe(
     Effect.catchAllCause((cause) => Effect.logWarning("reaper pass failed; trying again next interval", cause)),
-    Effect.repeat(Schedule.spaced(reaperIntervalMs))
+    Effect.repeat(Schedule.spaced(reaperInterval))
   )
 })

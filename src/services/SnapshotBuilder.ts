@@ -1,4 +1,4 @@
-import { Clock, Effect } from "effect"
+import { Clock, Duration, Effect } from "effect"
 import { TimingConfig } from "../config/EngineConfig.js"
 import type { JobDefinition } from "../domain/JobDefinition.js"
 
@@ -37,7 +37,7 @@ export class SnapshotBuilder extends Effect.Service<SnapshotBuilder>()("ai-job-e
         Effect.map(Clock.currentTimeMillis, (millis) => ({
           content: redact(validatedInput),
           redactionVersion,
-          expiresAt: new Date(millis + timing.snapshotRetentionMs)
+          expiresAt: new Date(millis + Duration.toMillis(timing.snapshotRetention))
         }))
     }
   })

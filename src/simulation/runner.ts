@@ -1,4 +1,16 @@
-import { Clock, ConfigProvider, Effect, Exit, FiberRef, HashMap, HashSet, Random, Scheduler, Scope } from "effect"
+import {
+  Clock,
+  ConfigProvider,
+  Duration,
+  Effect,
+  Exit,
+  FiberRef,
+  HashMap,
+  HashSet,
+  Random,
+  Scheduler,
+  Scope
+} from "effect"
 import { circuitBreakerDefaults } from "../config/CircuitBreakerSettings.js"
 import type { TimingConfig } from "../config/EngineConfig.js"
 import { queueDefaults } from "../config/QueueSettings.js"
@@ -84,14 +96,14 @@ export const defaultSimulationSettings: SimulationSettings = {
   dispatchers: 2,
   reapers: 2,
   timing: {
-    jobLockTtlMs: 20_000,
-    jobHeartbeatMs: 5_000,
-    reaperGraceMs: 5_000,
-    reaperIntervalMs: 5_000,
-    queuedRedispatchMs: 15_000,
-    outboxLockTtlMs: 15_000,
-    outboxPollMs: 1_000,
-    snapshotRetentionMs: 7 * 24 * 60 * 60 * 1000
+    jobLockTtl: Duration.millis(20_000),
+    jobHeartbeatInterval: Duration.millis(5_000),
+    reaperGrace: Duration.millis(5_000),
+    reaperInterval: Duration.millis(5_000),
+    queuedRedispatchAfter: Duration.millis(15_000),
+    outboxLockTtl: Duration.millis(15_000),
+    outboxPollInterval: Duration.millis(1_000),
+    snapshotRetention: Duration.millis(7 * 24 * 60 * 60 * 1000)
   },
   dispatcherReleaseIntervalMs: 5_000,
   providerLatencyMs: { min: 50, max: 2_000 },
@@ -127,7 +139,23 @@ const definitions = [
 ] as const
 
 /** How long after an honoured cancel a run's calls may go on: the cancel message stops them at once, a beat within one interval. */
-const cancelStopMs = (timing: TimingConfig["Type"]) => 2 * timing.jobHeartbeatMs
+const cancelStopMs = (timing: TimingConfig["Type"]) => 2 * Duration.toMillis(timing.jobHeartbeatInterval)
+
+/** The timers the liveness bound adds up, in milliseconds. */
+const timingMillis = (timing: TimingConfig["Type"]) => ({
+  jobLockTtlMs: Duration.toMillis(timing.jobLockTtl),
+  reaperGraceMs: Duration.toMillis(timing.reaperGrace),
+  reaperIntervalMs: Duration.toMillis(timing.reaperInterval),
+  queuedRedispatchMs: Duration.toMillis(timing.queuedRedispatchAfter),
+  outboxLockTtlMs: Duration.toMillis(timing.outboxLockTtl),
+  outboxPollMs: Duration.toMillis(timing.outboxPollInterval)
+})
+
+/** A pause this long loses the paused worker's lock: the lock TTL, the reaper's grace and one reaper interval. */
+const lostLockMs = (timing: TimingConfig["Type"]) => {
+  const { jobLockTtlMs, reaperGraceMs, reaperIntervalMs } = timingMillis(timing)
+  return jobLockTtlMs + reaperGraceMs + reaperIntervalMs
+}
 
 /** The longest a Retry-After from the simulated provider asks for (see `faults.ts`). */
 const maxRetryAfterMs = 6_000
@@ -143,7 +171,7 @@ const maxRetryAfterMs = 6_000
  *   several providers, the longest a breaker stays open), then one provider call.
  */
 export const livenessBoundMs = (settings: SimulationSettings, failover = false): number => {
-  const { timing } = settings
+  const timing = timingMillis(settings.timing)
   // A route whose every target's breaker is open asks to be retried when the first may probe.
   const retryAfterMs = failover ? Math.max(maxRetryAfterMs, circuitBreakerDefaults.maxOpenMs) : maxRetryAfterMs
   const lostLock = timing.jobLockTtlMs + timing.reaperGraceMs + timing.reaperIntervalMs
@@ -179,7 +207,7 @@ const planExtended = (seed: number, settings: SimulationSettings) =>
     const faults = yield* generateExtendedFaults({
       phaseMs: settings.phaseMs,
       workers: settings.workers,
-      minPauseMs: settings.timing.jobLockTtlMs + settings.timing.reaperGraceMs + settings.timing.reaperIntervalMs,
+      minPauseMs: lostLockMs(settings.timing),
       burstsAt
     }).pipe(Effect.withRandom(Random.make(`extended-faults:${seed}`)))
     return { workload, faults }
@@ -244,7 +272,7 @@ export const runSeed = (
     cancellable: new Set(
       definitions.filter((definition) => definition.execution.cancellable).map((definition) => definition.jobType)
     ),
-    reaperGraceMs: settings.timing.reaperGraceMs,
+    reaperGraceMs: Duration.toMillis(settings.timing.reaperGrace),
     now: clock.now,
     trace,
     concurrencyLimits: Object.fromEntries(
@@ -278,7 +306,7 @@ export const runSeed = (
       phaseMs: settings.phaseMs,
       workers: settings.workers,
       dispatchers: settings.dispatchers,
-      minPauseMs: settings.timing.jobLockTtlMs + settings.timing.reaperGraceMs + settings.timing.reaperIntervalMs
+      minPauseMs: lostLockMs(settings.timing)
     }).pipe(Effect.withRandom(Random.make(`faults:${seed}`)))
     const creatorAdds = settings.creatorAdds ??
       (settings.plantedBug === null && !settings.unsafeDisableFencing && seed % 2 === 0)

@@ -385,7 +385,9 @@ const workerLayer = (
     Layer.provideMerge(Layer.succeed(MemoryDatabase, db)),
     Layer.merge(Layer.succeed(AiGateway, gateway)),
     // Each worker waits in its own room; a crashed worker's permits lapse with its lock's lifetime.
-    Layer.merge(MemoryProviderCapacity({ leaseMs: settings.timing.jobLockTtlMs, workerId: process.id })),
+    Layer.merge(
+      MemoryProviderCapacity({ leaseMs: Duration.toMillis(settings.timing.jobLockTtl), workerId: process.id })
+    ),
     // Each worker keeps its own view of the breakers every worker shares through one store.
     Layer.merge(MemoryCircuitBreaker),
     Layer.merge(Layer.succeed(JobQueue, processQueue(Context.get(shared, JobQueue), process))),

@@ -23,7 +23,9 @@ import {
  * long poll, through the typed client, with the real engine running jobs on the synthetic provider.
  */
 const setup = Effect.gen(function*() {
-  const engine = yield* Layer.build(memoryEngineStack({ timing: { jobHeartbeatMs: 50, jobLockTtlMs: 5_000 } }))
+  const engine = yield* Layer.build(
+    memoryEngineStack({ timing: { jobHeartbeatInterval: Duration.millis(50), jobLockTtl: Duration.millis(5_000) } })
+  )
   const api = yield* startApi(Layer.succeedContext(engine))
   // Each provider call takes 600 ms: long enough for several heartbeats to report progress.
   yield* Effect.provide(

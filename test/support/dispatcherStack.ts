@@ -63,7 +63,7 @@ export const runDispatcher = (options: DispatcherOptions) => {
   const layers = Layer.mergeAll(
     queue,
     options.signal ?? InProcessOutboxSignal,
-    TimingConfig.make({ outboxPollMs: 50, ...options.timing }),
+    TimingConfig.make({ outboxPollInterval: Duration.millis(50), ...options.timing }),
     DispatcherSettings.make({ dispatcherId: options.dispatcherId, ...options.settings })
   )
   // Built into the caller's scope: the dispatcher's fibers and connections live as long as it.

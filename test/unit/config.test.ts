@@ -14,13 +14,13 @@ describe("configuration", () => {
       const timing = yield* TimingConfig.config
       // Leases that recover in seconds (issue 18); the spec's 60 s / 30 s remain a setting.
       expect(timing).toMatchObject({
-        jobLockTtlMs: 15_000,
-        jobHeartbeatMs: 5_000,
-        reaperGraceMs: 5_000,
-        reaperIntervalMs: 5_000,
-        outboxLockTtlMs: 15_000,
-        queuedRedispatchMs: 30_000,
-        outboxPollMs: 1_000
+        jobLockTtl: Duration.millis(15_000),
+        jobHeartbeatInterval: Duration.millis(5_000),
+        reaperGrace: Duration.millis(5_000),
+        reaperInterval: Duration.millis(5_000),
+        outboxLockTtl: Duration.millis(15_000),
+        queuedRedispatchAfter: Duration.millis(30_000),
+        outboxPollInterval: Duration.millis(1_000)
       })
       const storage = yield* StorageConfig.config
       expect(Option.isNone(storage.databaseUrl)).toBe(true)
@@ -34,15 +34,19 @@ describe("configuration", () => {
     Effect.gen(function*() {
       const spec = yield* TimingConfig.config.pipe(withEnv({ JOB_LOCK_TTL_MS: "60000", JOB_HEARTBEAT_MS: "30000" }))
       expect(spec).toMatchObject({
-        jobLockTtlMs: 60_000,
-        jobHeartbeatMs: 30_000,
-        outboxLockTtlMs: 60_000,
-        queuedRedispatchMs: 120_000
+        jobLockTtl: Duration.millis(60_000),
+        jobHeartbeatInterval: Duration.millis(30_000),
+        outboxLockTtl: Duration.millis(60_000),
+        queuedRedispatchAfter: Duration.millis(120_000)
       })
       const explicit = yield* TimingConfig.config.pipe(
         withEnv({ OUTBOX_LOCK_TTL_MS: "7000", QUEUED_REDISPATCH_MS: "300000" })
       )
-      expect(explicit).toMatchObject({ jobLockTtlMs: 15_000, outboxLockTtlMs: 7_000, queuedRedispatchMs: 300_000 })
+      expect(explicit).toMatchObject({
+        jobLockTtl: Duration.millis(15_000),
+        outboxLockTtl: Duration.millis(7_000),
+        queuedRedispatchAfter: Duration.millis(300_000)
+      })
       const bad = yield* Effect.either(TimingConfig.config.pipe(withEnv({ QUEUED_REDISPATCH_MS: "0" })))
       expect(Either.isLeft(bad) && String(bad.left)).toContain("QUEUED_REDISPATCH_MS")
     }))

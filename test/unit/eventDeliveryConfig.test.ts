@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer, Option } from "effect"
+import { ConfigProvider, Duration, Effect, Layer, Option } from "effect"
 import { TimingConfig } from "../../src/config/EngineConfig.js"
 import {
   domainEventsQueueConfig,
@@ -13,7 +13,11 @@ const withEnv = (env: Record<string, string>) =>
 
 const settingsWith = (env: Record<string, string>, outboxLockTtlMs: number) =>
   EventDeliverySettings.pipe(
-    Effect.provide(EventDeliverySettings.layer.pipe(Layer.provide(TimingConfig.make({ outboxLockTtlMs })))),
+    Effect.provide(
+      EventDeliverySettings.layer.pipe(
+        Layer.provide(TimingConfig.make({ outboxLockTtl: Duration.millis(outboxLockTtlMs) }))
+      )
+    ),
     withEnv(env)
   )
 

@@ -1,7 +1,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Layer, Option, Ref, Schema, Scope } from "effect"
+import { Duration, Effect, Layer, Option, Ref, Schema, Scope } from "effect"
 import { DatabaseSessionConfig } from "../../config/EngineConfig.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
 import { UnitOfWork } from "../../services/UnitOfWork.js"
@@ -55,8 +55,11 @@ const sessionBounds = Effect.gen(function*() {
     Result: Schema.Unknown,
     execute: () => sql`SHOW VARIABLES LIKE 'idle_write_transaction_timeout'`
   })(undefined).pipe(Effect.orDie)
-  const settings = [`innodb_lock_wait_timeout = ${bounds.lockWaitTimeoutS}`]
-  if (found.length > 0) settings.push(`idle_write_transaction_timeout = ${bounds.idleTransactionTimeoutS}`)
+  // Both server variables take whole seconds.
+  const settings = [`innodb_lock_wait_timeout = ${Duration.toSeconds(bounds.lockWaitTimeout)}`]
+  if (found.length > 0) {
+    settings.push(`idle_write_transaction_timeout = ${Duration.toSeconds(bounds.idleTransactionTimeout)}`)
+  }
   return `SET SESSION ${settings.join(", ")}`
 })
 

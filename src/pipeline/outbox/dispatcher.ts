@@ -212,12 +212,12 @@ export const makeDispatcher = Effect.gen(function*() {
   }).pipe(Effect.asVoid)
 
   /** Until a signal (a create committed, an operator replayed, claims were released) or the poll. */
-  const wake = Effect.race(signal.await, Effect.sleep(Duration.millis(timing.outboxPollMs)))
+  const wake = Effect.race(signal.await, Effect.sleep(timing.outboxPollInterval))
 
   const dispatchLoop = Effect.forever(Effect.zipRight(drain, wake))
 
   /** Every `releaseInterval`, claims older than the lock TTL go back to pending (§6.4). */
-  const releaseLoop = outbox.releaseExpiredLocks(timing.outboxLockTtlMs).pipe(
+  const releaseLoop = outbox.releaseExpiredLocks(Duration.toMillis(timing.outboxLockTtl)).pipe(
     Effect.tap((released) =>
       released > 0
         ? Effect.logWarning("Released expired outbox claims").pipe(
@@ -231,7 +231,12 @@ export const makeDispatcher = Effect.gen(function*() {
     ),
     // Derived from the claim's TTL too, so an abandoned claim is back within about 1.5 TTL.
     Effect.repeat(
-      Schedule.spaced(Duration.min(settings.releaseInterval, Duration.millis(Math.max(1, timing.outboxLockTtlMs / 2))))
+      Schedule.spaced(
+        Duration.min(
+          settings.releaseInterval,
+          Duration.millis(Math.max(1, Duration.toMillis(timing.outboxLockTtl) / 2))
+        )
+      )
     ),
     Effect.asVoid
   )
@@ -239,7 +244,11 @@ export const makeDispatcher = Effect.gen(function*() {
   /** Both loops as fibers of the caller's scope; closing it finishes the current batch. */
   const run = Effect.gen(function*() {
     yield* Effect.logInfo("Outbox dispatcher started").pipe(
-      Effect.annotateLogs({ dispatcherId, batchSize: settings.batchSize, pollMs: timing.outboxPollMs })
+      Effect.annotateLogs({
+        dispatcherId,
+        batchSize: settings.batchSize,
+        pollMs: Duration.toMillis(timing.outboxPollInterval)
+      })
     )
     // Registered first, so it runs last: after both loops have stopped. A claim still held then
     // (its batch cut short) goes back to pending now rather than after the claim TTL.

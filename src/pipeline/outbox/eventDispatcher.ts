@@ -218,8 +218,8 @@ export const makeEventDispatcher = Effect.gen(function*() {
           ? Effect.void
           : round === "busy"
           // Every slot taken: the next claim waits for one to free up.
-          ? Effect.race(Queue.take(freed), Effect.sleep(Duration.millis(timing.outboxPollMs)))
-          : Effect.sleep(Duration.millis(timing.outboxPollMs))
+          ? Effect.race(Queue.take(freed), Effect.sleep(timing.outboxPollInterval))
+          : Effect.sleep(timing.outboxPollInterval)
       ),
       Effect.forever
     )

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope, TestClock } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Scope, TestClock } from "effect"
 import { type AiJob, leaseOf } from "../../../src/domain/AiJob.js"
 import { CredentialError, ProviderError } from "../../../src/domain/ExecutionError.js"
 import { defineJobType } from "../../../src/domain/JobType.js"
@@ -183,7 +183,13 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(calls.map((call) => call.outcome)).toStrictEqual(["interrupted", "succeeded"])
       const rows = yield* Effect.flatMap(UsageLog, (usage) => usage.listByJobId(job.id))
       expect(rows.map((row) => row.errorCode)).toStrictEqual(["TIMEOUT", null])
-    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 120_000, jobHeartbeatMs: 20_000 } }))))
+    }).pipe(
+      Effect.provide(
+        memoryEngineStack({
+          timing: { jobLockTtl: Duration.millis(120_000), jobHeartbeatInterval: Duration.millis(20_000) }
+        })
+      )
+    ))
 
   const strictEcho = {
     ...syntheticEchoJobType,
@@ -277,7 +283,13 @@ describe("the execution engine (memory layers, TestClock)", () => {
       expect(cancelled.progress).toBe(20)
       expect((yield* control.calls).map((call) => call.outcome)).toStrictEqual(["interrupted"])
       expect(yield* Effect.flatMap(ArtifactRepository, (artifacts) => artifacts.listByJob(job.id))).toHaveLength(0)
-    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))
+    }).pipe(
+      Effect.provide(
+        memoryEngineStack({
+          timing: { jobLockTtl: Duration.millis(60_000), jobHeartbeatInterval: Duration.millis(30_000) }
+        })
+      )
+    ))
 
   it.scoped("a published cancel stops a running job at once", () =>
     Effect.gen(function*() {
@@ -373,7 +385,13 @@ describe("the execution engine (memory layers, TestClock)", () => {
       // The call happened: its usage row is written on its own, once.
       const rows = yield* Effect.flatMap(UsageLog, (usage) => usage.listByJobId(job.id))
       expect(rows.map((row) => [row.attemptNo, row.errorCode])).toStrictEqual([[1, null]])
-    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))))
+    }).pipe(
+      Effect.provide(
+        memoryEngineStack({
+          timing: { jobLockTtl: Duration.millis(60_000), jobHeartbeatInterval: Duration.millis(30_000) }
+        })
+      )
+    ))
 
   it.scoped("the same delivery handled twice at once produces one execution", () =>
     Effect.gen(function*() {
@@ -606,7 +624,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
         null
       ])
       expect(new Set(rows.map((row) => `${row.leaseNo}/${row.attemptNo}`)).size).toBe(rows.length)
-    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: 200 } }))))
+    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobHeartbeatInterval: Duration.millis(200) } }))))
 
   it.scoped("the registry refuses to start with a broken job type", () =>
     Effect.gen(function*() {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Metric, Option, Queue, TestClock } from "effect"
+import { Chunk, Deferred, Duration, Effect, Exit, Fiber, Layer, Metric, Option, Queue, TestClock } from "effect"
 import { getEventListeners } from "node:events"
 import type { AiJob } from "../../../src/domain/AiJob.js"
 import { ProviderError } from "../../../src/domain/ExecutionError.js"
@@ -339,7 +339,13 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       yield* Deferred.succeed(release, undefined)
       yield* joinMoving(run)
       expect((yield* jobNow(job.id)).progress).toBe(100)
-    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: heartbeatMs, jobLockTtlMs: 60_000 } }))))
+    }).pipe(
+      Effect.provide(
+        memoryEngineStack({
+          timing: { jobHeartbeatInterval: Duration.millis(heartbeatMs), jobLockTtl: Duration.millis(60_000) }
+        })
+      )
+    ))
 
   it.scoped("a progress report that is not a number is ignored; the next one counts", () =>
     Effect.gen(function*() {
@@ -378,7 +384,12 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
         yield* joinMoving(run)
         expect((yield* jobNow(job.id)).lifecycleStatus).toBe("succeeded")
       }).pipe(
-        Effect.provide(memoryEngineStack({ gateway, timing: { jobHeartbeatMs: heartbeatMs, jobLockTtlMs: 60_000 } }))
+        Effect.provide(
+          memoryEngineStack({
+            gateway,
+            timing: { jobHeartbeatInterval: Duration.millis(heartbeatMs), jobLockTtl: Duration.millis(60_000) }
+          })
+        )
       )
     }))
 
@@ -467,7 +478,11 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       expect(lines.filter((line) => line.includes("failure not recorded"))).toStrictEqual([])
     }).pipe(
       Effect.provide(LogCaptureLayer),
-      Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 30_000 } }))
+      Effect.provide(
+        memoryEngineStack({
+          timing: { jobLockTtl: Duration.millis(60_000), jobHeartbeatInterval: Duration.millis(30_000) }
+        })
+      )
     ))
 
   it.scoped("a beat just after PROJECT's commit leaves the run a success: COMPLETE announces it, counts it and logs it", () =>
@@ -505,6 +520,6 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       expect(lines.filter((line) => line.includes("lock lost"))).toStrictEqual([])
     }).pipe(
       Effect.provide(LogCaptureLayer),
-      Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: heartbeatMs } }))
+      Effect.provide(memoryEngineStack({ timing: { jobHeartbeatInterval: Duration.millis(heartbeatMs) } }))
     ))
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Option, TestClock } from "effect"
+import { Duration, Effect, Option, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
@@ -47,7 +47,13 @@ describe("the lease keeper (memory layers, TestClock)", () => {
         expect(now.lockUntil!.getTime()).toBeGreaterThan(locked[index]!.lockUntil!.getTime() + 2 * lockTtlMs)
       }
       expect(yield* control.calls).toStrictEqual([])
-    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: heartbeatMs, jobLockTtlMs: lockTtlMs } }))))
+    }).pipe(
+      Effect.provide(
+        memoryEngineStack({
+          timing: { jobHeartbeatInterval: Duration.millis(heartbeatMs), jobLockTtl: Duration.millis(lockTtlMs) }
+        })
+      )
+    ))
 
   it.scoped("a lease taken by another worker stops its run at the next beat: the call is interrupted and nothing is written", () =>
     Effect.gen(function*() {
@@ -71,5 +77,11 @@ describe("the lease keeper (memory layers, TestClock)", () => {
         rescued.leaseNo,
         rescued.lockUntil
       ])
-    }).pipe(Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: heartbeatMs, jobLockTtlMs: lockTtlMs } }))))
+    }).pipe(
+      Effect.provide(
+        memoryEngineStack({
+          timing: { jobHeartbeatInterval: Duration.millis(heartbeatMs), jobLockTtl: Duration.millis(lockTtlMs) }
+        })
+      )
+    ))
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { DateTime, Deferred, Effect, Exit, Option, Scope, TestClock } from "effect"
+import { DateTime, Deferred, Duration, Effect, Exit, Option, Scope, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
 import type { JobEvent } from "../../../src/domain/JobEvent.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
@@ -59,7 +59,11 @@ const withKeeper = <A, E, R>(body: (published: ReadonlyArray<JobEvent>) => Effec
       publish: (event: JobEvent) => Effect.zipRight(Effect.sync(() => published.push(event)), events.publish(event))
     })),
     Effect.provide(LogCaptureLayer),
-    Effect.provide(memoryEngineStack({ timing: { jobHeartbeatMs: heartbeatMs, jobLockTtlMs: lockTtlMs } }))
+    Effect.provide(
+      memoryEngineStack({
+        timing: { jobHeartbeatInterval: Duration.millis(heartbeatMs), jobLockTtl: Duration.millis(lockTtlMs) }
+      })
+    )
   )
 }
 

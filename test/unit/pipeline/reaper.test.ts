@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Metric, Option, TestClock } from "effect"
+import { Duration, Effect, Fiber, Metric, Option, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
 import { publicMessageOf } from "../../../src/domain/ExecutionError.js"
 import type { JobEvent } from "../../../src/domain/JobEvent.js"
@@ -371,7 +371,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect((yield* reapOnce).snapshotsDeleted).toBe(1)
         expect((yield* actions("snapshots_deleted")) - before).toBe(1)
         expect((yield* reaperLines)[0]).toContain("snapshotsDeleted=1")
-      }), { timing: { snapshotRetentionMs: 60_000 } }))
+      }), { timing: { snapshotRetention: Duration.millis(60_000) } }))
 
   it.scoped("the reaper loop runs a pass every REAPER_INTERVAL_MS and goes on after a pass that failed", () =>
     onEngine(() =>
@@ -428,7 +428,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect(yield* reapOnce).toMatchObject({ requeued: 0, requeuedQueued: 0, snapshotsDeleted: 1 })
         yield* settle
         expect(yield* Fiber.poll(woken)).toStrictEqual(Option.none())
-      }), { timing: { snapshotRetentionMs: 60_000 } }))
+      }), { timing: { snapshotRetention: Duration.millis(60_000) } }))
 
   it.scoped("a redispatch already written in this window writes nothing and wakes no dispatcher", () =>
     onEngine(() =>
@@ -488,5 +488,5 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         expect(yield* reapOnce).toMatchObject({ requeued: 0, cancelled: 1, requeuedQueued: 1 })
         yield* settle
         expect(yield* queue.contains("ai-interactive", `${queueJobIdFor(lost.id)}-rq${second}`)).toBe(true)
-      }), { timing: { outboxPollMs: 600_000 } }))
+      }), { timing: { outboxPollInterval: Duration.millis(600_000) } }))
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Layer, Scope, TestClock } from "effect"
+import { ConfigProvider, Duration, Effect, Exit, Layer, Scope, TestClock } from "effect"
 import { hostname } from "node:os"
 import { workerIdFromConfig, workerQueuesConfig, WorkerSettings } from "../../../src/config/WorkerSettings.js"
 import { SyntheticGatewayControl } from "../../../src/layers/gateway/SyntheticGateway.js"
@@ -130,7 +130,11 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
       expect(lines.filter((line) => line.includes("worker stopping: running jobs handed back"))).toHaveLength(1)
     }).pipe(
       Effect.provide(LogCaptureLayer),
-      Effect.provide(memoryEngineStack({ timing: { jobLockTtlMs: 60_000, jobHeartbeatMs: 20_000 } }))
+      Effect.provide(
+        memoryEngineStack({
+          timing: { jobLockTtl: Duration.millis(60_000), jobHeartbeatInterval: Duration.millis(20_000) }
+        })
+      )
     ))
 
   it.scoped("consumes only the queues it serves", () =>

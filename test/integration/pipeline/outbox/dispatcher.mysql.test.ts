@@ -94,7 +94,7 @@ layer(base, { excludeTestServices: true, timeout: Duration.seconds(120) })(
         yield* runDispatcher({
           dispatcherId: "pubsub-d",
           redis: freshRedis,
-          timing: { outboxPollMs: 60_000 },
+          timing: { outboxPollInterval: Duration.millis(60_000) },
           signal: RedisOutboxSignal.pipe(Layer.provide(freshRedis))
         }).pipe(Scope.extend(dispatcherScope))
         // Let the first (empty) poll pass, so the dispatcher is asleep when the job is created.
@@ -129,7 +129,7 @@ layer(base, { excludeTestServices: true, timeout: Duration.seconds(120) })(
           dispatcherId: "survivor-d",
           redis: freshRedis,
           counter,
-          timing: { outboxLockTtlMs: 800 },
+          timing: { outboxLockTtl: Duration.millis(800) },
           settings: { releaseInterval: Duration.millis(200) }
         })
         yield* Effect.sleep(Duration.millis(300))

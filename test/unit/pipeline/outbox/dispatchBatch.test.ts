@@ -287,7 +287,10 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
       expect(released[0]).toContain("released=1")
     }).pipe(
       Effect.provide(
-        stack({ releaseInterval: Duration.seconds(4) }, { outboxLockTtlMs: 10_000, outboxPollMs: 600_000 })
+        stack({ releaseInterval: Duration.seconds(4) }, {
+          outboxLockTtl: Duration.millis(10_000),
+          outboxPollInterval: Duration.millis(600_000)
+        })
       )
     ))
 
@@ -312,7 +315,7 @@ describe("the dispatcher's loops (memory, TestClock)", () => {
       expect(started).toContain("dispatcherId=dispatcher-a")
       expect(started).toContain("batchSize=100")
       expect(started).toContain("pollMs=600000")
-    }).pipe(Effect.provide(stack({}, { outboxPollMs: 600_000 }))))
+    }).pipe(Effect.provide(stack({}, { outboxPollInterval: Duration.millis(600_000) }))))
 
   it.scoped("the retry delay grows from the base and stays at the cap", () =>
     Effect.gen(function*() {
@@ -467,7 +470,12 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
       const [failed] = yield* logLines("Releasing expired outbox claims failed")
       expect(failed).toContain("error=db down")
     }).pipe(
-      Effect.provide(stack({ releaseInterval: Duration.minutes(1) }, { outboxLockTtlMs: 2_000, outboxPollMs: 600_000 }))
+      Effect.provide(
+        stack({ releaseInterval: Duration.minutes(1) }, {
+          outboxLockTtl: Duration.millis(2_000),
+          outboxPollInterval: Duration.millis(600_000)
+        })
+      )
     ))
 
   it.scoped("stopping with no claims left says nothing of them; a failed give-back is logged and the stop still completes", () =>
@@ -495,7 +503,7 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
       const [warning] = yield* logLines("Releasing this dispatcher's claims failed; they expire with the claim TTL")
       expect(warning).toContain("error=db down")
       expect(yield* logLines("Outbox dispatcher stopped")).toHaveLength(2)
-    }).pipe(Effect.provide(stack({}, { outboxPollMs: 600_000 }))))
+    }).pipe(Effect.provide(stack({}, { outboxPollInterval: Duration.millis(600_000) }))))
 
   it.scoped("only publishes are traced, each in the job's trace or a root of its own; the polls around them are not", () =>
     Effect.gen(function*() {
@@ -549,5 +557,5 @@ describe("what the dispatcher tells about each event and its loops (memory, Test
       expect(inside.seen.find((span) => span.name === "store.claim")?.parentSpanId).toBe(outer.spanId)
       expect(inside.seen.filter((span) => span.name === "dispatcher.publish").map((span) => span.parentSpanId))
         .toStrictEqual([undefined])
-    }).pipe(Effect.provide(stack({}, { outboxPollMs: 1_000 }))))
+    }).pipe(Effect.provide(stack({}, { outboxPollInterval: Duration.millis(1_000) }))))
 })

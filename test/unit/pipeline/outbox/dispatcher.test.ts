@@ -133,7 +133,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
       expect(event.lockedBy).toBe("dispatcher-a")
       expect(yield* queuedIds).toEqual([queueJobIdFor(job.id)])
       expect((yield* (yield* JobQueue).counts("ai-interactive")).waiting).toBe(1)
-    }).pipe(Effect.provide(stack({}, { outboxLockTtlMs: 60_000 }))))
+    }).pipe(Effect.provide(stack({}, { outboxLockTtl: Duration.millis(60_000) }))))
 
   it.scoped("with the default (lease-derived) claim TTL, a dead dispatcher's claim is dispatched again within two leases", () =>
     Effect.gen(function*() {

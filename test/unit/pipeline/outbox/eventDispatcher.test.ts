@@ -62,7 +62,7 @@ const stack = (targets: ReadonlyArray<EventTarget>, overrides: Partial<typeof se
     Layer.provideMerge(
       Layer.mergeAll(
         MemoryJobQueueLive.pipe(Layer.provide(QueueSettings.make())),
-        TimingConfig.make({ outboxPollMs: 100 })
+        TimingConfig.make({ outboxPollInterval: Duration.millis(100) })
       )
     ),
     Layer.provideMerge(jobCreation(memoryRepositories)),
