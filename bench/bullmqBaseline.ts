@@ -1,5 +1,5 @@
 import { type Job, Queue, Worker } from "bullmq"
-import { Deferred, Effect } from "effect"
+import { Deferred, Duration, Effect } from "effect"
 import { Redis } from "ioredis"
 import { queueDefaults } from "../src/config/QueueSettings.js"
 import { newId } from "../src/domain/Ids.js"
@@ -46,7 +46,7 @@ export const rawQueue = (options: {
           connection: consumer,
           prefix: options.prefix,
           concurrency: options.concurrency,
-          lockDuration: setting.lockDurationMs,
+          lockDuration: Duration.toMillis(setting.lockDuration),
           removeOnComplete: { count: 0 },
           removeOnFail: { count: 0 }
         })
@@ -65,7 +65,7 @@ export const rawQueue = (options: {
             jobId: queueJobIdFor(jobId),
             priority: queuePriorityFor(50),
             attempts: setting.attempts,
-            backoff: { type: "exponential", delay: setting.backoffDelayMs },
+            backoff: { type: "exponential", delay: Duration.toMillis(setting.backoffDelay) },
             removeOnComplete: true,
             removeOnFail: true
           })

@@ -1,5 +1,5 @@
 import { Queue as BullQueue } from "bullmq"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import { Redis } from "ioredis"
 import type mysql from "mysql2/promise"
 import { queueDefaults } from "../src/config/QueueSettings.js"
@@ -88,7 +88,7 @@ const precreate = (pool: mysql.Pool, queue: BullQueue, from: number, count: numb
             jobId: queueJobIdFor(jobId),
             priority: queuePriorityFor(50),
             attempts: setting.attempts,
-            backoff: { type: "exponential", delay: setting.backoffDelayMs },
+            backoff: { type: "exponential", delay: Duration.toMillis(setting.backoffDelay) },
             removeOnComplete: true,
             removeOnFail: true
           }

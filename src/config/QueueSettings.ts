@@ -1,24 +1,25 @@
-import { Config, Context, Layer } from "effect"
+import { Config, Context, Duration, Layer } from "effect"
 import type { QueueName } from "../domain/QueueName.js"
+import { positiveWhole } from "./configValues.js"
 
 /** How one queue is consumed and retried (docs/architecture.md §7.1). */
 export interface QueueSetting {
   /** Jobs one process runs at once. */
   readonly concurrency: number
   /** How long a worker's lock on a job lasts before the queue thinks it died (not a timeout). */
-  readonly lockDurationMs: number
+  readonly lockDuration: Duration.Duration
   /** Deliveries per job; attempts after the first only cover a crashed worker. */
   readonly attempts: number
   /** First delay of the exponential backoff between deliveries. */
-  readonly backoffDelayMs: number
+  readonly backoffDelay: Duration.Duration
 }
 
 export interface QueueSettingsShape {
   readonly queues: Readonly<Record<QueueName, QueueSetting>>
-  /** An `add` that takes longer fails with `JobQueueUnavailable` (Redis unreachable). */
-  readonly addTimeoutMs: number
-  /** On shutdown, how long active deliveries may finish before their signal is aborted. */
-  readonly shutdownGraceMs: number
+  /** `QUEUE_ADD_TIMEOUT_MS`: an `add` that takes longer fails with `JobQueueUnavailable` (Redis unreachable). */
+  readonly addTimeout: Duration.Duration
+  /** `WORKER_SHUTDOWN_GRACE_MS`: on shutdown, how long active deliveries may finish before their signal is aborted. */
+  readonly shutdownGrace: Duration.Duration
 }
 
 /**
@@ -26,8 +27,18 @@ export interface QueueSettingsShape {
  * lock, attempts and backoff; the concurrency is `make`'s, a process defaults to `ioBoundConcurrency`.
  */
 export const queueDefaults: Readonly<Record<QueueName, QueueSetting>> = {
-  "ai-interactive": { concurrency: 2, lockDurationMs: 30_000, attempts: 2, backoffDelayMs: 2_000 },
-  "ai-background": { concurrency: 1, lockDurationMs: 60_000, attempts: 3, backoffDelayMs: 5_000 }
+  "ai-interactive": {
+    concurrency: 2,
+    lockDuration: Duration.seconds(30),
+    attempts: 2,
+    backoffDelay: Duration.seconds(2)
+  },
+  "ai-background": {
+    concurrency: 1,
+    lockDuration: Duration.seconds(60),
+    attempts: 3,
+    backoffDelay: Duration.seconds(5)
+  }
 }
 
 /**
@@ -38,15 +49,13 @@ export const ioBoundConcurrency: Readonly<Record<QueueName, number>> = { "ai-int
 
 const defaults: QueueSettingsShape = {
   queues: queueDefaults,
-  addTimeoutMs: 5_000,
-  shutdownGraceMs: 30_000
+  addTimeout: Duration.seconds(5),
+  shutdownGrace: Duration.seconds(30)
 }
 
-const positiveInt = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive whole number`, validation: (n) => n > 0 })
-  )
+/** A duration its variable gives as a positive whole number of milliseconds. */
+const wholeMillis = (name: string, fallback: Duration.Duration) =>
+  positiveWhole(name, Duration.toMillis(fallback)).pipe(Config.map(Duration.millis))
 
 /**
  * The queue settings. Per-process concurrency is `WORKER_CONCURRENCY_INTERACTIVE` /
@@ -55,18 +64,18 @@ const positiveInt = (name: string, fallback: number) =>
  */
 export class QueueSettings extends Context.Tag("ai-job-engine/QueueSettings")<QueueSettings, QueueSettingsShape>() {
   static readonly config = Config.all({
-    interactive: positiveInt("WORKER_CONCURRENCY_INTERACTIVE", ioBoundConcurrency["ai-interactive"]),
-    background: positiveInt("WORKER_CONCURRENCY_BACKGROUND", ioBoundConcurrency["ai-background"]),
-    addTimeoutMs: positiveInt("QUEUE_ADD_TIMEOUT_MS", defaults.addTimeoutMs),
-    shutdownGraceMs: positiveInt("WORKER_SHUTDOWN_GRACE_MS", defaults.shutdownGraceMs)
+    interactive: positiveWhole("WORKER_CONCURRENCY_INTERACTIVE", ioBoundConcurrency["ai-interactive"]),
+    background: positiveWhole("WORKER_CONCURRENCY_BACKGROUND", ioBoundConcurrency["ai-background"]),
+    addTimeout: wholeMillis("QUEUE_ADD_TIMEOUT_MS", defaults.addTimeout),
+    shutdownGrace: wholeMillis("WORKER_SHUTDOWN_GRACE_MS", defaults.shutdownGrace)
   }).pipe(
-    Config.map(({ addTimeoutMs, background, interactive, shutdownGraceMs }): QueueSettingsShape => ({
+    Config.map(({ addTimeout, background, interactive, shutdownGrace }): QueueSettingsShape => ({
       queues: {
         "ai-interactive": { ...queueDefaults["ai-interactive"], concurrency: interactive },
         "ai-background": { ...queueDefaults["ai-background"], concurrency: background }
       },
-      addTimeoutMs,
-      shutdownGraceMs
+      addTimeout,
+      shutdownGrace
     }))
   )
   static readonly layer = Layer.effect(QueueSettings, QueueSettings.config)
@@ -78,8 +87,8 @@ export class QueueSettings extends Context.Tag("ai-job-engine/QueueSettings")<Qu
     } = {}
   ) =>
     Layer.succeed(QueueSettings, {
-      addTimeoutMs: overrides.addTimeoutMs ?? defaults.addTimeoutMs,
-      shutdownGraceMs: overrides.shutdownGraceMs ?? defaults.shutdownGraceMs,
+      addTimeout: overrides.addTimeout ?? defaults.addTimeout,
+      shutdownGrace: overrides.shutdownGrace ?? defaults.shutdownGrace,
       queues: {
         "ai-interactive": { ...queueDefaults["ai-interactive"], ...overrides.queues?.["ai-interactive"] },
         "ai-background": { ...queueDefaults["ai-background"], ...overrides.queues?.["ai-background"] }

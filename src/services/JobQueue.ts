@@ -1,4 +1,4 @@
-import { Cause, Context, type Effect, Option, ParseResult, Schema, type Scope } from "effect"
+import { Cause, Context, type Duration, type Effect, Option, ParseResult, Schema, type Scope } from "effect"
 import { priorityBounds } from "../domain/JobDefinition.js"
 import type { QueueName } from "../domain/QueueName.js"
 
@@ -79,10 +79,10 @@ export interface JobQueueAddRequest {
   /** Delay before the job may be taken, in milliseconds. */
   readonly delayMs?: number
   /**
-   * How long to wait for the queue at most, in milliseconds (default `QUEUE_ADD_TIMEOUT_MS`);
-   * past it the add fails with `outcomeUnknown`. A create waits less than a dispatcher.
+   * How long to wait for the queue at most (default `QUEUE_ADD_TIMEOUT_MS`); past it the add
+   * fails with `outcomeUnknown`. A create waits less than a dispatcher.
    */
-  readonly timeoutMs?: number
+  readonly timeout?: Duration.Duration
 }
 
 /**
@@ -182,12 +182,12 @@ export class JobQueue extends Context.Tag("ai-job-engine/JobQueue")<
     /**
      * Many jobs in one round trip (BullMQ's `addBulk`), each as `add` would queue it: an id
      * already waiting, delayed or active is left as it is. Waits for the queue at most
-     * `timeoutMs` (default `QUEUE_ADD_TIMEOUT_MS`); a failure may have queued some of them
+     * `timeout` (default `QUEUE_ADD_TIMEOUT_MS`); a failure may have queued some of them
      * (`outcomeUnknown`), which only an add again (a no-op for those) settles.
      */
     readonly addBulk: (
       requests: ReadonlyArray<JobQueueAddRequest>,
-      options?: { readonly timeoutMs?: number }
+      options?: { readonly timeout?: Duration.Duration }
     ) => Effect.Effect<void, JobQueueUnavailable>
     /**
      * Starts a consumer for `queueName`, alive for the caller's scope. Each delivery's payload is

@@ -178,7 +178,7 @@ export const livenessBoundMs = (settings: SimulationSettings, failover = false):
   const lostDelivery = timing.queuedRedispatchMs + timing.reaperIntervalMs
   const lostClaim = timing.outboxLockTtlMs + settings.dispatcherReleaseIntervalMs + timing.outboxPollMs
   const redelivery = Math.max(
-    ...Object.values(queueDefaults).map((queue) => queue.backoffDelayMs * 2 ** (queue.attempts - 1))
+    ...Object.values(queueDefaults).map((queue) => Duration.toMillis(queue.backoffDelay) * 2 ** (queue.attempts - 1))
   )
   const execution = Math.max(
     ...definitions.map((definition) =>

@@ -174,9 +174,9 @@ const creatorAddsLayer = (settings: WorldSettings, crashes: CreatorCrashes) =>
       Layer.provide(creatorQueue(crashes)),
       Layer.provide(Layer.succeed(DirectDispatchSettings, {
         enabled: true,
-        graceMs: settings.creatorAdds.graceMs,
-        addTimeoutMs: 1_000,
-        flushMs: 100,
+        grace: Duration.millis(settings.creatorAdds.graceMs),
+        addTimeout: Duration.millis(1_000),
+        flushDelay: Duration.millis(100),
         batchSize: 500
       }))
     )
@@ -336,7 +336,7 @@ const sharedLayer = (
       Layer.mergeAll(
         Layer.succeed(TimingConfig, settings.timing),
         QuotaLimitsConfig.make({ maxActiveJobsPerUser: 10_000, dailyJobQuota: 10_000 }),
-        QueueSettings.make({ shutdownGraceMs: 5_000 }),
+        QueueSettings.make({ shutdownGrace: Duration.millis(5_000) }),
         ProviderLimitsConfig.make(settings.failover ? failoverWorld.providerLimits : simulationProviderLimits),
         CircuitBreakerSettings.make(),
         Layer.succeed(ProviderConfig, {

@@ -57,7 +57,9 @@ export interface DispatcherOptions {
  */
 export const runDispatcher = (options: DispatcherOptions) => {
   const bullmq = BullMqJobQueueLive.pipe(
-    Layer.provide(Layer.merge(options.redis, QueueSettings.make({ addTimeoutMs: options.addTimeoutMs ?? 2_000 })))
+    Layer.provide(
+      Layer.merge(options.redis, QueueSettings.make({ addTimeout: Duration.millis(options.addTimeoutMs ?? 2_000) }))
+    )
   )
   const queue = options.counter === undefined ? bullmq : countingJobQueue(options.counter).pipe(Layer.provide(bullmq))
   const layers = Layer.mergeAll(

@@ -90,7 +90,7 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
       priority: queuePriorityFor(request.priority),
       delay: Math.max(0, Math.round(request.delayMs ?? 0)),
       attempts: setting.attempts,
-      backoff: { type: "exponential", delay: setting.backoffDelayMs },
+      backoff: { type: "exponential", delay: Duration.toMillis(setting.backoffDelay) },
       removeOnComplete: true,
       removeOnFail: true
     }
@@ -101,18 +101,18 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
    * keeps an abandoned command). It stays interruptible so the timeout can abandon it even when
    * the caller runs uninterruptibly (a dispatcher finishing its batch on shutdown).
    */
-  const adding = <A>(operation: string, timeoutMs: number, run: () => Promise<A>) =>
+  const adding = <A>(operation: string, timeout: Duration.Duration, run: () => Promise<A>) =>
     Effect.tryPromise({
       try: run,
       catch: (error) => new JobQueueUnavailable({ operation, message: errorMessage(error), outcomeUnknown: true })
     }).pipe(
       Effect.interruptible,
       Effect.timeoutFail({
-        duration: Duration.millis(timeoutMs),
+        duration: timeout,
         onTimeout: () =>
           new JobQueueUnavailable({
             operation,
-            message: `no answer from Redis within ${timeoutMs} ms`,
+            message: `no answer from Redis within ${Duration.toMillis(timeout)} ms`,
             outcomeUnknown: true
           })
       })
@@ -120,7 +120,7 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
 
   const add = (request: JobQueueAddRequest) => {
     const queue = queues[request.queueName]
-    return adding("add", request.timeoutMs ?? settings.addTimeoutMs, async () => {
+    return adding("add", request.timeout ?? settings.addTimeout, async () => {
       // `duplicate` is what the queue looked like just before the add: under a race both
       // callers may hear `added`, but BullMQ still keeps one job for the id.
       const existed = (await redis.commands.exists(queue.toKey(request.payload.dedupeKey))) === 1
@@ -130,8 +130,11 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
   }
 
   // One pipeline per queue name (BullMQ's addBulk); the queues' pipelines go out together.
-  const addBulk = (requests: ReadonlyArray<JobQueueAddRequest>, options: { readonly timeoutMs?: number } = {}) =>
-    adding("addBulk", options.timeoutMs ?? settings.addTimeoutMs, () =>
+  const addBulk = (
+    requests: ReadonlyArray<JobQueueAddRequest>,
+    options: { readonly timeout?: Duration.Duration } = {}
+  ) =>
+    adding("addBulk", options.timeout ?? settings.addTimeout, () =>
       Promise.all(allQueueNames.map((queueName) => {
         const jobs = requests.filter((request) => request.queueName === queueName).map((request) => ({
           name: request.payload.jobType,
@@ -149,11 +152,11 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
     }).pipe(
       Effect.interruptible,
       Effect.timeoutFail({
-        duration: Duration.millis(settings.addTimeoutMs),
+        duration: settings.addTimeout,
         onTimeout: () =>
           new JobQueueUnavailable({
             operation: "contains",
-            message: `no answer from Redis within ${settings.addTimeoutMs} ms`
+            message: `no answer from Redis within ${Duration.toMillis(settings.addTimeout)} ms`
           })
       }),
       Effect.map((found) => found === 1)
@@ -166,11 +169,11 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
     }).pipe(
       Effect.interruptible,
       Effect.timeoutFail({
-        duration: Duration.millis(settings.addTimeoutMs),
+        duration: settings.addTimeout,
         onTimeout: () =>
           new JobQueueUnavailable({
             operation: "counts",
-            message: `no answer from Redis within ${settings.addTimeoutMs} ms`
+            message: `no answer from Redis within ${Duration.toMillis(settings.addTimeout)} ms`
           })
       }),
       Effect.map((c) => ({
@@ -198,11 +201,11 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
       })).pipe(
         Effect.interruptible,
         Effect.timeoutFail({
-          duration: Duration.millis(settings.addTimeoutMs),
+          duration: settings.addTimeout,
           onTimeout: () =>
             new JobQueueUnavailable({
               operation: "state",
-              message: `no answer from Redis within ${settings.addTimeoutMs} ms`
+              message: `no answer from Redis within ${Duration.toMillis(settings.addTimeout)} ms`
             })
         })
       )
@@ -288,7 +291,7 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
             connection,
             prefix: redis.bullPrefix,
             concurrency: options.concurrency ?? setting.concurrency,
-            lockDuration: setting.lockDurationMs,
+            lockDuration: Duration.toMillis(setting.lockDuration),
             removeOnComplete: { count: 0 },
             removeOnFail: { count: 0 },
             autorun: true
@@ -300,7 +303,7 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
         }),
         (worker) =>
           Effect.promise(() => worker.close()).pipe(
-            Effect.timeoutOption(Duration.millis(settings.shutdownGraceMs)),
+            Effect.timeoutOption(settings.shutdownGrace),
             Effect.flatMap(
               Option.match({
                 onSome: () => Effect.void,
@@ -319,11 +322,11 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
       yield* Effect.tryPromise({ try: () => worker.waitUntilReady(), catch: unavailable("consume") }).pipe(
         Effect.interruptible,
         Effect.timeoutFail({
-          duration: Duration.millis(settings.addTimeoutMs),
+          duration: settings.addTimeout,
           onTimeout: () =>
             new JobQueueUnavailable({
               operation: "consume",
-              message: `no answer from Redis within ${settings.addTimeoutMs} ms`
+              message: `no answer from Redis within ${Duration.toMillis(settings.addTimeout)} ms`
             })
         })
       )

@@ -245,7 +245,7 @@ export const makeMemoryJobQueue = Effect.gen(function*() {
   const retryOrDrop = (queueName: QueueName, entry: Entry) =>
     Effect.gen(function*() {
       if (entry.attemptsMade >= entry.maxAttempts) return yield* remove(queueName, entry.queueJobId)
-      const delayMs = settings.queues[queueName].backoffDelayMs * 2 ** (entry.attemptsMade - 1)
+      const delayMs = Duration.toMillis(settings.queues[queueName].backoffDelay) * 2 ** (entry.attemptsMade - 1)
       yield* STM.commit(
         TRef.update(
           states[queueName].entries,
@@ -364,7 +364,7 @@ export const makeMemoryJobQueue = Effect.gen(function*() {
           // A finalizer runs uninterruptibly: without `interruptible` the grace could not cut the join short.
           const finished = yield* Fiber.joinAll(workers).pipe(
             Effect.interruptible,
-            Effect.timeoutOption(Duration.millis(settings.shutdownGraceMs))
+            Effect.timeoutOption(settings.shutdownGrace)
           )
           if (Option.isNone(finished)) yield* Fiber.interruptAll(workers)
         })

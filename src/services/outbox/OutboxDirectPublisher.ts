@@ -1,4 +1,4 @@
-import { Effect, Option, Queue } from "effect"
+import { Duration, Effect, Option, Queue } from "effect"
 import { DirectDispatchSettings } from "../../config/DirectDispatchSettings.js"
 import type { QueueName } from "../../domain/QueueName.js"
 import { storedParent } from "../../domain/TraceContext.js"
@@ -42,10 +42,10 @@ export class OutboxDirectPublisher
           )
         )
 
-      /** Waits for a first mark, lets more gather for `flushMs`, and writes them in one statement. */
+      /** Waits for a first mark, lets more gather for `flushDelay`, and writes them in one statement. */
       const flush = Effect.gen(function*() {
         const first = yield* Queue.takeBetween(added, 1, settings.batchSize)
-        yield* Effect.sleep(settings.flushMs)
+        yield* Effect.sleep(settings.flushDelay)
         const rest = yield* Queue.takeUpTo(added, settings.batchSize - first.length)
         yield* markPublished([...first, ...rest])
       })
@@ -62,7 +62,7 @@ export class OutboxDirectPublisher
           traceParent: event.traceParent
         }),
         priority: event.priority,
-        timeoutMs: settings.addTimeoutMs
+        timeout: settings.addTimeout
       })
 
       // The dispatcher's `dispatcher.publish`, done by the creator: a child of the job's stored context.
@@ -90,7 +90,7 @@ export class OutboxDirectPublisher
           )
 
       /**
-       * Queues a committed job now, waiting for Redis at most `addTimeoutMs` (the create answers
+       * Queues a committed job now, waiting for Redis at most `addTimeout` (the create answers
        * after it); a failed or abandoned add is left to the dispatcher's sweep.
        */
       const publish = (event: CommittedEnqueue) =>
@@ -104,14 +104,14 @@ export class OutboxDirectPublisher
         const [first] = events
         if (first === undefined) return Effect.void
         if (events.length === 1) return publish(first)
-        return jobQueue.addBulk(events.map(addRequest), { timeoutMs: settings.addTimeoutMs }).pipe(
+        return jobQueue.addBulk(events.map(addRequest), { timeout: settings.addTimeout }).pipe(
           markedWhenAdded(events),
           // A batch's jobs share the create's trace context.
           publishSpan(first, { "ai_job.id": first.jobId, "outbox.events": events.length })
         )
       }
 
-      return { graceMs: settings.graceMs, publish, publishMany }
+      return { graceMs: Duration.toMillis(settings.grace), publish, publishMany }
     })
   })
 {}

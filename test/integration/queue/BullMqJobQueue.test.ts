@@ -1,5 +1,5 @@
 import { Queue } from "bullmq"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { BullMqJobQueueLive } from "../../../src/layers/bullmq/BullMqJobQueue.js"
 import { RedisConnection } from "../../../src/layers/redis/RedisConnection.js"
@@ -7,8 +7,11 @@ import { jobQueueContract, JobQueueTestKit } from "../../contract/JobQueue.contr
 import { testRedisLayer, uniqueRedisPrefix } from "../../support/redis.js"
 
 const settings = QueueSettings.make({
-  queues: { "ai-interactive": { backoffDelayMs: 50 }, "ai-background": { backoffDelayMs: 50 } },
-  shutdownGraceMs: 2_000
+  queues: {
+    "ai-interactive": { backoffDelay: Duration.millis(50) },
+    "ai-background": { backoffDelay: Duration.millis(50) }
+  },
+  shutdownGrace: Duration.millis(2_000)
 })
 
 const redis = testRedisLayer(uniqueRedisPrefix("bullmq-jobqueue"))

@@ -1,5 +1,18 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Either, Exit, Layer, Logger, LogLevel, Option, Queue, Scope, TestClock } from "effect"
+import {
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Layer,
+  Logger,
+  LogLevel,
+  Option,
+  Queue,
+  Scope,
+  TestClock
+} from "effect"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import type { QueueName } from "../../../src/domain/QueueName.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
@@ -17,8 +30,8 @@ const queueLayer = () =>
   MemoryJobQueueLive.pipe(
     Layer.provide(
       QueueSettings.make({
-        queues: { "ai-background": { attempts: 3, backoffDelayMs: 100, concurrency: 1 } },
-        shutdownGraceMs: 500
+        queues: { "ai-background": { attempts: 3, backoffDelay: Duration.millis(100), concurrency: 1 } },
+        shutdownGrace: Duration.millis(500)
       })
     )
   )

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Queue } from "effect"
+import { Duration, Effect, Layer, Queue } from "effect"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import type { QueueName } from "../../../src/domain/QueueName.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
@@ -11,7 +11,9 @@ import { LogCapture, LogCaptureLayer } from "../../support/logCapture.js"
 const queueLayer = () =>
   MemoryJobQueueLive.pipe(
     Layer.provide(
-      QueueSettings.make({ queues: { "ai-background": { attempts: 3, backoffDelayMs: 100, concurrency: 1 } } })
+      QueueSettings.make({
+        queues: { "ai-background": { attempts: 3, backoffDelay: Duration.millis(100), concurrency: 1 } }
+      })
     ),
     Layer.provideMerge(LogCaptureLayer)
   )

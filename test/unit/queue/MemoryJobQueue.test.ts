@@ -1,11 +1,14 @@
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { QueueSettings } from "../../../src/config/QueueSettings.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../src/layers/memory/MemoryJobQueue.js"
 import { jobQueueContract, JobQueueTestKit } from "../../contract/JobQueue.contract.js"
 
 const settings = QueueSettings.make({
-  queues: { "ai-interactive": { backoffDelayMs: 50 }, "ai-background": { backoffDelayMs: 50 } },
-  shutdownGraceMs: 2_000
+  queues: {
+    "ai-interactive": { backoffDelay: Duration.millis(50) },
+    "ai-background": { backoffDelay: Duration.millis(50) }
+  },
+  shutdownGrace: Duration.millis(2_000)
 })
 
 const queue = MemoryJobQueueLive.pipe(Layer.provide(settings))

@@ -27,9 +27,9 @@ const stack = Layer.mergeAll(
           Layer.provide(
             Layer.succeed(DirectDispatchSettings, {
               enabled: true,
-              graceMs,
-              addTimeoutMs: 1_000,
-              flushMs: 100,
+              grace: Duration.millis(graceMs),
+              addTimeout: Duration.millis(1_000),
+              flushDelay: Duration.millis(100),
               batchSize: 500
             })
           )
