@@ -1,5 +1,5 @@
 import { Config, ConfigError, Context, Duration, Effect, Either, Layer, Option, Redacted } from "effect"
-import { positiveMillis, positiveWhole } from "./configValues.js"
+import { optionalMillisDuration, positiveMillisDuration, positiveWhole } from "./configValues.js"
 import { TimingConfig } from "./EngineConfig.js"
 
 /**
@@ -9,21 +9,22 @@ import { TimingConfig } from "./EngineConfig.js"
 export interface EventDeliverySettingsShape {
   /** Events in delivery at once per dispatcher process (each to all its targets in parallel). */
   readonly concurrency: number
-  /** One delivery to one target that takes longer fails (and is retried); below the claim TTL. */
-  readonly deliveryTimeoutMs: number
-  /** First retry delay; doubles per failed round (jittered), capped at `retryMaxDelayMs`. */
-  readonly retryBaseDelayMs: number
-  readonly retryMaxDelayMs: number
-  /** Retries go on while the schedule's delays add up to no more than this; then the event is `dead`. */
-  readonly retryForMs: number
+  /** `WEBHOOK_TIMEOUT_MS`: one delivery to one target that takes longer fails (and is retried); below the claim TTL. */
+  readonly deliveryTimeout: Duration.Duration
+  /** `EVENT_RETRY_BASE_MS`: first retry delay; doubles per failed round (jittered), capped at `retryMaxDelay`. */
+  readonly retryBaseDelay: Duration.Duration
+  /** `EVENT_RETRY_MAX_MS`. */
+  readonly retryMaxDelay: Duration.Duration
+  /** `EVENT_RETRY_FOR_MS`: retries go on while the schedule's delays add up to no more than this; then the event is `dead`. */
+  readonly retryFor: Duration.Duration
 }
 
 const defaults: EventDeliverySettingsShape = {
   concurrency: 8,
-  deliveryTimeoutMs: 10_000,
-  retryBaseDelayMs: 5_000,
-  retryMaxDelayMs: 60 * 60 * 1000,
-  retryForMs: 3 * 24 * 60 * 60 * 1000
+  deliveryTimeout: Duration.seconds(10),
+  retryBaseDelay: Duration.seconds(5),
+  retryMaxDelay: Duration.hours(1),
+  retryFor: Duration.days(3)
 }
 
 export class EventDeliverySettings extends Context.Tag("ai-job-engine/EventDeliverySettings")<
@@ -32,17 +33,10 @@ export class EventDeliverySettings extends Context.Tag("ai-job-engine/EventDeliv
 >() {
   static readonly config = Config.all({
     concurrency: positiveWhole("EVENT_DELIVERY_CONCURRENCY", defaults.concurrency),
-    deliveryTimeoutMs: Config.option(
-      Config.integer("WEBHOOK_TIMEOUT_MS").pipe(
-        Config.validate({
-          message: "WEBHOOK_TIMEOUT_MS must be a positive whole number of milliseconds",
-          validation: (n) => n > 0
-        })
-      )
-    ),
-    retryBaseDelayMs: positiveMillis("EVENT_RETRY_BASE_MS", defaults.retryBaseDelayMs),
-    retryMaxDelayMs: positiveMillis("EVENT_RETRY_MAX_MS", defaults.retryMaxDelayMs),
-    retryForMs: positiveMillis("EVENT_RETRY_FOR_MS", defaults.retryForMs)
+    deliveryTimeout: optionalMillisDuration("WEBHOOK_TIMEOUT_MS"),
+    retryBaseDelay: positiveMillisDuration("EVENT_RETRY_BASE_MS", defaults.retryBaseDelay),
+    retryMaxDelay: positiveMillisDuration("EVENT_RETRY_MAX_MS", defaults.retryMaxDelay),
+    retryFor: positiveMillisDuration("EVENT_RETRY_FOR_MS", defaults.retryFor)
   })
 
   /**
@@ -54,21 +48,23 @@ export class EventDeliverySettings extends Context.Tag("ai-job-engine/EventDeliv
   static readonly layer = Layer.effect(
     EventDeliverySettings,
     Effect.gen(function*() {
-      const { deliveryTimeoutMs, ...settings } = yield* EventDeliverySettings.config
+      const { deliveryTimeout, ...settings } = yield* EventDeliverySettings.config
       const claimMs = Duration.toMillis((yield* TimingConfig).outboxLockTtl)
-      if (Option.isNone(deliveryTimeoutMs)) {
+      if (Option.isNone(deliveryTimeout)) {
+        const defaultMs = Duration.toMillis(defaults.deliveryTimeout)
         return {
           ...settings,
-          deliveryTimeoutMs: Math.max(1, Math.min(defaults.deliveryTimeoutMs, Math.floor(claimMs / 2)))
+          deliveryTimeout: Duration.millis(Math.max(1, Math.min(defaultMs, Math.floor(claimMs / 2))))
         }
       }
-      if (deliveryTimeoutMs.value >= claimMs) {
+      const deliveryTimeoutMs = Duration.toMillis(deliveryTimeout.value)
+      if (deliveryTimeoutMs >= claimMs) {
         return yield* Effect.fail(ConfigError.InvalidData(
           ["WEBHOOK_TIMEOUT_MS"],
-          `WEBHOOK_TIMEOUT_MS (${deliveryTimeoutMs.value}) must be shorter than OUTBOX_LOCK_TTL_MS (${claimMs}), the dispatcher's claim on an event`
+          `WEBHOOK_TIMEOUT_MS (${deliveryTimeoutMs}) must be shorter than OUTBOX_LOCK_TTL_MS (${claimMs}), the dispatcher's claim on an event`
         ))
       }
-      return { ...settings, deliveryTimeoutMs: deliveryTimeoutMs.value }
+      return { ...settings, deliveryTimeout: deliveryTimeout.value }
     })
   )
 

@@ -4,6 +4,7 @@ import { TimingConfig } from "../../src/config/EngineConfig.js"
 import {
   domainEventsQueueConfig,
   EventDeliverySettings,
+  type EventDeliverySettingsShape,
   webhookEndpointsConfig
 } from "../../src/config/EventDeliverySettings.js"
 import { newWebhookSecret } from "../support/webhookReceiver.js"
@@ -58,9 +59,10 @@ describe("webhook and event delivery configuration", () => {
 
   it.effect("the delivery timeout stays inside the dispatcher's claim: derived when unset, refused when set too long", () =>
     Effect.gen(function*() {
-      expect((yield* settingsWith({}, 15_000)).deliveryTimeoutMs).toBe(7_500)
-      expect((yield* settingsWith({}, 60_000)).deliveryTimeoutMs).toBe(10_000)
-      expect((yield* settingsWith({ WEBHOOK_TIMEOUT_MS: "4000" }, 5_000)).deliveryTimeoutMs).toBe(4_000)
+      const deliveryTimeoutMs = (settings: EventDeliverySettingsShape) => Duration.toMillis(settings.deliveryTimeout)
+      expect(deliveryTimeoutMs(yield* settingsWith({}, 15_000))).toBe(7_500)
+      expect(deliveryTimeoutMs(yield* settingsWith({}, 60_000))).toBe(10_000)
+      expect(deliveryTimeoutMs(yield* settingsWith({ WEBHOOK_TIMEOUT_MS: "4000" }, 5_000))).toBe(4_000)
       const refused = yield* Effect.flip(settingsWith({ WEBHOOK_TIMEOUT_MS: "5000" }, 5_000))
       expect(String(refused)).toContain("must be shorter than OUTBOX_LOCK_TTL_MS")
     }))

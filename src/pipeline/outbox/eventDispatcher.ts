@@ -12,13 +12,13 @@ import {
   OutboxRepository
 } from "../../services/outbox/OutboxRepository.js"
 
-type RetrySettings = Pick<EventDeliverySettingsShape, "retryBaseDelayMs" | "retryMaxDelayMs" | "retryForMs">
+type RetrySettings = Pick<EventDeliverySettingsShape, "retryBaseDelay" | "retryMaxDelay" | "retryFor">
 
 /** The retry delays: exponential from the base, doubling, jittered when asked, capped at the maximum. */
 const retryDelays = (settings: RetrySettings, jittered: boolean) =>
-  Schedule.exponential(Duration.millis(settings.retryBaseDelayMs), 2).pipe(
+  Schedule.exponential(settings.retryBaseDelay, 2).pipe(
     (schedule) => (jittered ? Schedule.jittered(schedule) : schedule),
-    Schedule.union(Schedule.spaced(Duration.millis(settings.retryMaxDelayMs))),
+    Schedule.union(Schedule.spaced(settings.retryMaxDelay)),
     Schedule.delays
   )
 
@@ -33,7 +33,7 @@ const firstDelays = (settings: RetrySettings, jittered: boolean, rounds: number)
 
 /**
  * The delay before the round after the `failure`-th failed one (1-based), jittered as the
- * enqueue lane's; None once the schedule's delays up to it add up to more than `retryForMs` (the
+ * enqueue lane's; None once the schedule's delays up to it add up to more than `retryFor` (the
  * event is then dead). The bound is read off the delays without jitter, so it is the same
  * number of rounds every time.
  */
@@ -41,9 +41,9 @@ export const eventRetryDelayMs = (settings: RetrySettings, failure: number) =>
   Effect.gen(function*() {
     const rounds = Math.max(1, failure)
     const spent = (yield* firstDelays(settings, false, rounds)).reduce((total, delay) => total + delay, 0)
-    if (spent > settings.retryForMs) return Option.none<number>()
+    if (spent > Duration.toMillis(settings.retryFor)) return Option.none<number>()
     const jittered = yield* firstDelays(settings, true, rounds)
-    return Option.some(Math.round(jittered[jittered.length - 1] ?? settings.retryBaseDelayMs))
+    return Option.some(Math.round(jittered[jittered.length - 1] ?? Duration.toMillis(settings.retryBaseDelay)))
   })
 
 const decodeBody = Schema.decodeUnknown(JobFinishedEvent)
@@ -73,8 +73,9 @@ export const makeEventDispatcher = Effect.gen(function*() {
       // to abandon the delivery, which aborts its request.
       Effect.interruptible,
       Effect.timeoutFail({
-        duration: Duration.millis(settings.deliveryTimeoutMs),
-        onTimeout: () => new EventDeliveryFailed({ reason: `no answer within ${settings.deliveryTimeoutMs} ms` })
+        duration: settings.deliveryTimeout,
+        onTimeout: () =>
+          new EventDeliveryFailed({ reason: `no answer within ${Duration.toMillis(settings.deliveryTimeout)} ms` })
       }),
       Effect.either,
       Effect.withSpan("event.deliver", {
@@ -121,7 +122,7 @@ export const makeEventDispatcher = Effect.gen(function*() {
       const delay = yield* eventRetryDelayMs(settings, attempt)
       // A target that asked for a pause gets it, up to the longest delay of the schedule.
       const askedMs = Math.min(
-        settings.retryMaxDelayMs,
+        Duration.toMillis(settings.retryMaxDelay),
         Math.max(0, ...refusals.map(({ error }) => error.retryAfterMs ?? 0))
       )
       const outcome = yield* settle(

@@ -47,10 +47,10 @@ const scriptedTarget = (
 
 const settings = {
   concurrency: 4,
-  deliveryTimeoutMs: 2_000,
-  retryBaseDelayMs: 1_000,
-  retryMaxDelayMs: 8_000,
-  retryForMs: 60_000
+  deliveryTimeout: Duration.millis(2_000),
+  retryBaseDelay: Duration.millis(1_000),
+  retryMaxDelay: Duration.millis(8_000),
+  retryFor: Duration.millis(60_000)
 }
 
 const stack = (targets: ReadonlyArray<EventTarget>, overrides: Partial<typeof settings> = {}) =>
@@ -180,12 +180,16 @@ describe("notify lane (memory, TestClock)", () => {
         const dead = yield* eventually(terminalEvent(job.id), (row) => row.status === "dead")
         expect(dead).toMatchObject({ attemptCount: 4, deliveredTo: [], lastError: "target down: answered 500" })
         expect((yield* Ref.get(down.calls)).length).toBe(4)
-      }).pipe(Effect.provide(stack([down.target], { retryForMs: 7_000 })))
+      }).pipe(Effect.provide(stack([down.target], { retryFor: Duration.millis(7_000) })))
     }))
 
   it.effect("the retry schedule: doubling from the base, jittered, capped, bounded by its total", () =>
     Effect.gen(function*() {
-      const bounded = { retryBaseDelayMs: 1_000, retryMaxDelayMs: 4_000, retryForMs: 15_000 }
+      const bounded = {
+        retryBaseDelay: Duration.millis(1_000),
+        retryMaxDelay: Duration.millis(4_000),
+        retryFor: Duration.millis(15_000)
+      }
       const delays = yield* Effect.forEach([1, 2, 3, 4, 5, 6], (failure) => eventRetryDelayMs(bounded, failure))
       // 1 + 2 + 4 + 4 + 4 = 15 s: five retries; the sixth would pass the bound.
       expect(delays.map(Option.isSome)).toEqual([true, true, true, true, true, false])
@@ -255,6 +259,6 @@ describe("notify lane (memory, TestClock)", () => {
         expect([...statuses].sort()).toEqual(["pending", "pending", "pending", "pending", "processing", "processing"])
         // The stuck deliveries time out, so the lane can stop.
         yield* TestClock.adjust(Duration.seconds(5))
-      }).pipe(Effect.provide(stack([stuck.target], { concurrency: 2, deliveryTimeoutMs: 4_000 })))
+      }).pipe(Effect.provide(stack([stuck.target], { concurrency: 2, deliveryTimeout: Duration.millis(4_000) })))
     }))
 })
