@@ -1,4 +1,16 @@
-import { Config, ConfigError, Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
+import {
+  Config,
+  ConfigError,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Layer,
+  Option,
+  ParseResult,
+  Redacted,
+  Schema
+} from "effect"
 import { ProviderConfig } from "./EngineConfig.js"
 import { duplicateTopLevelKeys } from "./jsonObjectKeys.js"
 
@@ -62,7 +74,8 @@ export interface ProviderEndpoint {
   readonly apiKey: Option.Option<Redacted.Redacted<string>>
   /** Where the key comes from, for messages. */
   readonly apiKeyVariable: string
-  readonly requestTimeoutMs: number
+  /** No complete answer in this time is `PROVIDER_TIMEOUT` (`requestTimeoutMs` in `AI_PROVIDERS`, else `AI_REQUEST_TIMEOUT_MS`). */
+  readonly requestTimeout: Duration.Duration
   readonly headers: Readonly<Record<string, string>>
   readonly structuredOutputs: boolean
 }
@@ -76,40 +89,42 @@ export interface ProviderSettingsShape {
    * `AI_MAX_RETRY_AFTER_MS` (default 60 s): the longest wait a provider's `Retry-After` (or
    * rate-limit reset header) can impose; a longer one is cut to this.
    */
-  readonly maxRetryAfterMs: number
+  readonly maxRetryAfter: Duration.Duration
   /** `AI_MAX_RESPONSE_BYTES` (default 4 MiB): an answer longer than this is cut off and fails. */
   readonly maxResponseBytes: number
   /**
    * `AI_FALLBACK_MAX_WAIT_MS` (default 2 s): how long a route with fallbacks lets a target keep a
    * call waiting (its limiter, a pause, a 429's `Retry-After`) before the next target is tried.
    */
-  readonly fallbackMaxWaitMs: number
+  readonly fallbackMaxWait: Duration.Duration
 }
 
-export const defaultRequestTimeoutMs = 60_000
-export const defaultMaxRetryAfterMs = 60_000
+export const defaultRequestTimeout = Duration.seconds(60)
+export const defaultMaxRetryAfter = Duration.seconds(60)
 export const defaultMaxResponseBytes = 4 * 1024 * 1024
-export const defaultFallbackMaxWaitMs = 2_000
+export const defaultFallbackMaxWait = Duration.seconds(2)
 
 const invalid = (variable: string, message: string) => Effect.fail(ConfigError.InvalidData([variable], message))
 
-const positiveWholeMillis = (name: string, fallback: number, max: number) =>
+/** A duration read from `name` in whole milliseconds, from 1 to `max`. */
+const boundedMillis = (name: string, fallback: Duration.Duration, max: number) =>
   Config.integer(name).pipe(
-    Config.withDefault(fallback),
+    Config.withDefault(Duration.toMillis(fallback)),
     Config.validate({
       message: `${name} must be a whole number of milliseconds from 1 to ${max}`,
       validation: (n) => n >= 1 && n <= max
-    })
+    }),
+    Config.map(Duration.millis)
   )
 
 const legacyConfig = Config.all({
   provider: Config.string("AI_PROVIDER").pipe(Config.withDefault("deepseek")),
   baseUrlSet: Config.option(Config.string("AI_BASE_URL")).pipe(Config.map(Option.isSome)),
-  requestTimeoutMs: positiveWholeMillis("AI_REQUEST_TIMEOUT_MS", defaultRequestTimeoutMs, 600_000)
+  requestTimeout: boundedMillis("AI_REQUEST_TIMEOUT_MS", defaultRequestTimeout, 600_000)
 })
 
 const limitsConfig = Config.all({
-  maxRetryAfterMs: positiveWholeMillis("AI_MAX_RETRY_AFTER_MS", defaultMaxRetryAfterMs, 24 * 60 * 60 * 1000),
+  maxRetryAfter: boundedMillis("AI_MAX_RETRY_AFTER_MS", defaultMaxRetryAfter, 24 * 60 * 60 * 1000),
   maxResponseBytes: Config.integer("AI_MAX_RESPONSE_BYTES").pipe(
     Config.withDefault(defaultMaxResponseBytes),
     Config.validate({
@@ -117,7 +132,7 @@ const limitsConfig = Config.all({
       validation: (n) => n >= 1024 && n <= 256 * 1024 * 1024
     })
   ),
-  fallbackMaxWaitMs: positiveWholeMillis("AI_FALLBACK_MAX_WAIT_MS", defaultFallbackMaxWaitMs, 600_000)
+  fallbackMaxWait: boundedMillis("AI_FALLBACK_MAX_WAIT_MS", defaultFallbackMaxWait, 600_000)
 })
 
 const isHttpUrl = Schema.is(HttpUrl)
@@ -132,7 +147,7 @@ const wrongPaths = (error: ParseResult.ParseError) =>
     .join(", ")
 
 /** `AI_PROVIDERS` decoded, each key read from its variable: start-up fails naming what is wrong. */
-const listedProviders = (raw: string, requestTimeoutMs: number) =>
+const listedProviders = (raw: string, requestTimeout: Duration.Duration) =>
   Effect.gen(function*() {
     const duplicates = duplicateTopLevelKeys(raw)
     if (duplicates.length > 0) {
@@ -170,7 +185,7 @@ const listedProviders = (raw: string, requestTimeoutMs: number) =>
         baseUrl: entry.baseUrl,
         apiKey: Option.some(apiKey),
         apiKeyVariable: entry.apiKeyEnv,
-        requestTimeoutMs: entry.requestTimeoutMs ?? requestTimeoutMs,
+        requestTimeout: entry.requestTimeoutMs === undefined ? requestTimeout : Duration.millis(entry.requestTimeoutMs),
         headers: entry.headers ?? {},
         structuredOutputs: entry.structuredOutputs ?? false
       })
@@ -205,7 +220,7 @@ export class ProviderSettings
           baseUrl,
           apiKey: single.apiKey,
           apiKeyVariable: "AI_API_KEY",
-          requestTimeoutMs: legacy.requestTimeoutMs,
+          requestTimeout: legacy.requestTimeout,
           headers: {},
           structuredOutputs: false
         }
@@ -217,7 +232,7 @@ export class ProviderSettings
           "AI_BASE_URL and AI_PROVIDERS are both set: give each provider's baseUrl in AI_PROVIDERS"
         )
       }
-      const providers = yield* listedProviders(listed.value, legacy.requestTimeoutMs)
+      const providers = yield* listedProviders(listed.value, legacy.requestTimeout)
       if (!providers.has(legacy.provider)) {
         return yield* invalid(
           "AI_PROVIDER",
@@ -244,16 +259,16 @@ export class ProviderSettings
           baseUrl: "http://127.0.0.1:1",
           apiKey: Option.none(),
           apiKeyVariable: `${provider.name.toUpperCase()}_API_KEY`,
-          requestTimeoutMs: defaultRequestTimeoutMs,
+          requestTimeout: defaultRequestTimeout,
           headers: {},
           structuredOutputs: false,
           ...provider
         }])
       ),
       defaultProvider: overrides.defaultProvider ?? providers[0]?.name ?? "deepseek",
-      maxRetryAfterMs: defaultMaxRetryAfterMs,
+      maxRetryAfter: defaultMaxRetryAfter,
       maxResponseBytes: defaultMaxResponseBytes,
-      fallbackMaxWaitMs: defaultFallbackMaxWaitMs,
+      fallbackMaxWait: defaultFallbackMaxWait,
       ...overrides
     })
 

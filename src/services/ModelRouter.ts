@@ -1,4 +1,4 @@
-import { Array as Arr, ConfigError, Effect, Option, Schema } from "effect"
+import { Array as Arr, ConfigError, Duration, Effect, Option, Schema } from "effect"
 import { ProviderConfig } from "../config/EngineConfig.js"
 import { duplicateTopLevelKeys } from "../config/jsonObjectKeys.js"
 import { ModelRouterSettings } from "../config/ModelRouterSettings.js"
@@ -167,7 +167,7 @@ export class ModelRouter extends Effect.Service<ModelRouter>()("ai-job-engine/Mo
         jsonMode: true
       },
       routes,
-      fallbackMaxWaitMs: providers.fallbackMaxWaitMs
+      fallbackMaxWaitMs: Duration.toMillis(providers.fallbackMaxWait)
     })
   }),
   dependencies: [ProviderSettings.layer, ModelRouterSettings.layer]

@@ -1,6 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Logger, LogLevel } from "effect"
+import { Duration, Effect, Layer, Logger, LogLevel } from "effect"
 import { OpenAiCompatibleGatewayLayer } from "../../src/layers/gateway/OpenAiCompatibleGateway.js"
 import { memoryEngineStack, startEngine, testPlatformKey } from "../support/engineStack.js"
 import { makeFakeOpenAiServer, type RecordedRequest } from "../support/fakeOpenAiServer.js"
@@ -37,9 +37,10 @@ describe("prompt framing as the provider sees it (API, engine on MySQL + Redis, 
     Effect.scoped(
       Effect.gen(function*() {
         const fake = yield* makeFakeOpenAiServer({ apiKey: testPlatformKey })
-        const gateway = OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeoutMs: 30_000 }).pipe(
-          Layer.provide(NodeHttpClient.layerUndici)
-        )
+        const gateway = OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeout: Duration.millis(30_000) })
+          .pipe(
+            Layer.provide(NodeHttpClient.layerUndici)
+          )
         const engine = yield* Layer.build(
           memoryEngineStack({ gateway, infrastructure: mysqlRedisInfrastructure("http_prompt_framing") })
         )

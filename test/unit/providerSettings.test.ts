@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, Option, Redacted } from "effect"
+import { ConfigProvider, Duration, Effect, Either, Option, Redacted } from "effect"
 import { ProviderConfig } from "../../src/config/EngineConfig.js"
 import { ProviderLimitsConfig } from "../../src/config/ProviderLimitsConfig.js"
 import { ProviderSettings } from "../../src/config/ProviderSettings.js"
@@ -10,6 +10,10 @@ const withEnv = (env: Record<string, string>) =>
 
 /** The providers as start-up reads them, with `ProviderConfig` (the single provider) from the same environment. */
 const load = Effect.provideServiceEffect(ProviderSettings.load, ProviderConfig, ProviderConfig.config)
+
+/** A setting's milliseconds, as its variable gives them. */
+const millisOf = (duration: Duration.Duration | undefined) =>
+  duration === undefined ? undefined : Duration.toMillis(duration)
 
 /** The message a refused start-up shows, or "ok". */
 const refusal = <A, E>(effect: Effect.Effect<A, E>) =>
@@ -37,13 +41,13 @@ describe("AI providers from configuration", () => {
       )
       expect([...settings.providers.keys()]).toStrictEqual(["deepseek"])
       const only = settings.providers.get("deepseek")
-      expect([only?.baseUrl, only?.requestTimeoutMs, Option.map(only?.apiKey ?? Option.none(), Redacted.value)])
+      expect([only?.baseUrl, millisOf(only?.requestTimeout), Option.map(only?.apiKey ?? Option.none(), Redacted.value)])
         .toStrictEqual([
           "https://llm.internal/v1",
           20_000,
           Option.some("sk-one")
         ])
-      expect([settings.defaultProvider, settings.maxRetryAfterMs, settings.maxResponseBytes]).toStrictEqual([
+      expect([settings.defaultProvider, millisOf(settings.maxRetryAfter), settings.maxResponseBytes]).toStrictEqual([
         "deepseek",
         60_000,
         4 * 1024 * 1024
@@ -57,11 +61,11 @@ describe("AI providers from configuration", () => {
       const router = settings.providers.get("openrouter")
       expect(router).toMatchObject({
         baseUrl: "https://openrouter.ai/api/v1",
-        requestTimeoutMs: 60_000,
+        requestTimeout: Duration.millis(60_000),
         structuredOutputs: true,
         headers: { "HTTP-Referer": "https://app.example" }
       })
-      expect(settings.providers.get("deepseek")?.requestTimeoutMs).toBe(30_000)
+      expect(millisOf(settings.providers.get("deepseek")?.requestTimeout)).toBe(30_000)
       expect(String(router?.apiKey)).not.toContain("canary")
       expect(Option.map(router?.apiKey ?? Option.none(), Redacted.value)).toStrictEqual(
         Option.some("sk-openrouter-canary")

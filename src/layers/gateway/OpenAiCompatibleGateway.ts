@@ -173,8 +173,8 @@ const afterPendingIo = Effect.async<void>((resume) => {
 })
 export const settleIo = Effect.zipRight(afterPendingIo, afterPendingIo)
 
-const deadline = <E>(ms: number, error: () => E): Effect.Effect<never, E> =>
-  Effect.sleep(Duration.millis(ms)).pipe(Effect.zipRight(settleIo), Effect.zipRight(Effect.fail(error())))
+const deadline = <E>(after: Duration.Duration, error: () => E): Effect.Effect<never, E> =>
+  Effect.sleep(after).pipe(Effect.zipRight(settleIo), Effect.zipRight(Effect.fail(error())))
 
 // --- The gateway ---
 
@@ -183,7 +183,7 @@ export interface ProviderEndpointOptions {
   /** e.g. https://api.deepseek.com; `/chat/completions` is appended. */
   readonly baseUrl: string
   /** No complete answer in this time is `PROVIDER_TIMEOUT`. */
-  readonly requestTimeoutMs: number
+  readonly requestTimeout: Duration.Duration
   /** Extra request headers. */
   readonly headers?: Readonly<Record<string, string>>
   /** Sends the job type's output schema as `response_format: json_schema` (otherwise `json_object`). */
@@ -454,10 +454,10 @@ const makeGateway = (
           ),
           Effect.mapError((error) => transportError(error, endpoint.url)),
           Effect.raceFirst(
-            deadline(endpoint.requestTimeoutMs, () =>
+            deadline(endpoint.requestTimeout, () =>
               new ProviderError({
                 code: "PROVIDER_TIMEOUT",
-                message: `provider did not answer within ${endpoint.requestTimeoutMs} ms`
+                message: `provider did not answer within ${Duration.toMillis(endpoint.requestTimeout)} ms`
               }))
           )
         )

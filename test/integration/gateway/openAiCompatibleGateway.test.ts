@@ -1,6 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Fiber, Layer, Option, Redacted } from "effect"
 import { createServer } from "node:http"
 import type { ExecutionError } from "../../../src/domain/ExecutionError.js"
 import { scrubSecrets } from "../../../src/domain/SecretScrubbing.js"
@@ -24,7 +24,8 @@ const server = FakeOpenAiServer.layer({ apiKey: CANARY_KEY })
 const gateway = Layer.unwrapEffect(
   Effect.map(
     FakeOpenAiServer,
-    (fake) => OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeoutMs: REQUEST_TIMEOUT_MS })
+    (fake) =>
+      OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeout: Duration.millis(REQUEST_TIMEOUT_MS) })
   )
 ).pipe(Layer.provide(NodeHttpClient.layerUndici))
 
@@ -157,7 +158,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "30 seconds" })(
         })
         const unreachable = yield* makeOpenAiCompatibleGateway({
           baseUrl: `http://127.0.0.1:${closedPort}`,
-          requestTimeoutMs: 2_000
+          requestTimeout: Duration.millis(2_000)
         }).pipe(
           Effect.provide(NodeHttpClient.layerUndici)
         )
@@ -338,7 +339,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: "30 seconds" })(
         const fake = yield* FakeOpenAiServer
         const small = yield* makeOpenAiCompatibleGateway({
           baseUrl: fake.baseUrl,
-          requestTimeoutMs: 10_000,
+          requestTimeout: Duration.millis(10_000),
           maxResponseBytes: 64 * 1024
         })
         yield* fake.setScenario({ _tag: "Success", content: JSON.stringify({ padding: "x".repeat(1024 * 1024) }) })
@@ -364,8 +365,12 @@ layer(TestLayer, { excludeTestServices: true, timeout: "30 seconds" })(
         yield* fake.setScenario({ _tag: "Success" })
         const routed = yield* makeRoutedOpenAiGateway({
           endpoints: new Map([
-            ["primary", { baseUrl: fake.baseUrl, requestTimeoutMs: 5_000, headers: { "x-provider-tag": "primary" } }],
-            ["structured", { baseUrl: fake.baseUrl, requestTimeoutMs: 5_000, structuredOutputs: true }]
+            ["primary", {
+              baseUrl: fake.baseUrl,
+              requestTimeout: Duration.millis(5_000),
+              headers: { "x-provider-tag": "primary" }
+            }],
+            ["structured", { baseUrl: fake.baseUrl, requestTimeout: Duration.millis(5_000), structuredOutputs: true }]
           ]),
           maxResponseBytes: 1024 * 1024
         })

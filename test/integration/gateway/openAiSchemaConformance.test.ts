@@ -2,7 +2,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { expect, layer } from "@effect/vitest"
 import addFormats from "ajv-formats"
 import { Ajv2020 } from "ajv/dist/2020.js"
-import { Effect, Either, Redacted, Schema } from "effect"
+import { Duration, Effect, Either, Redacted, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { makeRoutedOpenAiGateway } from "../../../src/layers/gateway/OpenAiCompatibleGateway.js"
 import type { GenerateRequest } from "../../../src/services/AiGateway.js"
@@ -55,8 +55,8 @@ const request = (overrides: Partial<GenerateRequest> = {}): GenerateRequest => (
 const gatewayFor = (baseUrl: string) =>
   makeRoutedOpenAiGateway({
     endpoints: new Map([
-      ["openai", { baseUrl, requestTimeoutMs: 5_000, structuredOutputs: true }],
-      ["deepseek", { baseUrl, requestTimeoutMs: 5_000 }]
+      ["openai", { baseUrl, requestTimeout: Duration.millis(5_000), structuredOutputs: true }],
+      ["deepseek", { baseUrl, requestTimeout: Duration.millis(5_000) }]
     ]),
     maxResponseBytes: 1024 * 1024
   })

@@ -1,6 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import { defineJobType } from "../../../src/domain/JobType.js"
 import { jobCatalog } from "../../../src/jobs/catalog.js"
 import { syntheticEchoDefinition, SyntheticEchoInput } from "../../../src/jobs/synthetic_echo/definition.js"
@@ -41,9 +41,10 @@ describe("EXECUTE's timeout against a real HTTP provider", () => {
     Effect.gen(function*() {
       const fake = yield* makeFakeOpenAiServer({ apiKey: testPlatformKey })
       yield* fake.setScenario({ _tag: "Slow", delayMs: 20_000 })
-      const gateway = OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeoutMs: 60_000 }).pipe(
-        Layer.provide(NodeHttpClient.layerUndici)
-      )
+      const gateway = OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeout: Duration.millis(60_000) })
+        .pipe(
+          Layer.provide(NodeHttpClient.layerUndici)
+        )
       yield* Effect.gen(function*() {
         yield* startEngine()
         const { job } = yield* Effect.flatMap(

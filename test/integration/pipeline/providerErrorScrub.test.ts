@@ -1,6 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Schedule } from "effect"
+import { Duration, Effect, Layer, Option, Schedule } from "effect"
 import { OpenAiCompatibleGatewayLayer } from "../../../src/layers/gateway/OpenAiCompatibleGateway.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
@@ -28,9 +28,10 @@ describe("a provider error that quotes the key", () => {
           }
         })
       })
-      const gateway = OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeoutMs: 10_000 }).pipe(
-        Layer.provide(NodeHttpClient.layerUndici)
-      )
+      const gateway = OpenAiCompatibleGatewayLayer({ baseUrl: fake.baseUrl, requestTimeout: Duration.millis(10_000) })
+        .pipe(
+          Layer.provide(NodeHttpClient.layerUndici)
+        )
       yield* Effect.gen(function*() {
         yield* startEngine()
         const { job } = yield* Effect.flatMap(AiJobService, (service) =>
