@@ -6,8 +6,8 @@ import { ModelRouter } from "./ModelRouter.js"
 /**
  * A circuit breaker per `provider/model`, shared by every process (docs/architecture.md §16.6):
  * after `failures` provider-side failures in a row it opens and calls go straight to the route's
- * next target; once `openMs` has passed, one call at a time probes the provider, and a success
- * closes it (a failed probe reopens it for twice as long, up to `maxOpenMs`).
+ * next target; once `openDuration` has passed, one call at a time probes the provider, and a
+ * success closes it (a failed probe reopens it for twice as long, up to `maxOpenDuration`).
  */
 
 export type BreakerState = "closed" | "open" | "half_open"
@@ -87,8 +87,9 @@ export const failureTransition = (
   now: number,
   settings: CircuitBreakerSettingsShape
 ): BreakerRecord & { readonly lastFailureAt: number } => {
+  const baseOpenMs = Duration.toMillis(settings.openDuration)
   if (record.state === "half_open") {
-    const openMs = Math.min(Math.max(record.openMs * 2, settings.openMs), settings.maxOpenMs)
+    const openMs = Math.min(Math.max(record.openMs * 2, baseOpenMs), Duration.toMillis(settings.maxOpenDuration))
     return {
       state: "open",
       failures: record.failures,
@@ -100,13 +101,13 @@ export const failureTransition = (
   }
   // A call sent before the breaker opened may fail after: the breaker is open already.
   if (record.state === "open") return record
-  const failures = now - record.lastFailureAt > settings.windowMs ? 1 : record.failures + 1
+  const failures = now - record.lastFailureAt > Duration.toMillis(settings.window) ? 1 : record.failures + 1
   return failures >= settings.failures
     ? {
       state: "open",
       failures,
-      openUntil: now + settings.openMs,
-      openMs: settings.openMs,
+      openUntil: now + baseOpenMs,
+      openMs: baseOpenMs,
       probeUntil: 0,
       lastFailureAt: now
     }
@@ -255,7 +256,9 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
         if (record.state === "half_open" && now < record.probeUntil) {
           return { _tag: "Skip", retryAt: record.probeUntil } as const
         }
-        const asked = yield* store.tryProbe(providerModel, now, settings.probeLeaseMs).pipe(Effect.either)
+        const asked = yield* store.tryProbe(providerModel, now, Duration.toMillis(settings.probeLease)).pipe(
+          Effect.either
+        )
         // A store that does not answer must not stop the calls: the provider's own answer decides.
         if (asked._tag === "Left") {
           return yield* Effect.as(warn(asked.left), { _tag: "Call" } as const)

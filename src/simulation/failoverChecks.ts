@@ -1,4 +1,4 @@
-import { FiberRef } from "effect"
+import { Duration, FiberRef } from "effect"
 import type { CircuitBreakerSettingsShape } from "../config/CircuitBreakerSettings.js"
 import type { AiJob } from "../domain/AiJob.js"
 import type { RouteTarget } from "../services/ModelRouter.js"
@@ -66,14 +66,14 @@ interface LastCall {
  * breaker says closed; that view learns of the opening from the store's change message or,
  * should one be lost, from the re-read every `breakerRefreshMs`, so no view says closed after
  * T + `breakerRefreshMs`. A call admitted later is a probe: the store hands one out when the open
- * time has run out (it reopens for at least `openMs` after each failure), when the probe's lease
- * (`probeLeaseMs`) has run out, or at once when a probe is given back unanswered (a run stopped
+ * time has run out (it reopens for at least `openDuration` after each failure), when the probe's lease
+ * (`probeLease`) has run out, or at once when a probe is given back unanswered (a run stopped
  * from outside); only a success closes it. So the calls admitted in (T + `breakerRefreshMs`, t]
- * number at most 1 + ⌊(t − T − breakerRefreshMs) / min(openMs, probeLeaseMs)⌋, plus one per
+ * number at most 1 + ⌊(t − T − breakerRefreshMs) / min(openDuration, probeLease)⌋, plus one per
  * probe given back meanwhile.
  *
  * Over one outage of D ms the provider then gets: the calls admitted while its breaker was
- * closed (at most `failures` answered failures per `windowMs` of the outage, since nothing
+ * closed (at most `failures` answered failures per `window` of the outage, since nothing
  * answers in between to reset the count, plus those still in flight or waiting for capacity when
  * it opened), those admitted in the `breakerRefreshMs` after it opened, and the probes above.
  * Only the last part is bounded by the settings alone; it is the part a run that ignores the
@@ -88,7 +88,10 @@ interface LastCall {
  * fallback not taken.
  */
 export const makeFailoverChecks = (options: FailoverChecksOptions) => {
-  const cooldownMs = Math.min(options.settings.openMs, options.settings.probeLeaseMs)
+  const cooldownMs = Math.min(
+    Duration.toMillis(options.settings.openDuration),
+    Duration.toMillis(options.settings.probeLease)
+  )
   const [primary, ...fallbacks] = options.route
   const stretches = new Map<string, OpenStretch>()
   /** When each breaker was last seen not closed (the moment it closed, once it has). */

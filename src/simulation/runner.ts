@@ -173,7 +173,9 @@ const maxRetryAfterMs = 6_000
 export const livenessBoundMs = (settings: SimulationSettings, failover = false): number => {
   const timing = timingMillis(settings.timing)
   // A route whose every target's breaker is open asks to be retried when the first may probe.
-  const retryAfterMs = failover ? Math.max(maxRetryAfterMs, circuitBreakerDefaults.maxOpenMs) : maxRetryAfterMs
+  const retryAfterMs = failover
+    ? Math.max(maxRetryAfterMs, Duration.toMillis(circuitBreakerDefaults.maxOpenDuration))
+    : maxRetryAfterMs
   const lostLock = timing.jobLockTtlMs + timing.reaperGraceMs + timing.reaperIntervalMs
   const lostDelivery = timing.queuedRedispatchMs + timing.reaperIntervalMs
   const lostClaim = timing.outboxLockTtlMs + settings.dispatcherReleaseIntervalMs + timing.outboxPollMs

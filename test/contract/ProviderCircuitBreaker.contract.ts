@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Clock, Effect, type Layer, type Scope, TestClock } from "effect"
+import { Clock, Duration, Effect, type Layer, type Scope, TestClock } from "effect"
 import type { CircuitBreakerSettingsShape } from "../../src/config/CircuitBreakerSettings.js"
 import type { Admission, ProviderCircuitBreaker } from "../../src/services/ProviderCircuitBreaker.js"
 
@@ -13,12 +13,21 @@ export interface BreakerHarness<R> {
   readonly process: (settings: CircuitBreakerSettingsShape) => Effect.Effect<Breaker, never, Scope.Scope | R>
 }
 
-const settings: CircuitBreakerSettingsShape = {
+/** The breaker's settings in milliseconds, as the checks below count time. */
+const settings = {
   failures: 3,
   windowMs: 10_000,
   openMs: 5_000,
   maxOpenMs: 12_000,
   probeLeaseMs: 20_000
+}
+
+const breakerSettings: CircuitBreakerSettingsShape = {
+  failures: settings.failures,
+  window: Duration.millis(settings.windowMs),
+  openDuration: Duration.millis(settings.openMs),
+  maxOpenDuration: Duration.millis(settings.maxOpenMs),
+  probeLease: Duration.millis(settings.probeLeaseMs)
 }
 
 /** Each test starts an hour after the last one, on the block's shared TestClock. */
@@ -52,7 +61,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
       it.scoped("a closed breaker admits every call; a success, or failures further apart than the window, keep it closed", () =>
         Effect.gen(function*() {
           yield* start
-          const breaker = yield* harness.process(settings)
+          const breaker = yield* harness.process(breakerSettings)
           const model = freshModel()
           expect(yield* breaker.admit(model)).toStrictEqual(call)
           yield* breaker.record(model, call, "failure")
@@ -70,7 +79,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
       it.scoped("answers to calls sent before the latest failure reset nothing: calls in flight when a provider dies do not hold it shut", () =>
         Effect.gen(function*() {
           const t0 = yield* start
-          const breaker = yield* harness.process(settings)
+          const breaker = yield* harness.process(breakerSettings)
           const model = freshModel()
           yield* TestClock.adjust(100)
           yield* breaker.record(model, call, "failure")
@@ -91,8 +100,8 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
       it.scoped("failures in a row open it for every process: calls skip the target until the cooldown ends", () =>
         Effect.gen(function*() {
           const t0 = yield* start
-          const one = yield* harness.process(settings)
-          const other = yield* harness.process(settings)
+          const one = yield* harness.process(breakerSettings)
+          const other = yield* harness.process(breakerSettings)
           const model = freshModel()
           expect(yield* other.admit(model)).toStrictEqual(call)
           for (let i = 0; i < settings.failures; i++) yield* one.record(model, call, "failure")
@@ -110,8 +119,8 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
       it.scoped("after the cooldown one call probes; a success closes it for everyone", () =>
         Effect.gen(function*() {
           yield* start
-          const one = yield* harness.process(settings)
-          const other = yield* harness.process(settings)
+          const one = yield* harness.process(breakerSettings)
+          const other = yield* harness.process(breakerSettings)
           const model = freshModel()
           for (let i = 0; i < settings.failures; i++) yield* one.record(model, call, "failure")
           yield* eventuallyAdmits(other, model, "Skip")
@@ -129,7 +138,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
       it.scoped("a failed probe opens it again for twice as long, never longer than the cap", () =>
         Effect.gen(function*() {
           yield* start
-          const breaker = yield* harness.process(settings)
+          const breaker = yield* harness.process(breakerSettings)
           const model = freshModel()
           for (let i = 0; i < settings.failures; i++) yield* breaker.record(model, call, "failure")
           const cooldowns: Array<number> = []
@@ -150,7 +159,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
       it.scoped("a probe stopped before its answer lets the next call probe at once; a probe that never reports lapses", () =>
         Effect.gen(function*() {
           yield* start
-          const breaker = yield* harness.process(settings)
+          const breaker = yield* harness.process(breakerSettings)
           const model = freshModel()
           for (let i = 0; i < settings.failures; i++) yield* breaker.record(model, call, "failure")
           yield* TestClock.adjust(settings.openMs)
@@ -168,7 +177,7 @@ export const providerCircuitBreakerContract = <R>(harness: BreakerHarness<R>) =>
       it.scoped("a 429 or an output the job rejects is an answer: a probe that gets one closes the breaker", () =>
         Effect.gen(function*() {
           yield* start
-          const breaker = yield* harness.process(settings)
+          const breaker = yield* harness.process(breakerSettings)
           const model = freshModel()
           for (let i = 0; i < settings.failures; i++) yield* breaker.record(model, call, "failure")
           yield* TestClock.adjust(settings.openMs)

@@ -1,4 +1,4 @@
-import { Effect, Layer, PubSub, Runtime, Stream } from "effect"
+import { Duration, Effect, Layer, PubSub, Runtime, Stream } from "effect"
 import { CircuitBreakerSettings } from "../../config/CircuitBreakerSettings.js"
 import {
   type BreakerRecord,
@@ -163,7 +163,12 @@ export const makeRedisBreakerStore = Effect.gen(function*() {
     read: (providerModel, now) => Effect.map(read(providerModel, now), (write) => write.record),
     tryProbe: (providerModel, now, probeLeaseMs) => probe(providerModel, now, [probeLeaseMs]),
     recordFailure: (providerModel, now, settings) =>
-      failure(providerModel, now, [settings.failures, settings.windowMs, settings.openMs, settings.maxOpenMs]),
+      failure(providerModel, now, [
+        settings.failures,
+        Duration.toMillis(settings.window),
+        Duration.toMillis(settings.openDuration),
+        Duration.toMillis(settings.maxOpenDuration)
+      ]),
     recordSuccess: (providerModel, now, sentAt) => success(providerModel, now, [sentAt]),
     abandonProbe: (providerModel, now) => abandon(providerModel, now),
     changes: Stream.fromPubSub(changed)
