@@ -1,5 +1,5 @@
-import { Array as Arr, Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
-import { positiveWhole } from "./configValues.js"
+import { Array as Arr, Config, ConfigError, Context, Duration, Effect, Either, Layer, Option, Redacted } from "effect"
+import { positiveMillisDuration, positiveSecondsDuration } from "./configValues.js"
 
 /**
  * Who may sign the API's bearer tokens: the shared HS256 secret (`AUTH_JWT_SECRET`, for the
@@ -28,11 +28,11 @@ const isAsymmetricAlgorithm = (value: string): value is AsymmetricAlgorithm =>
 
 export interface JwksCacheSettings {
   /** `AUTH_JWKS_MAX_AGE_S`: the longest a fetched key set is used before it is fetched again (a shorter `Cache-Control: max-age` wins). */
-  readonly maxAgeSeconds: number
+  readonly maxAge: Duration.Duration
   /** `AUTH_JWKS_COOLDOWN_S`: the least time between two fetches (the floor of `max-age`; an unknown `kid` refetches at most this often). */
-  readonly cooldownSeconds: number
+  readonly cooldown: Duration.Duration
   /** `AUTH_JWKS_TIMEOUT_MS`: one discovery or key-set request's time limit. */
-  readonly timeoutMs: number
+  readonly timeout: Duration.Duration
 }
 
 export interface IdentityProviderSettings {
@@ -52,8 +52,8 @@ export interface IdentityProviderSettings {
   readonly adminRole: string
   /** `AUTH_SUBJECT_CLAIM` (default `sub`): the claim that is the user id (same rule as `sub`). */
   readonly subjectClaim: string
-  /** `AUTH_CLOCK_SKEW_S` (default 30): how far the provider's clock may be from ours for `exp` and `nbf`. */
-  readonly clockSkewSeconds: number
+  /** `AUTH_CLOCK_SKEW_S` (default 30): how far the provider's clock may be from ours for `exp` and `nbf`, in whole seconds. */
+  readonly clockSkew: Duration.Duration
   readonly jwks: JwksCacheSettings
 }
 
@@ -72,7 +72,11 @@ export const jwtSecretConfig = Config.redacted("AUTH_JWT_SECRET").pipe(
   })
 )
 
-export const defaultJwksCache: JwksCacheSettings = { maxAgeSeconds: 600, cooldownSeconds: 30, timeoutMs: 5_000 }
+export const defaultJwksCache: JwksCacheSettings = {
+  maxAge: Duration.seconds(600),
+  cooldown: Duration.seconds(30),
+  timeout: Duration.seconds(5)
+}
 
 /** What an identity provider's settings default to, beside the three that have no default. */
 export const identityProviderDefaults = {
@@ -82,7 +86,7 @@ export const identityProviderDefaults = {
   roleClaim: "role",
   adminRole: "SUPER_ADMIN",
   subjectClaim: "sub",
-  clockSkewSeconds: 30,
+  clockSkew: Duration.seconds(30),
   jwks: defaultJwksCache
 } satisfies Omit<IdentityProviderSettings, "issuer" | "audiences">
 
@@ -126,13 +130,13 @@ const claimName = (name: string, fallback: string) =>
   )
 
 const jwksCacheConfig: Config.Config<JwksCacheSettings> = Config.all({
-  maxAgeSeconds: positiveWhole("AUTH_JWKS_MAX_AGE_S", defaultJwksCache.maxAgeSeconds, "seconds"),
-  cooldownSeconds: positiveWhole("AUTH_JWKS_COOLDOWN_S", defaultJwksCache.cooldownSeconds, "seconds"),
-  timeoutMs: positiveWhole("AUTH_JWKS_TIMEOUT_MS", defaultJwksCache.timeoutMs, "milliseconds")
+  maxAge: positiveSecondsDuration("AUTH_JWKS_MAX_AGE_S", defaultJwksCache.maxAge),
+  cooldown: positiveSecondsDuration("AUTH_JWKS_COOLDOWN_S", defaultJwksCache.cooldown),
+  timeout: positiveMillisDuration("AUTH_JWKS_TIMEOUT_MS", defaultJwksCache.timeout)
 }).pipe(
   Config.validate({
     message: "AUTH_JWKS_COOLDOWN_S must not be longer than AUTH_JWKS_MAX_AGE_S",
-    validation: (jwks) => jwks.cooldownSeconds <= jwks.maxAgeSeconds
+    validation: (jwks) => Duration.lessThanOrEqualTo(jwks.cooldown, jwks.maxAge)
   })
 )
 
@@ -145,9 +149,10 @@ const identityProviderConfig = Config.all({
   roleClaim: claimName("AUTH_ROLE_CLAIM", identityProviderDefaults.roleClaim),
   adminRole: claimName("AUTH_ADMIN_ROLE", identityProviderDefaults.adminRole),
   subjectClaim: claimName("AUTH_SUBJECT_CLAIM", identityProviderDefaults.subjectClaim),
-  clockSkewSeconds: Config.integer("AUTH_CLOCK_SKEW_S").pipe(
-    Config.withDefault(identityProviderDefaults.clockSkewSeconds),
-    Config.validate({ message: "AUTH_CLOCK_SKEW_S must be 0 to 300 seconds", validation: (n) => n >= 0 && n <= 300 })
+  clockSkew: Config.integer("AUTH_CLOCK_SKEW_S").pipe(
+    Config.withDefault(Duration.toSeconds(identityProviderDefaults.clockSkew)),
+    Config.validate({ message: "AUTH_CLOCK_SKEW_S must be 0 to 300 seconds", validation: (n) => n >= 0 && n <= 300 }),
+    Config.map(Duration.seconds)
   ),
   jwks: jwksCacheConfig
 }).pipe(

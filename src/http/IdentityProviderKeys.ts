@@ -87,7 +87,7 @@ export const makeIdentityProviderKeys = (
     // A provider behind a CDN may answer with a redirect: a few are followed.
     const client = HttpClient.followRedirects(yield* HttpClient.HttpClient, 3)
     const scope = yield* Effect.scope
-    const cooldownMillis = settings.jwks.cooldownSeconds * 1000
+    const cooldownMillis = Duration.toMillis(settings.jwks.cooldown)
     const state = yield* Ref.make<CacheState>({
       keys: undefined,
       freshUntilMillis: 0,
@@ -130,8 +130,8 @@ export const makeIdentityProviderKeys = (
           )
         ),
         Effect.timeoutFail({
-          duration: Duration.millis(settings.jwks.timeoutMs),
-          onTimeout: () => unavailable(`${what} took longer than ${settings.jwks.timeoutMs} ms`)
+          duration: settings.jwks.timeout,
+          onTimeout: () => unavailable(`${what} took longer than ${Duration.toMillis(settings.jwks.timeout)} ms`)
         })
       )
 
@@ -152,9 +152,11 @@ export const makeIdentityProviderKeys = (
     const fetchKeys = Effect.gen(function*() {
       const { document, lifetime } = yield* fetchDocument("key set", yield* jwksUrl, JwkSetDocument)
       const keys = keySetOf(document)
+      // Cache-Control's max-age counts whole seconds.
+      const maxAgeSeconds = Duration.toSeconds(settings.jwks.maxAge)
       const lifetimeSeconds = Math.min(
-        Math.max(lifetime ?? settings.jwks.maxAgeSeconds, settings.jwks.cooldownSeconds),
-        settings.jwks.maxAgeSeconds
+        Math.max(lifetime ?? maxAgeSeconds, Duration.toSeconds(settings.jwks.cooldown)),
+        maxAgeSeconds
       )
       const now = yield* Clock.currentTimeMillis
       yield* Ref.update(state, (current) => ({ ...current, keys, freshUntilMillis: now + lifetimeSeconds * 1000 }))

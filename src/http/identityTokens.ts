@@ -1,4 +1,4 @@
-import { Either } from "effect"
+import { Duration, Either } from "effect"
 import type { AsymmetricAlgorithm, IdentityProviderSettings } from "../config/AuthSettings.js"
 import type { Role, SignedInUser } from "./AuthTokens.js"
 import { userIdPattern } from "./AuthTokens.js"
@@ -101,7 +101,7 @@ export const verifyIdentityToken = (
   if (!signatureValid(jws.alg, selection.key, jws.signingInput, signature)) return refused("bad signature")
   const claims = jsonObjectOf(jws.encodedClaims)
   if (claims === undefined) return refused("malformed")
-  const expiresAtMillis = checkTimeClaims(claims, nowMillis, settings.clockSkewSeconds)
+  const expiresAtMillis = checkTimeClaims(claims, nowMillis, Duration.toSeconds(settings.clockSkew))
   if (Either.isLeft(expiresAtMillis)) return refused(expiresAtMillis.left)
   if (!Object.hasOwn(claims, "iss") || claims.iss !== settings.issuer) return refused("claim iss invalid")
   const audience = policy.audienceOf(claims)

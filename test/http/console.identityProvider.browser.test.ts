@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import { existsSync } from "node:fs"
 import puppeteer, { type Browser } from "puppeteer-core"
 import { makeSigningKey, signWith, startIdentityProvider } from "../support/identityProvider.js"
@@ -39,7 +39,12 @@ describe("operator console with an identity provider's token", () => {
           const api = yield* startApi(memoryEngine(), {
             auth: {
               jwtSecret,
-              identityProvider: { issuer: idp.issuer, audiences: [audience], roleClaim: "roles", clockSkewSeconds: 0 }
+              identityProvider: {
+                issuer: idp.issuer,
+                audiences: [audience],
+                roleClaim: "roles",
+                clockSkew: Duration.zero
+              }
             }
           })
           const tokenFor = (sub: string, roles: ReadonlyArray<string>, expiresInSeconds: number) =>

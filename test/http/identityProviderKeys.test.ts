@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer, Option, TestClock } from "effect"
+import { Duration, Effect, Either, Layer, Option, TestClock } from "effect"
 import { AuthSettings } from "../../src/config/AuthSettings.js"
 import { TokenVerifier } from "../../src/http/TokenVerifier.js"
 import { makeSigningKey, signWith, startIdentityProvider } from "../support/identityProvider.js"
@@ -34,7 +34,7 @@ const setup = (
         issuer: idp.issuer,
         audiences: [audience],
         jwksUrl: options.direct === true ? Option.some(idp.jwksUrl) : Option.none(),
-        jwks: { maxAgeSeconds: 600, cooldownSeconds: 30 }
+        jwks: { maxAge: Duration.seconds(600), cooldown: Duration.seconds(30) }
       }
     })
     const context = yield* Layer.build(TokenVerifier.Default.pipe(Layer.provide(settings)))

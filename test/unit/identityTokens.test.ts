@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Redacted } from "effect"
+import { Duration, Effect, Either, Redacted } from "effect"
 import { createLocalJWKSet, type JSONWebKeySet, jwtVerify } from "jose"
 import { createHmac, createSecretKey, sign } from "node:crypto"
 import {
@@ -171,7 +171,7 @@ const joseAccepts = async (token: string, withSecret: boolean) => {
     issuer,
     audience,
     algorithms: [...settings.algorithms],
-    clockTolerance: settings.clockSkewSeconds,
+    clockTolerance: Duration.toSeconds(settings.clockSkew),
     requiredClaims,
     currentDate
   }).then(() => true, () => false)
