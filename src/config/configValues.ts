@@ -11,7 +11,7 @@ export const positiveWhole = (name: string, fallback: number, unit?: string) =>
   )
 
 /** A positive whole number of milliseconds read from `name`. */
-export const positiveMillis = (name: string, fallback: number) => positiveWhole(name, fallback, "milliseconds")
+const positiveMillis = (name: string, fallback: number) => positiveWhole(name, fallback, "milliseconds")
 
 /** A positive duration read from `name` as a whole number of milliseconds (the variable keeps its `_MS` format). */
 export const positiveMillisDuration = (name: string, fallback: Duration.Duration) =>
