@@ -39,10 +39,7 @@ export class AiJob extends Schema.Class<AiJob>("AiJob")({
   publicErrorMessage: Schema.NullOr(Schema.String),
   internalErrorMessage: Schema.NullOr(Schema.String),
   outputHash: Schema.NullOr(Schema.String),
-  /**
-   * The W3C `traceparent` of the request that created the job (docs/architecture.md §20.2), read
-   * leniently: a value that is not one is ignored where it is used, never a reason to fail a read.
-   */
+  /** The creating request's W3C `traceparent`, read leniently: a malformed value is ignored where used, never fails a read. */
   traceParent: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
   /** The job an operator's retry re-created this one from; null for a job a client created. */
   retriedFromJobId: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
@@ -68,17 +65,13 @@ export interface NewAiJob {
   readonly inputSchemaVersion: string
   readonly outputSchemaVersion: string
   readonly maxAttempts: number
-  /** The creating request's span context (`traceparent`), when there is one. */
   readonly traceParent?: string | null
-  /** The job this one retries (an operator's retry), when it is one. */
   readonly retriedFromJobId?: string | null
 }
 
 /**
- * The proof of ownership a worker presents with every write to a running job
- * (docs/architecture.md §4.6): the lock owner and the lease number it locked. Every lock, takeover or pickup
- * after a hand-off raises the lease number, so the previous holder is fenced out; `attempt` is
- * the attempt the lease runs in (a hand-off keeps it).
+ * What a worker presents with every write to a running job (docs/architecture.md §4.6). Every lock,
+ * takeover or pickup after a hand-off raises `leaseNo`, fencing out the previous holder; a hand-off keeps `attempt`.
  */
 export interface JobLease {
   readonly jobId: string
@@ -93,9 +86,8 @@ export const leaseOf = (job: AiJob): JobLease | undefined =>
     : undefined
 
 /**
- * Who may end a running job: the worker holding the lease, or the reaper once the lock has
- * been expired for longer than the grace period (and nobody took the job over, or released it,
- * meanwhile: the lease number and the owner are still the ones the reaper saw).
+ * Who may end a running job: the lease holder, or the reaper once the lock has been expired past the
+ * grace period and the lease number and owner are still the ones it saw (nobody took over or released it).
  */
 export type JobFence =
   | { readonly _tag: "Lease"; readonly lease: JobLease }

@@ -30,5 +30,5 @@ export const sha256Hex = (text: string): string => createHash("sha256").update(t
 export const requestHash = (jobType: string, validatedInput: unknown): string =>
   sha256Hex(canonicalJson({ jobType, input: validatedInput }))
 
-/** docs/architecture.md §11.4: the hash of the validated output, stored on the job and used to spot duplicates. */
+/** Stored on the job and compared to spot a duplicate projection. */
 export const outputHash = (validatedOutput: unknown): string => sha256Hex(canonicalJson(validatedOutput))

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 
-/** docs/architecture.md §14.1: whose key pays for a provider call. */
+/** Whose key pays for a provider call. */
 export const CredentialMode = Schema.Literal("platform_key", "user_deepseek_key")
 export type CredentialMode = typeof CredentialMode.Type
 

@@ -16,7 +16,6 @@ export class InvalidJobInput extends Schema.TaggedError<InvalidJobInput>()("Inva
  */
 export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", {
   jobType: Schema.String,
-  /** The job the key already names. */
   jobId: Schema.String
 }) {}
 

@@ -25,9 +25,8 @@ export const JobTimeoutMs = Schema.Number.pipe(
 )
 
 /**
- * The spec's JobDefinition, field for field (docs/architecture.md §16.1). A definition is data: it says how a job type is routed, timed,
- * retried and secured. The code that runs a job type (schemas, prompt, projector) lives in
- * its `JobType` bundle beside it.
+ * The spec's JobDefinition, field for field (docs/architecture.md §16.1): data only. The code that runs
+ * a job type (schemas, prompt, projector) lives in its `JobType` bundle.
  */
 export class JobDefinition extends Schema.Class<JobDefinition>("JobDefinition")({
   jobType: Schema.String,
@@ -82,5 +81,5 @@ export const JobDefinitionDraft = Schema.Struct({
 })
 export type JobDefinitionDraft = typeof JobDefinitionDraft.Type
 
-/** The spec's pattern; job types use underscores (docs/architecture.md §19.3). */
+/** The spec's pattern; job types use underscores. */
 export const jobTypePattern = /^[a-z][a-z0-9_]{1,63}$/

@@ -2,7 +2,7 @@ import { Schema } from "effect"
 import { type AiJob } from "./AiJob.js"
 import { LifecycleStatus } from "./LifecycleStatus.js"
 
-/** Where a job is in the pipeline, as events and progress name it (docs/architecture.md §8). */
+/** Where a job is in the pipeline, as events and progress name it. */
 export const JobStage = Schema.Literal("QUEUED", "PREPARE", "RESOLVE", "EXECUTE", "PROJECT", "COMPLETE")
 export type JobStage = typeof JobStage.Type
 
@@ -43,7 +43,7 @@ export const stageOf = (job: Pick<AiJob, "lifecycleStatus" | "progress">): JobSt
 }
 
 /**
- * `progress` at the points a client sees (docs/architecture.md §8.7): locked (PREPARE), resolved,
+ * `progress` at the points a client sees: locked (PREPARE), resolved,
  * the provider call begun, its output validated, the result committed.
  */
 export const progressAt = {

@@ -27,7 +27,7 @@ export type FinishedArtifact = typeof FinishedArtifact.Type
 /**
  * The event as a receiver gets it: the Standard Webhooks envelope (`type`, `timestamp` of the
  * terminal write, `data`). Ids, the status, the error code and the artifacts' ids only: never the
- * input, the output, the user or a key (docs/architecture.md §14.5).
+ * input, the output, the user or a key.
  */
 export const JobFinishedEvent = Schema.Struct({
   type: JobFinishedEventType,

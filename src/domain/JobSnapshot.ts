@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 
-/** docs/architecture.md §5.4: the frozen, redacted input a job runs on; deleted after `expiresAt`. */
+/** The frozen, redacted input a job runs on; deleted after `expiresAt`. */
 export class JobSnapshot extends Schema.Class<JobSnapshot>("JobSnapshot")({
   id: Schema.String,
   jobId: Schema.String,

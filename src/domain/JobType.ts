@@ -4,9 +4,9 @@ import { InvalidJobInput } from "./JobCreationErrors.js"
 import { describeIssue } from "./ValueFreeMessages.js"
 
 /**
- * A job type as the engine runs it: the definition (data, docs/architecture.md §16.1) with the Schemas of its
- * input and output. The Schemas' types are erased behind decoders so that one registry holds
- * every job type; each type's own code (prompt, projector) decodes with the same Schemas.
+ * A job type as the engine runs it: the definition with the Schemas of its input and output. The
+ * Schemas' types are erased behind decoders so that one registry holds every job type; each type's
+ * own code (prompt, projector) decodes with the same Schemas.
  */
 export interface JobTypeSpec {
   /** Checked by the registry rule by rule; see `JobDefinitionRegistry.register`. */
@@ -20,7 +20,6 @@ export interface JobTypeSpec {
   readonly outputJsonSchema?: object | undefined
 }
 
-/** The JSON Schema of an output Schema, or none where a part of it has no JSON Schema form. */
 const jsonSchemaOf = <O, OE>(output: Schema.Schema<O, OE>): object | undefined => {
   try {
     return JSONSchema.make(output)

@@ -6,7 +6,7 @@ export class JobNotFound extends Schema.TaggedError<JobNotFound>()("JobNotFound"
   jobId: Schema.String
 }) {}
 
-/** docs/architecture.md §3.2: a transition the state machine forbids. No row was changed. */
+/** A transition the state machine forbids. No row was changed. */
 export class IllegalTransition extends Schema.TaggedError<IllegalTransition>()("IllegalTransition", {
   jobId: Schema.String,
   from: LifecycleStatus,
@@ -17,14 +17,14 @@ export class IllegalTransition extends Schema.TaggedError<IllegalTransition>()("
   }
 }
 
-/** docs/architecture.md §4.1: another worker won the compare-and-set on the lock. */
+/** Another worker won the compare-and-set on the lock. */
 export class JobLockConflict extends Schema.TaggedError<JobLockConflict>()("JobLockConflict", {
   jobId: Schema.String
 }) {}
 
 /**
- * docs/architecture.md §4.6: the caller no longer holds the lock it presents (it expired and was
- * taken over, or the job left `running`). Whatever it was about to write must not land.
+ * The caller no longer holds the lock it presents (it expired and was taken over, or the job left
+ * `running`). Whatever it was about to write must not land.
  */
 export class LockLost extends Schema.TaggedError<LockLost>()("LockLost", {
   jobId: Schema.String,
@@ -48,10 +48,7 @@ export class AttemptsExhausted extends Schema.TaggedError<AttemptsExhausted>()("
   attempts: Schema.Number
 }) {}
 
-/**
- * docs/architecture.md §10: `markSucceeded` of a cancellable job found a cancel already
- * requested. Nothing was written; the run ends cancelled instead.
- */
+/** `markSucceeded` of a cancellable job found a cancel already requested: nothing was written; the run ends cancelled. */
 export class CancelRequestedBeforeSuccess extends Schema.TaggedError<CancelRequestedBeforeSuccess>()(
   "CancelRequestedBeforeSuccess",
   { jobId: Schema.String }

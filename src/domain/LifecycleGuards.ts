@@ -78,7 +78,7 @@ export const leaseGuard = (
 
 /**
  * A cancellable job (`honourCancel`) cannot succeed once a cancel was requested: the database
- * decides whether the cancel or the result came first (docs/architecture.md §10).
+ * decides whether the cancel or the result came first.
  */
 export const noCancelRequested =
   (honourCancel: boolean) => (job: AiJob): Either.Either<AiJob, CancelRequestedBeforeSuccess> =>
@@ -86,7 +86,6 @@ export const noCancelRequested =
       ? Either.left(new CancelRequestedBeforeSuccess({ jobId: job.id }))
       : Either.right(job)
 
-/** `markSucceeded`: the lease holds and, for a cancellable job, no cancel was requested. */
 export const succeedGuard = (
   lease: JobLease,
   current: Option.Option<AiJob>,
@@ -118,7 +117,7 @@ export const fenceGuard = (
   })
 }
 
-/** docs/architecture.md §3.2: `running → cancelled` only once a cancel was requested. */
+/** `running → cancelled` only once a cancel was requested. */
 export const cancelGuard = (
   fence: JobFence,
   current: Option.Option<AiJob>,

@@ -1,6 +1,5 @@
 import { Schema } from "effect"
 
-/** docs/architecture.md §3.1: the five lifecycle states of an AI job. */
 export const LifecycleStatus = Schema.Literal("queued", "running", "succeeded", "failed", "cancelled")
 export type LifecycleStatus = typeof LifecycleStatus.Type
 
@@ -11,9 +10,8 @@ export const terminalStatuses: ReadonlyArray<LifecycleStatus> = ["succeeded", "f
 export const isTerminal = (status: LifecycleStatus): boolean => terminalStatuses.includes(status)
 
 /**
- * The allowed transitions; everything else is illegal (docs/architecture.md §3.2).
- * `running → running` is the takeover of an expired lock (§4.4): the same
- * status under a new owner and a higher attempt count.
+ * The allowed transitions; everything else is illegal (docs/architecture.md §3.2). `running → running`
+ * is the takeover of an expired lock: the same status under a new owner and a higher attempt count.
  */
 export const allowedTransitions: Readonly<Record<LifecycleStatus, ReadonlyArray<LifecycleStatus>>> = {
   queued: ["running", "cancelled"],
@@ -26,10 +24,7 @@ export const allowedTransitions: Readonly<Record<LifecycleStatus, ReadonlyArray<
 export const isAllowedTransition = (from: LifecycleStatus, to: LifecycleStatus): boolean =>
   allowedTransitions[from].includes(to)
 
-/**
- * docs/architecture.md §3.4: the legacy `status` column is written beside `lifecycle_status` (shadow write)
- * until the legacy readers are gone.
- */
+/** The legacy `status` column is written beside `lifecycle_status` (shadow write) until the legacy readers are gone. */
 export const LegacyStatus = Schema.Literal("pending", "processing", "completed", "failed", "cancelled")
 export type LegacyStatus = typeof LegacyStatus.Type
 

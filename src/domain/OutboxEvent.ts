@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { QueueName } from "./QueueName.js"
 
-/** docs/architecture.md §6.4: `dead` is the end for an event that failed too often; an operator can replay it. */
+/** `dead` is the end for an event that failed too often; an operator can replay it. */
 export const OutboxStatus = Schema.Literal("pending", "processing", "published", "failed", "dead")
 export type OutboxStatus = typeof OutboxStatus.Type
 
@@ -17,11 +17,11 @@ export type OutboxLane = typeof OutboxLane.Type
 
 export const allOutboxLanes: ReadonlyArray<OutboxLane> = OutboxLane.literals
 
-/** The event type that queues a job, and the aggregate of every event (docs/architecture.md §6.1). */
+/** The event type that queues a job, and the aggregate of every event. */
 export const enqueueEventType = "ai.job.enqueue"
 export const aiJobAggregateType = "AiJob"
 
-/** docs/architecture.md §14.5: the only fields an enqueue event carries; never input, user or credential. */
+/** The only fields an enqueue event carries; never input, user or credential. */
 export const EnqueuePayload = Schema.Struct({
   jobId: Schema.String,
   jobType: Schema.String,
@@ -60,7 +60,7 @@ export class OutboxEvent extends Schema.Class<OutboxEvent>("OutboxEvent")({
   deliveredTo: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   /**
    * Not a column of `outbox_event`: a claim reads it from the event's job (`ai_job.trace_parent`)
-   * so the dispatcher's publish span joins the job's trace (docs/architecture.md §20.2); null elsewhere.
+   * so the dispatcher's publish span joins the job's trace; null elsewhere.
    */
   traceParent: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null })
 }) {}
@@ -81,7 +81,7 @@ export interface NewOutboxEvent {
 export type OutboxCounts = Readonly<Record<OutboxStatus, number>>
 
 /**
- * One lane's backlog, for its gauges (docs/architecture.md §20.3): events not yet published
+ * One lane's backlog, for its gauges: events not yet published
  * (`pending`, or claimed and `processing`), events `dead`, and how long the oldest unpublished one
  * has waited since it was created, by the store's clock (0 when there is none).
  */
@@ -92,7 +92,7 @@ export interface OutboxBacklog {
 }
 
 /**
- * The `ai.job.enqueue` event of a job (§6.1): the only shape in which a job reaches the
+ * The `ai.job.enqueue` event of a job: the only shape in which a job reaches the
  * queue, whether first created, requeued or redispatched. `dedupeKey` says which of those it is.
  */
 export const enqueueEventFor = (

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 
-/** `TOO_MANY_JOBS` (docs/architecture.md §5.3): the user already has the most queued + running jobs allowed. */
+/** `TOO_MANY_JOBS`: the user already has the most queued + running jobs allowed. */
 export class TooManyJobs extends Schema.TaggedError<TooManyJobs>()("TooManyJobs", {
   userId: Schema.String,
   limit: Schema.Number,
@@ -8,7 +8,7 @@ export class TooManyJobs extends Schema.TaggedError<TooManyJobs>()("TooManyJobs"
   requested: Schema.optional(Schema.Number)
 }) {}
 
-/** `QUOTA_EXCEEDED` (docs/architecture.md §5.3): the user created the most jobs allowed in this UTC day. */
+/** `QUOTA_EXCEEDED`: the user created the most jobs allowed in this UTC day. */
 export class QuotaExceeded extends Schema.TaggedError<QuotaExceeded>()("QuotaExceeded", {
   userId: Schema.String,
   limit: Schema.Number,

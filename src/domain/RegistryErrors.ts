@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 
-/** docs/architecture.md §16.2: each way a job definition can be wrong has its own error. */
+/** Each way a job definition can be wrong has its own error. */
 
 export class DuplicateJobDefinition extends Schema.TaggedError<DuplicateJobDefinition>()("DuplicateJobDefinition", {
   jobType: Schema.String

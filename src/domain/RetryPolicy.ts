@@ -1,10 +1,7 @@
 import { categoryOf, type ExecutionError } from "./ExecutionError.js"
 import type { JobDefinition } from "./JobDefinition.js"
 
-/**
- * docs/architecture.md §9.1: whether an error may be retried, from its category and the job's definition.
- * INTERNAL is retryable, but the engine's schedule allows it only once.
- */
+/** INTERNAL is retryable, but the engine's schedule allows it only once. */
 export const isRetryable = (error: ExecutionError, definition: JobDefinition): boolean => {
   switch (categoryOf(error)) {
     case "PROVIDER":
@@ -22,6 +19,5 @@ export const isRetryable = (error: ExecutionError, definition: JobDefinition): b
   }
 }
 
-/** How long the provider asked us to wait before the next call, if it said. */
 export const retryAfterOf = (error: ExecutionError): number | undefined =>
   error._tag === "ProviderError" ? error.retryAfterMs : undefined
