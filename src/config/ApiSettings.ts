@@ -33,7 +33,6 @@ export class ApiSettings extends Context.Tag("ai-job-engine/http/ApiSettings")<A
     liveStreams: liveStreamConfig
   })
 
-  /** From the environment. */
   static readonly layer = Layer.effect(ApiSettings, ApiSettings.config)
 
   /** Explicit settings, for tests and the embedded program. */

@@ -102,7 +102,6 @@ const isHttpUrl = (value: string): boolean => {
 const httpUrl = (name: string) =>
   Config.string(name).pipe(Config.validate({ message: `${name} must be an http(s) URL`, validation: isHttpUrl }))
 
-/** A comma-separated list of non-empty items. */
 const list = (name: string) =>
   Config.string(name).pipe(
     Config.map((raw) => raw.split(",").map((item) => item.trim()).filter((item) => item.length > 0)),

@@ -11,12 +11,12 @@ export interface DispatcherSettingsShape {
   readonly batchSize: number
   /** Queue adds in flight at once within a batch. */
   readonly dispatchConcurrency: number
-  /** docs/architecture.md §6.4: the failed dispatch that makes an event `dead`. */
+  /** The failed dispatch that makes an event `dead`. */
   readonly maxAttempts: number
   /** First retry delay after a failed add; doubles per failure (jittered), capped at `retryMaxDelay`. */
   readonly retryBaseDelay: Duration.Duration
   readonly retryMaxDelay: Duration.Duration
-  /** docs/architecture.md §6.4: how often expired claims are released, at most (and at most half the claim TTL). */
+  /** How often expired claims are released, at most (and at most half the claim TTL). */
   readonly releaseInterval: Duration.Duration
   /**
    * After an add whose outcome is unknown (timed out, connection lost), how many times to ask

@@ -53,7 +53,6 @@ const base64Key32 = (name: string) =>
     })
   )
 
-/** The Redis keys' prefix when `REDIS_KEY_PREFIX` is unset. */
 export const defaultRedisPrefix = "aije"
 
 /** Where the state lives. Both URLs unset means the embedded, in-memory engine. */
@@ -64,7 +63,7 @@ export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
     readonly redisUrl: Option.Option<Redacted.Redacted<string>>
     /**
      * `DATABASE_POOL_SIZE` (default 10): MySQL connections per process in each of its two pools,
-     * standalone statements and transactions (docs/architecture.md §5.6). Every job's statements
+     * standalone statements and transactions. Every job's statements
      * queue for these, so a worker holding hundreds of jobs needs more than ten (the goodput bench
      * at 500 in flight: 10 left 160 jobs waiting to be locked and an interactive one 10 s behind them).
      */
@@ -108,7 +107,6 @@ export const leaseDefaults = {
 
 /** A queued job untouched this long may have lost its delivery: twice the lease. */
 export const queuedRedispatchFor = (jobLockTtl: Duration.Duration) => Duration.times(jobLockTtl, 2)
-/** A dispatcher's claim on outbox events lasts as long as a job lease. */
 export const outboxLockTtlFor = (jobLockTtl: Duration.Duration) => jobLockTtl
 
 const defaultOutboxPollInterval = Duration.seconds(1)

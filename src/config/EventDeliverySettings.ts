@@ -40,7 +40,7 @@ export class EventDeliverySettings extends Context.Tag("ai-job-engine/EventDeliv
   })
 
   /**
-   * From the environment. A delivery must end within the dispatcher's claim (`OUTBOX_LOCK_TTL_MS`),
+   * A delivery must end within the dispatcher's claim (`OUTBOX_LOCK_TTL_MS`),
    * or another dispatcher would take the event over while it is still in flight: unset,
    * `WEBHOOK_TIMEOUT_MS` is 10 s or half the claim, whichever is shorter; set, it must be shorter
    * than the claim.
@@ -100,7 +100,6 @@ const isHttpUrl = (value: string) => {
   }
 }
 
-/** Whitespace- or comma-separated words. */
 const words = (value: string) => value.split(/[\s,]+/).filter((word) => word.length > 0)
 
 /**

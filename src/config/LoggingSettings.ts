@@ -8,7 +8,6 @@ export const logFormatConfig = Config.literal("json", "pretty", "logfmt")("LOG_F
 /** `LOG_LEVEL` (default Info): the minimum level written. */
 export const logLevelConfig = Config.logLevel("LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info))
 
-/** How a process writes its logs. */
 export class LoggingSettings extends Context.Tag("ai-job-engine/LoggingSettings")<
   LoggingSettings,
   { readonly format: "json" | "pretty" | "logfmt"; readonly level: LogLevel.LogLevel }

@@ -24,7 +24,6 @@ const Price = Schema.Struct({
 /** `AI_PRICE_TABLE`: JSON `{ "<model>": { "inputMicrosPerMillionTokens": n, "outputMicrosPerMillionTokens": n } }`. */
 export const PriceTableJson = Schema.parseJson(Schema.Record({ key: Schema.String, value: Price }))
 
-/** The price of each model: `AI_PRICE_TABLE` over the defaults. */
 export class PriceTableSettings extends Context.Tag("ai-job-engine/PriceTableSettings")<
   PriceTableSettings,
   Readonly<Record<string, ModelPrice>>

@@ -106,7 +106,6 @@ export const defaultFallbackMaxWait = Duration.seconds(2)
 
 const invalid = (variable: string, message: string) => Effect.fail(ConfigError.InvalidData([variable], message))
 
-/** A duration read from `name` in whole milliseconds, from 1 to `max`. */
 const boundedMillis = (name: string, fallback: Duration.Duration, max: number) =>
   Config.integer(name).pipe(
     Config.withDefault(Duration.toMillis(fallback)),

@@ -2,7 +2,6 @@ import { Config, Context, Duration, Layer } from "effect"
 import type { QueueName } from "../domain/QueueName.js"
 import { positiveWhole } from "./configValues.js"
 
-/** How one queue is consumed and retried (docs/architecture.md §7.1). */
 export interface QueueSetting {
   /** Jobs one process runs at once. */
   readonly concurrency: number
@@ -53,7 +52,6 @@ const defaults: QueueSettingsShape = {
   shutdownGrace: Duration.seconds(30)
 }
 
-/** A duration its variable gives as a positive whole number of milliseconds. */
 const wholeMillis = (name: string, fallback: Duration.Duration) =>
   positiveWhole(name, Duration.toMillis(fallback)).pipe(Config.map(Duration.millis))
 

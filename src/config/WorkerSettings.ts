@@ -38,7 +38,6 @@ export const heapGrowthPercentConfig = Config.integer("WORKER_HEAP_GROWTH_PERCEN
   })
 )
 
-/** A worker process: who it is, which queues it serves, how its heap grows. */
 export class WorkerSettings extends Context.Tag("ai-job-engine/WorkerSettings")<
   WorkerSettings,
   {

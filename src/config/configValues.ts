@@ -10,7 +10,6 @@ export const positiveWhole = (name: string, fallback: number, unit?: string) =>
     })
   )
 
-/** A positive whole number of milliseconds read from `name`. */
 const positiveMillis = (name: string, fallback: number) => positiveWhole(name, fallback, "milliseconds")
 
 /** A positive duration read from `name` as a whole number of milliseconds (the variable keeps its `_MS` format). */
