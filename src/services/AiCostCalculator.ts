@@ -31,7 +31,7 @@ const makeAiCostCalculator = (table: Readonly<Record<string, ModelPrice>>) => {
 }
 
 /**
- * The cost of a call, from a price table per model (docs/architecture.md §11.5). `Default` reads
+ * The cost of a call, from a price table per model. `Default` reads
  * `AI_PRICE_TABLE` over the defaults; `withTable` takes a table as given.
  */
 export class AiCostCalculator extends Effect.Service<AiCostCalculator>()("ai-job-engine/AiCostCalculator", {

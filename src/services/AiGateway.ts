@@ -71,7 +71,7 @@ export interface GenerateResult {
 }
 
 /**
- * What a provider call can fail with, already in the taxonomy of docs/architecture.md §9.1:
+ * What a provider call can fail with, already in the engine's error taxonomy:
  * PROVIDER_* (retry with backoff, honouring `retryAfterMs`; `PROVIDER_REQUEST_REJECTED` only on
  * another target), VALIDATION_PROVIDER_RESPONSE / VALIDATION_MALFORMED_JSON (retry with the
  * problems in the prompt), CONTENT_SAFETY_* and CREDENTIAL_INVALID (never retried), INTERNAL_ERROR

@@ -24,7 +24,7 @@ import { SnapshotBuilder } from "./SnapshotBuilder.js"
 import { SnapshotRepository } from "./SnapshotRepository.js"
 import { UnitOfWork } from "./UnitOfWork.js"
 
-/** The spec's `CreateJobInput`, with the job's input itself (docs/architecture.md §5.1). */
+/** The spec's `CreateJobInput`, with the job's input itself. */
 export interface CreateJobRequest {
   readonly userId: string
   readonly jobType: string
@@ -61,7 +61,6 @@ export interface CreatedJob {
   readonly created: boolean
 }
 
-/** One job of a batch: its target and its input, of the batch's job type. */
 export interface BatchItem {
   readonly targetType: string
   readonly targetId: string
@@ -164,7 +163,7 @@ export const makeAiJobService = Effect.gen(function*() {
   const signal = yield* OutboxSignal
   const quotas = yield* Quotas
   const credentials = yield* CredentialRepository
-  // Where the composition root provides it, the creator queues its own jobs (§6.7); without it
+  // Where the composition root provides it, the creator queues its own jobs; without it
   // the dispatcher, woken by the signal, does.
   const direct = yield* Effect.serviceOption(OutboxDirectPublisher)
 
@@ -480,7 +479,6 @@ export const makeAiJobService = Effect.gen(function*() {
   }
 })
 
-/** The one job of a single create's result. */
 const firstOf = (result: CreatedJobBatch): Effect.Effect<CreatedJob, PersistenceError> => {
   const [job] = result.jobs
   return job === undefined

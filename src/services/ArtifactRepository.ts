@@ -9,13 +9,13 @@ export interface StoredArtifact extends ArtifactRef {
   readonly createdAt: Date
 }
 
-/** `ai_job_artifact`: what a job's projection produced (docs/architecture.md §11.1, §11.3). */
+/** `ai_job_artifact`: what a job's projection produced (docs/architecture.md §11). */
 export class ArtifactRepository extends Context.Tag("ai-job-engine/ArtifactRepository")<
   ArtifactRepository,
   {
     /**
      * Records artifacts inside the PROJECT transaction. The unique key (job, type, artifact id)
-     * makes a repeated projection insert nothing: those count as `duplicates` (§11.3).
+     * makes a repeated projection insert nothing: those count as `duplicates`.
      */
     readonly record: (
       jobId: string,
@@ -24,7 +24,7 @@ export class ArtifactRepository extends Context.Tag("ai-job-engine/ArtifactRepos
     /** In ordinal order. */
     readonly listByJob: (jobId: string) => Effect.Effect<ReadonlyArray<StoredArtifact>, PersistenceError>
     /**
-     * The status read (docs/architecture.md §15): a job and, when it succeeded, its artifacts in
+     * The status read: a job and, when it succeeded, its artifacts in
      * ordinal order, in one round trip (none for a job in any other state).
      */
     readonly findJobWithArtifacts: (

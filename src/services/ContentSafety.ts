@@ -37,7 +37,6 @@ const compile = (pattern: string): Either.Either<RegExp, string> => {
   }
 }
 
-/** The checker of `rules`: blocked terms and patterns. The error names the rule (by index), never the content. */
 const makeRuleBasedContentSafety = (rules: ContentSafetyRules) =>
   Effect.gen(function*() {
     // Rules are normalised once, here; each string of a check is normalised once.

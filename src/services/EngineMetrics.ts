@@ -95,7 +95,6 @@ export const httpRequestDuration = seconds(
   "HTTP requests, by method, route template and status"
 )
 
-/** Outcome label of a finished job: its status and error code (`none` when there is none). */
 export const finishedLabels = (jobType: string, status: string, errorCode: string | null | undefined) =>
   ({ job_type: jobType, status, error_code: errorCode ?? "none" }) as const
 
@@ -150,7 +149,7 @@ export const timed =
 
 /**
  * Each outbox lane's backlog gauges: `ai_outbox_*` is the job dispatch backlog (the enqueue lane),
- * `ai_events_*` the completion events awaiting delivery (the notify lane, docs/architecture.md §6.8).
+ * `ai_events_*` the completion events awaiting delivery (the notify lane).
  */
 const backlogGauges: Readonly<
   Record<OutboxLane, Readonly<Record<"pending" | "dead" | "oldestPendingAge", Metric.Metric.Gauge<number>>>>

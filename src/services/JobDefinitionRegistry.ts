@@ -122,7 +122,7 @@ export const makeJobDefinitionRegistry = Effect.gen(function*() {
   )
 
   return {
-    /** Checks every rule of docs/architecture.md §16.2 and fails with the first broken one's own error. */
+    /** Fails with the first broken rule's own error. */
     register,
     get: (jobType: string): Effect.Effect<RegisteredJobType, UnknownJobType> => get(jobType),
     getAll

@@ -1,7 +1,7 @@
 import { Context, Effect, Option } from "effect"
 
 /**
- * Finer progress during EXECUTE (docs/architecture.md §8.7): code that runs inside a job's
+ * Finer progress during EXECUTE: code that runs inside a job's
  * provider call (a gateway that streams, a job type's own steps) reports how far it got. The
  * value only raises what the lease keeper carries to the row on its next beat, within 20..79
  * (past the call's start, short of its validated output) and never backwards: reporting costs

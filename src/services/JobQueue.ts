@@ -3,25 +3,17 @@ import { priorityBounds } from "../domain/JobDefinition.js"
 import type { QueueName } from "../domain/QueueName.js"
 
 /**
- * The frozen queue payload (docs/architecture.md §7.2), and nothing else: no input, no user, no
- * credential, no snapshot content ever reaches Redis (§14.5).
- *
- * Decision on the spec's `idempotencyKey` (§19.15): the spec sets it to the outbox `dedupeKey`
- * (`{jobType}:{userId}:{idempotencyKey}`), which would carry the user id and a user-chosen
- * string into Redis. We carry `dedupeKey` instead: the queue job id derived from the AiJob id
- * (see `queueJobIdFor`), which is what the queue actually deduplicates on. `createdAt` is the
- * moment the job and its outbox event were committed (ISO 8601 on the wire).
+ * The frozen queue payload: ids only, so no input, user, credential or snapshot content reaches
+ * Redis. The spec's `idempotencyKey` (the outbox key `{jobType}:{userId}:{idempotencyKey}`) would
+ * carry the user id and a user-chosen string there; `dedupeKey` is instead the queue job id derived
+ * from the AiJob id, which is what the queue deduplicates on. `createdAt` is the commit time.
  */
 export const AiJobQueuePayload = Schema.Struct({
   jobId: Schema.NonEmptyTrimmedString,
   jobType: Schema.NonEmptyTrimmedString,
   dedupeKey: Schema.NonEmptyTrimmedString,
   createdAt: Schema.Date,
-  /**
-   * The job's stored trace context (`ai_job.trace_parent`: ids only), so a worker starts the
-   * run's span in the job's trace without reading the row; null (or absent) when the job stores
-   * none, and the run starts a trace of its own.
-   */
+  /** The job's stored `traceparent`, so a worker joins the job's trace without reading the row; null or absent: a trace of its own. */
   traceParent: Schema.optional(Schema.NullOr(Schema.String))
 })
 export type AiJobQueuePayload = typeof AiJobQueuePayload.Type
@@ -29,7 +21,7 @@ export type AiJobQueuePayload = typeof AiJobQueuePayload.Type
 export type AiJobQueuePayloadEncoded = typeof AiJobQueuePayload.Encoded
 
 /**
- * The queue job id (docs/architecture.md §7.3) is derived from the AiJob id (unique per job, so two
+ * The queue job id is derived from the AiJob id (unique per job, so two
  * users with the same idempotency key never collide) and never contains ':' (BullMQ rejects
  * custom ids with ':' unless they have exactly three parts). '%' and ':' are escaped so the
  * mapping stays one-to-one; the `aijob-` prefix keeps the id from ever being an integer
@@ -38,7 +30,7 @@ export type AiJobQueuePayloadEncoded = typeof AiJobQueuePayload.Encoded
 export const queueJobIdFor = (jobId: string): string => `aijob-${jobId.replace(/%/g, "%25").replace(/:/g, "%3A")}`
 
 /**
- * The spec's priority runs 0 (highest) .. 100 (lowest) (docs/architecture.md §7.3); BullMQ's runs
+ * The spec's priority runs 0 (highest) .. 100 (lowest); BullMQ's runs
  * 1 (highest) .. 2^21, and 0 means "no priority". Shift by one, after clamping and rounding,
  * so every job is prioritized and the order is kept.
  */
@@ -57,7 +49,6 @@ export const payloadFor = (job: {
   readonly createdAt: Date
   /** A reaper's redispatch: a queue job of its own, since the lost worker's may still be active. */
   readonly redispatchOf?: string | undefined
-  /** The job's stored trace context; null or left out: none, and the run starts a trace of its own. */
   readonly traceParent?: string | null | undefined
 }) =>
   AiJobQueuePayload.make({
@@ -76,7 +67,6 @@ export interface JobQueueAddRequest {
   readonly payload: AiJobQueuePayload
   /** The spec's scale: 0 = highest, 100 = lowest. */
   readonly priority: number
-  /** Delay before the job may be taken, in milliseconds. */
   readonly delayMs?: number
   /**
    * How long to wait for the queue at most (default `QUEUE_ADD_TIMEOUT_MS`); past it the add
@@ -104,7 +94,7 @@ export class JobQueueUnavailable extends Schema.TaggedError<JobQueueUnavailable>
 }) {}
 
 /**
- * A handler gives its delivery back without finishing the job (docs/architecture.md §4.5): its
+ * A handler gives its delivery back without finishing the job: its
  * lock, if it took one, is released. `consumerStopping`: the consumer is shutting down, so the
  * queue puts the job straight back for another consumer, without using an attempt or waiting a
  * backoff, and this consumer takes no more deliveries. Otherwise (a worker that could not
@@ -116,11 +106,9 @@ export class JobHandedOff extends Schema.TaggedError<JobHandedOff>()("JobHandedO
   consumerStopping: Schema.Boolean
 }) {}
 
-/** Whether a delivery ended handed back by a stopping consumer (see `JobHandedOff`). */
 export const isStoppingHandOff = (cause: Cause.Cause<unknown>): boolean =>
   Option.exists(Cause.failureOption(cause), (error) => error instanceof JobHandedOff && error.consumerStopping)
 
-/** One delivery of a queued job to a consumer. */
 export interface JobDelivery {
   readonly queueName: QueueName
   readonly queueJobId: string

@@ -26,7 +26,7 @@ export interface UsageDay {
   readonly costMicros: number
 }
 
-/** Read-only aggregates for the operator's statistics (docs/architecture.md §15.4). Time is the store's clock. */
+/** Read-only aggregates for the operator's statistics. Time is the store's clock. */
 export class JobStatistics extends Context.Tag("ai-job-engine/JobStatistics")<
   JobStatistics,
   {

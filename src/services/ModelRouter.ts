@@ -5,7 +5,6 @@ import { ModelRouterSettings } from "../config/ModelRouterSettings.js"
 import { ProviderName, ProviderSettings } from "../config/ProviderSettings.js"
 import { type CredentialMode, userKeyProvider } from "../domain/CredentialMode.js"
 
-/** One provider and model a call may go to. */
 export interface RouteTarget {
   readonly provider: string
   readonly model: string

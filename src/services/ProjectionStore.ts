@@ -1,7 +1,6 @@
 import { Context, type Effect } from "effect"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 
-/** A column value a projector may write. */
 export type ProjectionValue = string | number | boolean | null | Date | ReadonlyArray<string>
 
 /** A business row: `id` and `job_id` always, the table's other columns by their SQL names. */

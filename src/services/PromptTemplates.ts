@@ -136,8 +136,8 @@ const makePromptTemplates = (templates: ReadonlyArray<PromptTemplate>) =>
   })
 
 /**
- * Versioned templates per job type; `ai_job.prompt_version` picks one (docs/architecture.md
- * §16.4). `Default(templates)` holds the given templates.
+ * Versioned templates per job type; `ai_job.prompt_version` picks one. `Default(templates)` holds
+ * the given templates.
  */
 export class PromptTemplates extends Effect.Service<PromptTemplates>()("ai-job-engine/PromptTemplates", {
   effect: makePromptTemplates

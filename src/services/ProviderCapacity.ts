@@ -80,13 +80,11 @@ export interface CapacityState {
  * per minute, tokens per minute and concurrent requests (`AI_RATE_LIMITS`), with a concurrency limit
  * that adapts to the provider (AIMD) and pauses that follow its `Retry-After`.
  *
- * `acquire` waits until the call may go: it sleeps on the Clock until the earliest instant the
- * limit can let it through (a release in this worker wakes it sooner; one held by another worker
- * is seen within 50 ms), is interruptible, and fails only when the request set a bound
- * (`maxWaitMs`, `maxPausedMs`) that the wait would pass, so waiting never spends a retry attempt
- * by itself. Callers acquire outside
- * any database transaction (waiting must not hold a connection) and keep their lease fresh meanwhile.
- * The permit belongs to the scope: if the scope closes before `release`, the call counts as sent
+ * `acquire` sleeps on the Clock until the earliest instant the limit can let the call through (a
+ * release in this worker wakes it sooner; another worker's is seen within 50 ms), is interruptible,
+ * and fails only when a bound the request set (`maxWaitMs`, `maxPausedMs`) would pass, so waiting
+ * never spends a retry attempt by itself. Acquire outside any transaction (waiting must not hold a
+ * connection). The permit belongs to the scope: closed before `release`, the call counts as sent
  * and its slot is freed with the estimate standing (`Failed`).
  *
  * Fairness: a worker grants interactive waiters before background ones, and while any worker has

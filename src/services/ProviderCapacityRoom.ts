@@ -27,12 +27,9 @@ export const capacityWindowMs = 60_000
  */
 export const capacityPaceMs = 1_000
 
-/** Grants a pace span may hold under `rpm`. */
 export const paceLimitOf = (rpm: number) => Math.max(1, Math.ceil((rpm * capacityPaceMs) / capacityWindowMs))
 
-/** Additive increase per successful call. */
 export const aimdIncrease = 1
-/** Multiplicative decrease per overload signal. */
 export const aimdDecreaseFactor = 0.5
 /** One decrease per this long: a burst of 429s from one overload halves the limit once, not to the floor. */
 export const aimdDecreaseCooldownMs = 1_000
@@ -191,7 +188,6 @@ class Lane {
 }
 
 interface Room {
-  /** The model the limits are kept for. */
   readonly providerModel: string
   readonly interactive: Lane
   readonly background: Lane

@@ -16,8 +16,8 @@ export interface ProjectionResult {
 }
 
 /**
- * docs/architecture.md §11.1: turns a validated output into business rows and artifacts. `project` runs inside
- * the PROJECT stage's `UnitOfWork.transaction`, beside the fenced `markSucceeded`.
+ * Turns a validated output into business rows and artifacts (docs/architecture.md §11). `project`
+ * runs inside the PROJECT stage's `UnitOfWork.transaction`, beside the fenced `markSucceeded`.
  */
 export interface ResultProjector {
   readonly key: string

@@ -25,10 +25,7 @@ const redact = (value: unknown): unknown => {
   return value
 }
 
-/**
- * Freezes a job's validated input, redacted, with an expiry (docs/architecture.md §5.4). Needs
- * `TimingConfig` (the retention).
- */
+/** Freezes a job's validated input, redacted, with an expiry. Needs `TimingConfig` (the retention). */
 export class SnapshotBuilder extends Effect.Service<SnapshotBuilder>()("ai-job-engine/SnapshotBuilder", {
   effect: Effect.gen(function*() {
     const timing = yield* TimingConfig

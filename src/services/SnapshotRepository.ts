@@ -2,7 +2,7 @@ import { Context, type Effect, type Option } from "effect"
 import type { JobSnapshot, NewJobSnapshot } from "../domain/JobSnapshot.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 
-/** `ai_job_snapshot`: the frozen input a job runs on (docs/architecture.md §5.4). */
+/** `ai_job_snapshot`: the frozen input a job runs on. */
 export class SnapshotRepository extends Context.Tag("ai-job-engine/SnapshotRepository")<
   SnapshotRepository,
   {

@@ -4,7 +4,7 @@ import type { PersistenceError } from "../domain/PersistenceError.js"
 /** A number column: mysql2 may hand BIGINT back as a string. */
 const IntColumn = Schema.Union(Schema.Number, Schema.NumberFromString)
 
-/** One row of `ai_usage_log` (docs/architecture.md §11.5), camelCased; also the memory store's `UsageLogRow`. */
+/** One row of `ai_usage_log`, camelCased; also the memory store's `UsageLogRow`. */
 export const UsageLogRecord = Schema.Struct({
   id: Schema.String,
   jobId: Schema.String,

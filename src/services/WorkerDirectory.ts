@@ -1,12 +1,11 @@
 import { Context, type Effect, Schema } from "effect"
 
-/** What a live worker says about itself in its heartbeat (`worker:heartbeat:{instanceId}`, docs/architecture.md §4.3). */
+/** What a live worker says about itself in its heartbeat (`worker:heartbeat:{instanceId}`). */
 export const WorkerHeartbeat = Schema.Struct({
   instanceId: Schema.String,
   hostname: Schema.String,
   pid: Schema.Number,
   queues: Schema.Array(Schema.String),
-  /** Ids of the jobs this worker holds right now. */
   jobIds: Schema.Array(Schema.String),
   startedAt: Schema.String,
   beatAt: Schema.String

@@ -18,7 +18,7 @@ export interface EventDelivery {
   readonly body: JobFinishedEvent
 }
 
-/** One place a job's terminal event goes (docs/architecture.md §6.8). */
+/** One place a job's terminal event goes. */
 export interface EventTarget {
   /**
    * Stable across restarts and configuration order: an event records the keys of the targets
