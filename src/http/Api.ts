@@ -223,7 +223,7 @@ export class JobsGroup extends HttpApiGroup.make("jobs")
   .annotate(OpenApi.Title, "jobs")
 {}
 
-/** The caller's own provider key (`user_deepseek_key`, docs/architecture.md §14.1). */
+/** The caller's own provider key (`user_deepseek_key`). */
 export class CredentialsGroup extends HttpApiGroup.make("credentials")
   .add(
     HttpApiEndpoint.put("storeDeepseekKey", "/api/ai/credentials/deepseek")
@@ -325,7 +325,7 @@ export class AdminGroup extends HttpApiGroup.make("admin")
   .annotate(OpenApi.Title, "admin")
 {}
 
-/** Service-to-service routes (runtime resolve, docs/architecture.md §14.1). */
+/** Service-to-service routes (runtime resolve). */
 export class InternalGroup extends HttpApiGroup.make("internal")
   .add(
     HttpApiEndpoint.post("resolveCredential", "/internal/credentials/:credentialId/resolve")

@@ -2,7 +2,7 @@ import { HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 
 /**
- * The public errors of the HTTP API: the spec's public codes plus the ones the routes need (docs/architecture.md §15.3).
+ * The public errors of the HTTP API (docs/architecture.md §15.3): the spec's codes plus the routes' own.
  * Every error is the JSON `{ "code": "...", "message": "..." }` with its own HTTP status; one
  * class per code, so that OpenAPI lists exactly which codes each route answers. `message` is
  * written for the caller: fixed text or text we composed from validated fields, never a stack,

@@ -18,7 +18,7 @@ import { WorkerHeartbeat } from "../services/WorkerDirectory.js"
  */
 
 // ---------------------------------------------------------------------------------------------
-// The spec's JobStatusResponse, frozen: docs/architecture.md §15.2.
+// The spec's JobStatusResponse, frozen.
 
 export const ArtifactReference = Schema.Struct({
   artifactType: Schema.String,
@@ -62,7 +62,6 @@ export class AcceptedJobStatusResponse extends Schema.Class<AcceptedJobStatusRes
   { description: "A JobStatusResponse for a job this request created." }
 ) {}
 
-/** The most jobs one batch create may ask for. */
 export const maxBatchItems = 100
 
 /** A batch create's answer when its `Idempotency-Key` already made the jobs: 200, each as it stands now. */
@@ -87,11 +86,11 @@ const adminJobFields = {
   maxAttempts: Schema.Number,
   cancelRequestedAt: Schema.optional(Schema.String),
   updatedAt: Schema.String,
-  /** SUPER_ADMIN only (docs/architecture.md §15.4). */
+  /** SUPER_ADMIN only. */
   internalErrorMessage: Schema.optional(Schema.String)
 }
 
-/** `JobStatusResponse` plus what only an operator may see (docs/architecture.md §15.4). */
+/** `JobStatusResponse` plus what only an operator may see. */
 export class AdminJobStatusResponse
   extends Schema.Class<AdminJobStatusResponse>("AdminJobStatusResponse")(adminJobFields, {
     description: "JobStatusResponse plus operator fields, including internalErrorMessage (SUPER_ADMIN only)."
@@ -163,7 +162,6 @@ const Limit = wholeNumberParam({
   message: `must be a whole number from 1 to ${maxPageSize}`
 })
 
-/** The paging fields every list endpoint takes. */
 export const pageParams = {
   cursor: Schema.optional(JobCursor),
   limit: Schema.optionalWith(Limit, { default: () => defaultPageSize })
@@ -434,9 +432,8 @@ export class NotReady extends Schema.Class<NotReady>("NotReady")(
   HttpApiSchema.annotations({ status: 503, description: "A backing store does not answer; the message names it." })
 ) {}
 
-// Following a job (docs/architecture.md §15.5): the long poll's parameters and the event stream.
+// Following a job: the long poll's parameters and the event stream.
 
-/** The longest a long poll waits. */
 export const maxWaitMs = 30_000
 
 export const JobWaitParams = withValueFreeErrors(Schema.Struct({

@@ -113,7 +113,6 @@ export const acceptedHs256Token = (
       })
   })
 
-/** An HS256 token's caller: its verified claims through the schema (`sub`, `role`, `exp`). */
 export const signedInUserOfHs256 = (
   jws: CompactJws,
   key: KeyObject,

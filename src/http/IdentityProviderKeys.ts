@@ -17,7 +17,7 @@ import type { IdentityProviderSettings } from "../config/AuthSettings.js"
 import { emptyKeySet, JwkSetDocument, type KeySet, keySetOf } from "./jwks.js"
 
 /**
- * An identity provider's signing keys, fetched lazily and cached (docs/architecture.md §15.8):
+ * An identity provider's signing keys, fetched lazily and cached:
  * - the first provider token waits for the first fetch (discovery, then the JWK Set);
  * - a set is used for its `Cache-Control: max-age`, between `AUTH_JWKS_COOLDOWN_S` and
  *   `AUTH_JWKS_MAX_AGE_S`; once stale it is fetched again in the background while the old keys

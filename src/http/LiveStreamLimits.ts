@@ -4,8 +4,8 @@ import { TooManyStreamsError } from "./ApiErrors.js"
 import { retryAfter } from "./errorMapping.js"
 
 /**
- * The bounds on following jobs live (docs/architecture.md §15.5): a stream or long poll holds a
- * slot for as long as it is open, at most `SSE_MAX_PER_USER` per user and `SSE_MAX_PER_PROCESS`
+ * The bounds on following jobs live: a stream or long poll holds a slot for as long as it is
+ * open, at most `SSE_MAX_PER_USER` per user and `SSE_MAX_PER_PROCESS`
  * in the process (past either: 429 with `Retry-After`), and a stream ends when its token expires
  * or after `SSE_MAX_DURATION_MS`, whichever comes first.
  */

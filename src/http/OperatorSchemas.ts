@@ -5,7 +5,7 @@ import { QueueName } from "../domain/QueueName.js"
 import { withValueFreeErrors } from "../domain/ValueFreeMessages.js"
 import { AdminJobStatusResponse, pageOf, pageParams } from "./ApiSchemas.js"
 
-/** The operator's views beyond single jobs (docs/architecture.md §15.4): outbox, timeline, statistics. */
+/** The operator's views beyond single jobs: outbox, timeline, statistics. */
 
 /** `claimed` is what the store calls `processing`: held by a dispatcher right now. */
 export const OutboxListStatus = Schema.Literal("dead", "pending", "claimed")

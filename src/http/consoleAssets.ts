@@ -1,6 +1,6 @@
 /**
- * The operator console's two files (docs/architecture.md §15.4), kept as strings so the API
- * bundle carries them without a build step of their own. The script is plain browser
+ * The operator console's two files, kept as strings so the API bundle carries them without a
+ * build step of their own. The script is plain browser
  * JavaScript: it must contain no backtick and no dollar-brace (they would end this literal).
  */
 

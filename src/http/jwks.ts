@@ -4,8 +4,8 @@ import { type AsymmetricAlgorithm, asymmetricAlgorithms } from "../config/AuthSe
 
 /**
  * An identity provider's JSON Web Key Set as `node:crypto` key objects, imported once per fetch
- * so that a request only looks a key up and verifies (docs/architecture.md §15.8). Which key a
- * token may use follows jose's `createLocalJWKSet`: the token's `kid` when it has one, a key
+ * so that a request only looks a key up and verifies. Which key a token may use follows jose's
+ * `createLocalJWKSet`: the token's `kid` when it has one, a key
  * type (and curve) that fits its `alg`, `use` absent or `sig`, `key_ops` including `verify`,
  * the key's own `alg` (when present) equal to the token's, and exactly one such key.
  */
@@ -153,7 +153,6 @@ export const selectKey = (set: KeySet, algorithm: AsymmetricAlgorithm, kid: unkn
     : { _tag: "Selected", key }
 }
 
-/** Checks a JWS signature over `signingInput` with `node:crypto`. */
 export const signatureValid = (
   algorithm: AsymmetricAlgorithm,
   key: KeyObject,

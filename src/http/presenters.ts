@@ -9,18 +9,15 @@ import {
   RetriedJobResponse
 } from "./ApiSchemas.js"
 
-/**
- * AiJob rows → the API's answers. The user's view carries the fields of
- * docs/architecture.md §15.2 only; the operator's view adds the internal ones (§15.4).
- */
+/** AiJob rows → the API's answers. The operator's view adds the internal fields to the user's. */
 
 const iso = (date: Date | null): string | undefined => (date === null ? undefined : date.toISOString())
 
 const genericFailure = "The job failed."
 
 /**
- * docs/architecture.md §14.3: a public message never carries a stack, a path or an address. The engine stores
- * fixed text per code; this is the last line of defence should anything else ever land there.
+ * A public message never carries a stack, a path or an address. The engine stores fixed text per
+ * code; this is the last line of defence should anything else ever land there.
  */
 const looksInternal = (text: string): boolean =>
   text.length > 300 ||

@@ -9,9 +9,9 @@ import { fromCredentialError, fromPersistence } from "../errorMapping.js"
 const notFound = () => new CredentialNotFoundError({ message: "No active credential for this job." })
 
 /**
- * Runtime resolve (docs/architecture.md §14.1): an external runtime that runs a job asks for the key that pays for
- * it. The key is given only for a job that is queued or running and names this credential, and
- * only while the credential is its owner's and not revoked. The key never reaches a log.
+ * Runtime resolve (docs/architecture.md §14.1): an external runtime that runs a job asks for the
+ * key that pays for it: only for a queued or running job that names this credential, while the
+ * credential is its owner's and not revoked. The key never reaches a log.
  */
 export const InternalHandlersLive = HttpApiBuilder.group(AiJobApi, "internal", (handlers) =>
   Effect.gen(function*() {

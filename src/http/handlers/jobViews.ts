@@ -29,7 +29,7 @@ export const makeJobViews = Effect.gen(function*() {
         ? Effect.succeed(job)
         : Effect.fail(jobNotFound()))
 
-  /** The status read: the visible job and its artifacts in one round trip (§15). */
+  /** The status read: the visible job and its artifacts in one round trip. */
   const findVisibleWithArtifacts = (jobId: string, user: AuthenticatedUser, options: { readonly admins: boolean }) =>
     artifactRepository.findJobWithArtifacts(jobId).pipe(
       Effect.catchTag("PersistenceError", fromPersistence),

@@ -303,7 +303,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
                 PersistenceError: fromPersistence
               })
             )
-            // A running job only records the request: tell its worker now (docs/architecture.md §10).
+            // A running job only records the request: tell its worker now.
             if (after.lifecycleStatus === "running") yield* cancelSignal.publish(after.id)
             else yield* jobEvents.publish(jobEventOf(after))
             // A queued job is cancelled here and now: this is where it finishes.
