@@ -295,9 +295,9 @@ const instrumented = <ROut, E, R>(gateway: Layer.Layer<ROut | AiGateway, E, R>) 
   )
 
 /**
- * The creator queues its own jobs after commit (docs/architecture.md §6.7); the dispatcher sweeps
- * what it missed. With `OUTBOX_DIRECT_PUBLISH=false` nothing is provided: creates leave every
- * event to the dispatcher and wake it, as `AiJobService` does without a publisher.
+ * The creator queues its own jobs after commit; the dispatcher sweeps what it missed. With
+ * `OUTBOX_DIRECT_PUBLISH=false` nothing is provided: creates leave every event to the dispatcher
+ * and wake it, as `AiJobService` does without a publisher.
  */
 export const DirectDispatchLive = Layer.unwrapEffect(
   Effect.map(
@@ -361,9 +361,8 @@ export const ApiPart = <E = never, R = never>(
 export const LiveApiSupport = Layer.mergeAll(ApiSettings.layer, AuthSettings.layer, ReadinessProbeLive)
 
 /**
- * Where jobs' ends are announced (docs/architecture.md §6.8): `WEBHOOK_URL`'s endpoints and, with
- * `DOMAIN_EVENTS_QUEUE`, that queue on the engine's Redis (refused at start without one: the
- * embedded engine has none).
+ * Where jobs' ends are announced: `WEBHOOK_URL`'s endpoints and, with `DOMAIN_EVENTS_QUEUE`, that
+ * queue on the engine's Redis (refused at start without one: the embedded engine has none).
  */
 export const EventTargetsLive = Layer.scoped(
   EventTargets,

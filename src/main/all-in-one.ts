@@ -30,7 +30,6 @@ import {
 } from "./AppLayers.js"
 import { runProcess } from "./runProcess.js"
 
-/** The three parts of the engine over whatever stack is below them. */
 // One process, one `/metrics` (on PORT): the dispatcher's outbox gauges are sampled per scrape.
 const engineParts = Layer.mergeAll(
   ApiPart({ sampleMetrics: Effect.zipRight(sampleOutboxBacklog, sampleProviderBreakers) }),
