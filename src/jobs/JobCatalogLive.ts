@@ -34,5 +34,4 @@ export const jobCatalogLayer = (modules: ReadonlyArray<JobTypeModule>) =>
     }))
   ).pipe(Layer.provideMerge(resultProjectorsOf(modules)))
 
-/** The built-in job types. */
 export const JobCatalogLive = jobCatalogLayer(jobCatalog)
