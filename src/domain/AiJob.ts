@@ -39,7 +39,7 @@ export class AiJob extends Schema.Class<AiJob>("AiJob")({
   publicErrorMessage: Schema.NullOr(Schema.String),
   internalErrorMessage: Schema.NullOr(Schema.String),
   outputHash: Schema.NullOr(Schema.String),
-  /** The creating request's W3C `traceparent`, read leniently: a malformed value is ignored where used, never fails a read. */
+  /** The creating request's W3C `traceparent`; a malformed one is ignored where used, never fails a read. */
   traceParent: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
   /** The job an operator's retry re-created this one from; null for a job a client created. */
   retriedFromJobId: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
@@ -70,8 +70,9 @@ export interface NewAiJob {
 }
 
 /**
- * What a worker presents with every write to a running job (docs/architecture.md §4.6). Every lock,
- * takeover or pickup after a hand-off raises `leaseNo`, fencing out the previous holder; a hand-off keeps `attempt`.
+ * What a worker presents with every write to a running job (docs/architecture.md §4.6). Every
+ * lock, takeover or pickup after a hand-off raises `leaseNo`, fencing out the previous holder; a
+ * hand-off keeps `attempt`.
  */
 export interface JobLease {
   readonly jobId: string
@@ -86,8 +87,8 @@ export const leaseOf = (job: AiJob): JobLease | undefined =>
     : undefined
 
 /**
- * Who may end a running job: the lease holder, or the reaper once the lock has been expired past the
- * grace period and the lease number and owner are still the ones it saw (nobody took over or released it).
+ * Who may end a running job: the lease holder, or the reaper once the lock has been expired past
+ * the grace period and the lease number and owner are still the ones it saw.
  */
 export type JobFence =
   | { readonly _tag: "Lease"; readonly lease: JobLease }

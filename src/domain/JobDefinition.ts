@@ -25,8 +25,8 @@ export const JobTimeoutMs = Schema.Number.pipe(
 )
 
 /**
- * The spec's JobDefinition, field for field (docs/architecture.md §16.1): data only. The code that runs
- * a job type (schemas, prompt, projector) lives in its `JobType` bundle.
+ * The spec's JobDefinition, field for field (docs/architecture.md §16.1): data only. The code
+ * that runs a job type (schemas, prompt, projector) lives in its `JobType` bundle.
  */
 export class JobDefinition extends Schema.Class<JobDefinition>("JobDefinition")({
   jobType: Schema.String,

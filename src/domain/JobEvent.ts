@@ -42,10 +42,7 @@ export const stageOf = (job: Pick<AiJob, "lifecycleStatus" | "progress">): JobSt
   }
 }
 
-/**
- * `progress` at the points a client sees: locked (PREPARE), resolved,
- * the provider call begun, its output validated, the result committed.
- */
+/** `progress` at the points a client sees: locked, resolved, call begun, output validated, committed. */
 export const progressAt = {
   PREPARE: 5,
   RESOLVE: 15,

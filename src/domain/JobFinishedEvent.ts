@@ -47,8 +47,8 @@ export type JobFinishedEvent = typeof JobFinishedEvent.Type
 export const finishedDedupeKey = (jobId: string) => `ai.job.finished:${jobId}`
 
 /**
- * The terminal event's id, derived from the job's: there is one per job, so its id (a receiver's
- * `webhook-id`, the domain-events queue job id) needs no randomness, and a job's id names it.
+ * Derived from the job's id: one terminal event per job, so its id (a receiver's `webhook-id`, the
+ * domain-events queue job id) needs no randomness.
  */
 export const finishedEventId = (jobId: string) => derivedId("ai.job.finished", jobId)
 

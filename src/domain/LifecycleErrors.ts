@@ -48,7 +48,7 @@ export class AttemptsExhausted extends Schema.TaggedError<AttemptsExhausted>()("
   attempts: Schema.Number
 }) {}
 
-/** `markSucceeded` of a cancellable job found a cancel already requested: nothing was written; the run ends cancelled. */
+/** A cancellable job's success found a cancel already requested: nothing was written; the run ends cancelled. */
 export class CancelRequestedBeforeSuccess extends Schema.TaggedError<CancelRequestedBeforeSuccess>()(
   "CancelRequestedBeforeSuccess",
   { jobId: Schema.String }

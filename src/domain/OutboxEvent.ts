@@ -72,7 +72,6 @@ export interface NewOutboxEvent {
   readonly aggregateId: string
   readonly dedupeKey: string
   readonly payload: unknown
-  /** Delay before the event may be dispatched; 0 for at once. */
   readonly delayMs: number
   /** `enqueue` when not given. */
   readonly lane?: OutboxLane
@@ -81,9 +80,8 @@ export interface NewOutboxEvent {
 export type OutboxCounts = Readonly<Record<OutboxStatus, number>>
 
 /**
- * One lane's backlog, for its gauges: events not yet published
- * (`pending`, or claimed and `processing`), events `dead`, and how long the oldest unpublished one
- * has waited since it was created, by the store's clock (0 when there is none).
+ * One lane's backlog, for its gauges: events not yet published (`pending` or `processing`), events
+ * `dead`, and the age of the oldest unpublished one by the store's clock (0 when there is none).
  */
 export interface OutboxBacklog {
   readonly unpublished: number
@@ -92,8 +90,8 @@ export interface OutboxBacklog {
 }
 
 /**
- * The `ai.job.enqueue` event of a job: the only shape in which a job reaches the
- * queue, whether first created, requeued or redispatched. `dedupeKey` says which of those it is.
+ * The only shape in which a job reaches the queue, whether first created, requeued or
+ * redispatched; `dedupeKey` says which.
  */
 export const enqueueEventFor = (
   job: { readonly id: string; readonly jobType: string; readonly queueName: QueueName; readonly priority: number },

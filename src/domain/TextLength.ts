@@ -1,10 +1,8 @@
 import { Schema } from "effect"
 
 /**
- * String lengths as JSON Schema counts them: characters (Unicode code points), not the UTF-16
- * code units of `String.length`, where an emoji counts twice. Every `minLength` / `maxLength`
- * the engine enforces is one of these, so a value the OpenAPI description accepts is one the
- * engine accepts (and a MySQL `VARCHAR(n)` column counts characters the same way).
+ * String lengths as JSON Schema and MySQL's `VARCHAR(n)` count them: code points, not the UTF-16
+ * units of `String.length` (an emoji counts twice there), so what OpenAPI accepts the engine does.
  */
 
 /** How many characters (code points) `text` holds; a lone surrogate counts as one. */
@@ -22,7 +20,6 @@ export const characterCount = (text: string): number => {
   return count
 }
 
-/** At most `max` characters; described as JSON Schema's `maxLength`. */
 export const maxChars = <S extends Schema.Schema.Any>(max: number) =>
 <A extends string>(
   self: S & Schema.Schema<A, Schema.Schema.Encoded<S>, Schema.Schema.Context<S>>
@@ -35,7 +32,6 @@ export const maxChars = <S extends Schema.Schema.Any>(max: number) =>
     })
   )
 
-/** At least `min` characters; described as JSON Schema's `minLength`. */
 export const minChars = <S extends Schema.Schema.Any>(min: number) =>
 <A extends string>(
   self: S & Schema.Schema<A, Schema.Schema.Encoded<S>, Schema.Schema.Context<S>>

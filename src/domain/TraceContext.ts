@@ -21,7 +21,6 @@ const decodeTraceParent = Schema.decodeUnknownOption(TraceParent)
 export const traceParentOf = (span: { readonly traceId: string; readonly spanId: string; readonly sampled: boolean }) =>
   decodeTraceParent(`00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`)
 
-/** The current span's `traceparent`, or none outside any span. */
 export const currentTraceParent: Effect.Effect<Option.Option<TraceParent>> = Effect.map(
   Effect.option(Effect.currentParentSpan),
   Option.flatMap(traceParentOf)
@@ -38,7 +37,6 @@ export const externalParent = (traceParent: TraceParent): Tracer.ExternalSpan =>
   })
 }
 
-/** The remote parent a stored column names, if it holds a valid `traceparent`. */
 export const storedParent = (column: string | null | undefined): Option.Option<Tracer.ExternalSpan> =>
   Option.map(decodeTraceParent(column), externalParent)
 

@@ -14,10 +14,8 @@ const confusables: ReadonlyMap<string, string> = new Map(
 )
 
 /**
- * Characters that render as nothing or only change how a neighbour looks: every format character
- * (`Cf`: U+200B..U+200F, U+FEFF, the soft hyphen U+00AD, bidi controls...) and every default
- * ignorable (variation selectors U+FE00..FE0F and U+E0100..E01EF, the combining grapheme joiner
- * U+034F, Hangul fillers...).
+ * Characters that render as nothing or only change how a neighbour looks: format characters
+ * (zero-width spaces, soft hyphen, bidi controls) and default ignorables (variation selectors...).
  */
 const invisible = /[\p{Cf}\p{Default_Ignorable_Code_Point}]/gu
 
@@ -69,12 +67,10 @@ const visibleText = (text: string) => text.normalize("NFKC").replace(invisible, 
 export const foldedText = (text: string) => caseFold(visibleText(text))
 
 /**
- * Two skeletons of a text: NFKC, invisible characters removed, then the TR39 skeleton of its
- * upper case form and of its folded (lower case) form, each case folded. TR39's table maps by
- * case (Cyrillic `В` → `B` but `в` → `ʙ`; `I` → `l` but `i` → `i`; `m` → `rn` but `M` → `M`), so
- * one case alone would tell case variants apart or miss look-alikes that exist in one case only:
- * each form is consistent across case, and a rule matches when it is found in either (its own
- * skeleton of the same form). `ВOMB`, `bоmb`, `ＢＯＭＢ`, `b\u200Bomb` and `bo\u0301mb` all match `bomb`.
+ * The TR39 skeletons of a text's upper case and folded forms (after NFKC, invisibles removed), each
+ * case folded. TR39 maps by case (`В` → `B` but `в` → `ʙ`; `m` → `rn` but `M` → `M`), so one case
+ * alone would miss look-alikes that exist in one case only; a rule matches when found in either
+ * form. `ВOMB`, `bоmb`, `ＢＯＭＢ`, `b\u200Bomb` and `bo\u0301mb` all match `bomb`.
  */
 export interface TextSkeletons {
   readonly upper: string
