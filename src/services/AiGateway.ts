@@ -57,7 +57,6 @@ export interface GenerateRequest {
 }
 
 export interface GenerateResult {
-  /** The message content as the model wrote it. */
   readonly text: string
   /** `text` parsed as JSON in JSON mode; `null` otherwise. Not yet checked against any output Schema. */
   readonly json: unknown

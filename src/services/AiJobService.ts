@@ -464,17 +464,11 @@ export const makeAiJobService = Effect.gen(function*() {
 
   return {
     /**
-     * Validates the input against the job type's Schema, then writes job, snapshot and outbox
-     * event in one transaction, after the user's limits admit it. Concurrent calls with one
-     * idempotency key all get the one job; a key reused with a different input is refused.
+     * Job, snapshot and outbox event in one transaction. Concurrent calls with one idempotency key
+     * all get the one job; the key with another input is refused.
      */
     createJob,
-    /**
-     * Many jobs of one type in one transaction, all or none: every input is validated first (a
-     * bad one fails the batch, named by its index), the user's limits admit the whole batch at
-     * once, and the jobs are queued together after the commit. An idempotency key covers the
-     * batch as it covers one job.
-     */
+    /** All or none: a bad input fails the batch (named by its index); the limits admit the batch whole. */
     createJobBatch
   }
 })

@@ -95,13 +95,10 @@ const makeRuleBasedContentSafety = (rules: ContentSafetyRules) =>
   })
 
 /**
- * Checks a job's input before the provider call and its output after it, when the definition's
- * `security.contentSafetyCheck` asks (docs/architecture.md §14.6). `content` is any JSON value;
- * every string in it is checked. A block is `CONTENT_SAFETY_BLOCKED`, never retried. The error
- * names the rule that matched, never the content. A rule matches what a reader would see:
- * invisible characters, look-alike letters (Unicode TR39 confusables) and case must not hide a
- * blocked term from it. `Default` reads the rules from configuration; `withRules` takes them as
- * given. A moderation API would be a second layer of this service.
+ * Checks every string of a job's input and output when `security.contentSafetyCheck` asks
+ * (docs/architecture.md §14.6). A block is `CONTENT_SAFETY_BLOCKED`, never retried, and names the
+ * rule, never the content. Rules match what a reader sees: invisible characters, TR39 look-alikes
+ * and case cannot hide a blocked term. A moderation API would be a second layer of this service.
  */
 export class ContentSafety extends Effect.Service<ContentSafety>()("ai-job-engine/ContentSafety", {
   effect: Effect.flatMap(ContentSafetySettings, makeRuleBasedContentSafety),

@@ -12,7 +12,6 @@ export const CredentialRecord = Schema.Struct({
   iv: Schema.String,
   /** base64 16-byte GCM tag. */
   authTag: Schema.String,
-  /** Which key of the keyring encrypted it. */
   keyVersion: Schema.Number,
   /** SHA-256 hex of the plain key: lets a user recognise a key without it being readable. */
   keyFingerprint: Schema.String,

@@ -119,10 +119,9 @@ export interface CredentialVaultOptions {
 }
 
 /**
- * The keys one job may present: each provider gets only its own. A platform-key job has the
- * platform key of every provider that has one; a user-key job has the user's key, for the
- * user's provider only (never a platform key, never another provider). The fields are the key
- * of the job's own provider: the default one for a platform key, the user's key's provider.
+ * The keys one job may present, each provider only its own: a platform-key job every provider's
+ * platform key, a user-key job the user's key for that key's provider and nothing else. The fields
+ * are the key of the job's own provider.
  */
 export interface JobCredentials extends ResolvedCredential {
   readonly forProvider: (provider: string) => Option.Option<ResolvedCredential>
@@ -219,10 +218,8 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
       new CredentialError({ code: "CREDENTIAL_NOT_FOUND", message: `credential ${credentialId ?? "<none>"} ${why}` })
 
     /**
-     * RESOLVE: the keys that pay for a job. `platform_key` → each provider's platform key
-     * (CREDENTIAL_MISSING when the default provider has none); `user_deepseek_key` → the
-     * decrypted credential `credentialId`, which must belong to `userId` and not be revoked
-     * (CREDENTIAL_NOT_FOUND otherwise), presented to its own provider only.
+     * RESOLVE: CREDENTIAL_MISSING when the default provider has no platform key; a user key must
+     * belong to `userId` and not be revoked, or it is CREDENTIAL_NOT_FOUND.
      */
     const resolve = (request: {
       readonly mode: CredentialMode
@@ -310,13 +307,10 @@ export const makeCredentialVault = (options: CredentialVaultOptions) =>
   })
 
 /**
- * The spec's CredentialEncryptionService (docs/architecture.md §14.1). `platform_key` is each
- * provider's own key (`AI_PROVIDERS`' `apiKeyEnv`, or `AI_API_KEY`; never stored); `user_deepseek_key` is stored AES-256-GCM encrypted in
- * `user_model_credential`, and `ai_job` holds only its id. A key that cannot be decrypted (wrong
- * key, rotated-away key version, tampered row) is `CREDENTIAL_DECRYPT_FAILED`, never garbage.
- * `Default` reads the providers' keys, `CREDENTIAL_ENCRYPTION_KEY[_VERSION]` and
- * `CREDENTIAL_ENCRYPTION_PREVIOUS_KEYS`; `withOptions` takes them as given. Both need a
- * `CredentialRepository`.
+ * The spec's CredentialEncryptionService (docs/architecture.md §14.1). A platform key comes from
+ * configuration and is never stored; a user key is stored AES-256-GCM encrypted and `ai_job` holds
+ * only its id. A key that cannot be decrypted (wrong key, retired key version, tampered row) is
+ * `CREDENTIAL_DECRYPT_FAILED`, never garbage. Both layers need a `CredentialRepository`.
  */
 export class CredentialVault extends Effect.Service<CredentialVault>()("ai-job-engine/CredentialVault", {
   effect: Effect.gen(function*() {

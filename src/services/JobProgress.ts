@@ -1,11 +1,9 @@
 import { Context, Effect, Option } from "effect"
 
 /**
- * Finer progress during EXECUTE: code that runs inside a job's
- * provider call (a gateway that streams, a job type's own steps) reports how far it got. The
- * value only raises what the lease keeper carries to the row on its next beat, within 20..79
- * (past the call's start, short of its validated output) and never backwards: reporting costs
- * no write and no commit of its own.
+ * Finer progress during EXECUTE, from code inside the provider call (a streaming gateway, a job
+ * type's steps). It only raises, within 20..79, what the lease keeper writes on its next beat, so
+ * reporting costs no write of its own.
  */
 export class JobProgress extends Context.Tag("ai-job-engine/JobProgress")<
   JobProgress,

@@ -13,26 +13,22 @@ export const AiJobQueuePayload = Schema.Struct({
   jobType: Schema.NonEmptyTrimmedString,
   dedupeKey: Schema.NonEmptyTrimmedString,
   createdAt: Schema.Date,
-  /** The job's stored `traceparent`, so a worker joins the job's trace without reading the row; null or absent: a trace of its own. */
+  /** The job's stored `traceparent`: a worker joins the job's trace without reading the row. */
   traceParent: Schema.optional(Schema.NullOr(Schema.String))
 })
 export type AiJobQueuePayload = typeof AiJobQueuePayload.Type
-/** What is stored in the queue (JSON). */
 export type AiJobQueuePayloadEncoded = typeof AiJobQueuePayload.Encoded
 
 /**
- * The queue job id is derived from the AiJob id (unique per job, so two
- * users with the same idempotency key never collide) and never contains ':' (BullMQ rejects
- * custom ids with ':' unless they have exactly three parts). '%' and ':' are escaped so the
- * mapping stays one-to-one; the `aijob-` prefix keeps the id from ever being an integer
- * (BullMQ reserves integer ids for its own counter).
+ * Derived from the AiJob id, so two users' equal idempotency keys never collide. BullMQ rejects
+ * custom ids with ':' (unless in exactly three parts) and reserves integers for its counter: '%'
+ * and ':' are escaped (one-to-one) and the `aijob-` prefix keeps it from being an integer.
  */
 export const queueJobIdFor = (jobId: string): string => `aijob-${jobId.replace(/%/g, "%25").replace(/:/g, "%3A")}`
 
 /**
- * The spec's priority runs 0 (highest) .. 100 (lowest); BullMQ's runs
- * 1 (highest) .. 2^21, and 0 means "no priority". Shift by one, after clamping and rounding,
- * so every job is prioritized and the order is kept.
+ * The spec's priority runs 0 (highest) .. 100; BullMQ's 1 (highest) .. 2^21, with 0 meaning "no
+ * priority": shifted by one, so every job is prioritized and the order kept.
  */
 export const queuePriorityFor = (priority: number): number => {
   const finite = Number.isFinite(priority) ? Math.round(priority) : priorityBounds.max
@@ -94,11 +90,9 @@ export class JobQueueUnavailable extends Schema.TaggedError<JobQueueUnavailable>
 }) {}
 
 /**
- * A handler gives its delivery back without finishing the job: its
- * lock, if it took one, is released. `consumerStopping`: the consumer is shutting down, so the
- * queue puts the job straight back for another consumer, without using an attempt or waiting a
- * backoff, and this consumer takes no more deliveries. Otherwise (a worker that could not
- * reach its database) it is a failed delivery like any other: one attempt, then the backoff.
+ * A handler gives its delivery back unfinished, its lock (if any) released. `consumerStopping`: the
+ * job goes straight back for another consumer, costing no attempt or backoff; otherwise (a worker
+ * that could not reach its database) it is a failed delivery: one attempt, then the backoff.
  */
 export class JobHandedOff extends Schema.TaggedError<JobHandedOff>()("JobHandedOff", {
   jobId: Schema.String,
@@ -178,14 +172,12 @@ export class JobQueue extends Context.Tag("ai-job-engine/JobQueue")<
       options?: { readonly timeout?: Duration.Duration }
     ) => Effect.Effect<void, JobQueueUnavailable>
     /**
-     * Starts a consumer for `queueName`, alive for the caller's scope. Each delivery's payload is
-     * decoded with `AiJobQueuePayload` first; one that does not decode is logged and dropped
-     * (the job row stays for the reaper) and the consumer carries on. A handler that fails or
-     * dies fails that delivery: it is retried with the queue's backoff until its attempts are
-     * spent, then dropped; one handed back by a stopping consumer (`JobHandedOff`) waits again
-     * at once, its attempt not counted. Handlers should catch their own errors (the engine
-     * does): queue attempts only cover a crashed worker. Closing the scope stops taking jobs and
-     * waits for the active ones (aborting their signal after the configured grace).
+     * A consumer for `queueName`, alive for the caller's scope. A payload that does not decode is
+     * logged and dropped (the row stays for the reaper). A failed delivery is retried with the
+     * queue's backoff until its attempts are spent; one handed back by a stopping consumer waits
+     * again at once, its attempt not counted. Handlers catch their own errors: queue attempts only
+     * cover a crashed worker. Closing the scope waits for active deliveries, aborting their signal
+     * after the configured grace.
      */
     readonly consume: <E, R>(
       queueName: QueueName,

@@ -2,7 +2,6 @@ import { Context, type Effect } from "effect"
 import type { LifecycleStatus } from "../domain/LifecycleStatus.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 
-/** How many jobs of one type are in one lifecycle status. */
 export interface TypeStatusCount {
   readonly jobType: string
   readonly lifecycleStatus: LifecycleStatus

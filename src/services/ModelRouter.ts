@@ -11,10 +11,8 @@ export interface RouteTarget {
 }
 
 /**
- * Which provider and model serve a call, and with which sampling settings. `provider`/`model` is
- * the first target; `fallbacks`, when the route names any, are tried in order after it when a
- * call fails for a provider-side reason, and `maxWaitMs` is how long a target may keep a call
- * waiting before the next one is tried.
+ * `fallbacks` are tried in order after the first target when a call fails provider-side;
+ * `maxWaitMs` is how long a target may keep a call waiting before the next one is tried.
  */
 export interface ModelRoute extends RouteTarget {
   readonly temperature: number

@@ -87,11 +87,9 @@ export interface CapacityState {
  * connection). The permit belongs to the scope: closed before `release`, the call counts as sent
  * and its slot is freed with the estimate standing (`Failed`).
  *
- * Fairness: a worker grants interactive waiters before background ones, and while any worker has
- * an interactive call waiting, no worker starts a background call. Within a priority a worker
- * serves users in turn (round-robin), not in arrival order. So one user's 200 background jobs delay
- * another user's interactive job only until the next slot frees (one provider round trip when the
- * concurrency limit binds), and another user's background job by one of theirs per turn.
+ * Fairness: interactive before background (no worker starts a background call while any worker has
+ * an interactive one waiting), and users in turn within a priority, so one user's 200 background
+ * jobs delay another's interactive job by one freed slot and another's background job by one per turn.
  */
 export class ProviderCapacity extends Context.Tag("ai-job-engine/ProviderCapacity")<
   ProviderCapacity,

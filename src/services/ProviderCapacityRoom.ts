@@ -20,10 +20,9 @@ import { capacityKeyOf, CapacityWaitExceeded, ProviderCapacity } from "./Provide
 /** The window of `rpm` and `tpm`: sliding, so no 60 s span ever sees more than the limit. */
 export const capacityWindowMs = 60_000
 /**
- * Pacing: besides the 60 s window, no span of this length grants more than its share of `rpm`
- * (at least one). A bare sliding window lets a minute's quota go in its first seconds and then
- * replays that burst every minute, with nothing granted in between: an interactive call arriving
- * in such a gap waited for the rest of the minute.
+ * Pacing: no span of this length grants more than its share of `rpm` (at least one). A bare
+ * sliding window lets a minute's quota go in its first seconds and replays that burst every
+ * minute; an interactive call arriving in the gap waited for the rest of the minute.
  */
 export const capacityPaceMs = 1_000
 

@@ -181,10 +181,8 @@ export const setBreakerGauge = (providerModel: string, state: BreakerState) =>
 export const breakerRefreshMs = 5_000
 
 /**
- * The breaker of one process over a shared `store`. It keeps the last record it saw of each model
- * and asks the store only when that record says something may change: a closed breaker with no
- * failures admits a call and takes its success without a store operation. Changes made by other
- * processes arrive on `store.changes` (and a re-read every few seconds, should a message be lost).
+ * The breaker of one process over a shared `store`, asking the store only when its last record of a
+ * model says something may change: a closed breaker without failures costs a call no store operation.
  */
 export const makeProviderCircuitBreaker = (store: BreakerStore, settings: CircuitBreakerSettingsShape) =>
   Effect.gen(function*() {

@@ -18,11 +18,10 @@ export interface CommittedEnqueue {
 }
 
 /**
- * The outbox hop without a poll (docs/architecture.md §6.7): after its commit, the creating
- * process adds the job to the queue itself (the fixed queue job id makes a second add a no-op)
- * and marks the event published, many marks to one UPDATE. The event was written with a grace
- * delay, so a dispatcher only sweeps it when this add or its mark never happened (a crash, a
- * queue outage): nothing is lost, and at worst the job is queued twice under one id.
+ * The outbox hop without a poll (docs/architecture.md §6.7): after its commit the creator adds the
+ * job itself and marks the event published, many marks to one UPDATE. The event carries a grace
+ * delay, so a dispatcher sweeps it only when the add or mark never happened: nothing is lost, and
+ * at worst the job is queued twice under one id.
  */
 export class OutboxDirectPublisher
   extends Effect.Service<OutboxDirectPublisher>()("ai-job-engine/OutboxDirectPublisher", {
