@@ -4,11 +4,9 @@ import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from "no
 import { checkTimeClaims, type CompactJws, jsonObjectOf, readCompactJws, signatureOf } from "./jwtCompact.js"
 
 /**
- * Bearer tokens of the HTTP API: HS256 JWTs signed with `AUTH_JWT_SECRET`, carrying `sub` (the
- * user id), `role` and `exp`. Verification and minting both take time from Effect's Clock, so a
- * TestClock decides what "expired" means. The all-in-one program mints development tokens with
- * `signToken`. Verification is a synchronous HMAC with `node:crypto` (jose's `jwtVerify` cost
- * about 40 times as much per request); minting stays with jose.
+ * HS256 bearer tokens signed with `AUTH_JWT_SECRET` (`sub`, `role`, `exp`), timed by Effect's Clock
+ * so a TestClock decides what "expired" means. Verification is a synchronous HMAC with
+ * `node:crypto` (jose's `jwtVerify` cost about 40 times as much per request); minting stays with jose.
  */
 
 export const Role = Schema.Literal("USER", "SUPER_ADMIN")
@@ -77,10 +75,7 @@ const verifyHs256Jws = (
 
 /**
  * The checks jose's `jwtVerify` makes with `algorithms: ["HS256"]` and `requiredClaims: ["sub",
- * "exp"]`: three segments, a JSON-object header with `alg` exactly HS256, the HMAC-SHA256
- * signature compared in constant time, a JSON-object claims set, `sub` and `exp` present, `iat`,
- * `nbf` and `exp` numbers when present, `nbf` not after now and `exp` after now (whole seconds);
- * and, stricter than jose, `exp` at most a year ahead.
+ * "exp"]` (the signature compared in constant time), plus `exp` at most a year ahead.
  */
 export const verifyHs256 = (
   token: string,

@@ -17,16 +17,11 @@ import type { IdentityProviderSettings } from "../config/AuthSettings.js"
 import { emptyKeySet, JwkSetDocument, type KeySet, keySetOf } from "./jwks.js"
 
 /**
- * An identity provider's signing keys, fetched lazily and cached:
- * - the first provider token waits for the first fetch (discovery, then the JWK Set);
- * - a set is used for its `Cache-Control: max-age`, between `AUTH_JWKS_COOLDOWN_S` and
- *   `AUTH_JWKS_MAX_AGE_S`; once stale it is fetched again in the background while the old keys
- *   keep verifying, so a slow provider never holds a request;
- * - a token naming an unknown `kid` waits for one refetch, at most once per cooldown, so forged
- *   kids cannot make the API hammer the provider;
- * - a failed fetch keeps every key already fetched: an unreachable provider stops no one whose
- *   token is signed by a known key.
- * At most one fetch is under way at a time; it runs in the service's scope, not the request's.
+ * An identity provider's signing keys, fetched lazily and cached for `max-age` (clamped to the
+ * `AUTH_JWKS_*` bounds). A stale set is refetched in the background while the old keys keep
+ * verifying; an unknown `kid` waits for one refetch at most once per cooldown, so forged kids
+ * cannot make the API hammer the provider; a failed fetch keeps the known keys. One fetch at a
+ * time, in the service's scope, not the request's.
  */
 
 /** A discovery document or key set larger than this is refused (real ones are a few KiB). */

@@ -5,11 +5,10 @@ import { PlatformUnavailable, publicMessages } from "./ApiErrors.js"
 import { backingStoreUnavailable } from "./errorMapping.js"
 
 /**
- * Whether a request may create AI work: not when `AI_PLATFORM_ENABLED=false`, and not while
- * Redis does not answer (a job created then would sit undispatched; 503 with `Retry-After`). The database is not
- * asked here: the create's own write answers 503 when it really fails, while a ping on a busy
- * pool would refuse work that could be done. The answer is reused for a second, so a burst of
- * creates costs one round trip.
+ * Whether a request may create AI work: not when `AI_PLATFORM_ENABLED=false`, nor while Redis does
+ * not answer (the job would sit undispatched). The database is not pinged: the create's own write
+ * answers 503 if it fails, and a ping on a busy pool would refuse doable work. The answer is reused
+ * for a second, so a burst of creates costs one round trip.
  */
 export class PlatformGate extends Context.Tag("ai-job-engine/http/PlatformGate")<
   PlatformGate,

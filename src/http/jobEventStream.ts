@@ -35,13 +35,10 @@ interface Step {
 }
 
 /**
- * The SSE body of one job (docs/architecture.md §15.5): the job's status read again at the start,
- * on its events (those that arrived together are read once) and on each heartbeat (which also
- * covers a pub/sub message that was lost), sent whenever it differs from the last one sent; it
- * ends after the terminal status, or at `end` (its token's expiry, its longest life) with a
- * closing comment. `changes` must be subscribed before this stream starts, so no change falls
- * between it and the first read. One loop over the subscription, not merged streams: a stream
- * held open costs a fraction of the memory (bench:sse).
+ * The SSE body of one job (docs/architecture.md §15.5): the status is read at the start, on events
+ * and on each heartbeat (covering a lost pub/sub message) and sent when it changed; it ends after
+ * the terminal status or at `end`. Subscribe `changes` before this starts, so no change falls
+ * before the first read. One loop, not merged streams: an open stream costs a fraction of the memory.
  */
 export const jobStatusFrames = <E>(options: {
   readonly changes: Queue.Dequeue<JobEvent>

@@ -1,9 +1,7 @@
 /**
- * What `/openapi.json` says beyond what `HttpApi` derives from the endpoints: the headers the
- * server adds to answers, the pages served beside the API (`/openapi.json` itself, `/docs`, the
- * console at `/admin`, `/metrics`), the answers to a request no route takes, and the optional
- * empty body of the routes that take none. Each is what the server really sends; the HTTP test
- * suites check every answer they receive against the served document.
+ * What `/openapi.json` says beyond what `HttpApi` derives: the headers the server adds, the pages
+ * served beside the API, the answers to unrouted requests and the optional empty body of routes
+ * that take none. The HTTP tests check every answer they receive against the served document.
  */
 
 type Json = Record<string, unknown>

@@ -13,13 +13,10 @@ import { IncomingMessage } from "node:http"
 import { InvalidRequest, PayloadTooLarge, UnsupportedMediaType } from "./ApiErrors.js"
 
 /**
- * Request bodies: every body is JSON, read into memory up to `HTTP_MAX_BODY_BYTES` and never
- * past it. A declared length above the limit is refused before a byte is read; a chunked body
- * is cut off as soon as it passes the limit (the stream is paused until the answer is sent;
- * then the rest is discarded within `lingerLimits`). Anything but `application/json` is
- * refused before reading (so multipart is never parsed or spooled to disk). A body that is
- * not UTF-8, nests deeper than `maxJsonDepth`, or holds a lone surrogate (not Unicode text,
- * which no column can store) is a 400.
+ * Request bodies are JSON, read into memory up to `HTTP_MAX_BODY_BYTES` and never past it: a
+ * larger declared length is refused before a byte is read, a chunked body cut off as it passes the
+ * limit. Anything but `application/json` is refused unread (multipart is never spooled to disk).
+ * A body that is not UTF-8, nests deeper than `maxJsonDepth` or holds a lone surrogate is a 400.
  */
 
 /** Our bodies nest three levels at most; this leaves room while keeping recursion shallow. */
@@ -317,13 +314,10 @@ const discardRest = (source: IncomingMessage) =>
   )
 
 /**
- * Answering before the body was read whole (refused, cut off, or a route that takes no body):
- * a declared length beyond what lingering reads is answered with `Connection: close` (the client
- * learns from the head alone not to send it). Otherwise the rest is read and discarded in the
- * background, within `lingerLimits`: a body that ends within them leaves the connection open for
- * the next request; one that does not is cut off then, after the client had time to read the
- * answer. (A request without a body can be answered before Node marks it complete: it keeps its
- * connection.)
+ * Answering before the body was read whole: a declared length beyond what lingering reads gets
+ * `Connection: close` (the client learns from the head not to send it); otherwise the rest is
+ * discarded in the background within `lingerLimits`, and a body that does not end within them is
+ * cut off after the client had time to read the answer.
  */
 export const lingerWhenBodyUnread = HttpMiddleware.make((app) =>
   Effect.zipRight(

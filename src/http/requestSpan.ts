@@ -5,13 +5,11 @@ import { constantTimeEquals } from "./Auth.js"
 import { TokenVerifier } from "./TokenVerifier.js"
 
 /**
- * Each request's span, `http.server <METHOD>`, in place of the platform's own (which continues
- * any `traceparent` or `b3` a client sends). A client's trace context is continued only when the
- * request carries a valid token (a user's or the runtime service's): the job a request creates
- * carries its trace across every process, and an anonymous caller must not pick trace ids for it
- * or hang spans into someone else's trace. Anyone else gets a
- * trace of its own, with a link to the context it sent so it can still be found. Scrapes and
- * probes (`/metrics`, `/healthz`, `/readyz`) make no span at all: they would drown the jobs' ones.
+ * Each request's span, `http.server <METHOD>`, in place of the platform's (which continues any
+ * client's `traceparent`). A client's context is continued only with a valid token: a job carries
+ * its trace across every process, and an anonymous caller must not pick its trace ids or hang
+ * spans into another trace; it gets its own trace with a link to what it sent. Scrapes and probes
+ * make no span: they would drown the jobs' ones.
  */
 
 const untracedPaths = new Set(["/metrics", "/healthz", "/readyz"])

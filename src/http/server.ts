@@ -31,11 +31,9 @@ import { TokenVerifier } from "./TokenVerifier.js"
 import { routerConfig, UnroutedAnswersLive } from "./unroutedRequests.js"
 
 /**
- * The HTTP API as layers. `ApiLive` needs the engine's services (AiJobService,
- * AiJobLifecycleRepository, ArtifactRepository, JobDefinitionRegistry, ResultProjectors,
- * CancelSignal, CredentialVault, OutboxAdmin, WorkerDirectory), a `ReadinessProbe` and
- * `ApiSettings`; `apiServer` adds `/openapi.json`, `/docs` and the error middleware and serves
- * it on whatever `HttpServer` it is given.
+ * The HTTP API as layers: `ApiLive` needs the engine's services, a `ReadinessProbe` and
+ * `ApiSettings`; `apiServer` adds `/openapi.json`, `/docs` and the error middleware and serves it
+ * on whatever `HttpServer` it is given.
  */
 
 export const ApiLive = HttpApiBuilder.api(AiJobApi).pipe(

@@ -10,18 +10,15 @@ import * as FindMyWay from "find-my-way-ts"
 import { MethodNotAllowed, publicMessages, RouteNotFound } from "./ApiErrors.js"
 
 /**
- * A request no route takes gets an answer in the API's own shape: `404 { code: ROUTE_NOT_FOUND }`
- * when no route has its path, `405 { code: METHOD_NOT_ALLOWED }` with `Allow` when the path exists
- * under other methods (the router alone answers an empty 404 to both). Which methods a path takes
- * is asked of the same matcher, built from the same routes, that the router uses, so the two
- * never disagree; `HEAD` is allowed wherever `GET` is, as the router serves it.
+ * A request no route takes gets `404 ROUTE_NOT_FOUND`, or `405 METHOD_NOT_ALLOWED` with `Allow`
+ * when the path exists under other methods (the router alone answers an empty 404 to both). The
+ * methods come from a matcher built like the router's, so the two never disagree.
  */
 
 /**
- * The router's matching rules, for the server and for the 405 check alike. A path parameter
- * may be as long as a request line (Node's 16 KiB header limit): find-my-way's default of 100
- * characters made a job id of nine emoji (108 characters percent-encoded, within the
- * documented 64) match no route at all; a long one now reaches its route and the schema's 400.
+ * The router's matching rules, for the server and the 405 check alike. find-my-way's default
+ * parameter limit of 100 characters made a job id of nine emoji (108 percent-encoded) match no
+ * route; a long one now reaches its route and the schema's 400.
  */
 export const routerConfig = { maxParamLength: 16_384 } as const
 
