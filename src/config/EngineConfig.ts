@@ -62,10 +62,9 @@ export class StorageConfig extends Context.Tag("ai-job-engine/StorageConfig")<
     readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
     readonly redisUrl: Option.Option<Redacted.Redacted<string>>
     /**
-     * `DATABASE_POOL_SIZE` (default 10): MySQL connections per process in each of its two pools,
-     * standalone statements and transactions. Every job's statements
-     * queue for these, so a worker holding hundreds of jobs needs more than ten (the goodput bench
-     * at 500 in flight: 10 left 160 jobs waiting to be locked and an interactive one 10 s behind them).
+     * `DATABASE_POOL_SIZE` (default 10): connections in each of the two pools (statements,
+     * transactions). A worker holding hundreds of jobs needs more: at 500 in flight, 10 left 160
+     * jobs waiting to be locked and an interactive one 10 s behind them.
      */
     readonly databasePoolSize: number
     /** `REDIS_KEY_PREFIX` (default `aije`): what every Redis key of this engine starts with. */
@@ -224,11 +223,9 @@ export class HttpConfig extends Context.Tag("ai-job-engine/HttpConfig")<
 }
 
 /**
- * Bounds on the engine's MySQL transactions, set on their sessions in whole seconds.
- * `lockWaitTimeout`: how long a statement waits for a row lock (`innodb_lock_wait_timeout`).
- * `idleTransactionTimeout`: how long a write transaction may sit idle before the server kills its
- * connection and rolls it back (MariaDB's `idle_write_transaction_timeout`; MySQL has no such
- * bound), so a frozen worker's transaction cannot hold a job's rows from the worker that took it over.
+ * Session bounds in whole seconds: `innodb_lock_wait_timeout`, and MariaDB's
+ * `idle_write_transaction_timeout` (MySQL has none), so a frozen worker's transaction cannot hold
+ * a job's rows from the worker that took it over.
  */
 export class DatabaseSessionConfig extends Context.Tag("ai-job-engine/DatabaseSessionConfig")<
   DatabaseSessionConfig,

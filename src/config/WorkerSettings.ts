@@ -24,11 +24,10 @@ export const workerIdFromConfig = Effect.gen(function*() {
 })
 
 /**
- * `WORKER_HEAP_GROWTH_PERCENT` (default 50; 0 leaves V8's own policy): after each full garbage
- * collection V8 lets the old generation grow to the live set times (1 + this / 100) before the
- * next one. A worker's jobs live for seconds, so their state reaches the old generation and dies
- * there; V8's default (up to 4 × the live set on a large machine) kept a worker with 500 jobs in
- * flight at 550–880 MB of RSS for about 120 MB of live objects, 50 % keeps it near 300 MB.
+ * `WORKER_HEAP_GROWTH_PERCENT` (default 50; 0 leaves V8's policy): how far the old generation may
+ * grow past the live set before the next full GC. Jobs live for seconds and die in the old
+ * generation; V8's default (up to 4×) kept a worker with 500 jobs at 550–880 MB RSS for ~120 MB
+ * live, 50 % keeps it near 300 MB.
  */
 export const heapGrowthPercentConfig = Config.integer("WORKER_HEAP_GROWTH_PERCENT").pipe(
   Config.withDefault(50),
