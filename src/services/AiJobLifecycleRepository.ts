@@ -92,14 +92,12 @@ export const clampProgress = (progress: number): number =>
   Number.isFinite(progress) ? Math.max(0, Math.min(100, Math.round(progress))) : 0
 
 /**
- * The only code that writes `lifecycle_status` (and its legacy `status` shadow; docs/architecture.md §3.3).
- * Lock times are measured by the store's own clock: the database's `UTC_TIMESTAMP(3)` for
- * MySQL, Effect's Clock for the memory store; never a worker's wall clock.
+ * The only code that writes `lifecycle_status` and its legacy `status` shadow (docs/architecture.md §3.3).
+ * Lock times come from the store's clock (MySQL's `UTC_TIMESTAMP(3)`, Effect's Clock in memory), never a
+ * worker's wall clock, so workers with skewed clocks still agree on who holds a lock.
  *
- * Every write that ends a job (`markSucceeded`, `markFailed`, `markCancelled`, `requestCancel` of
- * a queued job) writes the job's terminal outbox event (`ai.job.succeeded` / `failed` /
- * `cancelled`, §6.8) in the same transaction: the caller's when one is open, else one of its
- * own. A terminal state never exists without its event, nor an event without its state.
+ * Every write that ends a job writes its terminal outbox event in the same transaction (the caller's
+ * when one is open): a terminal state never exists without its event, nor an event without its state.
  */
 export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLifecycleRepository")<
   AiJobLifecycleRepository,
@@ -135,8 +133,8 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     ) => Effect.Effect<Option.Option<AiJob>, PersistenceError>
     /**
      * `queued → running` as a compare-and-set, so of two workers given one job only one runs it;
-     * the other gets `JobLockConflict` (docs/architecture.md §4.1). `progress` rides along (raised,
-     * never lowered), as on `takeOver` and `extendLocks`, so it costs no write of its own.
+     * the other gets `JobLockConflict`. `progress` rides along (raised, never lowered), as on
+     * `takeOver` and `extendLocks`, so it costs no write of its own.
      */
     readonly lockJob: (
       jobId: string,
@@ -145,11 +143,9 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       progress?: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | PersistenceError>
     /**
-     * PREPARE's common case (docs/architecture.md §8.1): the deliveries that arrived together are
-     * locked (`queued → running`, each only if still of its `jobType`) and read back with their
-     * snapshots in one commit for the group, not one per job. None, in the order given, where
-     * nothing was written (not queued, another type, missing, held by a concurrent write, or asked
-     * twice): the caller reads that row to learn why. `progress` rides along as on `lockJob`.
+     * PREPARE's common case: deliveries that arrived together are locked (`queued → running`, each
+     * only if still of its `jobType`) and read back with their snapshots in one commit, not one per
+     * job. None, in the order given, where nothing was written: the caller reads that row to learn why.
      */
     readonly lockQueued: (
       requests: ReadonlyArray<QueuedLockRequest>,
@@ -158,7 +154,7 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       progress?: number
     ) => Effect.Effect<ReadonlyArray<Option.Option<LockedWithSnapshot>>, PersistenceError>
     /**
-     * Take a `running` job (docs/architecture.md §4.4) whose lock has expired (a crashed worker's:
+     * Take a `running` job whose lock has expired (a crashed worker's:
      * a new attempt, refused with `AttemptsExhausted` when none is left) or was released (a
      * hand-off: the same attempt). The status stays `running`; the owner and lease number change,
      * fencing out the old worker.
@@ -185,10 +181,9 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     readonly releaseLock: (lease: JobLease) => Effect.Effect<void, LockLost | PersistenceError>
     /**
      * Fenced on the lease. With `honourCancel` (a cancellable job type) it also requires that no
-     * cancel was requested, refusing with `CancelRequestedBeforeSuccess` (docs/architecture.md §10).
-     * `locked` is the job as this lease locked it: the answer is `locked` with the columns this
-     * write sets, so the store reads nothing back. `artifacts`, what the projection in the same
-     * transaction recorded (in ordinal order), spares it reading them for the terminal event.
+     * cancel was requested, refusing with `CancelRequestedBeforeSuccess`. The answer is `locked` (the
+     * job as this lease locked it) with this write's columns, and `artifacts` (what the projection in
+     * the same transaction recorded, in ordinal order) feed the terminal event: the store reads nothing back.
      */
     readonly markSucceeded: (
       lease: JobLease,
@@ -203,8 +198,8 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */
     readonly markCancelled: (fence: JobFence) => Effect.Effect<AiJob, TerminalWriteError>
     /**
-     * Cancellation (docs/architecture.md §10): `queued → cancelled` at once; `running` only records the request (the worker or
-     * the reaper ends it). A terminal job answers `JobNotCancellable` / `JobAlreadyCancelled`.
+     * `queued → cancelled` at once; `running` only records the request (the worker or the reaper
+     * ends it). A terminal job answers `JobNotCancellable` / `JobAlreadyCancelled`.
      */
     readonly requestCancel: (
       jobId: string

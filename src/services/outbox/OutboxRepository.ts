@@ -64,7 +64,7 @@ export const isBeforeCursor = (
 export type DispatchFailureOutcome = "retry_scheduled" | "dead"
 
 /**
- * How one delivery round of a `notify` event ended (docs/architecture.md §6.8). `deliveredTo` is
+ * How one delivery round of a `notify` event ended. `deliveredTo` is
  * every target that has acknowledged it so far, this round's included.
  */
 export type DeliverySettlement =
@@ -89,7 +89,7 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
   {
     /**
      * Inserts inside the caller's transaction. A duplicate `dedupe_key` is an idempotent
-     * success (§6.2): the existing event's id comes back with `duplicate: true`.
+     * success: the existing event's id comes back with `duplicate: true`.
      */
     readonly createInTransaction: (
       event: NewOutboxEvent
@@ -103,7 +103,7 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
     /** A job's events, oldest first (the enqueue, any requeues, its terminal event). */
     readonly findByAggregate: (aggregateId: string) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
     /**
-     * Claims (§6.3) up to `limit` dispatchable events (`pending`, `available_at` reached) of one
+     * Claims up to `limit` dispatchable events (`pending`, `available_at` reached) of one
      * lane (`enqueue` unless named) for `dispatcherId` in one compare-and-set; events another
      * dispatcher holds are skipped.
      */
@@ -113,9 +113,8 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
       lane?: OutboxLane
     ) => Effect.Effect<ReadonlyArray<OutboxEvent>, PersistenceError>
     /**
-     * The creating process added these events' jobs to the queue itself (docs/architecture.md
-     * §6.7): still-`pending` ones become `published` in one write, so no dispatcher adds them
-     * again. One a dispatcher has claimed meanwhile is left to it. Answers how many changed.
+     * The creating process added these events' jobs to the queue itself: still-`pending` ones become
+     * `published` in one write, so no dispatcher adds them again; claimed ones are left to their dispatcher.
      */
     readonly markPublishedDirect: (eventIds: ReadonlyArray<string>) => Effect.Effect<number, PersistenceError>
     /**
@@ -137,7 +136,7 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
       options: { readonly retryDelayMs: number; readonly maxAttempts: number }
     ) => Effect.Effect<Option.Option<DispatchFailureOutcome>, PersistenceError>
     /**
-     * Records one delivery round of a `notify` event this dispatcher holds (§6.8): the targets
+     * Records one delivery round of a `notify` event this dispatcher holds: the targets
      * that acknowledged, and the event published, back to pending after a delay (a failure
      * counted) or dead. None when the claim was lost meanwhile (nothing written).
      */
