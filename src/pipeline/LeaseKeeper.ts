@@ -36,13 +36,10 @@ export interface LeaseHold {
 }
 
 /**
- * The lease keeper of one worker process (docs/architecture.md §4.3): it holds every lease the
- * process's runs own and, every `JOB_HEARTBEAT_MS`, extends them all with their progress in one
- * fenced write. A lease found lost (another owner, or the job left `running`) or a cancel found
- * requested stops its run through the run's outcome; so does a cancel message, heard on the
- * process's one cancel subscription, and a hand-off. A beat that raised a lease's progress
- * publishes it as a job event. A storage error is logged and the next beat tries again: the
- * lease outlives a few missed beats, and fencing covers the rest.
+ * The lease keeper of one worker process (docs/architecture.md §4.3): one fenced write per beat
+ * extends every lease the process holds, so heartbeats cost one statement, not one per job. A lost
+ * lease, a requested cancel or a hand-off stops its run through the run's outcome. A storage error
+ * is only logged: the lease outlives a few missed beats, and fencing covers the rest.
  */
 export const makeLeaseKeeper = Effect.gen(function*() {
   const jobs = yield* AiJobLifecycleRepository

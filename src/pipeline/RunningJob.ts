@@ -25,7 +25,6 @@ export interface ResolvedTarget extends RouteTarget {
 export interface ResolvedJob extends PreparedJob {
   /** The snapshot's (validated, redacted) input. */
   readonly content: unknown
-  /** The first target's key. */
   readonly credential: ResolvedCredential
   readonly route: ModelRoute
   /** The route's targets this job holds a key for, in order: a user's key is presented only to its own provider. */

@@ -229,12 +229,9 @@ const runSpanOptions = (delivery: JobDelivery, workerId: string): Tracer.SpanOpt
 })
 
 /**
- * The AiJobExecutionEngine of one worker (docs/architecture.md §8). `run` sequences the five
- * stages: PREPARE; then RESOLVE, EXECUTE and PROJECT, whose lease the process's `LeaseKeeper`
- * holds (and stops from outside: a lost lease, a cancel, a hand-off); then COMPLETE, which
- * records the outcome. Every error is caught (engine retries never become queue retries, §9.3):
- * `run` fails only with `JobHandedOff`, when the worker gives the delivery back (shutdown, or no
- * database to prepare it with) so the queue delivers it again.
+ * The AiJobExecutionEngine of one worker (docs/architecture.md §8): PREPARE, then RESOLVE, EXECUTE
+ * and PROJECT under a lease the `LeaseKeeper` holds, then COMPLETE. Every error is caught, so engine
+ * retries never become queue retries: `run` fails only with `JobHandedOff`, for the queue to redeliver.
  */
 export const makeExecutionEngine = (workerId: string) =>
   Effect.gen(function*() {
@@ -252,11 +249,9 @@ export const makeExecutionEngine = (workerId: string) =>
     let stopping = false
 
     /**
-     * The stages in a fiber of their own under the lease; the run waits for the outcome, which
-     * the stages decide by ending or the keeper by stopping them (lease lost, cancel, hand-off),
-     * and then interrupts them (PROJECT, once begun, finishes first). A run whose PROJECT
-     * committed succeeded, whatever stopped it meanwhile: a beat just after that commit finds the
-     * row no longer `running` and calls the lease lost.
+     * The stages in a fiber of their own, interrupted once the outcome is decided (PROJECT, once
+     * begun, finishes first). A committed PROJECT wins over whatever stopped the run meanwhile: a
+     * beat just after that commit finds the row no longer `running` and calls the lease lost.
      */
     const runUnderLease = (prepared: PreparedJob, delivery: JobDelivery) =>
       Effect.scoped(
@@ -347,7 +342,6 @@ export const makeExecutionEngine = (workerId: string) =>
     return {
       workerId,
       run,
-      /** Ids of the jobs this engine runs now (the worker's heartbeat shows them). */
       runningJobIds: Effect.sync((): ReadonlyArray<string> => Array.from(running.ids)),
       /** A value now, then one for every change to the running jobs. */
       runningChanges: running.changes,

@@ -26,11 +26,9 @@ interface Member {
 
 /**
  * Group commit of the worker's projections (docs/architecture.md §8.4): bodies submitted while a
- * commit is in flight share the next transaction, one COMMIT for all; a body submitted to an
- * idle committer runs in its own transaction at once. A body that fails inside a group fails
- * only itself: the group rolls back, that body runs again alone (its answer is what it gives
- * alone), and the others run again as a group. Bodies must be repeatable (a rolled-back run
- * leaves nothing behind) and are run uninterruptibly.
+ * commit is in flight share the next transaction; an idle committer runs a body alone at once. A
+ * failing body fails only itself: the group rolls back and reruns without it, so bodies must be
+ * repeatable, and they run uninterruptibly.
  */
 export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.gen(function*() {
   const unitOfWork = yield* UnitOfWork

@@ -42,7 +42,7 @@ interface WaitingLock {
 }
 
 /**
- * `LockQueued` for a worker's deliveries (docs/architecture.md §8.1): one that finds no lock in
+ * `LockQueued` for a worker's deliveries: one that finds no lock in
  * flight is locked at once, alone; those that arrive while one is in flight are locked together
  * by the next statement. A failed statement fails each of its deliveries, as their own would.
  */
@@ -77,10 +77,9 @@ export const makeGroupLock = (workerId: string, lockTtlMs: number) =>
   })
 
 /**
- * PREPARE (docs/architecture.md §8.1): look the job type up, lock the job, either
- * `queued → running` (through `lockQueued`, in a group with the deliveries that arrived
- * together) or by taking over a `running` job whose lock expired (§4.4), and read its snapshot.
- * Any other state is a duplicate or stale delivery: nothing to do, and the delivery is acknowledged.
+ * PREPARE (docs/architecture.md §8.1): lock the job (`queued → running` in a group, or a takeover
+ * of an expired lock) and read its snapshot. Any other state is a duplicate or stale delivery,
+ * acknowledged with nothing to do.
  */
 export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false })(
   function*(payload: AiJobQueuePayload, workerId: string, lockTtlMs: number, lockQueued?: LockQueued) {

@@ -14,12 +14,9 @@ import type { ExecutedJob } from "./RunningJob.js"
 import { recordUsageWithResult } from "./usage.js"
 
 /**
- * PROJECT (docs/architecture.md §11.2): one transaction (`commit`: the worker's group commit,
- * which may share it with other jobs' projections; by default one of its own) holding the projector's business rows,
- * the artifacts, the usage row of the call that produced the output, and the fenced
- * `markSucceeded`. A worker that lost its lease fails the fence and the whole projection rolls
- * back (§4.6), which this stage reports as `LockLost`; so does a cancellable job whose cancel was
- * requested first (`CancelRequestedBeforeSuccess`, §10). A repeated projection writes nothing new.
+ * PROJECT (docs/architecture.md §11.2): the business rows, artifacts, usage row and fenced
+ * `markSucceeded` in one transaction (`commit`, possibly shared by the group commit), so a lost
+ * lease or an earlier cancel rolls all of it back. A repeated projection writes nothing new.
  */
 export const project = Effect.fn("pipeline.project", { captureStackTrace: false })(
   function*(executed: ExecutedJob, commit?: Commit) {
@@ -40,10 +37,10 @@ export const project = Effect.fn("pipeline.project", { captureStackTrace: false 
         if (projection.duplicate || (recorded.inserted === 0 && recorded.duplicates > 0)) {
           yield* Effect.logWarning("projection already applied; nothing new written")
         }
-        // COMPLETE's usage row, written in this transaction so it commits with the result (§11.5).
+        // COMPLETE's usage row, written in this transaction so it commits with the result.
         yield* recordUsageWithResult(executed.usage)
-        // A cancel committed before this write wins: it refuses, and everything above rolls back (§10).
-        // The success writes its `ai.job.succeeded` event here too, listing these artifacts (§6.8).
+        // A cancel committed before this write wins: it refuses, and everything above rolls back.
+        // The success writes its `ai.job.succeeded` event here too, listing these artifacts.
         return yield* jobs.markSucceeded(executed.lease, executed.outputHash, {
           honourCancel: executed.registered.definition.execution.cancellable,
           locked: job,

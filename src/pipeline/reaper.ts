@@ -25,15 +25,10 @@ const skipOnFailure = (jobId: string) => <A, E extends { readonly message: strin
   )
 
 /**
- * One pass of the lock reaper (docs/architecture.md §12.1), over running jobs whose lock
- * expired more than `REAPER_GRACE_MS` ago: a requested cancel is carried out; a job with
- * attempts left, or handed off by its worker, is queued again (its next worker takes it over); a
- * crashed job without attempts left is failed as `INTERNAL_WORKER_LOST`. Every write is fenced
- * on the lease the reaper saw and on the lock still being expired, so a worker that comes back
- * in time, or a second reaper, wins cleanly.
- * Then queued jobs untouched for `QUEUED_REDISPATCH_MS` whose queue holds none of their queue
- * jobs are queued again (a lost delivery must not strand a job; a waiting one must not run
- * twice), and expired snapshots are deleted (§12.3).
+ * One pass of the lock reaper (docs/architecture.md §12.1) over running jobs whose lock expired
+ * past the grace: cancelled, queued again, or failed as `INTERNAL_WORKER_LOST`. Every write is
+ * fenced on the lease it saw and the lock still expired, so a worker that comes back in time, or a
+ * second reaper, wins cleanly. Then stale queued jobs are requeued and expired snapshots deleted.
  */
 export const reapOnce = Effect.gen(function*() {
   const jobs = yield* AiJobLifecycleRepository

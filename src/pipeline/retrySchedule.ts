@@ -49,7 +49,7 @@ const buildRetrySchedule = (definition: JobDefinition): Schedule.Schedule<unknow
 /**
  * `schedule` with each retry it grants logged (its delay and the error code) and counted: an
  * operator sees why a job made several provider calls, and the line is an event on the span of
- * the attempt that failed (docs/architecture.md §20.4).
+ * the attempt that failed.
  */
 export const loggedRetries = (
   schedule: Schedule.Schedule<unknown, unknown>,

@@ -7,7 +7,7 @@ import { WorkerDirectory } from "../services/WorkerDirectory.js"
 import { makeExecutionEngine } from "./engine.js"
 import { runReaper } from "./reaper.js"
 
-/** A worker refreshes its presence key (TTL 90 s) every 30 s (docs/architecture.md §4.3). */
+/** A worker refreshes its presence key (TTL 90 s) every 30 s: two missed beats do not declare it gone. */
 const directoryBeatMs = 30_000
 /** The changes to the running set within this span make one beat. */
 const directoryCoalesceMs = 250

@@ -130,7 +130,7 @@ export const makeDispatcher = Effect.gen(function*() {
         )
       ),
       annotate(event),
-      // A child of the job's stored context: the publish sits in the job's one trace (§20.2).
+      // A child of the job's stored context: the publish sits in the job's one trace.
       Effect.withSpan("dispatcher.publish", {
         kind: "producer",
         captureStackTrace: false,
@@ -205,7 +205,6 @@ export const makeDispatcher = Effect.gen(function*() {
     })
   )
 
-  /** Batches until one comes back short of `batchSize`. */
   const drain = Effect.iterate(0, {
     while: (claimed) => claimed >= 0,
     body: () => Effect.map(dispatchBatch, (summary) => (summary.claimed >= settings.batchSize ? 0 : -1))
@@ -282,7 +281,7 @@ export type Dispatcher = Effect.Effect.Success<typeof makeDispatcher>
 
 /**
  * The dispatcher running in the background for the layer's lifetime: its enqueue lane and its
- * notify lane (docs/architecture.md §6.8), each claiming its own events. Closing stops the notify
+ * notify lane, each claiming its own events. Closing stops the notify
  * lane first (its deliveries in flight finish), then the enqueue lane, then gives back any claim.
  */
 export const OutboxDispatcherLive = Layer.scopedDiscard(

@@ -52,13 +52,9 @@ const decodeBody = Schema.decodeUnknown(JobFinishedEvent)
 export type EventRoundOutcome = DeliveryOutcome | "claim_lost"
 
 /**
- * The notify lane of one dispatcher (docs/architecture.md §6.8): claims jobs' terminal events
- * (never enqueue events: that lane claims on its own, so no endpoint can hold up a job) and
- * delivers each to every target that has not acknowledged it yet, in parallel, each delivery
- * bounded by `WEBHOOK_TIMEOUT_MS`. Up to `EVENT_DELIVERY_CONCURRENCY` events are in flight; a
- * claim is made as slots free up. A round that some target refused is retried on its own
- * schedule, with jittered exponential back-off, until the retry time is spent; then the event is
- * `dead`, for an operator to replay.
+ * The notify lane of one dispatcher (docs/architecture.md §6.8): delivers jobs' terminal events to
+ * every target not yet acknowledged. It claims apart from the enqueue lane, so no endpoint can hold
+ * up a job; a refused round retries on its own back-off until the retry time is spent, then `dead`.
  */
 export const makeEventDispatcher = Effect.gen(function*() {
   const outbox = yield* OutboxRepository
@@ -158,7 +154,7 @@ export const makeEventDispatcher = Effect.gen(function*() {
         eventType: event.eventType,
         aggregateId: event.aggregateId
       }),
-      // In the job's one trace (docs/architecture.md §20.2), beside its run.
+      // In the job's one trace, beside its run.
       Effect.withSpan("dispatcher.notify", {
         kind: "producer",
         captureStackTrace: false,
