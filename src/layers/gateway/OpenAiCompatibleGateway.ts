@@ -184,7 +184,6 @@ export interface ProviderEndpointOptions {
   readonly baseUrl: string
   /** No complete answer in this time is `PROVIDER_TIMEOUT`. */
   readonly requestTimeout: Duration.Duration
-  /** Extra request headers. */
   readonly headers?: Readonly<Record<string, string>>
   /** Sends the job type's output schema as `response_format: json_schema` (otherwise `json_object`). */
   readonly structuredOutputs?: boolean

@@ -108,7 +108,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
         .sort((a, b) => a.ordinal - b.ordinal)
 
     /**
-     * `guarded`, and when the write ended the job, its terminal event (§6.8) inserted in the same
+     * `guarded`, and when the write ended the job, its terminal event inserted in the same
      * serialized write: both commit or neither (inside a transaction, both roll back with it).
      */
     const guardedWithEvent = <E>(

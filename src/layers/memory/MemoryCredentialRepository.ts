@@ -5,7 +5,6 @@ import { MemoryDatabase } from "./MemoryDatabase.js"
 const newestFirst = (a: CredentialRecord, b: CredentialRecord) =>
   b.createdAt.getTime() - a.createdAt.getTime() || b.id.localeCompare(a.id)
 
-/** `user_model_credential` in the memory store. */
 export const makeMemoryCredentialRepository = Effect.gen(function*() {
   const db = yield* MemoryDatabase
   const all = (tables: { readonly userModelCredential: HashMap.HashMap<string, CredentialRecord> }) =>

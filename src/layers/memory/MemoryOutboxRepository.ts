@@ -29,7 +29,7 @@ const dispatchOrder = (a: OutboxEvent, b: OutboxEvent) =>
 
 /**
  * `event` inserted into `tables` as a new pending row, or the existing event's id when its dedupe
- * key is taken (the unique key's idempotency, §6.2). Pure, so a lifecycle write can add its event
+ * key is taken (the unique key's idempotency). Pure, so a lifecycle write can add its event
  * in the same serialized write.
  */
 export const insertOutboxEvent = (

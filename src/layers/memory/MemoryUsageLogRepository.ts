@@ -3,7 +3,6 @@ import { PersistenceError } from "../../domain/PersistenceError.js"
 import { UsageLog, type UsageLogRecord } from "../../services/UsageLog.js"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 
-/** `ai_usage_log` in the memory store. */
 export const makeMemoryUsageLog = Effect.gen(function*() {
   const db = yield* MemoryDatabase
   return UsageLog.of({

@@ -85,7 +85,7 @@ export const MysqlArtifactRepository = Layer.effect(
         artifacts.length === 0
           ? Effect.succeed({ inserted: 0, duplicates: 0 })
           : changedRows(
-            // The unique key decides: a repeated projection inserts nothing (docs/architecture.md §11.3).
+            // The unique key decides: a repeated projection inserts nothing.
             // Several rows, each stamped by the database clock, which `sql.insert` cannot bind.
             sql`INSERT IGNORE INTO ai_job_artifact (id, job_id, artifact_type, artifact_id, ordinal, created_at)
                 VALUES ${

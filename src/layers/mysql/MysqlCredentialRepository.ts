@@ -9,7 +9,7 @@ import { persistence } from "./sqlErrors.js"
 /** What `insertReplacingActive` writes: every column but the database clock's and `revoked_at` (NULL). */
 const NewCredentialRow = CredentialRecord.pipe(Schema.omit("revokedAt", "createdAt", "updatedAt"))
 
-/** `user_model_credential` in MySQL. Times are the database's `UTC_TIMESTAMP(3)`. */
+/** Times are the database's `UTC_TIMESTAMP(3)`, never a worker's clock. */
 export const makeMysqlCredentialRepository = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const { now } = sqlClock(sql)

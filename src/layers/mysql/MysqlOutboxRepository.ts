@@ -86,9 +86,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
           WHERE o.id IN ${sql.in(paddedForIn(ids))} AND o.status = 'processing' AND o.locked_by = ${dispatcherId}
           ORDER BY o.available_at, o.id`
   })
-  // The age by the database clock, as every outbox time; the index on (status, available_at)
-  // keeps this to the unpublished rows.
-  /** Age of the oldest event in `statuses`, by the server's clock; None when there is none. */
+  /** By the database clock, as every outbox time; the index on (status, available_at) keeps it to unpublished rows. */
   const findOldestAge = SqlSchema.findOne({
     Request: Schema.Array(Schema.String),
     Result: OldestAge,

@@ -6,7 +6,6 @@ import { persistence } from "./sqlErrors.js"
 /** What `record` writes: every column but `created_at`, bound beside it. */
 const NewUsageLogRow = UsageLogRecord.pipe(Schema.omit("createdAt"))
 
-/** `ai_usage_log` in MySQL. */
 export const makeMysqlUsageLog = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
 

@@ -3,7 +3,7 @@ import { CancelSignal } from "../../services/CancelSignal.js"
 import { makeInProcessCancelSignal } from "../memory/InProcessCancelSignal.js"
 import { RedisConnection } from "./RedisConnection.js"
 
-/** The cancel marker lives five minutes, for a worker that looks after the message passed (docs/architecture.md §14.2). */
+/** The cancel marker lives five minutes, for a worker that looks after the message passed. */
 const cancelMarkerTtlSeconds = 300
 
 /**

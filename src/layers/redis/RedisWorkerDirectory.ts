@@ -2,7 +2,7 @@ import { Clock, Effect, Layer, Option, Schema } from "effect"
 import { WorkerDirectory, WorkerHeartbeat } from "../../services/WorkerDirectory.js"
 import { RedisConnection } from "./RedisConnection.js"
 
-/** `worker:heartbeat:{instanceId}` with a 90 s TTL (under the engine's key prefix; docs/architecture.md §4.3, §14.2). */
+/** `worker:heartbeat:{instanceId}` with a 90 s TTL (under the engine's key prefix; docs/architecture.md §4.3). */
 const heartbeatTtlSeconds = 90
 
 const decodeHeartbeat = Schema.decodeUnknownOption(Schema.parseJson(WorkerHeartbeat))

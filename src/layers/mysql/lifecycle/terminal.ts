@@ -46,7 +46,7 @@ export const makeLifecycleTerminals = (
           AND (lock_until IS NULL OR lock_until < ${minusMillis(fence.graceMs)})`
 
   /**
-   * Runs a write that may end a job in one transaction with its terminal event (§6.8): the
+   * Runs a write that may end a job in one transaction with its terminal event: the
    * caller's when one is open (PROJECT's), else one of its own, so the two commit together.
    */
   const atomically = <A, E, R>(write: Effect.Effect<A, E, R>) =>
