@@ -59,7 +59,7 @@ export interface SimulationSettings {
   /** A deliberate bug to plant (see `plantedBugs.ts`), to watch an invariant catch it; `null` for the real engine. */
   readonly plantedBug: PlantedBug | null
   /**
-   * Whether creates add their own jobs to the queue (docs/architecture.md §6.7), the dispatchers
+   * Whether creates add their own jobs to the queue, the dispatchers
    * sweeping what a creator that crashed after its commit left. Unset: on even seeds of the real
    * engine; a planted bug (or fencing off) runs on the dispatcher path, where it was proven.
    */

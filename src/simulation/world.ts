@@ -166,7 +166,7 @@ const creatorQueue = (crashes: CreatorCrashes) =>
       }))
   )
 
-/** The creator's own queue add (docs/architecture.md §6.7), when the run has it. */
+/** The creator's own queue add after its commit, when the run has it. */
 const creatorAddsLayer = (settings: WorldSettings, crashes: CreatorCrashes) =>
   settings.creatorAdds === null
     ? Layer.empty
