@@ -1,13 +1,8 @@
+import { HttpServerResponse } from "@effect/platform"
 import { Effect, Schema } from "effect"
 import type { AiJob } from "../domain/AiJob.js"
 import type { StoredArtifact } from "../services/ArtifactRepository.js"
-import {
-  AcceptedJobStatusResponse,
-  AdminJobStatusResponse,
-  JobCursor,
-  JobStatusResponse,
-  RetriedJobResponse
-} from "./ApiSchemas.js"
+import { AdminJobStatusResponse, JobCursor, JobStatusResponse, RetriedJobResponse } from "./ApiSchemas.js"
 
 /** AiJob rows → the API's answers. The operator's view adds the internal fields to the user's. */
 
@@ -76,12 +71,29 @@ const built = { disableValidation: true } as const
 export const jobStatusResponse = (job: AiJob, artifacts: ReadonlyArray<StoredArtifact>) =>
   new JobStatusResponse(statusFields(job, artifacts), built)
 
-export const acceptedJobStatusResponse = (job: AiJob) => new AcceptedJobStatusResponse(statusFields(job, []), built)
-
 export const adminJobStatusResponse = (job: AiJob, artifacts: ReadonlyArray<StoredArtifact>) =>
   new AdminJobStatusResponse(adminFields(job, artifacts), built)
 
 export const retriedJobResponse = (job: AiJob) => new RetriedJobResponse(adminFields(job, []), built)
+
+// The status fields are already what `JobStatusResponse` encodes to (strings and numbers, in the
+// schema's order, an absent one undefined), so the answers of the hot routes (a status read, a
+// create's 202) are written from them directly: no class is built only to be encoded again.
+
+/** `JobStatusResponse` as a 200 answer: the body the endpoint's success schema would write. */
+export const jobStatusAnswer = (job: AiJob, artifacts: ReadonlyArray<StoredArtifact>) =>
+  HttpServerResponse.unsafeJson(statusFields(job, artifacts))
+
+/** `AcceptedJobStatusResponse` as the 202 of a create that made `job`, with its `Location`. */
+export const acceptedJobAnswer = (job: AiJob) =>
+  HttpServerResponse.unsafeJson(statusFields(job, []), {
+    status: 202,
+    headers: { location: `/api/ai/jobs/${encodeURIComponent(job.id)}` }
+  })
+
+/** `AcceptedJobBatchResponse` as the 202 of a batch create that made `jobs`. */
+export const acceptedJobBatchAnswer = (jobs: ReadonlyArray<AiJob>) =>
+  HttpServerResponse.unsafeJson({ jobs: jobs.map((job) => statusFields(job, [])) }, { status: 202 })
 
 const encodeCursor = Schema.encode(JobCursor)
 

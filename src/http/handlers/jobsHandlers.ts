@@ -12,7 +12,7 @@ import { jobEventOf, JobEvents } from "../../services/JobEvents.js"
 import { ResultProjectors } from "../../services/ResultProjectors.js"
 import { AiJobApi } from "../Api.js"
 import { jobNotFound } from "../ApiErrors.js"
-import { AcceptedJobBatchResponse, JobBatchResponse, JobStatusResponse, maxWaitMs } from "../ApiSchemas.js"
+import { JobBatchResponse, JobStatusResponse, maxWaitMs } from "../ApiSchemas.js"
 import { CurrentUser } from "../Auth.js"
 import {
   fromIdempotencyKeyReused,
@@ -27,9 +27,8 @@ import {
 import { awaitTerminal, jobStatusFrames, stateIdOf } from "../jobEventStream.js"
 import { fromTooManyLiveStreams, LiveStreamLimits } from "../LiveStreamLimits.js"
 import { PlatformGate } from "../PlatformGate.js"
-import { acceptedJobStatusResponse, jobStatusResponse } from "../presenters.js"
+import { acceptedJobAnswer, acceptedJobBatchAnswer, jobStatusAnswer, jobStatusResponse } from "../presenters.js"
 import { withoutRequestBody } from "../requestBody.js"
-import { setAnswerHeader } from "../responseHeaders.js"
 import { makeJobViews } from "./jobViews.js"
 
 const encodeExisting = HttpServerResponse.schemaJson(JobStatusResponse)
@@ -99,10 +98,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
         yield* Effect.logInfo(created ? "job accepted" : "job returned for its idempotency key").pipe(
           Effect.annotateLogs({ jobId: job.id, jobType: job.jobType, userId: user.userId })
         )
-        if (created) {
-          yield* setAnswerHeader("location", `/api/ai/jobs/${encodeURIComponent(job.id)}`)
-          return acceptedJobStatusResponse(job)
-        }
+        if (created) return acceptedJobAnswer(job)
         // Both answers have the same fields, so the encoder cannot tell them apart by value:
         // the 200 of an idempotent repeat is written out here.
         return yield* statusOf(job).pipe(
@@ -129,7 +125,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
         yield* Effect.logInfo(created ? "job batch accepted" : "job batch returned for its idempotency key").pipe(
           Effect.annotateLogs({ jobType: request.jobType, jobs: jobs.length, userId: user.userId })
         )
-        if (created) return new AcceptedJobBatchResponse({ jobs: jobs.map(acceptedJobStatusResponse) })
+        if (created) return acceptedJobBatchAnswer(jobs)
         // As for a single create, the 200 of an idempotent repeat is written out here.
         return yield* Effect.forEach(jobs, statusOf).pipe(
           Effect.flatMap((statuses) => encodeExistingBatch(new JobBatchResponse({ jobs: statuses }), { status: 200 })),
@@ -217,7 +213,7 @@ export const JobsHandlersLive = HttpApiBuilder.group(AiJobApi, "jobs", (handlers
           const user = yield* CurrentUser
           if (urlParams.waitFor !== "terminal") {
             const { artifacts, job } = yield* views.findVisibleWithArtifacts(path.jobId, user, { admins: true })
-            return jobStatusResponse(job, artifacts)
+            return jobStatusAnswer(job, artifacts)
           }
           const job = yield* views.findVisible(path.jobId, user, { admins: true })
           if (isTerminal(job.lifecycleStatus)) return yield* statusOf(job)

@@ -36,21 +36,36 @@ export const powerOfTwoChunks = <A>(items: ReadonlyArray<A>): ReadonlyArray<Read
  * chunk: the columns of the first row (every row was encoded by one Schema, so all share its
  * keys), then `stamped` columns whose value is an SQL expression, the same for every row (the
  * database clock). `sql.insert` binds values only, so it cannot carry the expressions.
+ *
+ * The statement's text and values are put together here rather than from one fragment per value:
+ * the client's compiler renders the table, the columns, a placeholder and each stamped expression
+ * once, so the text is the one those fragments compile to, at a fraction of the cost (a batch of
+ * 100 jobs binds a few thousand values).
  */
 export const insertRows = (
   sql: SqlClient.SqlClient,
   table: string,
   rows: ReadonlyArray<Readonly<Record<string, unknown>>>,
   stamped: ReadonlyArray<readonly [column: string, value: Statement.Fragment]> = []
-) => {
-  const columns = Object.keys(rows[0] ?? {})
-  const names = sql.csv([...columns, ...stamped.map(([column]) => column)].map((column) => sql`${sql(column)}`))
-  const stampedValues = stamped.map(([, value]) => value)
-  const tuple = (row: Readonly<Record<string, unknown>>) =>
-    sql`(${sql.csv([...columns.map((column) => sql`${row[column] ?? null}`), ...stampedValues])})`
-  return Effect.forEach(
-    powerOfTwoChunks(rows),
-    (chunk) => sql`INSERT INTO ${sql(table)} (${names}) VALUES ${sql.csv(chunk.map(tuple))}`,
-    { discard: true }
-  )
-}
+) =>
+  Effect.suspend(() => {
+    const columns = Object.keys(rows[0] ?? {})
+    const names = sql.csv([...columns, ...stamped.map(([column]) => column)].map((column) => sql`${sql(column)}`))
+    const [head] = sql`INSERT INTO ${sql(table)} (${names}) VALUES `.compile()
+    const [placeholder] = sql`${null}`.compile()
+    const expressions = stamped.map(([, value]) => sql`${value}`.compile())
+    const tupleText = `(${[...columns.map(() => placeholder), ...expressions.map(([text]) => text)].join(", ")})`
+    const expressionValues = expressions.flatMap(([, values]) => values)
+    return Effect.forEach(
+      powerOfTwoChunks(rows),
+      (chunk) => {
+        const values: Array<unknown> = []
+        for (const row of chunk) {
+          for (const column of columns) values.push(row[column] ?? null)
+          for (const value of expressionValues) values.push(value)
+        }
+        return sql.unsafe(head + Array.from(chunk, () => tupleText).join(", "), values)
+      },
+      { discard: true }
+    )
+  })
