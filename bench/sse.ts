@@ -297,7 +297,11 @@ const program = Effect.gen(function*() {
     const running = yield* phase(
       "running",
       jobs,
-      (job) => Effect.tap(repository.lockJob(job.id, "bench-sse-worker", ttlMs, 5), (locked) => announce(locked))
+      (job) =>
+        Effect.tap(
+          repository.lockJob(job.id, "bench-sse-worker", Duration.millis(ttlMs), 5),
+          (locked) => announce(locked)
+        )
     )
     for (let k = 1; k <= s.progressSteps; k++) {
       const progress = 5 + Math.round((75 * k) / s.progressSteps)
@@ -307,7 +311,7 @@ const program = Effect.gen(function*() {
         (job) =>
           Effect.flatMap(leaseFor(job), (lease) =>
             Effect.zipRight(
-              repository.extendLocks([{ lease, progress, reportCancel: false }], ttlMs),
+              repository.extendLocks([{ lease, progress, reportCancel: false }], Duration.millis(ttlMs)),
               announce(job, progress)
             ))
       )

@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import { type Duration, Schema } from "effect"
 import { CredentialMode } from "./CredentialMode.js"
 import { LegacyStatus, LifecycleStatus } from "./LifecycleStatus.js"
 import { QueueName } from "./QueueName.js"
@@ -98,17 +98,17 @@ export type JobFence =
     readonly attempt: number
     readonly leaseNo: number
     readonly lockedBy: string | null
-    readonly graceMs: number
+    readonly grace: Duration.Duration
   }
 
 export const byLease = (lease: JobLease): JobFence => ({ _tag: "Lease", lease })
-export const byExpiredLock = (job: AiJob, graceMs: number): JobFence => ({
+export const byExpiredLock = (job: AiJob, grace: Duration.Duration): JobFence => ({
   _tag: "ExpiredLock",
   jobId: job.id,
   attempt: job.attemptCount,
   leaseNo: job.leaseNo,
   lockedBy: job.lockedBy,
-  graceMs
+  grace
 })
 
 /** A job whose last holder released it (a hand-off): the next lease costs no attempt. */

@@ -1,4 +1,4 @@
-import { Either, Option } from "effect"
+import { Duration, Either, Option } from "effect"
 import type { AiJob, JobFence, JobLease } from "./AiJob.js"
 import {
   AttemptsExhausted,
@@ -26,8 +26,8 @@ const found = (jobId: string, current: Option.Option<AiJob>): Either.Either<AiJo
     onSome: Either.right
   })
 
-const lockExpired = (job: AiJob, now: Date, graceMs = 0): boolean =>
-  job.lockUntil === null || job.lockUntil.getTime() < now.getTime() - graceMs
+const lockExpired = (job: AiJob, now: Date, grace: Duration.Duration = Duration.zero): boolean =>
+  job.lockUntil === null || job.lockUntil.getTime() < now.getTime() - Duration.toMillis(grace)
 
 export const lockGuard = (jobId: string, current: Option.Option<AiJob>): Guard<IllegalTransition | JobLockConflict> =>
   Either.flatMap(found(jobId, current), (job): Guard<IllegalTransition | JobLockConflict> => {
@@ -110,7 +110,7 @@ export const fenceGuard = (
     if (job.lifecycleStatus !== "running") {
       return Either.left(new IllegalTransition({ jobId: job.id, from: job.lifecycleStatus, to }))
     }
-    if (job.leaseNo !== fence.leaseNo || job.lockedBy !== fence.lockedBy || !lockExpired(job, now, fence.graceMs)) {
+    if (job.leaseNo !== fence.leaseNo || job.lockedBy !== fence.lockedBy || !lockExpired(job, now, fence.grace)) {
       return Either.left(new LockLost({ jobId: job.id, workerId: reaperWorkerId, attempt: fence.attempt }))
     }
     return Either.right(job)

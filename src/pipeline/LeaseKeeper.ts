@@ -1,4 +1,4 @@
-import { DateTime, Deferred, Duration, Effect, Exit, Schedule, Stream } from "effect"
+import { DateTime, Deferred, Effect, Exit, Schedule, Stream } from "effect"
 import { TimingConfig } from "../config/EngineConfig.js"
 import type { JobLease } from "../domain/AiJob.js"
 import { progressAt, stageOf } from "../domain/JobEvent.js"
@@ -76,7 +76,7 @@ export const makeLeaseKeeper = Effect.gen(function*() {
       progress: clampProgress(entry.progress),
       reportCancel: entry.honourCancel && !entry.cancelDelivered
     }))
-    const beats = yield* jobs.extendLocks(batch, Duration.toMillis(timing.jobLockTtl))
+    const beats = yield* jobs.extendLocks(batch, timing.jobLockTtl)
     yield* Effect.forEach(entries, (entry, index) => {
       switch (beats[index]) {
         case "Lost":

@@ -1,7 +1,6 @@
 import {
   Context,
   Deferred,
-  Duration,
   Effect,
   Exit,
   Fiber,
@@ -243,7 +242,7 @@ export const makeExecutionEngine = (workerId: string) =>
     const keeper = yield* makeLeaseKeeper
     // Deliveries that arrive together are locked by one statement, and projections that finish
     // together commit in one transaction; a lone one goes at once (docs/architecture.md §8.1, §8.4).
-    const lockQueued = yield* makeGroupLock(workerId, Duration.toMillis(timing.jobLockTtl))
+    const lockQueued = yield* makeGroupLock(workerId, timing.jobLockTtl)
     const commit = yield* makeGroupCommit
     const running = trackRunningJobs(yield* SubscriptionRef.make(0))
     let stopping = false
@@ -309,8 +308,7 @@ export const makeExecutionEngine = (workerId: string) =>
     /** PREPARE, then the locked job's run, in the span of the delivery's run. */
     const prepareAndRun = Effect.fnUntraced(
       function*(delivery: JobDelivery) {
-        const lockTtlMs = Duration.toMillis(timing.jobLockTtl)
-        const prepared = yield* prepare(delivery.payload, workerId, lockTtlMs, lockQueued).pipe(
+        const prepared = yield* prepare(delivery.payload, workerId, timing.jobLockTtl, lockQueued).pipe(
           Effect.catchAll(giveBack(delivery.payload.jobId))
         )
         if (Option.isNone(prepared)) return

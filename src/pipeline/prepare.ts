@@ -1,4 +1,4 @@
-import { Deferred, Effect, Exit, Option } from "effect"
+import { Deferred, type Duration, Effect, Exit, Option } from "effect"
 import { type AiJob, leaseOf } from "../domain/AiJob.js"
 import { progressAt } from "../domain/JobEvent.js"
 import type { JobSnapshot } from "../domain/JobSnapshot.js"
@@ -26,9 +26,9 @@ export type LockQueued = (
 
 /** `LockQueued` for one delivery at a time: a group of one. */
 export const lockAlone =
-  (jobs: AiJobLifecycleRepository["Type"], workerId: string, lockTtlMs: number): LockQueued => (request) =>
+  (jobs: AiJobLifecycleRepository["Type"], workerId: string, lockTtl: Duration.Duration): LockQueued => (request) =>
     Effect.map(
-      jobs.lockQueued([request], workerId, lockTtlMs, progressAt.PREPARE),
+      jobs.lockQueued([request], workerId, lockTtl, progressAt.PREPARE),
       (answers) => answers[0] ?? Option.none()
     )
 
@@ -46,7 +46,7 @@ interface WaitingLock {
  * flight is locked at once, alone; those that arrive while one is in flight are locked together
  * by the next statement. A failed statement fails each of its deliveries, as their own would.
  */
-export const makeGroupLock = (workerId: string, lockTtlMs: number) =>
+export const makeGroupLock = (workerId: string, lockTtl: Duration.Duration) =>
   Effect.gen(function*() {
     const jobs = yield* AiJobLifecycleRepository
     const carried = yield* CarriedFiberRefs
@@ -56,7 +56,7 @@ export const makeGroupLock = (workerId: string, lockTtlMs: number) =>
           group[0].caller,
           Effect.flatMap(
             Effect.exit(
-              jobs.lockQueued(group.map((waiting) => waiting.request), workerId, lockTtlMs, progressAt.PREPARE)
+              jobs.lockQueued(group.map((waiting) => waiting.request), workerId, lockTtl, progressAt.PREPARE)
             ),
             (exit) =>
               Effect.forEach(group, (waiting, index) =>
@@ -82,7 +82,7 @@ export const makeGroupLock = (workerId: string, lockTtlMs: number) =>
  * acknowledged with nothing to do.
  */
 export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false })(
-  function*(payload: AiJobQueuePayload, workerId: string, lockTtlMs: number, lockQueued?: LockQueued) {
+  function*(payload: AiJobQueuePayload, workerId: string, lockTtl: Duration.Duration, lockQueued?: LockQueued) {
     const registry = yield* JobDefinitionRegistry
     const jobs = yield* AiJobLifecycleRepository
     const events = yield* JobEvents
@@ -95,7 +95,7 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
       return Option.none<PreparedJob>()
     }
     // The common case first, a queued job locked and read back with its snapshot; anything else is read and judged below.
-    const fast = yield* (lockQueued ?? lockAlone(jobs, workerId, lockTtlMs))({
+    const fast = yield* (lockQueued ?? lockAlone(jobs, workerId, lockTtl))({
       jobId: payload.jobId,
       jobType: payload.jobType
     })
@@ -114,8 +114,8 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
       AiJob,
       JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError
     > = job.lifecycleStatus === "queued"
-      ? jobs.lockJob(job.id, workerId, lockTtlMs, progressAt.PREPARE)
-      : jobs.takeOver(job.id, workerId, lockTtlMs, progressAt.PREPARE)
+      ? jobs.lockJob(job.id, workerId, lockTtl, progressAt.PREPARE)
+      : jobs.takeOver(job.id, workerId, lockTtl, progressAt.PREPARE)
     return yield* locked.pipe(
       Effect.flatMap((lockedJob) =>
         Effect.flatMap(snapshotOf(lockedJob), (snapshot) =>

@@ -37,18 +37,15 @@ export const reapOnce = Effect.gen(function*() {
   const signal = yield* OutboxSignal
   const queue = yield* JobQueue
   const timing = yield* TimingConfig
-  // The repository, the fence and the redispatch window count in milliseconds.
-  const jobLockTtlMs = Duration.toMillis(timing.jobLockTtl)
-  const queuedRedispatchMs = Duration.toMillis(timing.queuedRedispatchAfter)
-  const reaperGraceMs = Duration.toMillis(timing.reaperGrace)
-  const expired = yield* jobs.findExpiredLocks(reaperGraceMs, batchSize)
-  const window = Math.floor((yield* Clock.currentTimeMillis) / queuedRedispatchMs)
+  const expired = yield* jobs.findExpiredLocks(timing.reaperGrace, batchSize)
+  // The redispatch window is a number of whole periods since the epoch.
+  const window = Math.floor((yield* Clock.currentTimeMillis) / Duration.toMillis(timing.queuedRedispatchAfter))
   let cancelled = 0
   let requeued = 0
   let failed = 0
   for (const job of expired) {
     yield* Effect.gen(function*() {
-      const fence = byExpiredLock(job, reaperGraceMs)
+      const fence = byExpiredLock(job, timing.reaperGrace)
       if (job.cancelRequestedAt !== null) {
         const result = yield* Effect.either(jobs.markCancelled(fence))
         if (Either.isRight(result)) {
@@ -83,8 +80,9 @@ export const reapOnce = Effect.gen(function*() {
   // asked first, and such a job is only marked as looked after (no second delivery).
   const now = yield* Clock.currentTimeMillis
   const stillDelivering = (state: QueueJobState) =>
-    state._tag === "Waiting" || (state._tag === "Active" && now - state.activeSinceMs < jobLockTtlMs)
-  const stale = yield* jobs.findStaleQueued(queuedRedispatchMs, batchSize)
+    state._tag === "Waiting" ||
+    (state._tag === "Active" && now - state.activeSinceMs < Duration.toMillis(timing.jobLockTtl))
+  const stale = yield* jobs.findStaleQueued(timing.queuedRedispatchAfter, batchSize)
   let requeuedQueued = 0
   let stillPending = 0
   for (const job of stale) {

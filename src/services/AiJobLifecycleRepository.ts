@@ -1,4 +1,4 @@
-import { Context, type Effect, type Option } from "effect"
+import { Context, type Duration, type Effect, type Option } from "effect"
 import type { AiJob, JobFailure, JobFence, JobLease, JobListCursor, JobListFilter, NewAiJob } from "../domain/AiJob.js"
 import type { JobBatchRecord } from "../domain/JobBatch.js"
 import type { DuplicateIdempotencyKey } from "../domain/JobCreationErrors.js"
@@ -139,7 +139,7 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     readonly lockJob: (
       jobId: string,
       workerId: string,
-      lockTtlMs: number,
+      lockTtl: Duration.Duration,
       progress?: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | PersistenceError>
     /**
@@ -150,7 +150,7 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     readonly lockQueued: (
       requests: ReadonlyArray<QueuedLockRequest>,
       workerId: string,
-      lockTtlMs: number,
+      lockTtl: Duration.Duration,
       progress?: number
     ) => Effect.Effect<ReadonlyArray<Option.Option<LockedWithSnapshot>>, PersistenceError>
     /**
@@ -162,17 +162,17 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     readonly takeOver: (
       jobId: string,
       workerId: string,
-      lockTtlMs: number,
+      lockTtl: Duration.Duration,
       progress?: number
     ) => Effect.Effect<AiJob, JobNotFound | IllegalTransition | JobLockConflict | AttemptsExhausted | PersistenceError>
     /**
      * The lease keeper's beat (docs/architecture.md §4.3): every held lease's lock now ends
-     * `lockTtlMs` from now and its progress is raised, in one fenced write for all of them.
+     * `lockTtl` from now and its progress is raised, in one fenced write for all of them.
      * Answers, in the order given, what became of each lease.
      */
     readonly extendLocks: (
       held: ReadonlyArray<HeldLease>,
-      lockTtlMs: number
+      lockTtl: Duration.Duration
     ) => Effect.Effect<ReadonlyArray<LeaseBeat>, PersistenceError>
     /**
      * A hand-off (graceful shutdown): nobody holds the job any more, so another worker may take
@@ -209,11 +209,11 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
       options?: { readonly queueName?: QueueName; readonly limit?: number }
     ) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
     /**
-     * Queued jobs untouched for more than `olderThanMs`: their delivery may have been lost (a
+     * Queued jobs untouched for more than `olderThan`: their delivery may have been lost (a
      * queue that dropped it, a delivery acknowledged without work). Oldest first.
      */
     readonly findStaleQueued: (
-      olderThanMs: number,
+      olderThan: Duration.Duration,
       limit: number
     ) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
     /**
@@ -222,8 +222,11 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
      * fails; false when anything changed it meanwhile. Call inside the requeue's transaction.
      */
     readonly touchQueued: (job: AiJob) => Effect.Effect<boolean, PersistenceError>
-    /** Running jobs whose lock ended more than `graceMs` ago (docs/architecture.md §12.1), oldest first. */
-    readonly findExpiredLocks: (graceMs: number, limit: number) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
+    /** Running jobs whose lock ended more than `grace` ago (docs/architecture.md §12.1), oldest first. */
+    readonly findExpiredLocks: (
+      grace: Duration.Duration,
+      limit: number
+    ) => Effect.Effect<ReadonlyArray<AiJob>, PersistenceError>
     /** Newest first, keyset-paginated. */
     readonly list: (
       filter: JobListFilter,

@@ -1,4 +1,4 @@
-import { Effect, Either, HashMap, Option, type Scope, Stream } from "effect"
+import { Duration, Effect, Either, HashMap, Option, type Scope, Stream } from "effect"
 import { AiJob } from "../domain/AiJob.js"
 import { finishedEventFor } from "../domain/JobFinishedEvent.js"
 import { JobSnapshot } from "../domain/JobSnapshot.js"
@@ -65,7 +65,7 @@ export const takeOverWithoutAttempt = (
   db: MemoryDatabase["Type"]
 ): AiJobLifecycleRepository["Type"] => ({
   ...jobs,
-  takeOver: (jobId, workerId, lockTtlMs) =>
+  takeOver: (jobId, workerId, lockTtl) =>
     db.write(
       "ai_job.takeOver",
       (tables, now) =>
@@ -75,7 +75,7 @@ export const takeOverWithoutAttempt = (
               ...job,
               lockedBy: workerId,
               lockedAt: now,
-              lockUntil: new Date(now.getTime() + lockTtlMs),
+              lockUntil: new Date(now.getTime() + Duration.toMillis(lockTtl)),
               leaseNo: job.leaseNo + 1,
               updatedAt: now
             },
@@ -89,9 +89,9 @@ export const takeOverWithoutAttempt = (
 /** `reaper-off-by-one`: the reaper's view of expired jobs, each with one attempt fewer allowed. */
 export const reaperOffByOne = (jobs: AiJobLifecycleRepository["Type"]): AiJobLifecycleRepository["Type"] => ({
   ...jobs,
-  findExpiredLocks: (graceMs, limit) =>
+  findExpiredLocks: (grace, limit) =>
     Effect.map(
-      jobs.findExpiredLocks(graceMs, limit),
+      jobs.findExpiredLocks(grace, limit),
       (expired) =>
         expired.map((job) => new AiJob({ ...job, maxAttempts: job.maxAttempts - 1 }, { disableValidation: true }))
     )
@@ -131,7 +131,7 @@ export const handOffCostsAttempt = (
   db: MemoryDatabase["Type"]
 ): AiJobLifecycleRepository["Type"] => ({
   ...jobs,
-  takeOver: (jobId, workerId, lockTtlMs) =>
+  takeOver: (jobId, workerId, lockTtl) =>
     db.write(
       "ai_job.takeOver",
       (tables, now) =>
@@ -141,7 +141,7 @@ export const handOffCostsAttempt = (
               ...job,
               lockedBy: workerId,
               lockedAt: now,
-              lockUntil: new Date(now.getTime() + lockTtlMs),
+              lockUntil: new Date(now.getTime() + Duration.toMillis(lockTtl)),
               attemptCount: job.attemptCount + 1,
               leaseNo: job.leaseNo + 1,
               updatedAt: now
@@ -236,9 +236,9 @@ export const cancelDeaf = (
 ): { readonly jobs: AiJobLifecycleRepository["Type"]; readonly cancels: CancelSignal["Type"] } => ({
   jobs: {
     ...jobs,
-    extendLocks: (held, lockTtlMs) =>
+    extendLocks: (held, lockTtl) =>
       Effect.map(
-        jobs.extendLocks(held, lockTtlMs),
+        jobs.extendLocks(held, lockTtl),
         (beats) => beats.map((beat) => (beat === "CancelRequested" ? "Extended" : beat))
       )
   },

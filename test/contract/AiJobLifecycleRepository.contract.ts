@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Clock, Effect, Either, Layer, Option } from "effect"
+import { Clock, Duration, Effect, Either, Layer, Option } from "effect"
 import type { AiJob, JobLease } from "../../src/domain/AiJob.js"
 import { byExpiredLock, byLease, leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -92,7 +92,7 @@ const refusedWithoutChange = <A, E extends { readonly _tag: string }, R>(
 const beatOne = (lease: JobLease, lockTtlMs: number, progress = 0) =>
   Effect.flatMap(
     AiJobLifecycleRepository,
-    (repo) => repo.extendLocks([{ lease, progress, reportCancel: true }], lockTtlMs)
+    (repo) => repo.extendLocks([{ lease, progress, reportCancel: true }], Duration.millis(lockTtlMs))
   ).pipe(
     Effect.flatMap(([beat]) =>
       beat === "Lost"
@@ -122,7 +122,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
-          const running = yield* repo.lockJob(job.id, "worker-a", ttl)
+          const running = yield* repo.lockJob(job.id, "worker-a", Duration.millis(ttl))
           expect(running.lifecycleStatus).toBe("running")
           expect(running.status).toBe("processing")
           expect(running.lockedBy).toBe("worker-a")
@@ -141,7 +141,9 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           const locked = Option.getOrThrow(
-            (yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-a", ttl, 10))[0]!
+            (yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-a", Duration.millis(ttl), 10))[
+              0
+            ]!
           )
           expect(locked.job.lifecycleStatus).toBe("running")
           expect(locked.job.status).toBe("processing")
@@ -163,18 +165,26 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           const queued = yield* reload(job.id)
-          expect(yield* repo.lockQueued([{ jobId: job.id, jobType: "another_type" }], "worker-a", ttl)).toEqual([
-            Option.none()
-          ])
+          expect(yield* repo.lockQueued([{ jobId: job.id, jobType: "another_type" }], "worker-a", Duration.millis(ttl)))
+            .toEqual([
+              Option.none()
+            ])
           expect(yield* reload(job.id)).toStrictEqual(queued)
           const first = Option.getOrThrow(
-            (yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-a", ttl))[0]!
+            (yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-a", Duration.millis(ttl)))[0]!
           )
-          expect(yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-b", ttl)).toEqual([
-            Option.none()
-          ])
+          expect(yield* repo.lockQueued([{ jobId: job.id, jobType: job.jobType }], "worker-b", Duration.millis(ttl)))
+            .toEqual([
+              Option.none()
+            ])
           expect(yield* reload(job.id)).toStrictEqual(first.job)
-          expect(yield* repo.lockQueued([{ jobId: `missing-${yield* newId}`, jobType: job.jobType }], "worker-a", ttl))
+          expect(
+            yield* repo.lockQueued(
+              [{ jobId: `missing-${yield* newId}`, jobType: job.jobType }],
+              "worker-a",
+              Duration.millis(ttl)
+            )
+          )
             .toEqual([Option.none()])
         }))
 
@@ -183,8 +193,8 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const repo = yield* AiJobLifecycleRepository
           const [a, b, c, held, elsewhere] = yield* Effect.all([freshJob, freshJob, freshJob, freshJob, freshJob])
           // Already this worker's (an earlier lease) and another worker's: neither is locked again.
-          const heldBefore = yield* repo.lockJob(held!.id, "worker-g", ttl)
-          const elsewhereBefore = yield* repo.lockJob(elsewhere!.id, "worker-h", ttl)
+          const heldBefore = yield* repo.lockJob(held!.id, "worker-g", Duration.millis(ttl))
+          const elsewhereBefore = yield* repo.lockJob(elsewhere!.id, "worker-h", Duration.millis(ttl))
           const missing = `missing-${yield* newId}`
           const answers = yield* repo.lockQueued(
             [
@@ -197,7 +207,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
               { jobId: elsewhere!.id, jobType: elsewhere!.jobType }
             ],
             "worker-g",
-            ttl,
+            Duration.millis(ttl),
             10
           )
           expect(answers.map(Option.isSome)).toEqual([true, false, true, false, false, false, false])
@@ -230,7 +240,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
           expect(yield* reload(job.id)).toStrictEqual(job)
-          const running = yield* repo.lockJob(job.id, "worker-a", ttl)
+          const running = yield* repo.lockJob(job.id, "worker-a", Duration.millis(ttl))
           const done = yield* repo.markSucceeded(leaseFor(running), "e".repeat(64), { locked: running })
           expect(done.lifecycleStatus).toBe("succeeded")
           expect(yield* reload(job.id)).toStrictEqual(done)
@@ -240,9 +250,9 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
-          const first = yield* repo.lockJob(job.id, "worker-a", ttl)
+          const first = yield* repo.lockJob(job.id, "worker-a", Duration.millis(ttl))
           yield* harness.advance(ttl * 2)
-          yield* repo.takeOver(job.id, "worker-b", ttl)
+          yield* repo.takeOver(job.id, "worker-b", Duration.millis(ttl))
           yield* refusedWithoutChange(
             job.id,
             "LockLost",
@@ -253,7 +263,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
       it.effect("running → failed records the error", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl))
           const failed = yield* repo.markFailed(byLease(leaseFor(running)), failure)
           expect(failed.lifecycleStatus).toBe("failed")
           expect(failed.status).toBe("failed")
@@ -275,7 +285,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
       it.effect("running → cancelled only after a cancel request, seen by the heartbeat", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl))
           const lease = leaseFor(running)
           yield* refusedWithoutChange(running.id, "IllegalTransition", repo.markCancelled(byLease(lease)))
           const requested = yield* repo.requestCancel(running.id)
@@ -290,7 +300,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
       it.effect("a cancellable job's success is refused once a cancel was requested; one that ignores cancels succeeds", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl))
           const lease = leaseFor(running)
           yield* repo.requestCancel(running.id)
           const honourCancel = { honourCancel: true }
@@ -302,7 +312,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const cancelled = yield* repo.markCancelled(byLease(lease))
           expect([cancelled.lifecycleStatus, cancelled.outputHash]).toStrictEqual(["cancelled", null])
           // The lease comes first: another owner's refusal is still a lost lock.
-          const other = yield* repo.lockJob((yield* freshJob).id, "worker-b", ttl)
+          const other = yield* repo.lockJob((yield* freshJob).id, "worker-b", Duration.millis(ttl))
           yield* repo.requestCancel(other.id)
           yield* refusedWithoutChange(
             other.id,
@@ -320,7 +330,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           for (let round = 0; round < 40; round++) {
-            const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl * 100)
+            const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl * 100))
             const [cancel, success] = yield* Effect.all(
               [
                 Effect.either(repo.requestCancel(running.id)),
@@ -363,12 +373,20 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           yield* refusedWithoutChange(queued.id, "IllegalTransition", repo.markCancelled(byLease(notALease)))
 
           // Terminal states never change.
-          const succeeded = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl).pipe(
+          const succeeded = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl)).pipe(
             Effect.flatMap((job) => repo.markSucceeded(leaseFor(job), "h", { locked: job }))
           )
           const lastLease = { jobId: succeeded.id, workerId: "worker-a", attempt: 1, leaseNo: 1 }
-          yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.lockJob(succeeded.id, "worker-b", ttl))
-          yield* refusedWithoutChange(succeeded.id, "IllegalTransition", repo.takeOver(succeeded.id, "worker-b", ttl))
+          yield* refusedWithoutChange(
+            succeeded.id,
+            "IllegalTransition",
+            repo.lockJob(succeeded.id, "worker-b", Duration.millis(ttl))
+          )
+          yield* refusedWithoutChange(
+            succeeded.id,
+            "IllegalTransition",
+            repo.takeOver(succeeded.id, "worker-b", Duration.millis(ttl))
+          )
           yield* refusedWithoutChange(
             succeeded.id,
             "IllegalTransition",
@@ -379,11 +397,15 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           yield* refusedWithoutChange(succeeded.id, "JobNotCancellable", repo.requestCancel(succeeded.id))
           yield* refusedWithoutChange(succeeded.id, "LockLost", beatOne(lastLease, ttl))
 
-          const failed = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl).pipe(
+          const failed = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl)).pipe(
             Effect.flatMap((job) => repo.markFailed(byLease(leaseFor(job)), failure))
           )
           const failedLease = { jobId: failed.id, workerId: "worker-a", attempt: 1, leaseNo: 1 }
-          yield* refusedWithoutChange(failed.id, "IllegalTransition", repo.lockJob(failed.id, "worker-b", ttl))
+          yield* refusedWithoutChange(
+            failed.id,
+            "IllegalTransition",
+            repo.lockJob(failed.id, "worker-b", Duration.millis(ttl))
+          )
           yield* refusedWithoutChange(
             failed.id,
             "IllegalTransition",
@@ -394,7 +416,11 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
 
           const cancelled = yield* repo.requestCancel((yield* freshJob).id)
           const cancelledLease = { jobId: cancelled.id, workerId: "worker-a", attempt: 0, leaseNo: 0 }
-          yield* refusedWithoutChange(cancelled.id, "IllegalTransition", repo.lockJob(cancelled.id, "worker-b", ttl))
+          yield* refusedWithoutChange(
+            cancelled.id,
+            "IllegalTransition",
+            repo.lockJob(cancelled.id, "worker-b", Duration.millis(ttl))
+          )
           yield* refusedWithoutChange(
             cancelled.id,
             "IllegalTransition",
@@ -408,7 +434,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           yield* refusedWithoutChange(cancelled.id, "JobAlreadyCancelled", repo.requestCancel(cancelled.id))
 
           // running → queued has no method at all: the repository cannot express it.
-          const missing = yield* Effect.either(repo.lockJob("no-such-job", "worker-a", ttl))
+          const missing = yield* Effect.either(repo.lockJob("no-such-job", "worker-a", Duration.millis(ttl)))
           expect(Either.isLeft(missing) && missing.left._tag).toBe("JobNotFound")
         }))
 
@@ -418,7 +444,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const job = yield* freshJob
           const results = yield* Effect.forEach(
             Array.from({ length: 20 }, (_, i) => `worker-${i}`),
-            (workerId) => Effect.either(repo.lockJob(job.id, workerId, ttl)),
+            (workerId) => Effect.either(repo.lockJob(job.id, workerId, Duration.millis(ttl))),
             { concurrency: "unbounded" }
           )
           const winners = results.filter(Either.isRight)
@@ -434,13 +460,17 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
-          const first = yield* repo.lockJob(job.id, "worker-a", ttl)
+          const first = yield* repo.lockJob(job.id, "worker-a", Duration.millis(ttl))
           const zombie = leaseFor(first)
           // Not expired yet: nobody may take it.
-          yield* refusedWithoutChange(job.id, "JobLockConflict", repo.takeOver(job.id, "worker-b", ttl))
+          yield* refusedWithoutChange(
+            job.id,
+            "JobLockConflict",
+            repo.takeOver(job.id, "worker-b", Duration.millis(ttl))
+          )
           yield* harness.advance(ttl * 2)
-          expect((yield* repo.findExpiredLocks(0, 1000)).map((row) => row.id)).toContain(job.id)
-          const taken = yield* repo.takeOver(job.id, "worker-b", ttl)
+          expect((yield* repo.findExpiredLocks(Duration.millis(0), 1000)).map((row) => row.id)).toContain(job.id)
+          const taken = yield* repo.takeOver(job.id, "worker-b", Duration.millis(ttl))
           expect(taken.lifecycleStatus).toBe("running")
           expect(taken.lockedBy).toBe("worker-b")
           expect(taken.attemptCount).toBe(2)
@@ -457,15 +487,21 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
-          yield* repo.lockJob(job.id, "worker-a", ttl)
+          yield* repo.lockJob(job.id, "worker-a", Duration.millis(ttl))
           yield* harness.advance(ttl * 2)
-          const second = yield* repo.takeOver(job.id, "worker-b", ttl)
+          const second = yield* repo.takeOver(job.id, "worker-b", Duration.millis(ttl))
           expect(second.attemptCount).toBe(second.maxAttempts)
           yield* harness.advance(ttl * 2)
-          yield* refusedWithoutChange(job.id, "AttemptsExhausted", repo.takeOver(job.id, "worker-c", ttl))
-          const expired = (yield* repo.findExpiredLocks(ttl / 2, 1000)).find((row) => row.id === job.id)
+          yield* refusedWithoutChange(
+            job.id,
+            "AttemptsExhausted",
+            repo.takeOver(job.id, "worker-c", Duration.millis(ttl))
+          )
+          const expired = (yield* repo.findExpiredLocks(Duration.millis(ttl / 2), 1000)).find((row) =>
+            row.id === job.id
+          )
           expect(expired).toBeDefined()
-          const failed = yield* repo.markFailed(byExpiredLock(expired!, ttl / 2), {
+          const failed = yield* repo.markFailed(byExpiredLock(expired!, Duration.millis(ttl / 2)), {
             errorCode: "INTERNAL_WORKER_LOST",
             publicErrorMessage: "lost",
             internalErrorMessage: "lock expired"
@@ -477,21 +513,27 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
       it.effect("the reaper's fence refuses a job whose worker came back and extended its lock", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl))
           yield* harness.advance(ttl * 2)
-          const seen = (yield* repo.findExpiredLocks(0, 1000)).find((row) => row.id === running.id)
+          const seen = (yield* repo.findExpiredLocks(Duration.millis(0), 1000)).find((row) => row.id === running.id)
           expect(seen).toBeDefined()
           yield* beatOne(leaseFor(running), ttl * 10)
-          yield* refusedWithoutChange(running.id, "LockLost", repo.markFailed(byExpiredLock(seen!, 0), failure))
-          expect((yield* repo.findExpiredLocks(0, 1000)).map((row) => row.id)).not.toContain(running.id)
+          yield* refusedWithoutChange(
+            running.id,
+            "LockLost",
+            repo.markFailed(byExpiredLock(seen!, Duration.millis(0)), failure)
+          )
+          expect((yield* repo.findExpiredLocks(Duration.millis(0), 1000)).map((row) => row.id)).not.toContain(
+            running.id
+          )
         }))
 
       it.effect("a released lock can be taken over at once", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl * 100)
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl * 100))
           yield* repo.releaseLock(leaseFor(running))
-          const taken = yield* repo.takeOver(running.id, "worker-b", ttl)
+          const taken = yield* repo.takeOver(running.id, "worker-b", Duration.millis(ttl))
           expect(taken.lockedBy).toBe("worker-b")
         }))
 
@@ -499,7 +541,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           for (let round = 0; round < 60; round++) {
-            const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl * 100)
+            const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl * 100))
             const [cancel] = yield* Effect.all(
               [
                 Effect.either(repo.requestCancel(running.id)),
@@ -523,7 +565,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
       it.effect("a hand-off costs no attempt, however often, and fences the worker that gave the job back", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const locked = yield* repo.lockJob((yield* freshJob).id, "worker-0", ttl * 100)
+          const locked = yield* repo.lockJob((yield* freshJob).id, "worker-0", Duration.millis(ttl * 100))
           expect(locked.attemptCount).toBe(1)
           let lease = leaseFor(locked)
           let held = locked
@@ -535,8 +577,8 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
             expect(released.lifecycleStatus).toBe("running")
             expect(released.lockedBy).toBeNull()
             // Nobody holds it: the reaper sees it at once.
-            expect((yield* repo.findExpiredLocks(0, 1000)).map((row) => row.id)).toContain(locked.id)
-            const taken = yield* repo.takeOver(locked.id, `worker-${handOff}`, ttl * 100)
+            expect((yield* repo.findExpiredLocks(Duration.millis(0), 1000)).map((row) => row.id)).toContain(locked.id)
+            const taken = yield* repo.takeOver(locked.id, `worker-${handOff}`, Duration.millis(ttl * 100))
             expect(taken.attemptCount).toBe(1)
             expect(taken.leaseNo).toBe(previous.leaseNo + 1)
             lease = leaseFor(taken)
@@ -555,46 +597,54 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
       it.effect("a takeover of an expired lock after a hand-off costs an attempt; one after the last attempt is refused", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const locked = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          const locked = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl))
           yield* harness.advance(ttl * 2)
           // worker-a crashed: the takeover is the last attempt.
-          const second = yield* repo.takeOver(locked.id, "worker-b", ttl)
+          const second = yield* repo.takeOver(locked.id, "worker-b", Duration.millis(ttl))
           expect(second.attemptCount).toBe(2)
           expect(second.attemptCount).toBe(second.maxAttempts)
           // worker-b hands off: the job can still be taken, in the same attempt.
           yield* repo.releaseLock(leaseFor(second))
-          const third = yield* repo.takeOver(locked.id, "worker-c", ttl)
+          const third = yield* repo.takeOver(locked.id, "worker-c", Duration.millis(ttl))
           expect(third.attemptCount).toBe(2)
           // worker-c crashes: no attempt is left.
           yield* harness.advance(ttl * 2)
-          yield* refusedWithoutChange(locked.id, "AttemptsExhausted", repo.takeOver(locked.id, "worker-d", ttl))
+          yield* refusedWithoutChange(
+            locked.id,
+            "AttemptsExhausted",
+            repo.takeOver(locked.id, "worker-d", Duration.millis(ttl))
+          )
         }))
 
       it.effect("the reaper's fence refuses a job handed off after the reaper saw it", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl))
           yield* harness.advance(ttl * 2)
-          const seen = (yield* repo.findExpiredLocks(0, 1000)).find((row) => row.id === running.id)
+          const seen = (yield* repo.findExpiredLocks(Duration.millis(0), 1000)).find((row) => row.id === running.id)
           expect(seen).toBeDefined()
           // The worker was only slow: it gives the job back before the reaper acts.
           yield* repo.releaseLock(leaseFor(running))
-          yield* refusedWithoutChange(running.id, "LockLost", repo.markFailed(byExpiredLock(seen!, 0), failure))
+          yield* refusedWithoutChange(
+            running.id,
+            "LockLost",
+            repo.markFailed(byExpiredLock(seen!, Duration.millis(0)), failure)
+          )
         }))
 
       it.effect("finds queued jobs nobody touched for long, and touching one is a compare-and-set", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const job = yield* freshJob
-          expect((yield* repo.findStaleQueued(ttl, 10_000)).map((row) => row.id)).not.toContain(job.id)
+          expect((yield* repo.findStaleQueued(Duration.millis(ttl), 10_000)).map((row) => row.id)).not.toContain(job.id)
           yield* harness.advance(ttl * 2)
-          const stale = (yield* repo.findStaleQueued(ttl, 10_000)).find((row) => row.id === job.id)
+          const stale = (yield* repo.findStaleQueued(Duration.millis(ttl), 10_000)).find((row) => row.id === job.id)
           expect(stale).toBeDefined()
           expect(yield* repo.touchQueued(stale!)).toBe(true)
           // A second reaper that saw the same row loses.
           expect(yield* repo.touchQueued(stale!)).toBe(false)
-          expect((yield* repo.findStaleQueued(ttl, 10_000)).map((row) => row.id)).not.toContain(job.id)
-          const locked = yield* repo.lockJob(job.id, "worker-a", ttl)
+          expect((yield* repo.findStaleQueued(Duration.millis(ttl), 10_000)).map((row) => row.id)).not.toContain(job.id)
+          const locked = yield* repo.lockJob(job.id, "worker-a", Duration.millis(ttl))
           yield* harness.advance(ttl * 2)
           expect(yield* repo.touchQueued(locked)).toBe(false)
         }))
@@ -602,9 +652,9 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
       it.effect("one beat extends every held lease, raises progress, and names the leases lost and the cancels requested", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          expect(yield* repo.extendLocks([], ttl)).toStrictEqual([])
+          expect(yield* repo.extendLocks([], Duration.millis(ttl))).toStrictEqual([])
           const lock = (progress?: number) =>
-            Effect.flatMap(freshJob, (job) => repo.lockJob(job.id, "worker-a", ttl, progress))
+            Effect.flatMap(freshJob, (job) => repo.lockJob(job.id, "worker-a", Duration.millis(ttl), progress))
           const steady = yield* lock(30)
           const cancelled = yield* lock()
           const ignoring = yield* lock()
@@ -614,7 +664,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           yield* repo.requestCancel(ignoring.id)
           yield* repo.markSucceeded(leaseFor(finished), "f".repeat(64), { locked: finished })
           yield* harness.advance(ttl * 2)
-          const rescued = yield* repo.takeOver(takenOver.id, "worker-b", ttl)
+          const rescued = yield* repo.takeOver(takenOver.id, "worker-b", Duration.millis(ttl))
           const before = yield* Effect.forEach([takenOver.id, finished.id], reload)
 
           const beats = yield* repo.extendLocks([
@@ -623,7 +673,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
             { lease: leaseFor(ignoring), progress: 50, reportCancel: false },
             { lease: leaseFor(takenOver), progress: 60, reportCancel: true },
             { lease: leaseFor(finished), progress: 70, reportCancel: true }
-          ], ttl)
+          ], Duration.millis(ttl))
           expect(beats).toStrictEqual(["Extended", "CancelRequested", "Extended", "Lost", "Lost"])
           // Held leases end a TTL from the beat (past the first lock's end); progress never goes down.
           for (const [job, progress] of [[steady, 30], [cancelled, 45], [ignoring, 50]] as const) {
@@ -639,7 +689,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
           const again = yield* repo.extendLocks([
             { lease: leaseFor(steady), progress: 35, reportCancel: true },
             { lease: leaseFor(cancelled), progress: 45, reportCancel: false }
-          ], ttl)
+          ], Duration.millis(ttl))
           expect(again).toStrictEqual(["Extended", "Extended"])
           expect((yield* reload(steady.id)).progress).toBe(35)
         }))
@@ -647,7 +697,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
       it.effect("progress moves only under the lease", () =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
-          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+          const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl))
           yield* beatOne(leaseFor(running), ttl, 40)
           expect((yield* reload(running.id)).progress).toBe(40)
         }))
@@ -669,7 +719,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
             created.push(job)
             yield* harness.advance(5)
           }
-          yield* repo.lockJob(created[0]!.id, "worker-a", ttl)
+          yield* repo.lockJob(created[0]!.id, "worker-a", Duration.millis(ttl))
           const firstPage = yield* repo.list({ userId }, { limit: 3 })
           expect(firstPage.map((job) => job.id)).toStrictEqual(created.slice(2).reverse().map((job) => job.id))
           const last = firstPage[2]!

@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Clock, Effect, Either, Option } from "effect"
+import { Clock, Duration, Effect, Either, Option } from "effect"
 import type { AiJob, NewAiJob } from "../../src/domain/AiJob.js"
 import { leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -146,7 +146,7 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
           expect(yield* Effect.map(repo.findRetriesOf(original.id), idsOf)).toStrictEqual(ascending)
           expect(ours(yield* repo.findByLifecycleStatus(["queued"], { limit: 10_000 }))).toStrictEqual(ascending)
           yield* harness.advance(50)
-          expect(ours(yield* repo.findStaleQueued(10, 10_000))).toStrictEqual(ascending)
+          expect(ours(yield* repo.findStaleQueued(Duration.millis(10), 10_000))).toStrictEqual(ascending)
         }))
 
       it.effect("a repeated idempotency key is refused with the user, type and key", () =>
@@ -166,20 +166,28 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
         Effect.gen(function*() {
           const repo = yield* AiJobLifecycleRepository
           const held = leaseFor(
-            yield* repo.lockJob((yield* insertJob({ userId: `beat-${yield* newId}` })).id, "worker-a", ttl)
+            yield* repo.lockJob(
+              (yield* insertJob({ userId: `beat-${yield* newId}` })).id,
+              "worker-a",
+              Duration.millis(ttl)
+            )
           )
           const handedOff = leaseFor(
-            yield* repo.lockJob((yield* insertJob({ userId: `beat-${yield* newId}` })).id, "worker-a", ttl)
+            yield* repo.lockJob(
+              (yield* insertJob({ userId: `beat-${yield* newId}` })).id,
+              "worker-a",
+              Duration.millis(ttl)
+            )
           )
           yield* repo.releaseLock(handedOff)
           // The same worker picks it up again: its old lease number is fenced out.
-          const retaken = leaseFor(yield* repo.takeOver(handedOff.jobId, "worker-a", ttl))
+          const retaken = leaseFor(yield* repo.takeOver(handedOff.jobId, "worker-a", Duration.millis(ttl)))
           const beats = yield* repo.extendLocks([
             { lease: held, progress: 10, reportCancel: true },
             { lease: { ...held, workerId: "worker-z" }, progress: 90, reportCancel: true },
             { lease: handedOff, progress: 90, reportCancel: true },
             { lease: { ...held, jobId: yield* newId }, progress: 90, reportCancel: true }
-          ], ttl)
+          ], Duration.millis(ttl))
           expect(beats).toStrictEqual(["Extended", "Lost", "Lost", "Lost"])
           const progressOf = (jobId: string) =>
             Effect.map(repo.findById(jobId), (row) => Option.getOrThrow(row).progress)
@@ -193,11 +201,11 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
           const running = yield* repo.lockJob(
             (yield* insertJob({ userId: `keep-${yield* newId}` })).id,
             "worker-a",
-            ttl,
+            Duration.millis(ttl),
             40
           )
           yield* repo.releaseLock(leaseFor(running))
-          const taken = yield* repo.takeOver(running.id, "worker-b", ttl)
+          const taken = yield* repo.takeOver(running.id, "worker-b", Duration.millis(ttl))
           expect([taken.lockedBy, taken.progress]).toStrictEqual(["worker-b", 40])
         }))
 
@@ -235,7 +243,7 @@ export const lifecycleFiltersContract = (harness: RepositoryHarness) =>
             yield* harness.advance(20)
           }
           const [a, b, c, d] = jobs as [AiJob, AiJob, AiJob, AiJob]
-          yield* repo.lockJob(d.id, "worker-a", ttl)
+          yield* repo.lockJob(d.id, "worker-a", Duration.millis(ttl))
 
           expect(yield* repo.findByLifecycleStatus([])).toStrictEqual([])
           expect(idsOf(yield* repo.findByLifecycleStatus(["queued"]))).toStrictEqual([a.id, b.id, c.id])

@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Deferred, Effect, Either, Fiber, Option, Ref } from "effect"
+import { Deferred, Duration, Effect, Either, Fiber, Option, Ref } from "effect"
 import type { AiJob, JobLease } from "../../src/domain/AiJob.js"
 import { leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -20,7 +20,8 @@ const freshRunning = (workerId = "worker-g") =>
       targetId: "t-1",
       input: { message: "grouped" }
     })
-    return yield* Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.lockJob(job.id, workerId, 60_000))
+    return yield* Effect.flatMap(AiJobLifecycleRepository, (repo) =>
+      repo.lockJob(job.id, workerId, Duration.millis(60_000)))
   })
 
 const leaseFor = (job: AiJob): JobLease => {
@@ -178,7 +179,7 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
           ])
           // The lease is lost: released (a hand-off), then taken by another worker.
           yield* repo.releaseLock(leaseFor(zombie!))
-          const owner = yield* repo.takeOver(zombie!.id, "worker-new", 60_000)
+          const owner = yield* repo.takeOver(zombie!.id, "worker-new", Duration.millis(60_000))
           const { submitTogether } = yield* withCommitter
           const answers = yield* submitTogether([
             projection(before!, "before"),

@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, type Layer } from "effect"
+import { Duration, Effect, type Layer } from "effect"
 import { leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
 import { AiJobLifecycleRepository } from "../../src/services/AiJobLifecycleRepository.js"
@@ -46,7 +46,7 @@ export const jobStatisticsContract = (harness: {
             }))
           yield* create
           const { job } = yield* create
-          const running = yield* lifecycle.lockJob(job.id, "stats-worker", 60_000)
+          const running = yield* lifecycle.lockJob(job.id, "stats-worker", Duration.millis(60_000))
           const lease = leaseOf(running)
           if (lease === undefined) throw new Error("locked job without a lease")
           yield* usage.record({

@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Either, type Layer, Option, Schema } from "effect"
+import { Duration, Effect, Either, type Layer, Option, Schema } from "effect"
 import type { AiJob, JobLease } from "../../src/domain/AiJob.js"
 import { byExpiredLock, byLease, leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -38,7 +38,7 @@ const freshJob = Effect.gen(function*() {
 const running = (workerId = "worker-a", ttl = 5_000) =>
   Effect.flatMap(
     freshJob,
-    (job) => Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.lockJob(job.id, workerId, ttl))
+    (job) => Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.lockJob(job.id, workerId, Duration.millis(ttl)))
   )
 
 const leaseFor = (job: AiJob): JobLease => {
@@ -170,9 +170,11 @@ export const terminalEventsContract = (harness: TerminalEventsHarness) =>
           const repo = yield* AiJobLifecycleRepository
           const job = yield* running("worker-a", ttl)
           yield* harness.advance(ttl * 2)
-          const expired = (yield* repo.findExpiredLocks(ttl / 2, 1000)).find((row) => row.id === job.id)
+          const expired = (yield* repo.findExpiredLocks(Duration.millis(ttl / 2), 1000)).find((row) =>
+            row.id === job.id
+          )
           expect(expired).toBeDefined()
-          yield* repo.markFailed(byExpiredLock(expired!, ttl / 2), {
+          yield* repo.markFailed(byExpiredLock(expired!, Duration.millis(ttl / 2)), {
             errorCode: "INTERNAL_WORKER_LOST",
             publicErrorMessage: "lost",
             internalErrorMessage: "lock expired"

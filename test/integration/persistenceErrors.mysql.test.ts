@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
-import { Deferred, Effect, Either, Fiber, Layer, Option, Schema } from "effect"
+import { Deferred, Duration, Effect, Either, Fiber, Layer, Option, Schema } from "effect"
 import type { AiJob } from "../../src/domain/AiJob.js"
 import { byLease, leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -44,7 +44,7 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
           targetId: "t-1",
           input: { message: "hello" }
         })
-        const running: AiJob = yield* repo.lockJob(job.id, "worker-a", 60_000)
+        const running: AiJob = yield* repo.lockJob(job.id, "worker-a", Duration.millis(60_000))
         const lease = leaseOf(running)!
         yield* renameTable("ai_job", "ai_job_gone")
         const newJob = { ...job, id: yield* newId, idempotencyKey: null, requestHash: null }
@@ -53,9 +53,12 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
           ["ai_job.findById", repo.findById(job.id)],
           ["ai_job.findRetriesOf", repo.findRetriesOf(job.id)],
           ["ai_job.findByIdempotencyKey", repo.findByIdempotencyKey(job.userId, job.jobType, "k")],
-          ["ai_job.lock", repo.lockJob(job.id, "worker-b", 1_000)],
-          ["ai_job.takeOver", repo.takeOver(job.id, "worker-b", 1_000)],
-          ["ai_job.extendLocks", repo.extendLocks([{ lease, progress: 10, reportCancel: true }], 1_000)],
+          ["ai_job.lock", repo.lockJob(job.id, "worker-b", Duration.millis(1_000))],
+          ["ai_job.takeOver", repo.takeOver(job.id, "worker-b", Duration.millis(1_000))],
+          [
+            "ai_job.extendLocks",
+            repo.extendLocks([{ lease, progress: 10, reportCancel: true }], Duration.millis(1_000))
+          ],
           ["ai_job.releaseLock", repo.releaseLock(lease)],
           ["ai_job.markSucceeded", repo.markSucceeded(lease, "a".repeat(64), { locked: running })],
           [
@@ -65,8 +68,8 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
           ["ai_job.markCancelled", repo.markCancelled(byLease(lease))],
           ["ai_job.requestCancel", repo.requestCancel(job.id)],
           ["ai_job.findByLifecycleStatus", repo.findByLifecycleStatus(["queued"])],
-          ["ai_job.findExpiredLocks", repo.findExpiredLocks(0, 10)],
-          ["ai_job.findStaleQueued", repo.findStaleQueued(0, 10)],
+          ["ai_job.findExpiredLocks", repo.findExpiredLocks(Duration.millis(0), 10)],
+          ["ai_job.findStaleQueued", repo.findStaleQueued(Duration.millis(0), 10)],
           ["ai_job.touchQueued", repo.touchQueued(job)],
           ["ai_job.list", repo.list({}, { limit: 10 })],
           ["ai_job.countActive", repo.countActive(job.userId)],

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, HashMap, Layer } from "effect"
+import { Duration, Effect, HashMap, Layer } from "effect"
 import { AiJob, byLease, leaseOf } from "../../src/domain/AiJob.js"
 import { finishedEventFor, finishedEventId } from "../../src/domain/JobFinishedEvent.js"
 import { MemoryDatabase, type MemoryTables } from "../../src/layers/memory/MemoryDatabase.js"
@@ -45,7 +45,7 @@ describe("simulation invariant: one terminal event per terminal job", () => {
       const repo = yield* AiJobLifecycleRepository
       const db = yield* MemoryDatabase
       const ended = yield* createJob
-      const running = yield* repo.lockJob(ended.id, "w", 60_000)
+      const running = yield* repo.lockJob(ended.id, "w", Duration.millis(60_000))
       yield* repo.markFailed(byLease(leaseOf(running)!), {
         errorCode: "PROVIDER_UNAVAILABLE",
         publicErrorMessage: "p",
@@ -53,7 +53,7 @@ describe("simulation invariant: one terminal event per terminal job", () => {
       })
       const cancelled = yield* createJob
       yield* repo.requestCancel(cancelled.id)
-      const stillRunning = yield* repo.lockJob((yield* createJob).id, "w", 60_000)
+      const stillRunning = yield* repo.lockJob((yield* createJob).id, "w", Duration.millis(60_000))
       const tables = yield* db.snapshot
       expect(violationIn(tables)).toBeUndefined()
 

@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Either, Layer, Option } from "effect"
+import { Duration, Effect, Either, Layer, Option } from "effect"
 import { byLease, leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
 import { MemoryDatabase } from "../../src/layers/memory/MemoryDatabase.js"
@@ -40,7 +40,7 @@ describe("PersistenceError names the write that failed (memory), as on MySQL", (
           targetId: "t-1",
           input: { message: "hello" }
         })
-        const running = yield* repo.lockJob(job.id, "worker-a", 60_000)
+        const running = yield* repo.lockJob(job.id, "worker-a", Duration.millis(60_000))
         const lease = leaseOf(running)!
         yield* failEveryWrite
         const id = yield* newId
@@ -55,9 +55,12 @@ describe("PersistenceError names the write that failed (memory), as on MySQL", (
         }
         const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
           ["ai_job.create", repo.createJob({ ...job, id: yield* newId, idempotencyKey: null, requestHash: null })],
-          ["ai_job.lock", repo.lockJob(job.id, "worker-b", 1_000)],
-          ["ai_job.takeOver", repo.takeOver(job.id, "worker-b", 1_000)],
-          ["ai_job.extendLocks", repo.extendLocks([{ lease, progress: 10, reportCancel: true }], 1_000)],
+          ["ai_job.lock", repo.lockJob(job.id, "worker-b", Duration.millis(1_000))],
+          ["ai_job.takeOver", repo.takeOver(job.id, "worker-b", Duration.millis(1_000))],
+          [
+            "ai_job.extendLocks",
+            repo.extendLocks([{ lease, progress: 10, reportCancel: true }], Duration.millis(1_000))
+          ],
           ["ai_job.releaseLock", repo.releaseLock(lease)],
           ["ai_job.markSucceeded", repo.markSucceeded(lease, "a".repeat(64), { locked: running })],
           [

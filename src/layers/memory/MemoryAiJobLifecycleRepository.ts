@@ -1,4 +1,4 @@
-import { Effect, Either, HashMap, Layer, Option } from "effect"
+import { Duration, Effect, Either, HashMap, Layer, Option } from "effect"
 import {
   AiJob,
   fencedJobId,
@@ -38,7 +38,7 @@ import { insertOutboxEvent } from "./MemoryOutboxRepository.js"
 
 const idempotencyIndexKey = (userId: string, jobType: string, key: string) => `${userId}\u0000${jobType}\u0000${key}`
 
-const plus = (now: Date, millis: number) => new Date(now.getTime() + millis)
+const plus = (now: Date, span: Duration.Duration) => new Date(now.getTime() + Duration.toMillis(span))
 
 /** A copy of `job` with `changes`, stamped `updatedAt = now`, its legacy status kept in step. */
 const changed = (job: AiJob, now: Date, changes: Partial<AiJob>): AiJob => {
@@ -194,31 +194,37 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       progress === undefined ? job.progress : Math.max(job.progress, clampProgress(progress))
 
     /** A queued job as its first lock leaves it. */
-    const lockedRow = (job: AiJob, now: Date, workerId: string, lockTtlMs: number, progress: number | undefined) =>
+    const lockedRow = (
+      job: AiJob,
+      now: Date,
+      workerId: string,
+      lockTtl: Duration.Duration,
+      progress: number | undefined
+    ) =>
       changed(job, now, {
         lifecycleStatus: "running",
         progress: raised(job, progress),
         lockedBy: workerId,
         lockedAt: now,
-        lockUntil: plus(now, lockTtlMs),
+        lockUntil: plus(now, lockTtl),
         startedAt: job.startedAt ?? now,
         attemptCount: job.attemptCount + 1,
         leaseNo: job.leaseNo + 1
       })
 
-    const lockJob = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
+    const lockJob = (jobId: string, workerId: string, lockTtl: Duration.Duration, progress?: number) =>
       guarded(
         "ai_job.lock",
         jobId,
         (current) => lockGuard(jobId, current),
-        (job, now) => lockedRow(job, now, workerId, lockTtlMs, progress)
+        (job, now) => lockedRow(job, now, workerId, lockTtl, progress)
       )
 
     /** Every request judged and locked in one serialized write, as MySQL's one locking transaction. */
     const lockQueued = (
       requests: ReadonlyArray<QueuedLockRequest>,
       workerId: string,
-      lockTtlMs: number,
+      lockTtl: Duration.Duration,
       progress?: number
     ) =>
       requests.length === 0
@@ -233,7 +239,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
             ) {
               return Option.none<LockedWithSnapshot>()
             }
-            const job = lockedRow(current.value, now, workerId, lockTtlMs, progress)
+            const job = lockedRow(current.value, now, workerId, lockTtl, progress)
             const snapshot = Option.fromNullable(
               Array.from(HashMap.values(tables.aiJobSnapshot)).find((row) => row.jobId === jobId)
             )
@@ -243,7 +249,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
           return Either.right([answers, next] as const)
         })
 
-    const takeOver = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
+    const takeOver = (jobId: string, workerId: string, lockTtl: Duration.Duration, progress?: number) =>
       guarded(
         "ai_job.takeOver",
         jobId,
@@ -253,7 +259,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
             progress: raised(job, progress),
             lockedBy: workerId,
             lockedAt: now,
-            lockUntil: plus(now, lockTtlMs),
+            lockUntil: plus(now, lockTtl),
             // A crashed holder's lock costs an attempt; a released one (a hand-off) does not.
             attemptCount: isHandedOff(job) ? job.attemptCount : job.attemptCount + 1,
             leaseNo: job.leaseNo + 1
@@ -270,7 +276,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       )
 
     /** Every held lease checked and extended in one serialized write, as MySQL's one UPDATE. */
-    const extendLocks = (held: ReadonlyArray<HeldLease>, lockTtlMs: number) =>
+    const extendLocks = (held: ReadonlyArray<HeldLease>, lockTtl: Duration.Duration) =>
       held.length === 0
         ? Effect.succeed<ReadonlyArray<LeaseBeat>>([])
         : db.write("ai_job.extendLocks", (tables, now) => {
@@ -283,7 +289,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
                   aiJob,
                   job.id,
                   changed(job, now, {
-                    lockUntil: plus(now, lockTtlMs),
+                    lockUntil: plus(now, lockTtl),
                     progress: Math.max(job.progress, clampProgress(progress))
                   })
                 )
@@ -395,21 +401,23 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
           .slice(0, options.limit ?? 100)
       )
 
-    const findExpiredLocks = (graceMs: number, limit: number) =>
+    const findExpiredLocks = (grace: Duration.Duration, limit: number) =>
       db.read((tables, now) =>
         allJobs(tables)
           .filter((job) =>
             job.lifecycleStatus === "running" &&
-            (job.lockUntil === null || job.lockUntil.getTime() < now.getTime() - graceMs)
+            (job.lockUntil === null || job.lockUntil.getTime() < now.getTime() - Duration.toMillis(grace))
           )
           .sort((a, b) => (a.lockUntil?.getTime() ?? 0) - (b.lockUntil?.getTime() ?? 0))
           .slice(0, limit)
       )
 
-    const findStaleQueued = (olderThanMs: number, limit: number) =>
+    const findStaleQueued = (olderThan: Duration.Duration, limit: number) =>
       db.read((tables, now) =>
         allJobs(tables)
-          .filter((job) => job.lifecycleStatus === "queued" && job.updatedAt.getTime() < now.getTime() - olderThanMs)
+          .filter((job) =>
+            job.lifecycleStatus === "queued" && job.updatedAt.getTime() < now.getTime() - Duration.toMillis(olderThan)
+          )
           .sort((a, b) => a.updatedAt.getTime() - b.updatedAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
           .slice(0, limit)
       )

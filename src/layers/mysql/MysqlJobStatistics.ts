@@ -1,5 +1,5 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, Layer, Schema } from "effect"
+import { Duration, Effect, Layer, Schema } from "effect"
 import { LifecycleStatus, terminalStatuses } from "../../domain/LifecycleStatus.js"
 import { JobStatistics } from "../../services/JobStatistics.js"
 import { sqlClock } from "./sqlClock.js"
@@ -21,7 +21,7 @@ const UsageDayRow = Schema.Struct({ day: Schema.String, calls: Numeric, totalTok
 /** The operator's aggregates in SQL; windows are measured by the database's clock. */
 export const makeMysqlJobStatistics = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const { minusMillis } = sqlClock(sql)
+  const { nowMinus } = sqlClock(sql)
 
   const counts = SqlSchema.findAll({
     Request: Schema.Void,
@@ -34,7 +34,9 @@ export const makeMysqlJobStatistics = Effect.gen(function*() {
     Result: FinishedRow,
     execute: ({ limit, windowMs }) =>
       sql`SELECT id AS job_id, job_type, lifecycle_status, started_at, finished_at FROM ai_job
-          WHERE finished_at >= ${minusMillis(windowMs)} AND lifecycle_status IN ${sql.in(terminalStatuses)}
+          WHERE finished_at >= ${nowMinus(Duration.millis(windowMs))} AND lifecycle_status IN ${
+        sql.in(terminalStatuses)
+      }
           ORDER BY finished_at, id
           LIMIT ${limit}`
   })

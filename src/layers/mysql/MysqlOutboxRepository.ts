@@ -1,6 +1,6 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { Fragment } from "@effect/sql/Statement"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Duration, Effect, Layer, Option, Schema } from "effect"
 import type { NewOutboxEvent, OutboxBacklog, OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
 import {
   type DeliveryOutcome,
@@ -39,7 +39,7 @@ const Backlog = Schema.Struct({ unpublished: SqlNumber, dead: SqlNumber, ...Olde
 /** `outbox_event` on MySQL; a claim is a compare-and-set on primary keys (see `claimBatch`), times the server's clock. */
 export const makeMysqlOutboxRepository = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const { minusMillis, now, plusMillis } = sqlClock(sql)
+  const { now, nowMinus, nowPlus } = sqlClock(sql)
 
   const findEvent = SqlSchema.findOne({
     Request: Schema.String,
@@ -51,7 +51,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
     // `sql.insert` binds every value; the clock columns are the database's expressions, so the row
     // goes in as MySQL's `INSERT ... SET` (column names still from the row's keys).
     execute: ({ delayMs, row }) =>
-      sql`INSERT INTO outbox_event SET ${sql.update(row)}, available_at = ${plusMillis(delayMs)},
+      sql`INSERT INTO outbox_event SET ${sql.update(row)}, available_at = ${nowPlus(Duration.millis(delayMs))},
             created_at = ${now}, updated_at = ${now}`
   })
   // A locking read sees the winner's committed row; a plain one may read an older snapshot.
@@ -139,7 +139,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
   const insertEvents = SqlSchema.void({
     Request: Schema.Struct({ rows: Schema.Array(NewOutboxEventRow), delayMs: Schema.Number }),
     execute: ({ delayMs, rows }) =>
-      insertRows(sql, "outbox_event", rows, [["available_at", plusMillis(delayMs)], ["created_at", now], [
+      insertRows(sql, "outbox_event", rows, [["available_at", nowPlus(Duration.millis(delayMs))], ["created_at", now], [
         "updated_at",
         now
       ]])
@@ -199,7 +199,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
         sql`UPDATE outbox_event SET
               status = IF(attempt_count + 1 >= ${options.maxAttempts}, 'dead', 'pending'),
               available_at = IF(attempt_count + 1 >= ${options.maxAttempts}, available_at, ${
-          plusMillis(options.retryDelayMs)
+          nowPlus(Duration.millis(options.retryDelayMs))
         }),
               last_error = ${error.slice(0, 2000)}, locked_by = NULL, locked_at = NULL, updated_at = ${now},
               attempt_count = attempt_count + 1
@@ -217,7 +217,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
       : settlement._tag === "RetryLater"
       ? [
         "retry_scheduled",
-        sql`status = 'pending', available_at = ${plusMillis(settlement.retryDelayMs)},
+        sql`status = 'pending', available_at = ${nowPlus(Duration.millis(settlement.retryDelayMs))},
           last_error = ${
           settlement.error.slice(0, 2000)
         }, attempt_count = attempt_count + 1, locked_by = NULL, locked_at = NULL`
@@ -245,7 +245,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
   const releaseExpiredLocks = (lockTtlMs: number) =>
     changedRows(
       sql`UPDATE outbox_event SET status = 'pending', locked_by = NULL, locked_at = NULL, updated_at = ${now}
-          WHERE status = 'processing' AND locked_at < ${minusMillis(lockTtlMs)}`.raw
+          WHERE status = 'processing' AND locked_at < ${nowMinus(Duration.millis(lockTtlMs))}`.raw
     ).pipe(persistence("outbox_event.releaseExpiredLocks"))
 
   const countByStatus = totalsByStatus(undefined).pipe(

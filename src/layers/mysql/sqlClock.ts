@@ -1,4 +1,7 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
+import { Duration } from "effect"
+
+const microseconds = (span: Duration.Duration) => Math.round(Duration.toMillis(span)) * 1000
 
 /**
  * The database's clock in SQL fragments: every time a repository writes or compares is the
@@ -6,6 +9,6 @@ import type { SqlClient } from "@effect/sql/SqlClient"
  */
 export const sqlClock = (sql: SqlClient) => ({
   now: sql.literal("UTC_TIMESTAMP(3)"),
-  plusMillis: (millis: number) => sql`DATE_ADD(UTC_TIMESTAMP(3), INTERVAL ${Math.round(millis) * 1000} MICROSECOND)`,
-  minusMillis: (millis: number) => sql`DATE_SUB(UTC_TIMESTAMP(3), INTERVAL ${Math.round(millis) * 1000} MICROSECOND)`
+  nowPlus: (span: Duration.Duration) => sql`DATE_ADD(UTC_TIMESTAMP(3), INTERVAL ${microseconds(span)} MICROSECOND)`,
+  nowMinus: (span: Duration.Duration) => sql`DATE_SUB(UTC_TIMESTAMP(3), INTERVAL ${microseconds(span)} MICROSECOND)`
 })

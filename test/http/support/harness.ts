@@ -1,6 +1,6 @@
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 import { createServer } from "node:http"
 import { ApiSettings } from "../../../src/config/ApiSettings.js"
 import { AuthSettings } from "../../../src/config/AuthSettings.js"
@@ -330,7 +330,9 @@ const findJob = (jobId: string) =>
   )
 
 export const markRunning = (jobId: string): Effect.Effect<AiJob, never, EngineServices> =>
-  Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.lockJob(jobId, "test-worker", 60_000)).pipe(Effect.orDie)
+  Effect.flatMap(AiJobLifecycleRepository, (repo) => repo.lockJob(jobId, "test-worker", Duration.millis(60_000))).pipe(
+    Effect.orDie
+  )
 
 const leaseFor = (job: AiJob) =>
   Option.match(Option.fromNullable(leaseOf(job)), {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, Option } from "effect"
+import { Duration, Either, Option } from "effect"
 import { AiJob, byExpiredLock, byLease, leaseOf } from "../../../src/domain/AiJob.js"
 import { IllegalTransition } from "../../../src/domain/LifecycleErrors.js"
 import { fenceGuard, leaseGuard, succeedGuard, takeOverGuard } from "../../../src/domain/LifecycleGuards.js"
@@ -70,7 +70,7 @@ describe("lifecycle guards", () => {
 
   it("the reaper's fence needs the lock expired beyond the grace period, in the lease it saw", () => {
     const grace = 1_000
-    const fence = byExpiredLock(runningJob(), grace)
+    const fence = byExpiredLock(runningJob(), Duration.millis(grace))
     const guard = (lockUntil: Date, leaseNo = 4) =>
       tagOf(fenceGuard(fence, Option.some(runningJob({ lockUntil, leaseNo })), now, "failed"))
     expect(guard(at(-grace))).toBe("LockLost")
@@ -120,6 +120,8 @@ describe("lifecycle guards", () => {
   it("an owned running row without a lock expiry counts as expired, for a takeover and for the reaper", () => {
     const unbounded = runningJob({ lockUntil: null })
     expect(tagOf(takeOverGuard("job-1", Option.some(unbounded), now))).toBe("Right")
-    expect(tagOf(fenceGuard(byExpiredLock(runningJob(), 1_000), Option.some(unbounded), now, "failed"))).toBe("Right")
+    expect(
+      tagOf(fenceGuard(byExpiredLock(runningJob(), Duration.millis(1_000)), Option.some(unbounded), now, "failed"))
+    ).toBe("Right")
   })
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, TestClock } from "effect"
+import { Duration, Effect, Layer, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
 import { newId } from "../../../src/domain/Ids.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
@@ -26,16 +26,16 @@ describe("MemoryAiJobLifecycleRepository scans", () => {
   it.effect("findExpiredLocks: running jobs whose lock ended more than `grace` ago or was released, released first, then by lock end", () =>
     Effect.gen(function*() {
       const repo = yield* AiJobLifecycleRepository
-      const first = yield* repo.lockJob((yield* createJob).id, "worker-a", 1_000)
+      const first = yield* repo.lockJob((yield* createJob).id, "worker-a", Duration.millis(1_000))
       yield* TestClock.adjust(100)
-      const second = yield* repo.lockJob((yield* createJob).id, "worker-a", 1_000)
-      const released = yield* repo.lockJob((yield* createJob).id, "worker-a", 60_000)
+      const second = yield* repo.lockJob((yield* createJob).id, "worker-a", Duration.millis(1_000))
+      const released = yield* repo.lockJob((yield* createJob).id, "worker-a", Duration.millis(60_000))
       yield* repo.releaseLock(leaseOf(released)!)
       yield* createJob
-      const done = yield* repo.lockJob((yield* createJob).id, "worker-a", 1)
+      const done = yield* repo.lockJob((yield* createJob).id, "worker-a", Duration.millis(1))
       yield* repo.markSucceeded(leaseOf(done)!, "h", { locked: done })
       const expired = (grace: number, limit = 100) =>
-        Effect.map(repo.findExpiredLocks(grace, limit), (rows) => rows.map((row) => row.id))
+        Effect.map(repo.findExpiredLocks(Duration.millis(grace), limit), (rows) => rows.map((row) => row.id))
       // Now 100: the first lock ends at 1000, the second at 1100.
       yield* TestClock.setTime(1_500)
       expect(yield* expired(500)).toStrictEqual([released.id])
@@ -53,9 +53,9 @@ describe("MemoryAiJobLifecycleRepository scans", () => {
       const together = [yield* createJob, yield* createJob, yield* createJob].map((job) => job.id).sort()
       yield* TestClock.adjust(100)
       const later = yield* createJob
-      yield* repo.lockJob((yield* createJob).id, "worker-a", 1_000)
+      yield* repo.lockJob((yield* createJob).id, "worker-a", Duration.millis(1_000))
       const stale = (olderThan: number, limit = 100) =>
-        Effect.map(repo.findStaleQueued(olderThan, limit), (rows) => rows.map((row) => row.id))
+        Effect.map(repo.findStaleQueued(Duration.millis(olderThan), limit), (rows) => rows.map((row) => row.id))
       yield* TestClock.setTime(1_000)
       expect(yield* stale(1_000)).toStrictEqual([])
       yield* TestClock.setTime(1_001)
@@ -82,9 +82,9 @@ describe("MemoryAiJobLifecycleRepository scans", () => {
         )
       yield* TestClock.setTime(1_000)
       yield* create("user-a")
-      const running = yield* repo.lockJob((yield* create("user-a")).id, "worker-a", 60_000)
+      const running = yield* repo.lockJob((yield* create("user-a")).id, "worker-a", Duration.millis(60_000))
       yield* TestClock.setTime(2_000)
-      const done = yield* repo.lockJob((yield* create("user-a")).id, "worker-a", 60_000)
+      const done = yield* repo.lockJob((yield* create("user-a")).id, "worker-a", Duration.millis(60_000))
       yield* repo.markSucceeded(leaseOf(done)!, "h", { locked: done })
       yield* repo.requestCancel((yield* create("user-a")).id)
       yield* create("user-b")

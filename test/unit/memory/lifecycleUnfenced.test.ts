@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer, TestClock } from "effect"
+import { Duration, Effect, Either, Layer, TestClock } from "effect"
 import { QuotaLimitsConfig } from "../../../src/config/QuotaLimitsConfig.js"
 import { type AiJob, byLease, type JobLease, leaseOf } from "../../../src/domain/AiJob.js"
 import { newId } from "../../../src/domain/Ids.js"
@@ -55,9 +55,9 @@ const leaseFor = (job: AiJob): JobLease => leaseOf(job)!
 const takenOver = Effect.gen(function*() {
   const repo = yield* AiJobLifecycleRepository
   const job = yield* freshJob
-  const stale = leaseFor(yield* repo.lockJob(job.id, "worker-a", ttl))
+  const stale = leaseFor(yield* repo.lockJob(job.id, "worker-a", Duration.millis(ttl)))
   yield* TestClock.adjust(ttl * 2)
-  const current = leaseFor(yield* repo.takeOver(job.id, "worker-b", ttl))
+  const current = leaseFor(yield* repo.takeOver(job.id, "worker-b", Duration.millis(ttl)))
   return { job, stale, current }
 })
 
@@ -73,7 +73,10 @@ describe("MemoryAiJobLifecycleRepository with fencing disabled (the simulation's
       Effect.gen(function*() {
         const repo = yield* AiJobLifecycleRepository
         const { job, stale } = yield* takenOver
-        const beats = yield* repo.extendLocks([{ lease: stale, progress: 40, reportCancel: true }], ttl)
+        const beats = yield* repo.extendLocks(
+          [{ lease: stale, progress: 40, reportCancel: true }],
+          Duration.millis(ttl)
+        )
         expect(beats).toStrictEqual([expected("Extended", "Lost")])
         expect(yield* tagOf(repo.releaseLock(stale))).toBe(expected("done", "LockLost"))
         expect(yield* tagOf(repo.markSucceeded(stale, "zombie", { locked: job }))).toBe(expected("done", "LockLost"))
@@ -99,9 +102,12 @@ describe("MemoryAiJobLifecycleRepository with fencing disabled (the simulation's
     it.effect(`a success that honours cancels ignores the request only when unfenced (${unfenced ? "unfenced" : "fenced"})`, () =>
       Effect.gen(function*() {
         const repo = yield* AiJobLifecycleRepository
-        const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+        const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl))
         yield* repo.requestCancel(running.id)
-        const beats = yield* repo.extendLocks([{ lease: leaseFor(running), progress: 0, reportCancel: true }], ttl)
+        const beats = yield* repo.extendLocks(
+          [{ lease: leaseFor(running), progress: 0, reportCancel: true }],
+          Duration.millis(ttl)
+        )
         expect(beats).toStrictEqual(["CancelRequested"])
         expect(yield* tagOf(repo.markSucceeded(leaseFor(running), "h", { locked: running, honourCancel: true })))
           .toBe(expected("done", "CancelRequestedBeforeSuccess"))
@@ -110,11 +116,12 @@ describe("MemoryAiJobLifecycleRepository with fencing disabled (the simulation's
     it.effect(`a lease of a job that does not exist is still refused (${unfenced ? "unfenced" : "fenced"})`, () =>
       Effect.gen(function*() {
         const repo = yield* AiJobLifecycleRepository
-        const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", ttl)
+        const running = yield* repo.lockJob((yield* freshJob).id, "worker-a", Duration.millis(ttl))
         const ghost = { ...leaseFor(running), jobId: `missing-${yield* newId}` }
-        expect(yield* repo.extendLocks([{ lease: ghost, progress: 0, reportCancel: true }], ttl)).toStrictEqual([
-          "Lost"
-        ])
+        expect(yield* repo.extendLocks([{ lease: ghost, progress: 0, reportCancel: true }], Duration.millis(ttl)))
+          .toStrictEqual([
+            "Lost"
+          ])
         expect(yield* tagOf(repo.markSucceeded(ghost, "h", { locked: running }))).toBe("JobNotFound")
         expect(
           yield* tagOf(

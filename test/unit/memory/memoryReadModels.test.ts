@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer, TestClock } from "effect"
+import { Duration, Effect, Either, Layer, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
 import { newId } from "../../../src/domain/Ids.js"
 import { MemoryJobStatistics } from "../../../src/layers/memory/MemoryJobStatistics.js"
@@ -32,7 +32,7 @@ const createJob = (userId = "user-1", jobType = "synthetic_echo") =>
 const finish = (jobId: string) =>
   Effect.gen(function*() {
     const repo = yield* AiJobLifecycleRepository
-    const running = yield* repo.lockJob(jobId, "worker-a", 60_000)
+    const running = yield* repo.lockJob(jobId, "worker-a", Duration.millis(60_000))
     return yield* repo.markSucceeded(leaseOf(running)!, "h", { locked: running })
   })
 

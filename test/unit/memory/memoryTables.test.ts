@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer, Option, TestClock } from "effect"
+import { Duration, Effect, Either, Layer, Option, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
 import { newId } from "../../../src/domain/Ids.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
@@ -35,7 +35,7 @@ const createJob = Effect.gen(function*() {
 const succeed = (jobId: string) =>
   Effect.gen(function*() {
     const repo = yield* AiJobLifecycleRepository
-    const running = yield* repo.lockJob(jobId, "worker-a", 1_000)
+    const running = yield* repo.lockJob(jobId, "worker-a", Duration.millis(1_000))
     return yield* repo.markSucceeded(leaseOf(running)!, "a".repeat(64), { locked: running })
   })
 

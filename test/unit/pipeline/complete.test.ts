@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { DateTime, Effect, Option } from "effect"
+import { DateTime, Duration, Effect, Option } from "effect"
 import { ProviderError } from "../../../src/domain/ExecutionError.js"
 import type { JobEvent } from "../../../src/domain/JobEvent.js"
 import { isTerminal } from "../../../src/domain/LifecycleStatus.js"
@@ -32,7 +32,7 @@ const preparedEcho = (message: string) =>
   Effect.gen(function*() {
     const job = yield* createEcho(message)
     const payload = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt })
-    return Option.getOrThrow(yield* prepare(payload, "worker-1", 60_000))
+    return Option.getOrThrow(yield* prepare(payload, "worker-1", Duration.millis(60_000)))
   })
 
 const jobNow = (jobId: string) =>

@@ -419,11 +419,11 @@ describe("the execution engine (memory layers, TestClock)", () => {
       const job = yield* createEcho("zombie")
       const payload = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt })
       // The zombie gets as far as a validated output...
-      const prepared = Option.getOrThrow(yield* prepare(payload, "zombie", 60_000))
+      const prepared = Option.getOrThrow(yield* prepare(payload, "zombie", Duration.millis(60_000)))
       const executed = yield* execute(yield* resolve(prepared), 1, [])
       // ...then sleeps past its lock while another worker takes the job over.
       yield* TestClock.adjust(61_000)
-      const taken = yield* jobs.takeOver(job.id, "rescuer", 60_000)
+      const taken = yield* jobs.takeOver(job.id, "rescuer", Duration.millis(60_000))
       expect(leaseOf(taken)?.workerId).toBe("rescuer")
       const late = yield* Effect.either(project(executed))
       expect(late._tag === "Left" && late.left._tag).toBe("LockLost")
@@ -437,7 +437,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
       const jobs = yield* AiJobLifecycleRepository
       const job = yield* createEcho("orphan")
       // A worker locked it and died (no heartbeat, no result).
-      yield* jobs.lockJob(job.id, "dead-worker", 60_000)
+      yield* jobs.lockJob(job.id, "dead-worker", Duration.millis(60_000))
       yield* startEngine("rescuer")
       yield* TestClock.adjust(60_000 + 30_001)
       const pass = yield* reapOnce
@@ -538,11 +538,11 @@ describe("the execution engine (memory layers, TestClock)", () => {
     Effect.gen(function*() {
       const jobs = yield* AiJobLifecycleRepository
       const exhausted = yield* createEcho("a")
-      yield* jobs.lockJob(exhausted.id, "w1", 1_000)
+      yield* jobs.lockJob(exhausted.id, "w1", Duration.millis(1_000))
       yield* TestClock.adjust(2_000)
-      yield* jobs.takeOver(exhausted.id, "w2", 1_000)
+      yield* jobs.takeOver(exhausted.id, "w2", Duration.millis(1_000))
       const cancelled = yield* createEcho("b")
-      yield* jobs.lockJob(cancelled.id, "w3", 1_000)
+      yield* jobs.lockJob(cancelled.id, "w3", Duration.millis(1_000))
       yield* jobs.requestCancel(cancelled.id)
       yield* TestClock.adjust(40_000)
       const pass = yield* reapOnce

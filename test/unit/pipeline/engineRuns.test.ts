@@ -156,7 +156,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       const orphanOf = (jobType: string) =>
         Effect.gen(function*() {
           const job = yield* createEcho(`orphan of ${jobType}`, jobType)
-          yield* jobs.lockJob(job.id, "dead-worker", 1_000)
+          yield* jobs.lockJob(job.id, "dead-worker", Duration.millis(1_000))
           yield* jobs.requestCancel(job.id)
           return job
         })
@@ -466,7 +466,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
       const running = yield* jobNow(job.id)
       expect(running.lockedBy).toBe("worker-zombie")
       yield* jobs.releaseLock({ jobId: job.id, workerId: "worker-zombie", leaseNo: running.leaseNo, attempt: 1 })
-      const rescued = yield* jobs.takeOver(job.id, "rescuer", 60_000)
+      const rescued = yield* jobs.takeOver(job.id, "rescuer", Duration.millis(60_000))
       yield* joinMoving(run)
       expect(yield* jobNow(job.id)).toStrictEqual(rescued)
       expect(yield* Effect.flatMap(ArtifactRepository, (artifacts) => artifacts.listByJob(job.id))).toStrictEqual([])

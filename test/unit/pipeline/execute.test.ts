@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, TestClock } from "effect"
+import { Duration, Effect, Fiber, Layer, Option, TestClock } from "effect"
 import { outputHash } from "../../../src/domain/CanonicalJson.js"
 import { ContentSafetyError, ProviderError, ValidationError } from "../../../src/domain/ExecutionError.js"
 import { estimateTokens, execute } from "../../../src/pipeline/execute.js"
@@ -73,7 +73,7 @@ const resolvedJob = (jobType: string, input: unknown) =>
     const { job } = yield* Effect.flatMap(AiJobService, (service) =>
       service.createJob({ userId: "user-7", jobType, targetType: "test", targetId: "t", input }))
     const payload = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt })
-    return yield* resolve(Option.getOrThrow(yield* prepare(payload, "worker-1", 60_000)))
+    return yield* resolve(Option.getOrThrow(yield* prepare(payload, "worker-1", Duration.millis(60_000))))
   })
 
 const flashcards = { flashcards: [{ front: "What does photosynthesis turn light into?", back: "Chemical energy." }] }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Fiber, Layer, Option, Redacted, TestClock } from "effect"
+import { ConfigProvider, Duration, Effect, Exit, Fiber, Layer, Option, Redacted, TestClock } from "effect"
 import {
   ContentSafetyError,
   CredentialError,
@@ -86,7 +86,7 @@ const resolvedEcho = (message: string, userId = "user-f") =>
     const { job } = yield* Effect.flatMap(AiJobService, (service) =>
       service.createJob({ userId, jobType: "synthetic_echo", targetType: "test", targetId: "t", input: { message } }))
     const payload = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt })
-    return yield* resolve(Option.getOrThrow(yield* prepare(payload, "worker-1", 60_000)))
+    return yield* resolve(Option.getOrThrow(yield* prepare(payload, "worker-1", Duration.millis(60_000))))
   })
 
 const usageRows = (jobId: string) =>
@@ -283,7 +283,7 @@ describe("EXECUTE over a route with fallbacks (memory layers)", () => {
           overrides: { credentialMode: "user_deepseek_key", credentialId: stored.id }
         }))
       const payload = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt })
-      const resolved = yield* resolve(Option.getOrThrow(yield* prepare(payload, "worker-1", 60_000)))
+      const resolved = yield* resolve(Option.getOrThrow(yield* prepare(payload, "worker-1", Duration.millis(60_000))))
       expect(resolved.targets.map((target) => target.provider)).toStrictEqual(["primary"])
       const now = yield* TestClock.currentTimeMillis
       const failed = yield* Effect.exit(execute(resolved, 1, []))

@@ -66,7 +66,7 @@ describe("the lease keeper (memory layers, TestClock)", () => {
       yield* settle
       // Another worker takes the job (a hand-off then a takeover): this worker's lease is fenced out.
       yield* repo.releaseLock(leaseOf(running)!)
-      const rescued = yield* repo.takeOver(job.id, "rescuer", lockTtlMs)
+      const rescued = yield* repo.takeOver(job.id, "rescuer", Duration.millis(lockTtlMs))
       yield* TestClock.adjust(heartbeatMs)
       yield* settle
       expect((yield* control.calls).map((call) => [call.jobId, call.outcome])).toStrictEqual([[job.id, "interrupted"]])

@@ -26,7 +26,7 @@ const lockedEcho = (message: string) =>
         targetId: message,
         input: { message }
       }))
-    const locked = yield* jobs.lockJob(job.id, "worker-1", lockTtlMs, 5)
+    const locked = yield* jobs.lockJob(job.id, "worker-1", Duration.millis(lockTtlMs), 5)
     return { job: locked, lease: leaseOf(locked)! }
   })
 
@@ -117,7 +117,7 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         const lostHold = yield* keeper.hold(lost.lease, { progress: 5, honourCancel: true })
         const keptHold = yield* keeper.hold(kept.lease, { progress: 5, honourCancel: true })
         yield* jobs.releaseLock(lost.lease)
-        yield* jobs.takeOver(lost.job.id, "rescuer", lockTtlMs)
+        yield* jobs.takeOver(lost.job.id, "rescuer", Duration.millis(lockTtlMs))
         yield* beat
         expect(yield* Deferred.poll(lostHold.outcome)).toStrictEqual(Option.some(Exit.succeed({ _tag: "LockLost" })))
         expect(yield* outcomeOf(keptHold.outcome)).toBe(false)
@@ -226,7 +226,7 @@ describe("the lease keeper's beats (memory layers, TestClock)", () => {
         const oldHold = yield* keeper.hold(lease, { progress: 5, honourCancel: true }).pipe(Scope.extend(oldScope))
         // Its own lease expired (the process froze), and it took the job over again.
         yield* jobs.releaseLock(lease)
-        const taken = yield* jobs.takeOver(job.id, "worker-1", lockTtlMs)
+        const taken = yield* jobs.takeOver(job.id, "worker-1", Duration.millis(lockTtlMs))
         const newScope = yield* Scope.make()
         yield* keeper.hold(leaseOf(taken)!, { progress: 5, honourCancel: true }).pipe(Scope.extend(newScope))
         yield* beat

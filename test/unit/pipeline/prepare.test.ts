@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Metric, Option, TestClock } from "effect"
+import { Duration, Effect, Either, Metric, Option, TestClock } from "effect"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
 import { prepare } from "../../../src/pipeline/prepare.js"
 import { AiJobLifecycleRepository } from "../../../src/services/AiJobLifecycleRepository.js"
@@ -26,7 +26,7 @@ describe("PREPARE locks a job or skips the delivery", () => {
         const job = yield* createEcho("lock me")
         const before = yield* queueWait
         yield* TestClock.adjust(4_000)
-        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-1", 60_000))
+        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-1", Duration.millis(60_000)))
         expect([prepared.job.lifecycleStatus, prepared.job.progress, prepared.lease.workerId, prepared.lease.attempt])
           .toStrictEqual(["running", 5, "worker-1", 1])
         expect(prepared.registered.definition.jobType).toBe("synthetic_echo")
@@ -48,10 +48,10 @@ describe("PREPARE locks a job or skips the delivery", () => {
     Effect.gen(function*() {
       const jobs = yield* AiJobLifecycleRepository
       const orphan = yield* createEcho("orphaned")
-      yield* jobs.lockJob(orphan.id, "w1", 1_000)
+      yield* jobs.lockJob(orphan.id, "w1", Duration.millis(1_000))
       yield* TestClock.adjust(2_000)
       const unreadable = yield* Effect.either(
-        prepare(payloadOf(orphan), "w2", 1_000).pipe(
+        prepare(payloadOf(orphan), "w2", Duration.millis(1_000)).pipe(
           Effect.updateService(SnapshotRepository, (snapshots) => ({
             ...snapshots,
             findByJobId: () =>
@@ -62,7 +62,7 @@ describe("PREPARE locks a job or skips the delivery", () => {
       expect(Either.isLeft(unreadable) && unreadable.left.operation).toBe("ai_job_snapshot.read")
       // Released: the next delivery takes it at once, in the same attempt.
       expect([(yield* jobNow(orphan.id)).lockedBy, (yield* jobNow(orphan.id)).attemptCount]).toStrictEqual([null, 2])
-      const prepared = Option.getOrThrow(yield* prepare(payloadOf(orphan), "w3", 1_000))
+      const prepared = Option.getOrThrow(yield* prepare(payloadOf(orphan), "w3", Duration.millis(1_000)))
       expect([prepared.lease.workerId, prepared.lease.attempt]).toStrictEqual(["w3", 2])
       expect(Option.map(prepared.snapshot, (snapshot) => snapshot.content)).toStrictEqual(
         Option.some({ message: "orphaned" })
@@ -74,10 +74,10 @@ describe("PREPARE locks a job or skips the delivery", () => {
       Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const job = yield* createEcho("orphaned")
-        yield* jobs.lockJob(job.id, "dead-worker", 1_000)
+        yield* jobs.lockJob(job.id, "dead-worker", Duration.millis(1_000))
         yield* TestClock.adjust(2_000)
         const before = published.length
-        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-2", 60_000))
+        const prepared = Option.getOrThrow(yield* prepare(payloadOf(job), "worker-2", Duration.millis(60_000)))
         expect([prepared.lease.workerId, prepared.lease.attempt, prepared.job.progress]).toStrictEqual([
           "worker-2",
           2,
@@ -100,7 +100,7 @@ describe("PREPARE locks a job or skips the delivery", () => {
         const jobs = yield* AiJobLifecycleRepository
         const queued = yield* createEcho("queued")
         const skipped = (payload: ReturnType<typeof payloadOf>) =>
-          Effect.map(prepare(payload, "worker-9", 60_000), Option.isNone)
+          Effect.map(prepare(payload, "worker-9", Duration.millis(60_000)), Option.isNone)
 
         expect(yield* skipped(payloadOf(queued, "no_such_type"))).toBe(true)
         expect(yield* skipped(payloadOf({ ...queued, id: "no-such-job" }))).toBe(true)
@@ -108,15 +108,15 @@ describe("PREPARE locks a job or skips the delivery", () => {
         expect(yield* jobNow(queued.id)).toStrictEqual(queued)
 
         const held = yield* createEcho("held")
-        const locked = yield* jobs.lockJob(held.id, "worker-1", 60_000)
+        const locked = yield* jobs.lockJob(held.id, "worker-1", Duration.millis(60_000))
         expect(yield* skipped(payloadOf(held))).toBe(true)
         expect(yield* jobNow(held.id)).toStrictEqual(locked)
 
         // Locked and taken over once: both attempts spent (maxAttempts 2), the lock expired again.
         const spent = yield* createEcho("spent")
-        yield* jobs.lockJob(spent.id, "w1", 1_000)
+        yield* jobs.lockJob(spent.id, "w1", Duration.millis(1_000))
         yield* TestClock.adjust(2_000)
-        yield* jobs.takeOver(spent.id, "w2", 1_000)
+        yield* jobs.takeOver(spent.id, "w2", Duration.millis(1_000))
         yield* TestClock.adjust(2_000)
         const spentBefore = yield* jobNow(spent.id)
         expect(spentBefore.attemptCount).toBe(spentBefore.maxAttempts)
@@ -129,7 +129,9 @@ describe("PREPARE locks a job or skips the delivery", () => {
         expect(cancelledRow.lifecycleStatus).toBe("cancelled")
         const before = published.length
         expect(yield* skipped(payloadOf(cancelled))).toBe(true)
-        expect(Option.isNone(yield* prepare(payloadOf(queued, "flashcard_generation"), "worker-9", 60_000))).toBe(true)
+        expect(
+          Option.isNone(yield* prepare(payloadOf(queued, "flashcard_generation"), "worker-9", Duration.millis(60_000)))
+        ).toBe(true)
         expect(yield* jobNow(cancelled.id)).toStrictEqual(cancelledRow)
         expect(yield* jobNow(queued.id)).toStrictEqual(queued)
         expect(published.slice(before)).toStrictEqual([])
@@ -142,47 +144,47 @@ describe("PREPARE locks a job or skips the delivery", () => {
       const lines = Effect.flatMap(LogCapture, (capture) => capture.lines)
       const logged = (text: string) => Effect.map(lines, (all) => all.filter((line) => line.includes(text)))
       const queued = yield* createEcho("logged")
-      yield* prepare(payloadOf(queued, "no_such_type"), "worker-9", 60_000)
+      yield* prepare(payloadOf(queued, "no_such_type"), "worker-9", Duration.millis(60_000))
       const [unknown] = yield* logged("delivery names a job type this worker does not know")
       expect(unknown).toContain("ERROR")
       expect(unknown).toContain("stage=PREPARE")
       expect(unknown).toContain(`jobId=${queued.id}`)
       expect(unknown).toContain("jobType=no_such_type")
-      yield* prepare(payloadOf({ ...queued, id: "no-such-job" }), "worker-9", 60_000)
+      yield* prepare(payloadOf({ ...queued, id: "no-such-job" }), "worker-9", Duration.millis(60_000))
       expect(yield* logged("delivery skipped: no such job")).toHaveLength(1)
-      yield* prepare(payloadOf(queued, "flashcard_generation"), "worker-9", 60_000)
+      yield* prepare(payloadOf(queued, "flashcard_generation"), "worker-9", Duration.millis(60_000))
       expect(yield* logged("delivery skipped: the delivery's job type does not match the job")).toHaveLength(1)
 
-      yield* prepare(payloadOf(queued), "worker-1", 60_000)
+      yield* prepare(payloadOf(queued), "worker-1", Duration.millis(60_000))
       const [locked] = yield* logged("message=\"job locked\"")
       expect(locked).toContain("attempt=1")
       // Locked after the group's statement lost it (read, then locked alone): logged and timed alike.
       const read = yield* createEcho("read first")
       const waitBefore = (yield* queueWait).count
-      yield* prepare(payloadOf(read), "worker-1", 60_000, () => Effect.succeed(Option.none()))
+      yield* prepare(payloadOf(read), "worker-1", Duration.millis(60_000), () => Effect.succeed(Option.none()))
       expect(yield* logged("message=\"job locked\"")).toHaveLength(2)
       expect((yield* queueWait).count - waitBefore).toBe(1)
       expect(yield* logged("expired lock taken over")).toStrictEqual([])
-      yield* prepare(payloadOf(queued), "worker-9", 60_000)
+      yield* prepare(payloadOf(queued), "worker-9", Duration.millis(60_000))
       expect(yield* logged("delivery skipped: another worker holds the job")).toHaveLength(1)
 
       const orphan = yield* createEcho("orphan")
-      yield* jobs.lockJob(orphan.id, "w1", 1_000)
+      yield* jobs.lockJob(orphan.id, "w1", Duration.millis(1_000))
       yield* TestClock.adjust(2_000)
       const takeoverWait = (yield* queueWait).count
-      yield* prepare(payloadOf(orphan), "w2", 1_000)
+      yield* prepare(payloadOf(orphan), "w2", Duration.millis(1_000))
       // A takeover is no wait in the queue.
       expect((yield* queueWait).count).toBe(takeoverWait)
       expect(yield* logged("message=\"job locked\"")).toHaveLength(2)
       const [taken] = yield* logged("expired lock taken over")
       expect(taken).toContain("attempt=2")
       yield* TestClock.adjust(2_000)
-      yield* prepare(payloadOf(orphan), "w3", 1_000)
+      yield* prepare(payloadOf(orphan), "w3", Duration.millis(1_000))
       expect(yield* logged("delivery skipped: the job used every attempt; the reaper ends it")).toHaveLength(1)
 
       const cancelled = yield* createEcho("cancelled")
       yield* jobs.requestCancel(cancelled.id)
-      yield* prepare(payloadOf(cancelled), "worker-9", 60_000)
+      yield* prepare(payloadOf(cancelled), "worker-9", Duration.millis(60_000))
       expect(yield* logged("delivery skipped: the job is already cancelled")).toHaveLength(1)
 
       // Read as queued, changed before the lock: a stale read is skipped, nothing written.
@@ -194,9 +196,10 @@ describe("PREPARE locks a job or skips the delivery", () => {
       }))
       expect(
         Option.isNone(
-          yield* prepare(payloadOf(stale), "worker-9", 60_000, () => Effect.succeed(Option.none())).pipe(
-            cancelledAfterRead
-          )
+          yield* prepare(payloadOf(stale), "worker-9", Duration.millis(60_000), () => Effect.succeed(Option.none()))
+            .pipe(
+              cancelledAfterRead
+            )
         )
       )
         .toBe(true)
@@ -205,7 +208,7 @@ describe("PREPARE locks a job or skips the delivery", () => {
       expect(yield* logged("delivery skipped: the job left the state this delivery expected")).toHaveLength(1)
       expect(yield* jobNow(stale.id)).toStrictEqual(staleRow)
       const vanished = { ...stale, id: "vanished-job" }
-      expect(Option.isNone(yield* prepare(payloadOf(vanished), "worker-9", 60_000))).toBe(true)
+      expect(Option.isNone(yield* prepare(payloadOf(vanished), "worker-9", Duration.millis(60_000)))).toBe(true)
       expect(yield* logged("delivery skipped: no such job")).toHaveLength(2)
     }).pipe(Effect.provide(LogCaptureLayer), Effect.provide(memoryEngineStack())))
 })

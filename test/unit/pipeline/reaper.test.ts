@@ -81,7 +81,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         const jobs = yield* AiJobLifecycleRepository
         const job = yield* createEcho("orphan")
         expect((yield* takePendingEvents).map((event) => event.aggregateId)).toStrictEqual([job.id])
-        const locked = yield* jobs.lockJob(job.id, "dead-worker", 1_000)
+        const locked = yield* jobs.lockJob(job.id, "dead-worker", Duration.millis(1_000))
         // Expired, but within the 5 s grace: left alone.
         yield* TestClock.adjust(4_000)
         expect(yield* reapOnce).toStrictEqual({
@@ -133,9 +133,9 @@ describe("the lock reaper (memory layers, TestClock)", () => {
       Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const job = yield* createEcho("handed off")
-        yield* jobs.lockJob(job.id, "w1", 1_000)
+        yield* jobs.lockJob(job.id, "w1", Duration.millis(1_000))
         yield* TestClock.adjust(2_000)
-        const second = yield* jobs.takeOver(job.id, "w2", 60_000)
+        const second = yield* jobs.takeOver(job.id, "w2", Duration.millis(60_000))
         expect(second.attemptCount).toBe(second.maxAttempts)
         yield* jobs.releaseLock(leaseOf(second)!)
         yield* TestClock.adjust(6_000)
@@ -149,11 +149,11 @@ describe("the lock reaper (memory layers, TestClock)", () => {
       Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const lost = yield* createEcho("lost")
-        yield* jobs.lockJob(lost.id, "w1", 1_000)
+        yield* jobs.lockJob(lost.id, "w1", Duration.millis(1_000))
         yield* TestClock.adjust(2_000)
-        yield* jobs.takeOver(lost.id, "w2", 1_000)
+        yield* jobs.takeOver(lost.id, "w2", Duration.millis(1_000))
         const cancelled = yield* createEcho("cancel me")
-        yield* jobs.lockJob(cancelled.id, "w3", 1_000)
+        yield* jobs.lockJob(cancelled.id, "w3", Duration.millis(1_000))
         yield* jobs.requestCancel(cancelled.id)
         const before = { failed: yield* actions("failed"), cancelled: yield* actions("cancelled") }
         yield* TestClock.adjust(7_000)
@@ -187,11 +187,11 @@ describe("the lock reaper (memory layers, TestClock)", () => {
       Effect.gen(function*() {
         const jobs = yield* AiJobLifecycleRepository
         const exhausted = yield* createEcho("back in time")
-        yield* jobs.lockJob(exhausted.id, "w1", 1_000)
+        yield* jobs.lockJob(exhausted.id, "w1", Duration.millis(1_000))
         yield* TestClock.adjust(2_000)
-        const takenOver = yield* jobs.takeOver(exhausted.id, "w2", 1_000)
+        const takenOver = yield* jobs.takeOver(exhausted.id, "w2", Duration.millis(1_000))
         const cancelling = yield* createEcho("cancel refused")
-        const cancelLocked = yield* jobs.lockJob(cancelling.id, "w3", 1_000)
+        const cancelLocked = yield* jobs.lockJob(cancelling.id, "w3", Duration.millis(1_000))
         yield* jobs.requestCancel(cancelling.id)
         yield* TestClock.adjust(7_000)
         const before = { failed: yield* actions("failed"), cancelled: yield* actions("cancelled") }
@@ -208,7 +208,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
                     progress: 0,
                     reportCancel: false
                   })),
-                  15_000
+                  Duration.millis(15_000)
                 ))
           }))
         )
@@ -228,7 +228,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         const broken = yield* createEcho("broken")
         const fine = yield* createEcho("fine")
         yield* takePendingEvents
-        for (const job of [broken, fine]) yield* jobs.lockJob(job.id, "dead-worker", 1_000)
+        for (const job of [broken, fine]) yield* jobs.lockJob(job.id, "dead-worker", Duration.millis(1_000))
         yield* TestClock.adjust(7_000)
         const pass = yield* reapOnce.pipe(
           Effect.updateService(OutboxRepository, (outbox) => ({
@@ -393,7 +393,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         yield* settle
         expect(passes).toBe(1)
         const job = yield* createEcho("orphan")
-        yield* jobs.lockJob(job.id, "dead-worker", 1_000)
+        yield* jobs.lockJob(job.id, "dead-worker", Duration.millis(1_000))
         yield* TestClock.adjust(4_999)
         yield* settle
         expect(passes).toBe(1)
@@ -435,7 +435,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
       Effect.gen(function*() {
         const job = yield* createEcho("orphan")
         const locked = yield* Effect.flatMap(AiJobLifecycleRepository, (jobs) =>
-          jobs.lockJob(job.id, "dead-worker", 1_000))
+          jobs.lockJob(job.id, "dead-worker", Duration.millis(1_000)))
         yield* takePendingEvents
         let notified = 0
         const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -469,7 +469,7 @@ describe("the lock reaper (memory layers, TestClock)", () => {
         const outbox = yield* OutboxRepository
         const careless = yield* outbox.claimBatch("careless", 10)
         yield* outbox.markPublishedMany(careless.map((event) => event.id), "careless")
-        const locked = yield* jobs.lockJob(orphan.id, "dead-worker", 1_000)
+        const locked = yield* jobs.lockJob(orphan.id, "dead-worker", Duration.millis(1_000))
         const dispatcher = yield* makeDispatcher
         yield* Effect.forkScoped(dispatcher.run)
         yield* settle

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Option, TestClock } from "effect"
+import { Duration, Effect, Exit, Fiber, Option, TestClock } from "effect"
 import { JobSnapshot } from "../../../src/domain/JobSnapshot.js"
 import { IllegalTransition, JobNotFound, LockLost } from "../../../src/domain/LifecycleErrors.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
@@ -31,7 +31,7 @@ const preparedEcho = (message: string) =>
         input: { message }
       }))
     const payload = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt })
-    return Option.getOrThrow(yield* prepare(payload, "worker-1", 60_000))
+    return Option.getOrThrow(yield* prepare(payload, "worker-1", Duration.millis(60_000)))
   })
 
 const executedEcho = (message: string) =>

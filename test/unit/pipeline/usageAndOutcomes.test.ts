@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, FiberId, Layer, Option, TestClock } from "effect"
+import { Duration, Effect, Exit, FiberId, Layer, Option, TestClock } from "effect"
 import { leaseOf } from "../../../src/domain/AiJob.js"
 import { ProviderError } from "../../../src/domain/ExecutionError.js"
 import { PersistenceError } from "../../../src/domain/PersistenceError.js"
@@ -21,7 +21,7 @@ const resolvedEcho = (message: string) =>
   Effect.gen(function*() {
     const job = yield* createEcho(message)
     const payload = payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt })
-    const prepared = Option.getOrThrow(yield* prepare(payload, "worker-1", 60_000))
+    const prepared = Option.getOrThrow(yield* prepare(payload, "worker-1", Duration.millis(60_000)))
     return yield* resolve(prepared)
   })
 
@@ -115,7 +115,7 @@ describe("COMPLETE when its write is refused", () => {
         const resolved = yield* resolvedEcho("taken over")
         const jobs = yield* AiJobLifecycleRepository
         yield* TestClock.adjust(61_000)
-        yield* jobs.takeOver(resolved.job.id, "rescuer", 60_000)
+        yield* jobs.takeOver(resolved.job.id, "rescuer", Duration.millis(60_000))
         const before = published.length
         const error = new ProviderError({ code: "PROVIDER_UNAVAILABLE", message: "503" })
         yield* complete(resolved, RunOutcome.Failed({ error, calls: 1 }))
@@ -142,7 +142,7 @@ describe("COMPLETE when its write is refused", () => {
         const resolved = yield* resolvedEcho("handed off too late")
         const jobs = yield* AiJobLifecycleRepository
         yield* TestClock.adjust(61_000)
-        const taken = yield* jobs.takeOver(resolved.job.id, "rescuer", 60_000)
+        const taken = yield* jobs.takeOver(resolved.job.id, "rescuer", Duration.millis(60_000))
         const exit = yield* Effect.exit(complete(resolved, RunOutcome.HandedOff()))
         expect(Exit.isSuccess(exit)).toBe(true)
         const job = yield* jobNow(resolved.job.id)

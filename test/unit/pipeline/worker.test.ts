@@ -168,7 +168,7 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
       // An orphan for the reaper: locked by a worker that died, its create event long gone.
       const orphan = yield* createEcho("orphan")
       yield* outbox.claimBatch("gone", 10)
-      yield* jobs.lockJob(orphan.id, "dead-worker", 1_000)
+      yield* jobs.lockJob(orphan.id, "dead-worker", Duration.millis(1_000))
       yield* Layer.build(WorkerServiceLive.pipe(Layer.provide(WorkerSettings.layer))).pipe(
         withEnv({ WORKER_ID: "worker-layer", WORKER_QUEUES: "ai-interactive" })
       )

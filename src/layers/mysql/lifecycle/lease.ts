@@ -1,6 +1,6 @@
 import { SqlSchema } from "@effect/sql"
 import type { Fragment } from "@effect/sql/Statement"
-import { Effect, Schema } from "effect"
+import { type Duration, Effect, Schema } from "effect"
 import type { JobLease } from "../../../domain/AiJob.js"
 import { LockLost } from "../../../domain/LifecycleErrors.js"
 import {
@@ -25,7 +25,7 @@ const LeaseState = Schema.Struct({
 
 /** Holding jobs: the lease keeper's beat over every lease a process holds, and the hand-off's release. */
 export const makeLifecycleLeases = (
-  { leaseWhere, now, plusMillis, sql }: LifecycleShared
+  { leaseWhere, now, nowPlus, sql }: LifecycleShared
 ): Pick<AiJobLifecycleRepository["Type"], "extendLocks" | "releaseLock"> => {
   const readLeaseStates = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
@@ -52,7 +52,7 @@ export const makeLifecycleLeases = (
    * changed as many rows as it held learnt everything: no lease lost, no cancel. Otherwise one
    * SELECT names the lost leases and the cancels, and the cancelled ones are extended after.
    */
-  const extendBatch = (held: ReadonlyArray<HeldLease>, lockTtlMs: number, watchCancel: boolean) => {
+  const extendBatch = (held: ReadonlyArray<HeldLease>, lockTtl: Duration.Duration, watchCancel: boolean) => {
     const shaped = paddedForIn(held)
     const ids = shaped.map((entry) => entry.lease.jobId)
     const fences = sql.csv(shaped.map(({ lease }) => sql`(${lease.jobId}, ${lease.workerId}, ${lease.leaseNo})`))
@@ -66,17 +66,17 @@ export const makeLifecycleLeases = (
       ? sql`cancel_requested_at IS NULL`
       : sql`(cancel_requested_at IS NULL OR id IN ${sql.in(paddedForIn(ignoring))})`
     return changedRows(
-      sql`UPDATE ai_job SET lock_until = ${plusMillis(lockTtlMs)},
+      sql`UPDATE ai_job SET lock_until = ${nowPlus(lockTtl)},
             progress = GREATEST(progress, CASE id ${progress} ELSE progress END), updated_at = ${now}
           WHERE id IN ${sql.in(ids)} AND lifecycle_status = 'running' AND (id, locked_by, lease_no) IN (${fences})
             AND ${cancelCondition}`.raw
     ).pipe(persistence("ai_job.extendLocks"))
   }
 
-  const extendLocks = (held: ReadonlyArray<HeldLease>, lockTtlMs: number) =>
+  const extendLocks = (held: ReadonlyArray<HeldLease>, lockTtl: Duration.Duration) =>
     Effect.gen(function*() {
       if (held.length === 0) return []
-      const changed = yield* extendBatch(held, lockTtlMs, true)
+      const changed = yield* extendBatch(held, lockTtl, true)
       if (changed >= held.length) return held.map((): LeaseBeat => "Extended")
       const rows = yield* readLeaseStates(held.map((entry) => entry.lease.jobId)).pipe(
         persistence("ai_job.extendLocks")
@@ -93,7 +93,7 @@ export const makeLifecycleLeases = (
         return reportCancel && row.cancelRequestedAt !== null ? "CancelRequested" : "Extended"
       })
       const cancelled = held.filter((_, index) => beats[index] === "CancelRequested")
-      if (cancelled.length > 0) yield* extendBatch(cancelled, lockTtlMs, false)
+      if (cancelled.length > 0) yield* extendBatch(cancelled, lockTtl, false)
       return beats
     })
 

@@ -1,5 +1,5 @@
 import { SqlSchema } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { Duration, Effect, Option, Schema } from "effect"
 import { AiJob } from "../../../domain/AiJob.js"
 import { JobSnapshot } from "../../../domain/JobSnapshot.js"
 import { JobLockConflict } from "../../../domain/LifecycleErrors.js"
@@ -61,7 +61,7 @@ const lockedWithSnapshotOf = (row: typeof JobWithSnapshotRow.Type): LockedWithSn
 
 /** Taking jobs: a first lock (`queued → running`), alone or for a group of deliveries, and the take-over of a `running` one. */
 export const makeLifecycleLocks = (
-  { compareAndSet, now, plusMillis, sql, status }: LifecycleShared,
+  { compareAndSet, now, nowPlus, sql, status }: LifecycleShared,
   unitOfWork: UnitOfWork["Type"]
 ): Pick<AiJobLifecycleRepository["Type"], "lockJob" | "lockQueued" | "takeOver"> => {
   const selectWithSnapshot = SqlSchema.findOne({
@@ -96,17 +96,17 @@ export const makeLifecycleLocks = (
     progress === undefined ? sql`progress = progress` : sql`progress = GREATEST(progress, ${clampProgress(progress)})`
 
   /** What a first lock sets: `queued → running`, a new lease and attempt, the lock's times. */
-  const firstLockSet = (workerId: string, lockTtlMs: number, progress: number | undefined) =>
+  const firstLockSet = (workerId: string, lockTtl: Duration.Duration, progress: number | undefined) =>
     sql`${status("running")}, ${raisedProgress(progress)}, locked_by = ${workerId}, locked_at = ${now},
-        lock_until = ${plusMillis(lockTtlMs)}, started_at = COALESCE(started_at, ${now}),
+        lock_until = ${nowPlus(lockTtl)}, started_at = COALESCE(started_at, ${now}),
         attempt_count = attempt_count + 1, lease_no = lease_no + 1, updated_at = ${now}`
 
-  const lockJob = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
+  const lockJob = (jobId: string, workerId: string, lockTtl: Duration.Duration, progress?: number) =>
     compareAndSet(
       "ai_job.lock",
       jobId,
       sql`UPDATE ai_job SET ${
-        firstLockSet(workerId, lockTtlMs, progress)
+        firstLockSet(workerId, lockTtl, progress)
       } WHERE id = ${jobId} AND lifecycle_status = 'queued'`.raw,
       (current) => lockGuard(jobId, current),
       () => new JobLockConflict({ jobId })
@@ -115,11 +115,11 @@ export const makeLifecycleLocks = (
   const lockOneQueued = (
     request: QueuedLockRequest,
     workerId: string,
-    lockTtlMs: number,
+    lockTtl: Duration.Duration,
     progress: number | undefined
   ) =>
     changedRows(
-      sql`UPDATE ai_job SET ${firstLockSet(workerId, lockTtlMs, progress)}
+      sql`UPDATE ai_job SET ${firstLockSet(workerId, lockTtl, progress)}
           WHERE id = ${request.jobId} AND job_type = ${request.jobType} AND lifecycle_status = 'queued'`.raw
     ).pipe(
       Effect.flatMap((changed) =>
@@ -148,7 +148,7 @@ export const makeLifecycleLocks = (
   const lockGroupQueued = (
     requests: ReadonlyArray<QueuedLockRequest>,
     workerId: string,
-    lockTtlMs: number,
+    lockTtl: Duration.Duration,
     progress: number | undefined
   ) =>
     unitOfWork.transaction(Effect.gen(function*() {
@@ -158,7 +158,7 @@ export const makeLifecycleLocks = (
       const ours = rows.filter((row) => wanted.get(row.locked.job.id) === row.locked.job.jobType)
       const at = ours[0]?.lockedAt
       if (at === undefined) return requests.map(() => Option.none<LockedWithSnapshot>())
-      const lockUntil = new Date(at.getTime() + Math.round(lockTtlMs))
+      const lockUntil = new Date(at.getTime() + Math.round(Duration.toMillis(lockTtl)))
       const ids = ours.map((row) => row.locked.job.id)
       const changed = yield* changedRows(
         sql`UPDATE ai_job SET ${status("running")}, ${
@@ -204,16 +204,16 @@ export const makeLifecycleLocks = (
   const lockQueued = (
     requests: ReadonlyArray<QueuedLockRequest>,
     workerId: string,
-    lockTtlMs: number,
+    lockTtl: Duration.Duration,
     progress?: number
   ) =>
     requests.length === 0
       ? Effect.succeed([])
       : requests.length === 1
-      ? Effect.map(lockOneQueued(requests[0]!, workerId, lockTtlMs, progress), (locked) => [locked])
-      : lockGroupQueued(requests, workerId, lockTtlMs, progress)
+      ? Effect.map(lockOneQueued(requests[0]!, workerId, lockTtl, progress), (locked) => [locked])
+      : lockGroupQueued(requests, workerId, lockTtl, progress)
 
-  const takeOver = (jobId: string, workerId: string, lockTtlMs: number, progress?: number) =>
+  const takeOver = (jobId: string, workerId: string, lockTtl: Duration.Duration, progress?: number) =>
     compareAndSet(
       "ai_job.takeOver",
       jobId,
@@ -222,7 +222,7 @@ export const makeLifecycleLocks = (
       sql`UPDATE ai_job SET attempt_count = attempt_count + IF(locked_by IS NULL, 0, 1), lease_no = lease_no + 1, ${
         raisedProgress(progress)
       },
-            locked_by = ${workerId}, locked_at = ${now}, lock_until = ${plusMillis(lockTtlMs)}, updated_at = ${now}
+            locked_by = ${workerId}, locked_at = ${now}, lock_until = ${nowPlus(lockTtl)}, updated_at = ${now}
           WHERE id = ${jobId} AND lifecycle_status = 'running'
             AND (locked_by IS NULL OR ((lock_until IS NULL OR lock_until < ${now}) AND attempt_count < max_attempts))`
         .raw,

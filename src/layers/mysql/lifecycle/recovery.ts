@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { type Duration, Effect } from "effect"
 import type { AiJob } from "../../../domain/AiJob.js"
 import type { AiJobLifecycleRepository } from "../../../services/AiJobLifecycleRepository.js"
 import { changedRows } from "../rows.js"
@@ -7,17 +7,17 @@ import type { LifecycleShared } from "./shared.js"
 
 /** The reaper's part: the jobs whose lock or delivery may be lost, and its mark on a queued job it looked after. */
 export const makeLifecycleRecovery = (
-  { minusMillis, now, selectJobs, sql }: LifecycleShared
+  { nowMinus, now, selectJobs, sql }: LifecycleShared
 ): Pick<AiJobLifecycleRepository["Type"], "findExpiredLocks" | "findStaleQueued" | "touchQueued"> => {
-  const findExpiredLocks = (graceMs: number, limit: number) =>
+  const findExpiredLocks = (grace: Duration.Duration, limit: number) =>
     selectJobs(
-      sql`WHERE lifecycle_status = 'running' AND (lock_until IS NULL OR lock_until < ${minusMillis(graceMs)})
+      sql`WHERE lifecycle_status = 'running' AND (lock_until IS NULL OR lock_until < ${nowMinus(grace)})
           ORDER BY lock_until LIMIT ${limit}`
     ).pipe(persistence("ai_job.findExpiredLocks"))
 
-  const findStaleQueued = (olderThanMs: number, limit: number) =>
+  const findStaleQueued = (olderThan: Duration.Duration, limit: number) =>
     selectJobs(
-      sql`WHERE lifecycle_status = 'queued' AND updated_at < ${minusMillis(olderThanMs)}
+      sql`WHERE lifecycle_status = 'queued' AND updated_at < ${nowMinus(olderThan)}
           ORDER BY updated_at, id LIMIT ${limit}`
     ).pipe(persistence("ai_job.findStaleQueued"))
 

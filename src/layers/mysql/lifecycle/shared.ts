@@ -29,7 +29,7 @@ export const clockDate = Effect.map(Clock.currentTimeMillis, (millis) => new Dat
  * or by a tail of clauses, and the compare-and-set every state change goes through. Built once, with the layer.
  */
 export const makeLifecycleShared = (sql: SqlClient.SqlClient) => {
-  const { minusMillis, now, plusMillis } = sqlClock(sql)
+  const { now, nowMinus, nowPlus } = sqlClock(sql)
   const status = (to: LifecycleStatus) => sql`lifecycle_status = ${to}, status = ${legacyStatusOf[to]}`
 
   const byId = {
@@ -77,7 +77,7 @@ export const makeLifecycleShared = (sql: SqlClient.SqlClient) => {
   const leaseWhere = (lease: JobLease) =>
     sql`id = ${lease.jobId} AND lifecycle_status = 'running' AND locked_by = ${lease.workerId} AND lease_no = ${lease.leaseNo}`
 
-  return { sql, now, plusMillis, minusMillis, status, selectJobs, findById, mustFind, compareAndSet, leaseWhere }
+  return { sql, now, nowPlus, nowMinus, status, selectJobs, findById, mustFind, compareAndSet, leaseWhere }
 }
 
 export type LifecycleShared = ReturnType<typeof makeLifecycleShared>

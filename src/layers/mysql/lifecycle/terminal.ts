@@ -28,7 +28,7 @@ import { clockDate, endOfTime, type LifecycleShared } from "./shared.js"
  * job's terminal outbox event.
  */
 export const makeLifecycleTerminals = (
-  { compareAndSet, findById, leaseWhere, minusMillis, mustFind, now, sql, status }: LifecycleShared,
+  { compareAndSet, findById, leaseWhere, nowMinus, mustFind, now, sql, status }: LifecycleShared,
   unitOfWork: UnitOfWork["Type"],
   outbox: Pick<Effect.Effect.Success<typeof makeMysqlOutboxRepository>, "createInTransaction">
 ): Pick<AiJobLifecycleRepository["Type"], "markSucceeded" | "markFailed" | "markCancelled" | "requestCancel"> => {
@@ -43,7 +43,7 @@ export const makeLifecycleTerminals = (
     fence._tag === "Lease"
       ? leaseWhere(fence.lease)
       : sql`id = ${fence.jobId} AND lifecycle_status = 'running' AND lease_no = ${fence.leaseNo} AND locked_by <=> ${fence.lockedBy}
-          AND (lock_until IS NULL OR lock_until < ${minusMillis(fence.graceMs)})`
+          AND (lock_until IS NULL OR lock_until < ${nowMinus(fence.grace)})`
 
   /**
    * Runs a write that may end a job in one transaction with its terminal event: the

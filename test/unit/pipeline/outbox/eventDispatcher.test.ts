@@ -80,7 +80,7 @@ const succeededJob = Effect.gen(function*() {
     targetId: "d-1",
     input: { message: "secret input" }
   })
-  const running = yield* repo.lockJob(job.id, "worker-a", 60_000)
+  const running = yield* repo.lockJob(job.id, "worker-a", Duration.millis(60_000))
   yield* repo.markSucceeded(leaseOf(running)!, "a".repeat(64), {
     locked: running,
     artifacts: [{ artifactType: "synthetic_echo_result", artifactId: "r-1" }]
@@ -213,7 +213,7 @@ describe("notify lane (memory, TestClock)", () => {
         targetId: "t",
         input: { message: "x" }
       })).job
-      const running = yield* repo.lockJob(failing.id, "worker-a", 60_000)
+      const running = yield* repo.lockJob(failing.id, "worker-a", Duration.millis(60_000))
       yield* repo.markFailed(byLease(leaseOf(running)!), {
         errorCode: "PROVIDER_UNAVAILABLE",
         publicErrorMessage: "p",
