@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import { Duration, Schema } from "effect"
 import type { AiJob } from "./AiJob.js"
 import { derivedId } from "./DerivedId.js"
 import type { LifecycleStatus } from "./LifecycleStatus.js"
@@ -87,7 +87,7 @@ export const finishedEventFor = (
     aggregateId: job.id,
     dedupeKey: finishedDedupeKey(job.id),
     payload: body,
-    delayMs: 0,
+    delay: Duration.zero,
     lane: "notify"
   }
 }

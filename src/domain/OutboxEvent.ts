@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import { Duration, Schema } from "effect"
 import { QueueName } from "./QueueName.js"
 
 /** `dead` is the end for an event that failed too often; an operator can replay it. */
@@ -72,7 +72,7 @@ export interface NewOutboxEvent {
   readonly aggregateId: string
   readonly dedupeKey: string
   readonly payload: unknown
-  readonly delayMs: number
+  readonly delay: Duration.Duration
   /** `enqueue` when not given. */
   readonly lane?: OutboxLane
 }
@@ -111,6 +111,6 @@ export const enqueueEventFor = (
     aggregateId: job.id,
     dedupeKey: options.dedupeKey,
     payload,
-    delayMs: 0
+    delay: Duration.zero
   }
 }

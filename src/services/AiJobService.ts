@@ -269,7 +269,7 @@ export const makeAiJobService = Effect.gen(function*() {
     // dedupe key is per job: the spec's `{jobType}:{userId}:{key}` is ambiguous when a user id
     // contains ':' and would then swallow another job's event.
     const event = enqueueEventFor(job, { eventId, dedupeKey: `${enqueueEventType}:${job.id}` })
-    return Option.isSome(direct) ? { ...event, delayMs: direct.value.graceMs } : event
+    return Option.isSome(direct) ? { ...event, delay: direct.value.grace } : event
   }
 
   /** Step 4, inside the transaction: jobs, snapshots and outbox events, one statement per table. */

@@ -767,7 +767,7 @@ export const lifecycleRepositoryContract = (harness: RepositoryHarness) =>
             aggregateId: jobId!,
             dedupeKey: `ai.job.enqueue:${jobId}`,
             payload: {},
-            delayMs: 0
+            delay: Duration.zero
           })
           // The one event the create wrote holds the dedupe key: a second is a duplicate.
           expect(event.duplicate).toBe(true)

@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Option } from "effect"
+import { Deferred, Duration, Effect, Fiber, Option } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import type { OutboxEvent } from "../../src/domain/OutboxEvent.js"
 import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
@@ -13,7 +13,7 @@ const newEvent = Effect.map(newId, (id) => ({
   aggregateId: id,
   dedupeKey: `claims:${id}`,
   payload: { jobId: id },
-  delayMs: 0
+  delay: Duration.zero
 }))
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Either, Option, Tracer } from "effect"
+import { Duration, Effect, Either, Option, Tracer } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import { PersistenceError } from "../../src/domain/PersistenceError.js"
 import { AiJobService } from "../../src/services/AiJobService.js"
@@ -15,7 +15,7 @@ const newEvent = (eventType = "ai.job.enqueue") =>
     aggregateId: id,
     dedupeKey: `contract:${id}`,
     payload: { jobId: id, jobType: "synthetic_echo", queueName: "ai-interactive", priority: 50 },
-    delayMs: 0
+    delay: Duration.zero
   }))
 
 /** A job's terminal event, as the lifecycle repository writes it (docs/architecture.md §6.8). */
@@ -26,7 +26,7 @@ const newNotifyEvent = Effect.map(newId, (id) => ({
   aggregateId: id,
   dedupeKey: `contract-notify:${id}`,
   payload: { type: "ai.job.succeeded", timestamp: "2026-01-01T00:00:00.000Z", data: { jobId: id } },
-  delayMs: 0,
+  delay: Duration.zero,
   lane: "notify" as const
 }))
 
@@ -171,7 +171,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
             const [claimed] = yield* outbox.claimBatch("d-fail", 10)
             expect(claimed?.id).toBe(event.id)
             const outcome = yield* outbox.markDispatchFailed(event.id, "d-fail", `redis down #${attempt}`, {
-              retryDelayMs,
+              retryDelay: Duration.millis(retryDelayMs),
               maxAttempts: 3
             })
             expect(Option.getOrThrow(outcome)).toBe(attempt < 3 ? "retry_scheduled" : "dead")
@@ -267,7 +267,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect((yield* outbox.claimBatch("d-backlog", 10)).map((event) => event.id)).toStrictEqual([enqueue.id])
           expect((yield* outbox.backlogOf("enqueue")).unpublished).toBe(1)
           yield* outbox.markDispatchFailed(enqueue.id, "d-backlog", "queue refused", {
-            retryDelayMs: 0,
+            retryDelay: Duration.millis(0),
             maxAttempts: 1
           })
           expect(yield* outbox.backlogOf("enqueue")).toStrictEqual({
@@ -302,7 +302,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
             _tag: "RetryLater",
             deliveredTo: ["a"],
             error: "webhook b answered 500",
-            retryDelayMs
+            retryDelay: Duration.millis(retryDelayMs)
           })
           expect(Option.getOrThrow(retry)).toBe("retry_scheduled")
           const pending = Option.getOrThrow(yield* outbox.findById(event.id))
@@ -356,9 +356,9 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           yield* outbox.createInTransaction(event)
           const [claimed] = yield* outbox.claimBatch("d-dead", 10)
           expect(claimed?.id).toBe(event.id)
-          expect(yield* outbox.releaseExpiredLocks(harness.lockTtlMs)).toBe(0)
+          expect(yield* outbox.releaseExpiredLocks(Duration.millis(harness.lockTtlMs))).toBe(0)
           yield* harness.advance(harness.lockTtlMs * 2)
-          expect(yield* outbox.releaseExpiredLocks(harness.lockTtlMs)).toBe(1)
+          expect(yield* outbox.releaseExpiredLocks(Duration.millis(harness.lockTtlMs))).toBe(1)
           // The crashed dispatcher's late publish is refused; another dispatcher takes it.
           expect(yield* outbox.markPublishedMany([event.id], "d-dead")).toBe(0)
           const [again] = yield* outbox.claimBatch("d-alive", 10)
@@ -383,7 +383,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
             )
           for (const event of claimed) {
             yield* outbox.markDispatchFailed(event.id, "d-list", `queue refused ${event.id}`, {
-              retryDelayMs: 0,
+              retryDelay: Duration.millis(0),
               maxAttempts: 1
             })
           }
@@ -419,7 +419,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           const ids = (yield* Effect.forEach([0, 1, 2, 3], () => newId)).sort()
           // The smallest id becomes available last: only its time can put it behind the others. Its
           // delay outlasts the three inserts after it even on a loaded machine.
-          const late = { ...(yield* newEvent()), id: ids[0]!, delayMs: 500 }
+          const late = { ...(yield* newEvent()), id: ids[0]!, delay: Duration.millis(500) }
           yield* outbox.createInTransaction(late)
           for (const id of [ids[3]!, ids[2]!, ids[1]!]) {
             yield* outbox.createInTransaction({ ...(yield* newEvent()), id })
@@ -482,7 +482,10 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(Option.isNone(yield* outbox.oldestPendingAgeMs)).toBe(true)
           expect(within((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs)).toBe(true)
           // A dead event is neither.
-          yield* outbox.markDispatchFailed(older.id, "d-ages", "refused", { retryDelayMs: 0, maxAttempts: 1 })
+          yield* outbox.markDispatchFailed(older.id, "d-ages", "refused", {
+            retryDelay: Duration.millis(0),
+            maxAttempts: 1
+          })
           expect(yield* outbox.markPublishedMany(claimed.map((event) => event.id), "d-ages")).toBe(1)
           expect(Option.isNone(yield* outbox.oldestPendingAgeMs)).toBe(true)
           expect((yield* outbox.backlogOf("enqueue")).oldestUnpublishedAgeMs).toBe(0)
@@ -501,13 +504,13 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           const published = Option.getOrThrow(yield* outbox.findById(event.id))
           expect(yield* outbox.markPublishedMany([event.id], "d-once")).toBe(0)
           expect(yield* outbox.markPublishedDirect([event.id])).toBe(0)
-          const options = { retryDelayMs: 0, maxAttempts: 3 }
+          const options = { retryDelay: Duration.millis(0), maxAttempts: 3 }
           expect(yield* outbox.markDispatchFailed(event.id, "d-once", "late failure", options)).toStrictEqual(
             Option.none()
           )
           expect(yield* outbox.releaseClaimsOf("d-once")).toBe(0)
           yield* harness.advance(harness.lockTtlMs * 2)
-          expect(yield* outbox.releaseExpiredLocks(harness.lockTtlMs)).toBe(0)
+          expect(yield* outbox.releaseExpiredLocks(Duration.millis(harness.lockTtlMs))).toBe(0)
           expect(Option.getOrThrow(yield* outbox.findById(event.id))).toStrictEqual(published)
           expect(yield* outbox.claimBatch("d-once", 10)).toHaveLength(0)
         }))
@@ -521,7 +524,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           const [claimed] = yield* outbox.claimBatch("d-last", 10)
           expect(claimed?.id).toBe(event.id)
           const outcome = yield* outbox.markDispatchFailed(event.id, "d-last", "refused", {
-            retryDelayMs: 60_000,
+            retryDelay: Duration.millis(60_000),
             maxAttempts: 1
           })
           expect(outcome).toStrictEqual(Option.some("dead"))
@@ -532,7 +535,7 @@ export const outboxRepositoryContract = (harness: RepositoryHarness) =>
           expect(yield* outbox.markPublishedDirect([event.id])).toBe(0)
           expect(yield* outbox.releaseClaimsOf("d-last")).toBe(0)
           yield* harness.advance(harness.lockTtlMs * 2)
-          expect(yield* outbox.releaseExpiredLocks(harness.lockTtlMs)).toBe(0)
+          expect(yield* outbox.releaseExpiredLocks(Duration.millis(harness.lockTtlMs))).toBe(0)
           expect(yield* outbox.claimBatch("d-last", 10)).toHaveLength(0)
           expect(Option.getOrThrow(yield* outbox.findById(event.id)).status).toBe("dead")
           // Replayed, it is available at once, without its error.

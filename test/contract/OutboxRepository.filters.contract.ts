@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
 import type { RepositoryHarness } from "./AiJobLifecycleRepository.contract.js"
@@ -11,7 +11,7 @@ const newEvent = Effect.map(newId, (id) => ({
   aggregateId: id,
   dedupeKey: `filters:${id}`,
   payload: { jobId: id },
-  delayMs: 0
+  delay: Duration.zero
 }))
 
 /** The dispatcher's edges both backings must agree on: a failure reported without the claim, long errors, empty batches. */
@@ -25,7 +25,7 @@ export const outboxFiltersContract = (harness: RepositoryHarness) =>
           yield* outbox.createInTransaction(event)
           const claimed = yield* outbox.claimBatch("d-owner", 10_000)
           expect(claimed.map((row) => row.id)).toContain(event.id)
-          const options = { retryDelayMs: 10, maxAttempts: 3 }
+          const options = { retryDelay: Duration.millis(10), maxAttempts: 3 }
 
           expect(yield* outbox.markDispatchFailed(event.id, "d-stranger", "not mine", options)).toStrictEqual(
             Option.none()

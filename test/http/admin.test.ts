@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Option, Schema } from "effect"
+import { Duration, Effect, Option, Schema } from "effect"
 import { finishedEventId } from "../../src/domain/JobFinishedEvent.js"
 import { OutboxRepository } from "../../src/services/outbox/OutboxRepository.js"
 import { UsageLog } from "../../src/services/UsageLog.js"
@@ -288,7 +288,7 @@ describe("admin outbox and workers", () => {
             const event = claimed.find((e) => e.aggregateId === job.jobId)
             if (event === undefined) return yield* Effect.dieMessage("event not claimed")
             yield* outbox.markDispatchFailed(event.id, "dispatcher-test", "redis down", {
-              retryDelayMs: 0,
+              retryDelay: Duration.millis(0),
               maxAttempts: 1
             })
             const other = claimed.find((e) => e.aggregateId !== job.jobId)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import { existsSync, mkdirSync } from "node:fs"
 import { join } from "node:path"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
@@ -120,7 +120,7 @@ describe("operator console in Chromium", () => {
               )
               if (event === undefined) return yield* Effect.dieMessage("the job's event was not claimed")
               yield* outbox.markDispatchFailed(event.id, "console-dispatcher", "queue refused", {
-                retryDelayMs: 0,
+                retryDelay: Duration.millis(0),
                 maxAttempts: 1
               })
               return event.id

@@ -93,7 +93,7 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
           aggregateId: id,
           dedupeKey: id,
           payload: {},
-          delayMs: 0
+          delay: Duration.zero
         }
         const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
           ["outbox_event.create", outbox.createInTransaction(event)],
@@ -102,10 +102,10 @@ describe("PersistenceError names the operation that failed (mysql)", () => {
           ["outbox_event.markPublishedMany", outbox.markPublishedMany([id], "d-1")],
           [
             "outbox_event.markDispatchFailed",
-            outbox.markDispatchFailed(id, "d-1", "down", { retryDelayMs: 10, maxAttempts: 3 })
+            outbox.markDispatchFailed(id, "d-1", "down", { retryDelay: Duration.millis(10), maxAttempts: 3 })
           ],
           ["outbox_event.releaseClaimsOf", outbox.releaseClaimsOf("d-1")],
-          ["outbox_event.releaseExpiredLocks", outbox.releaseExpiredLocks(1_000)],
+          ["outbox_event.releaseExpiredLocks", outbox.releaseExpiredLocks(Duration.millis(1_000))],
           ["outbox_event.countByStatus", outbox.countByStatus],
           ["outbox_event.backlogOf", outbox.backlogOf("enqueue")],
           ["outbox_event.replayDead", outbox.replayDead(id)],

@@ -103,7 +103,7 @@ export const writeEnqueueEvent = (
           queueName: options.queueName ?? "ai-interactive",
           priority: 50
         },
-        delayMs: 0
+        delay: Duration.zero
       })
     )
     return { eventId: id, jobId }

@@ -51,7 +51,7 @@ describe("PersistenceError names the write that failed (memory), as on MySQL", (
           aggregateId: id,
           dedupeKey: id,
           payload: {},
-          delayMs: 0
+          delay: Duration.zero
         }
         const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
           ["ai_job.create", repo.createJob({ ...job, id: yield* newId, idempotencyKey: null, requestHash: null })],
@@ -75,10 +75,10 @@ describe("PersistenceError names the write that failed (memory), as on MySQL", (
           ["outbox_event.markPublishedMany", outbox.markPublishedMany([id], "d-1")],
           [
             "outbox_event.markDispatchFailed",
-            outbox.markDispatchFailed(id, "d-1", "down", { retryDelayMs: 10, maxAttempts: 3 })
+            outbox.markDispatchFailed(id, "d-1", "down", { retryDelay: Duration.millis(10), maxAttempts: 3 })
           ],
           ["outbox_event.releaseClaimsOf", outbox.releaseClaimsOf("d-1")],
-          ["outbox_event.releaseExpiredLocks", outbox.releaseExpiredLocks(1_000)],
+          ["outbox_event.releaseExpiredLocks", outbox.releaseExpiredLocks(Duration.millis(1_000))],
           ["outbox_event.replayDead", outbox.replayDead(id)],
           ["outbox_event.replayAllDead", outbox.replayAllDead]
         ]

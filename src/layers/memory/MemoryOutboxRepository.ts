@@ -1,4 +1,4 @@
-import { Clock, Effect, Either, HashMap, Layer, Option } from "effect"
+import { Clock, Duration, Effect, Either, HashMap, Layer, Option } from "effect"
 import { type NewOutboxEvent, OutboxEvent } from "../../domain/OutboxEvent.js"
 import type { OutboxBacklog, OutboxLane, OutboxStatus } from "../../domain/OutboxEvent.js"
 import { PersistenceError } from "../../domain/PersistenceError.js"
@@ -14,7 +14,7 @@ import {
 } from "../../services/outbox/OutboxRepository.js"
 import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
 
-const plus = (now: Date, millis: number) => new Date(now.getTime() + millis)
+const plus = (now: Date, span: Duration.Duration) => new Date(now.getTime() + Duration.toMillis(span))
 
 const changed = (event: OutboxEvent, now: Date, changes: Partial<OutboxEvent>) =>
   new OutboxEvent({ ...event, ...changes, updatedAt: now }, { disableValidation: true })
@@ -40,7 +40,7 @@ export const insertOutboxEvent = (
   const existing = HashMap.get(tables.outboxEventByDedupeKey, event.dedupeKey)
   if (Option.isSome(existing)) return [{ eventId: existing.value, duplicate: true }, tables]
   const row = new OutboxEvent(
-    { ...pendingEventFields(event), availableAt: plus(now, event.delayMs), createdAt: now, updatedAt: now },
+    { ...pendingEventFields(event), availableAt: plus(now, event.delay), createdAt: now, updatedAt: now },
     { disableValidation: true }
   )
   const next = withEvent(tables, row)
@@ -149,7 +149,7 @@ export const makeMemoryOutboxRepository = Effect.gen(function*() {
         changed(event, now, {
           status: dead ? "dead" : "pending",
           attemptCount,
-          availableAt: dead ? event.availableAt : plus(now, options.retryDelayMs),
+          availableAt: dead ? event.availableAt : plus(now, options.retryDelay),
           lastError: error.slice(0, 2000),
           lockedBy: null,
           lockedAt: null
@@ -174,7 +174,7 @@ export const makeMemoryOutboxRepository = Effect.gen(function*() {
                 status: "pending",
                 deliveredTo,
                 attemptCount: event.attemptCount + 1,
-                availableAt: plus(now, settlement.retryDelayMs),
+                availableAt: plus(now, settlement.retryDelay),
                 lastError: settlement.error.slice(0, 2000),
                 lockedBy: null,
                 lockedAt: null
@@ -205,10 +205,11 @@ export const makeMemoryOutboxRepository = Effect.gen(function*() {
       return Either.right([released.length, released.reduce(withEvent, tables)] as const)
     })
 
-  const releaseExpiredLocks = (lockTtlMs: number) =>
+  const releaseExpiredLocks = (lockTtl: Duration.Duration) =>
     db.write("outbox_event.releaseExpiredLocks", (tables, now) => {
       const expired = Array.from(HashMap.values(tables.outboxEvent)).filter((event) =>
-        event.status === "processing" && event.lockedAt !== null && event.lockedAt.getTime() < now.getTime() - lockTtlMs
+        event.status === "processing" && event.lockedAt !== null &&
+        event.lockedAt.getTime() < now.getTime() - Duration.toMillis(lockTtl)
       )
       const released = expired.map((event) =>
         changed(event, now, { status: "pending", lockedBy: null, lockedAt: null })

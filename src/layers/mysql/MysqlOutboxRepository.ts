@@ -19,14 +19,15 @@ import { insertRows, paddedForIn } from "./statementShapes.js"
 /** Events by their delay, in order: each group is one INSERT (a create's events share one). */
 const groupByDelay = (
   events: ReadonlyArray<NewOutboxEvent>
-): ReadonlyArray<readonly [number, ReadonlyArray<NewOutboxEvent>]> => {
-  const groups = new Map<number, Array<NewOutboxEvent>>()
+): ReadonlyArray<readonly [Duration.Duration, ReadonlyArray<NewOutboxEvent>]> => {
+  // Keyed by milliseconds: two equal Durations are not the same Map key.
+  const groups = new Map<number, readonly [Duration.Duration, Array<NewOutboxEvent>]>()
   for (const event of events) {
-    const group = groups.get(event.delayMs)
-    if (group === undefined) groups.set(event.delayMs, [event])
-    else group.push(event)
+    const group = groups.get(Duration.toMillis(event.delay))
+    if (group === undefined) groups.set(Duration.toMillis(event.delay), [event.delay, [event]])
+    else group[1].push(event)
   }
-  return Array.from(groups)
+  return Array.from(groups.values())
 }
 
 const EventId = Schema.Struct({ id: Schema.String })
@@ -47,11 +48,11 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
     execute: (eventId) => sql`SELECT * FROM outbox_event WHERE id = ${eventId}`
   })
   const insertEvent = SqlSchema.void({
-    Request: Schema.Struct({ row: NewOutboxEventRow, delayMs: Schema.Number }),
+    Request: Schema.Struct({ row: NewOutboxEventRow, delay: Schema.DurationFromSelf }),
     // `sql.insert` binds every value; the clock columns are the database's expressions, so the row
     // goes in as MySQL's `INSERT ... SET` (column names still from the row's keys).
-    execute: ({ delayMs, row }) =>
-      sql`INSERT INTO outbox_event SET ${sql.update(row)}, available_at = ${nowPlus(Duration.millis(delayMs))},
+    execute: ({ delay, row }) =>
+      sql`INSERT INTO outbox_event SET ${sql.update(row)}, available_at = ${nowPlus(delay)},
             created_at = ${now}, updated_at = ${now}`
   })
   // A locking read sees the winner's committed row; a plain one may read an older snapshot.
@@ -122,7 +123,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
     findEventsOf(aggregateId).pipe(persistence("outbox_event.findByAggregate"))
 
   const createInTransaction = (event: NewOutboxEvent) =>
-    insertEvent({ row: pendingEventFields(event), delayMs: event.delayMs }).pipe(
+    insertEvent({ row: pendingEventFields(event), delay: event.delay }).pipe(
       Effect.as({ eventId: event.id, duplicate: false }),
       // The unique dedupe key refused the row (the outbox's idempotency); MySQL keeps the transaction alive.
       Effect.catchIf(isDuplicateKey, () =>
@@ -137,9 +138,9 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
 
   // The events of one create share their delay, so `available_at` is one expression for every row.
   const insertEvents = SqlSchema.void({
-    Request: Schema.Struct({ rows: Schema.Array(NewOutboxEventRow), delayMs: Schema.Number }),
-    execute: ({ delayMs, rows }) =>
-      insertRows(sql, "outbox_event", rows, [["available_at", nowPlus(Duration.millis(delayMs))], ["created_at", now], [
+    Request: Schema.Struct({ rows: Schema.Array(NewOutboxEventRow), delay: Schema.DurationFromSelf }),
+    execute: ({ delay, rows }) =>
+      insertRows(sql, "outbox_event", rows, [["available_at", nowPlus(delay)], ["created_at", now], [
         "updated_at",
         now
       ]])
@@ -148,7 +149,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
   const createManyInTransaction = (events: ReadonlyArray<NewOutboxEvent>) =>
     Effect.forEach(
       groupByDelay(events),
-      ([delayMs, group]) => insertEvents({ rows: group.map(pendingEventFields), delayMs }),
+      ([delay, group]) => insertEvents({ rows: group.map(pendingEventFields), delay }),
       { discard: true }
     ).pipe(
       persistence("outbox_event.createMany")
@@ -199,7 +200,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
         sql`UPDATE outbox_event SET
               status = IF(attempt_count + 1 >= ${options.maxAttempts}, 'dead', 'pending'),
               available_at = IF(attempt_count + 1 >= ${options.maxAttempts}, available_at, ${
-          nowPlus(Duration.millis(options.retryDelayMs))
+          nowPlus(options.retryDelay)
         }),
               last_error = ${error.slice(0, 2000)}, locked_by = NULL, locked_at = NULL, updated_at = ${now},
               attempt_count = attempt_count + 1
@@ -217,7 +218,7 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
       : settlement._tag === "RetryLater"
       ? [
         "retry_scheduled",
-        sql`status = 'pending', available_at = ${nowPlus(Duration.millis(settlement.retryDelayMs))},
+        sql`status = 'pending', available_at = ${nowPlus(settlement.retryDelay)},
           last_error = ${
           settlement.error.slice(0, 2000)
         }, attempt_count = attempt_count + 1, locked_by = NULL, locked_at = NULL`
@@ -242,10 +243,10 @@ export const makeMysqlOutboxRepository = Effect.gen(function*() {
           WHERE status = 'processing' AND locked_by = ${dispatcherId}`.raw
     ).pipe(persistence("outbox_event.releaseClaimsOf"))
 
-  const releaseExpiredLocks = (lockTtlMs: number) =>
+  const releaseExpiredLocks = (lockTtl: Duration.Duration) =>
     changedRows(
       sql`UPDATE outbox_event SET status = 'pending', locked_by = NULL, locked_at = NULL, updated_at = ${now}
-          WHERE status = 'processing' AND locked_at < ${nowMinus(Duration.millis(lockTtlMs))}`.raw
+          WHERE status = 'processing' AND locked_at < ${nowMinus(lockTtl)}`.raw
     ).pipe(persistence("outbox_event.releaseExpiredLocks"))
 
   const countByStatus = totalsByStatus(undefined).pipe(

@@ -21,7 +21,8 @@ export const dispatchRetrySchedule = (settings: Pick<DispatcherSettingsShape, "r
     Schedule.delays
   )
 
-export const retryDelayMs = (
+/** The `failure`-th delay of the retry Schedule, in whole milliseconds as the outbox stores it. */
+export const retryDelay = (
   settings: Pick<DispatcherSettingsShape, "retryBaseDelay" | "retryMaxDelay">,
   failure: number
 ) =>
@@ -33,8 +34,8 @@ export const retryDelayMs = (
       Array.from({ length: Math.max(1, failure) })
     )
     return Option.match(Chunk.last(delays), {
-      onNone: () => Duration.toMillis(settings.retryBaseDelay),
-      onSome: (delay) => Math.round(Duration.toMillis(delay))
+      onNone: () => settings.retryBaseDelay,
+      onSome: (delay) => Duration.millis(Math.round(Duration.toMillis(delay)))
     })
   })
 
@@ -65,9 +66,9 @@ export const makeDispatcher = Effect.gen(function*() {
 
   const failed = (event: OutboxEvent, error: string, maxAttempts: number) =>
     Effect.gen(function*() {
-      const delay = yield* retryDelayMs(settings, event.attemptCount + 1)
+      const delay = yield* retryDelay(settings, event.attemptCount + 1)
       const outcome = yield* outbox.markDispatchFailed(event.id, dispatcherId, error, {
-        retryDelayMs: delay,
+        retryDelay: delay,
         maxAttempts
       })
       return Option.getOrElse(outcome, (): DispatchOutcome => "claim_lost")
@@ -216,7 +217,7 @@ export const makeDispatcher = Effect.gen(function*() {
   const dispatchLoop = Effect.forever(Effect.zipRight(drain, wake))
 
   /** Every `releaseInterval`, claims older than the lock TTL go back to pending (§6.4). */
-  const releaseLoop = outbox.releaseExpiredLocks(Duration.toMillis(timing.outboxLockTtl)).pipe(
+  const releaseLoop = outbox.releaseExpiredLocks(timing.outboxLockTtl).pipe(
     Effect.tap((released) =>
       released > 0
         ? Effect.logWarning("Released expired outbox claims").pipe(

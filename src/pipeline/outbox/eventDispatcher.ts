@@ -37,13 +37,16 @@ const firstDelays = (settings: RetrySettings, jittered: boolean, rounds: number)
  * event is then dead). The bound is read off the delays without jitter, so it is the same
  * number of rounds every time.
  */
-export const eventRetryDelayMs = (settings: RetrySettings, failure: number) =>
+export const eventRetryDelay = (settings: RetrySettings, failure: number) =>
   Effect.gen(function*() {
     const rounds = Math.max(1, failure)
     const spent = (yield* firstDelays(settings, false, rounds)).reduce((total, delay) => total + delay, 0)
-    if (spent > Duration.toMillis(settings.retryFor)) return Option.none<number>()
+    if (spent > Duration.toMillis(settings.retryFor)) return Option.none<Duration.Duration>()
     const jittered = yield* firstDelays(settings, true, rounds)
-    return Option.some(Math.round(jittered[jittered.length - 1] ?? Duration.toMillis(settings.retryBaseDelay)))
+    // Whole milliseconds, as the outbox stores the time.
+    return Option.some(
+      Duration.millis(Math.round(jittered[jittered.length - 1] ?? Duration.toMillis(settings.retryBaseDelay)))
+    )
   })
 
 const decodeBody = Schema.decodeUnknown(JobFinishedEvent)
@@ -115,21 +118,21 @@ export const makeEventDispatcher = Effect.gen(function*() {
       if (refusals.length === 0) return yield* settle(event, { _tag: "Delivered", deliveredTo })
       const error = refusals.map(({ error, target }) => `${target.label}: ${error.reason}`).join("; ")
       const attempt = event.attemptCount + 1
-      const delay = yield* eventRetryDelayMs(settings, attempt)
+      const delay = yield* eventRetryDelay(settings, attempt)
       // A target that asked for a pause gets it, up to the longest delay of the schedule.
-      const askedMs = Math.min(
-        Duration.toMillis(settings.retryMaxDelay),
-        Math.max(0, ...refusals.map(({ error }) => error.retryAfterMs ?? 0))
+      const asked = Duration.min(
+        settings.retryMaxDelay,
+        Duration.millis(Math.max(0, ...refusals.map(({ error }) => error.retryAfterMs ?? 0)))
       )
       const outcome = yield* settle(
         event,
         Option.match(delay, {
           onNone: (): DeliverySettlement => ({ _tag: "GiveUp", deliveredTo, error }),
-          onSome: (retryDelayMs): DeliverySettlement => ({
+          onSome: (retryDelay): DeliverySettlement => ({
             _tag: "RetryLater",
             deliveredTo,
             error,
-            retryDelayMs: Math.max(retryDelayMs, askedMs)
+            retryDelay: Duration.max(retryDelay, asked)
           })
         })
       )

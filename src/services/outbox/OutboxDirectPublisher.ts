@@ -1,4 +1,4 @@
-import { Duration, Effect, Option, Queue } from "effect"
+import { Effect, Option, Queue } from "effect"
 import { DirectDispatchSettings } from "../../config/DirectDispatchSettings.js"
 import type { QueueName } from "../../domain/QueueName.js"
 import { storedParent } from "../../domain/TraceContext.js"
@@ -110,7 +110,7 @@ export class OutboxDirectPublisher
         )
       }
 
-      return { graceMs: Duration.toMillis(settings.grace), publish, publishMany }
+      return { grace: settings.grace, publish, publishMany }
     })
   })
 {}

@@ -1,4 +1,4 @@
-import { Context, type Effect, type Option, Schema } from "effect"
+import { Context, type Duration, type Effect, type Option, Schema } from "effect"
 import type { NewOutboxEvent, OutboxBacklog, OutboxCounts, OutboxEvent, OutboxLane } from "../../domain/OutboxEvent.js"
 import { allOutboxStatuses, OutboxStatus } from "../../domain/OutboxEvent.js"
 import type { PersistenceError } from "../../domain/PersistenceError.js"
@@ -14,7 +14,7 @@ export class OutboxEventNotDead extends Schema.TaggedError<OutboxEventNotDead>()
 }) {}
 
 /**
- * A new event's row, all but the times the store's clock sets (`availableAt` is `delayMs` from
+ * A new event's row, all but the times the store's clock sets (`availableAt` is `delay` from
  * now; `createdAt`, `updatedAt`): `pending`, unclaimed, never tried. Both stores insert exactly this.
  */
 export const pendingEventFields = (
@@ -70,12 +70,12 @@ export type DispatchFailureOutcome = "retry_scheduled" | "dead"
 export type DeliverySettlement =
   /** Every target acknowledged: `published`. */
   | { readonly _tag: "Delivered"; readonly deliveredTo: ReadonlyArray<string> }
-  /** Some did not: back to `pending`, available again after `retryDelayMs`. */
+  /** Some did not: back to `pending`, available again after `retryDelay`. */
   | {
     readonly _tag: "RetryLater"
     readonly deliveredTo: ReadonlyArray<string>
     readonly error: string
-    readonly retryDelayMs: number
+    readonly retryDelay: Duration.Duration
   }
   /** The retry time is spent: `dead`, for an operator to replay. */
   | { readonly _tag: "GiveUp"; readonly deliveredTo: ReadonlyArray<string>; readonly error: string }
@@ -127,13 +127,13 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
     ) => Effect.Effect<number, PersistenceError>
     /**
      * Counts a failed dispatch. Below `maxAttempts` the event goes back to `pending`, available
-     * after `retryDelayMs`; at `maxAttempts` it is `dead`.
+     * after `retryDelay`; at `maxAttempts` it is `dead`.
      */
     readonly markDispatchFailed: (
       eventId: string,
       dispatcherId: string,
       error: string,
-      options: { readonly retryDelayMs: number; readonly maxAttempts: number }
+      options: { readonly retryDelay: Duration.Duration; readonly maxAttempts: number }
     ) => Effect.Effect<Option.Option<DispatchFailureOutcome>, PersistenceError>
     /**
      * Records one delivery round of a `notify` event this dispatcher holds: the targets
@@ -147,8 +147,8 @@ export class OutboxRepository extends Context.Tag("ai-job-engine/OutboxRepositor
     ) => Effect.Effect<Option.Option<DeliveryOutcome>, PersistenceError>
     /** A stopping dispatcher's own claims go back to `pending` at once; returns how many. */
     readonly releaseClaimsOf: (dispatcherId: string) => Effect.Effect<number, PersistenceError>
-    /** `processing` events claimed longer ago than `lockTtlMs` go back to `pending` (§6.4). */
-    readonly releaseExpiredLocks: (lockTtlMs: number) => Effect.Effect<number, PersistenceError>
+    /** `processing` events claimed longer ago than `lockTtl` go back to `pending` (§6.4). */
+    readonly releaseExpiredLocks: (lockTtl: Duration.Duration) => Effect.Effect<number, PersistenceError>
     /** Every event of either lane, per status (the operator's overview). */
     readonly countByStatus: Effect.Effect<OutboxCounts, PersistenceError>
     /**

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
+import { Duration } from "effect"
 import { enqueueEventFor } from "../../../src/domain/OutboxEvent.js"
 
 const job = { id: "job-1", jobType: "synthetic_echo", queueName: "ai-background" as const, priority: 3 }
@@ -13,7 +14,7 @@ describe("the enqueue event", () => {
       aggregateId: "job-1",
       dedupeKey: "ai.job.enqueue:job-1",
       payload: { jobId: "job-1", jobType: "synthetic_echo", queueName: "ai-background", priority: 3 },
-      delayMs: 0
+      delay: Duration.zero
     })
     const again = enqueueEventFor(job, { eventId: "event-2", dedupeKey: "redispatch:1", redispatchOf: "event-1" })
     expect(again.payload).toStrictEqual({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, TestClock, Tracer } from "effect"
+import { Duration, Effect, Layer, Option, TestClock, Tracer } from "effect"
 import { newId } from "../../../src/domain/Ids.js"
 import { MemoryDatabase } from "../../../src/layers/memory/MemoryDatabase.js"
 import { AiJobService } from "../../../src/services/AiJobService.js"
@@ -18,7 +18,7 @@ const newEvent = (delayMs = 0) =>
     aggregateId: id,
     dedupeKey: `unit:${id}`,
     payload: { jobId: id },
-    delayMs
+    delay: Duration.millis(delayMs)
   }))
 
 describe("MemoryOutboxRepository read-outs", () => {
@@ -37,7 +37,9 @@ describe("MemoryOutboxRepository read-outs", () => {
       const taken = yield* outbox.claimBatch("d-1", 3)
       expect(new Set(taken.map((event) => event.id))).toStrictEqual(new Set([dead!.id, claimed!.id, published!.id]))
       expect(yield* outbox.markPublishedMany([published!.id], "d-1")).toBe(1)
-      expect(yield* outbox.markDispatchFailed(dead!.id, "d-1", "refused", { retryDelayMs: 0, maxAttempts: 1 }))
+      expect(
+        yield* outbox.markDispatchFailed(dead!.id, "d-1", "refused", { retryDelay: Duration.millis(0), maxAttempts: 1 })
+      )
         .toStrictEqual(
           Option.some("dead")
         )
@@ -65,7 +67,9 @@ describe("MemoryOutboxRepository read-outs", () => {
       const event = yield* newEvent()
       yield* outbox.createInTransaction(event)
       expect((yield* outbox.claimBatch("d-1", 10)).map((row) => row.id)).toStrictEqual([event.id])
-      expect(yield* outbox.markDispatchFailed(event.id, "d-1", "later", { retryDelayMs: 200, maxAttempts: 3 }))
+      expect(
+        yield* outbox.markDispatchFailed(event.id, "d-1", "later", { retryDelay: Duration.millis(200), maxAttempts: 3 })
+      )
         .toStrictEqual(
           Option.some("retry_scheduled")
         )
@@ -82,9 +86,9 @@ describe("MemoryOutboxRepository read-outs", () => {
       expect((yield* outbox.claimBatch("d-1", 10)).map((row) => row.id)).toStrictEqual([event.id])
       // The lock is released once it is older than the TTL, not when it is exactly that old.
       yield* TestClock.adjust(1_000)
-      expect(yield* outbox.releaseExpiredLocks(1_000)).toBe(0)
+      expect(yield* outbox.releaseExpiredLocks(Duration.millis(1_000))).toBe(0)
       yield* TestClock.adjust(1)
-      expect(yield* outbox.releaseExpiredLocks(1_000)).toBe(1)
+      expect(yield* outbox.releaseExpiredLocks(Duration.millis(1_000))).toBe(1)
       const released = Option.getOrThrow(yield* outbox.findById(event.id))
       expect([released.status, released.lockedBy, released.lockedAt, released.attemptCount]).toStrictEqual([
         "pending",

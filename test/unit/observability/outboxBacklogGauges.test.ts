@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, TestClock } from "effect"
+import { Duration, Effect, Layer, TestClock } from "effect"
 import { newId } from "../../../src/domain/Ids.js"
 import type { NewOutboxEvent } from "../../../src/domain/OutboxEvent.js"
 import { prometheusText } from "../../../src/http/prometheusText.js"
@@ -16,7 +16,7 @@ const eventOf = (lane: "enqueue" | "notify") =>
     aggregateId: id,
     dedupeKey: `gauges:${id}`,
     payload: { jobId: id },
-    delayMs: 0,
+    delay: Duration.zero,
     lane
   }))
 

@@ -74,7 +74,7 @@ layer(base, { excludeTestServices: true, timeout: Duration.seconds(120) })(
               aggregateId: jobId,
               dedupeKey: `${enqueueEventType}:${jobId}`,
               payload: { jobId, jobType: "synthetic_echo", queueName: "ai-interactive", priority: 50 },
-              delayMs: 0
+              delay: Duration.zero
             })
             return yield* Effect.fail("refused after the insert" as const)
           })

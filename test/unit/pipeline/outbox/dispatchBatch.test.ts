@@ -57,7 +57,7 @@ const writeEvent = (eventType: string, payload: unknown) =>
           aggregateId: `job-${id}`,
           dedupeKey: `${eventType}:${id}`,
           payload,
-          delayMs: 0
+          delay: Duration.zero
         })
       ))
     return id
@@ -241,7 +241,7 @@ describe("a failed add whose failure cannot be recorded (memory, TestClock)", ()
             Effect.fail(new PersistenceError({ operation: "outbox_event.fail", message: "db down" }))
         }))
       )
-      yield* Effect.flatMap(OutboxRepository, (outbox) => outbox.releaseExpiredLocks(0))
+      yield* Effect.flatMap(OutboxRepository, (outbox) => outbox.releaseExpiredLocks(Duration.millis(0)))
       expect((yield* storeDown.dispatchBatch).outcomes).toStrictEqual({ ...nothing, claim_lost: 1 })
       expect(yield* logLines("Dispatching an outbox event failed; its claim will expire")).toHaveLength(1)
       expect((yield* eventsOf).map((event) => event.status)).toStrictEqual(["processing"])

@@ -7,7 +7,7 @@ import { newId } from "../../../../src/domain/Ids.js"
 import { enqueueEventType } from "../../../../src/domain/OutboxEvent.js"
 import { MemoryDatabase } from "../../../../src/layers/memory/MemoryDatabase.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../../src/layers/memory/MemoryJobQueue.js"
-import { makeDispatcher, retryDelayMs } from "../../../../src/pipeline/outbox/dispatcher.js"
+import { makeDispatcher, retryDelay } from "../../../../src/pipeline/outbox/dispatcher.js"
 import { AiJobLifecycleRepository } from "../../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../../src/services/AiJobService.js"
 import { JobQueue, queueJobIdFor } from "../../../../src/services/JobQueue.js"
@@ -103,7 +103,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
             aggregateId: jobId,
             dedupeKey: `${enqueueEventType}:${jobId}`,
             payload: { jobId, jobType: "synthetic_echo", queueName: "ai-interactive", priority: 50 },
-            delayMs: 0
+            delay: Duration.zero
           })
           return yield* Effect.fail("business rule refused" as const)
         })
@@ -206,7 +206,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
           aggregateId: "job-x",
           dedupeKey: `ai.job.completed:job-x`,
           payload: { jobId: "job-x" },
-          delayMs: 0
+          delay: Duration.zero
         })
       )
       yield* startDispatcher.pipe(Effect.provide(logs.layer))
@@ -236,7 +236,7 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
           aggregateId: "job-y",
           dedupeKey: `${enqueueEventType}:job-y`,
           payload: { jobId: "job-y", queueName: "no-such-queue" },
-          delayMs: 0
+          delay: Duration.zero
         })
       )
       yield* startDispatcher
@@ -277,9 +277,9 @@ describe("OutboxDispatcher (memory, TestClock)", () => {
   it.effect("the retry delay follows the exponential, jittered, capped Schedule", () =>
     Effect.gen(function*() {
       const settings = { retryBaseDelay: Duration.seconds(1), retryMaxDelay: Duration.seconds(5) }
-      const first = yield* retryDelayMs(settings, 1)
-      const second = yield* retryDelayMs(settings, 2)
-      const fifth = yield* retryDelayMs(settings, 5)
+      const first = Duration.toMillis(yield* retryDelay(settings, 1))
+      const second = Duration.toMillis(yield* retryDelay(settings, 2))
+      const fifth = Duration.toMillis(yield* retryDelay(settings, 5))
       expect(first).toBeGreaterThanOrEqual(800)
       expect(first).toBeLessThanOrEqual(1_200)
       expect(second).toBeGreaterThanOrEqual(1_600)

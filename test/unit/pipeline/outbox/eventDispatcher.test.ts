@@ -8,7 +8,7 @@ import { byLease, leaseOf } from "../../../../src/domain/AiJob.js"
 import { finishedEventId } from "../../../../src/domain/JobFinishedEvent.js"
 import { MemoryJobQueueControl, MemoryJobQueueLive } from "../../../../src/layers/memory/MemoryJobQueue.js"
 import { OutboxDispatcherLive } from "../../../../src/pipeline/outbox/dispatcher.js"
-import { eventRetryDelayMs, makeEventDispatcher } from "../../../../src/pipeline/outbox/eventDispatcher.js"
+import { eventRetryDelay, makeEventDispatcher } from "../../../../src/pipeline/outbox/eventDispatcher.js"
 import { AiJobLifecycleRepository } from "../../../../src/services/AiJobLifecycleRepository.js"
 import { AiJobService } from "../../../../src/services/AiJobService.js"
 import { queueJobIdFor } from "../../../../src/services/JobQueue.js"
@@ -190,7 +190,10 @@ describe("notify lane (memory, TestClock)", () => {
         retryMaxDelay: Duration.millis(4_000),
         retryFor: Duration.millis(15_000)
       }
-      const delays = yield* Effect.forEach([1, 2, 3, 4, 5, 6], (failure) => eventRetryDelayMs(bounded, failure))
+      const delays = yield* Effect.forEach(
+        [1, 2, 3, 4, 5, 6],
+        (failure) => Effect.map(eventRetryDelay(bounded, failure), Option.map(Duration.toMillis))
+      )
       // 1 + 2 + 4 + 4 + 4 = 15 s: five retries; the sixth would pass the bound.
       expect(delays.map(Option.isSome)).toEqual([true, true, true, true, true, false])
       const nominal = [1_000, 2_000, 4_000, 4_000, 4_000]
