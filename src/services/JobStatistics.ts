@@ -1,4 +1,4 @@
-import { Context, type Effect } from "effect"
+import { Context, type Duration, type Effect } from "effect"
 import type { LifecycleStatus } from "../domain/LifecycleStatus.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
 
@@ -31,9 +31,9 @@ export class JobStatistics extends Context.Tag("ai-job-engine/JobStatistics")<
   {
     /** Every (type, status) pair that has at least one job. */
     readonly countsByTypeAndStatus: Effect.Effect<ReadonlyArray<TypeStatusCount>, PersistenceError>
-    /** Jobs finished within the last `windowMs`, oldest first, at most `limit`. */
+    /** Jobs finished within the last `window`, oldest first, at most `limit`. */
     readonly finishedWithin: (
-      windowMs: number,
+      window: Duration.Duration,
       limit: number
     ) => Effect.Effect<ReadonlyArray<FinishedJob>, PersistenceError>
     /** Usage per UTC day over the last `days` days (today included), oldest day first; days without calls left out. */

@@ -68,7 +68,9 @@ export const jobStatisticsContract = (harness: {
 
           expect(yield* countOf("queued")).toBe(queuedBefore + 1)
           expect(yield* countOf("succeeded")).toBe(succeededBefore + 1)
-          const finished = (yield* statistics.finishedWithin(3_600_000, 100_000)).filter((row) => row.jobId === job.id)
+          const finished = (yield* statistics.finishedWithin(Duration.millis(3_600_000), 100_000)).filter((row) =>
+            row.jobId === job.id
+          )
           expect(finished).toHaveLength(1)
           expect(finished[0]?.lifecycleStatus).toBe("succeeded")
           expect(finished[0]?.startedAt).not.toBeNull()

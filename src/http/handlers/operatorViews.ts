@@ -1,4 +1,4 @@
-import { Clock, Effect, Option } from "effect"
+import { Clock, Duration, Effect, Option } from "effect"
 import type { AiJob } from "../../domain/AiJob.js"
 import type { OutboxEvent, OutboxStatus } from "../../domain/OutboxEvent.js"
 import { allQueueNames } from "../../domain/QueueName.js"
@@ -40,7 +40,7 @@ export const percentile = (sorted: ReadonlyArray<number>, p: number): number | n
     ? null
     : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? null
 
-const hourMs = 3_600_000
+const hour = Duration.hours(1)
 /** More finished jobs than this in an hour are sampled by the first ones; the figures stay indicative. */
 const finishedLimit = 100_000
 const usageDays = 14
@@ -146,7 +146,7 @@ export const makeOperatorViews = Effect.gen(function*() {
         statistics.countsByTypeAndStatus,
         outbox.countByStatus,
         outbox.oldestPendingAgeMs,
-        statistics.finishedWithin(hourMs, finishedLimit),
+        statistics.finishedWithin(hour, finishedLimit),
         statistics.usageByDay(usageDays)
       ],
       { concurrency: 5 }

@@ -1,4 +1,4 @@
-import { Effect, HashMap, Layer } from "effect"
+import { Duration, Effect, HashMap, Layer } from "effect"
 import { isTerminal } from "../../domain/LifecycleStatus.js"
 import { type FinishedJob, JobStatistics, type TypeStatusCount, type UsageDay } from "../../services/JobStatistics.js"
 import { MemoryDatabase } from "./MemoryDatabase.js"
@@ -19,12 +19,12 @@ export const makeMemoryJobStatistics = Effect.gen(function*() {
       }
       return Array.from(totals.values())
     }),
-    finishedWithin: (windowMs, limit) =>
+    finishedWithin: (window, limit) =>
       db.read((tables, now) =>
         Array.from(HashMap.values(tables.aiJob))
           .flatMap((job): ReadonlyArray<FinishedJob> =>
             isTerminal(job.lifecycleStatus) && job.finishedAt !== null &&
-              job.finishedAt.getTime() >= now.getTime() - windowMs
+              job.finishedAt.getTime() >= now.getTime() - Duration.toMillis(window)
               ? [{
                 jobId: job.id,
                 jobType: job.jobType,

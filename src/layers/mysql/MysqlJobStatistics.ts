@@ -1,5 +1,5 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Duration, Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import { LifecycleStatus, terminalStatuses } from "../../domain/LifecycleStatus.js"
 import { JobStatistics } from "../../services/JobStatistics.js"
 import { sqlClock } from "./sqlClock.js"
@@ -30,13 +30,11 @@ export const makeMysqlJobStatistics = Effect.gen(function*() {
       sql`SELECT job_type, lifecycle_status, COUNT(*) AS total FROM ai_job GROUP BY job_type, lifecycle_status`
   })
   const finished = SqlSchema.findAll({
-    Request: Schema.Struct({ windowMs: Schema.Number, limit: Schema.Number }),
+    Request: Schema.Struct({ window: Schema.DurationFromSelf, limit: Schema.Number }),
     Result: FinishedRow,
-    execute: ({ limit, windowMs }) =>
+    execute: ({ limit, window }) =>
       sql`SELECT id AS job_id, job_type, lifecycle_status, started_at, finished_at FROM ai_job
-          WHERE finished_at >= ${nowMinus(Duration.millis(windowMs))} AND lifecycle_status IN ${
-        sql.in(terminalStatuses)
-      }
+          WHERE finished_at >= ${nowMinus(window)} AND lifecycle_status IN ${sql.in(terminalStatuses)}
           ORDER BY finished_at, id
           LIMIT ${limit}`
   })
@@ -54,7 +52,7 @@ export const makeMysqlJobStatistics = Effect.gen(function*() {
 
   return JobStatistics.of({
     countsByTypeAndStatus: counts(undefined).pipe(persistence("ai_job.countsByTypeAndStatus")),
-    finishedWithin: (windowMs, limit) => finished({ windowMs, limit }).pipe(persistence("ai_job.finishedWithin")),
+    finishedWithin: (window, limit) => finished({ window, limit }).pipe(persistence("ai_job.finishedWithin")),
     usageByDay: (days) => usage(days).pipe(persistence("ai_usage_log.usageByDay"))
   })
 })

@@ -81,7 +81,7 @@ describe("MemoryJobStatistics", () => {
       yield* createJob()
       const byId = together.map((job) => job.id).sort()
       // The window reaches back exactly to the early job's finish.
-      const all = yield* statistics.finishedWithin(1_000, 100)
+      const all = yield* statistics.finishedWithin(Duration.millis(1_000), 100)
       expect(all.map((row) => row.jobId)).toStrictEqual([early.id, ...byId])
       expect(all[0]).toStrictEqual({
         jobId: early.id,
@@ -90,8 +90,8 @@ describe("MemoryJobStatistics", () => {
         startedAt: early.startedAt,
         finishedAt: early.finishedAt
       })
-      expect((yield* statistics.finishedWithin(999, 100)).map((row) => row.jobId)).toStrictEqual(byId)
-      expect((yield* statistics.finishedWithin(1_000, 3)).map((row) => row.jobId)).toStrictEqual([
+      expect((yield* statistics.finishedWithin(Duration.millis(999), 100)).map((row) => row.jobId)).toStrictEqual(byId)
+      expect((yield* statistics.finishedWithin(Duration.millis(1_000), 3)).map((row) => row.jobId)).toStrictEqual([
         early.id,
         ...byId.slice(0, 2)
       ])
