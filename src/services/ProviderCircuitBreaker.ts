@@ -44,7 +44,7 @@ export interface BreakerStore {
   readonly tryProbe: (
     providerModel: string,
     now: number,
-    probeLeaseMs: number
+    probeLease: Duration.Duration
   ) => Effect.Effect<BreakerWrite & { readonly probe: boolean }, BreakerStoreError>
   readonly recordFailure: (
     providerModel: string,
@@ -72,12 +72,12 @@ export const worthTelling = (before: BreakerRecord, next: BreakerRecord) =>
 export const probeTransition = (
   record: BreakerRecord,
   now: number,
-  probeLeaseMs: number
+  probeLease: Duration.Duration
 ): BreakerRecord & { readonly probe: boolean } => {
   const due = (record.state === "open" && now >= record.openUntil) ||
     (record.state === "half_open" && now >= record.probeUntil)
   return due
-    ? { ...record, state: "half_open", probeUntil: now + probeLeaseMs, probe: true }
+    ? { ...record, state: "half_open", probeUntil: now + Duration.toMillis(probeLease), probe: true }
     : { ...record, probe: false }
 }
 
@@ -178,7 +178,7 @@ export const setBreakerGauge = (providerModel: string, state: BreakerState) =>
   Metric.set(tagged(breakerStateGauge, labelsOf(providerModel)), breakerStateValue[state])
 
 /** How often a process re-reads the breakers it uses, in case a change message was lost. */
-export const breakerRefreshMs = 5_000
+export const breakerRefreshInterval = Duration.seconds(5)
 
 /**
  * The breaker of one process over a shared `store`, asking the store only when its last record of a
@@ -238,7 +238,7 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
 
     yield* store.changes.pipe(Stream.runForEach(reread), Effect.interruptible, Effect.forkScoped)
     yield* Effect.suspend(() => Effect.forEach([...known.keys()], reread, { discard: true })).pipe(
-      Effect.repeat(Schedule.spaced(Duration.millis(breakerRefreshMs))),
+      Effect.repeat(Schedule.spaced(breakerRefreshInterval)),
       Effect.interruptible,
       Effect.forkScoped
     )
@@ -254,7 +254,7 @@ export const makeProviderCircuitBreaker = (store: BreakerStore, settings: Circui
         if (record.state === "half_open" && now < record.probeUntil) {
           return { _tag: "Skip", retryAt: record.probeUntil } as const
         }
-        const asked = yield* store.tryProbe(providerModel, now, Duration.toMillis(settings.probeLease)).pipe(
+        const asked = yield* store.tryProbe(providerModel, now, settings.probeLease).pipe(
           Effect.either
         )
         // A store that does not answer must not stop the calls: the provider's own answer decides.

@@ -2,8 +2,11 @@ import { Duration, FiberRef } from "effect"
 import type { CircuitBreakerSettingsShape } from "../config/CircuitBreakerSettings.js"
 import type { AiJob } from "../domain/AiJob.js"
 import type { RouteTarget } from "../services/ModelRouter.js"
-import { breakerRefreshMs, type BreakerState } from "../services/ProviderCircuitBreaker.js"
+import { breakerRefreshInterval, type BreakerState } from "../services/ProviderCircuitBreaker.js"
 import type { ProviderCall } from "./callChecks.js"
+
+/** How often a process re-reads its breakers, in the epoch milliseconds this checker counts in. */
+const breakerRefreshMs = Duration.toMillis(breakerRefreshInterval)
 
 /** The invariants of a world with several providers (see `makeFailoverChecks`). */
 export const failoverInvariantNames = {

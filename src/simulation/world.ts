@@ -257,8 +257,8 @@ const watchedBreakerStore = (watch: (write: BreakerStoreWrite) => void) =>
         }
       return {
         ...store,
-        tryProbe: (providerModel, now, leaseMs) =>
-          Effect.map(store.tryProbe(providerModel, now, leaseMs), told(providerModel, "tryProbe", now)),
+        tryProbe: (providerModel, now, probeLease) =>
+          Effect.map(store.tryProbe(providerModel, now, probeLease), told(providerModel, "tryProbe", now)),
         recordFailure: (providerModel, now, settings) =>
           Effect.map(store.recordFailure(providerModel, now, settings), told(providerModel, "recordFailure", now)),
         recordSuccess: (providerModel, now, sentAt) =>

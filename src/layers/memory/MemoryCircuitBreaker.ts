@@ -46,9 +46,9 @@ export const makeMemoryBreakerStore = Effect.gen(function*() {
 
   return {
     read: (providerModel) => Effect.sync(() => plain(get(providerModel))),
-    tryProbe: (providerModel, now, probeLeaseMs) =>
+    tryProbe: (providerModel, now, probeLease) =>
       Effect.suspend(() => {
-        const { probe, ...next } = probeTransition(get(providerModel), now, probeLeaseMs)
+        const { probe, ...next } = probeTransition(get(providerModel), now, probeLease)
         return Effect.map(
           write(providerModel, { ...next, lastFailureAt: get(providerModel).lastFailureAt }),
           (done) => ({ ...done, probe })

@@ -161,7 +161,7 @@ export const makeRedisBreakerStore = Effect.gen(function*() {
 
   return {
     read: (providerModel, now) => Effect.map(read(providerModel, now), (write) => write.record),
-    tryProbe: (providerModel, now, probeLeaseMs) => probe(providerModel, now, [probeLeaseMs]),
+    tryProbe: (providerModel, now, probeLease) => probe(providerModel, now, [Duration.toMillis(probeLease)]),
     recordFailure: (providerModel, now, settings) =>
       failure(providerModel, now, [
         settings.failures,
