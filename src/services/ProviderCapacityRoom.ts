@@ -70,7 +70,8 @@ export interface TryAcquireInput {
   /** This worker's interactive waiters, the one asking included. */
   readonly interactiveWaiters: number
   readonly limits: StoreLimits
-  readonly leaseMs: number
+  /** How long the permit stays counted unless refreshed. */
+  readonly lease: Duration.Duration
   readonly now: number
 }
 
@@ -234,7 +235,7 @@ const storeOutcomeOf = (outcome: CapacityOutcome): StoreOutcome => {
 
 export interface ProviderCapacityOptions {
   /** How long a permit stays counted without its holder refreshing it (a crashed worker's lapse). */
-  readonly leaseMs?: number
+  readonly lease?: Duration.Duration
   /** Names this worker's permits and interactive mark (default: a fresh id). */
   readonly workerId?: string
 }
@@ -251,7 +252,7 @@ export const makeProviderCapacity = (
 ) =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
-    const leaseMs = options.leaseMs ?? 60_000
+    const lease = options.lease ?? Duration.minutes(1)
     const workerId = options.workerId ?? `cap-${(yield* newId).slice(-12)}`
     const rooms = new Map<string, Room>()
     let permitCounter = 0
@@ -352,7 +353,7 @@ export const makeProviderCapacity = (
           workerId,
           interactiveWaiters: room.interactive.size,
           limits: storeLimits,
-          leaseMs,
+          lease,
           now
         }).pipe(
           Effect.catchAll((error) =>
@@ -392,9 +393,9 @@ export const makeProviderCapacity = (
       const now = yield* Clock.currentTimeMillis
       for (const [key, room] of rooms) {
         if (room.held.size === 0) continue
-        yield* store.refresh(key, [...room.held], now + leaseMs).pipe(Effect.catchAll(storeWarning))
+        yield* store.refresh(key, [...room.held], now + Duration.toMillis(lease)).pipe(Effect.catchAll(storeWarning))
       }
-    }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Math.max(1, Math.floor(leaseMs / 3))))))
+    }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Math.max(1, Math.floor(Duration.toMillis(lease) / 3))))))
     yield* Effect.forkIn(Effect.interruptible(refresher), scope)
 
     const roomFor = (key: string, providerModel: string) =>

@@ -386,7 +386,7 @@ const workerLayer = (
     Layer.merge(Layer.succeed(AiGateway, gateway)),
     // Each worker waits in its own room; a crashed worker's permits lapse with its lock's lifetime.
     Layer.merge(
-      MemoryProviderCapacity({ leaseMs: Duration.toMillis(settings.timing.jobLockTtl), workerId: process.id })
+      MemoryProviderCapacity({ lease: settings.timing.jobLockTtl, workerId: process.id })
     ),
     // Each worker keeps its own view of the breakers every worker shares through one store.
     Layer.merge(MemoryCircuitBreaker),

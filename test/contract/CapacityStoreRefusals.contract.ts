@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Context, Effect, type Layer } from "effect"
+import { Context, Duration, Effect, type Layer } from "effect"
 import type { CapacityStore, StoreLimits, TryAcquireInput } from "../../src/services/ProviderCapacityRoom.js"
 
 const unlimited: StoreLimits = { rpm: undefined, tpm: undefined, ceiling: undefined, floor: 1 }
@@ -32,7 +32,7 @@ export const capacityStoreRefusalsContract = (name: string, stack: Layer.Layer<S
           workerId: "w-1",
           interactiveWaiters: 0,
           limits,
-          leaseMs: 30_000,
+          lease: Duration.millis(30_000),
           now,
           ...overrides
         })

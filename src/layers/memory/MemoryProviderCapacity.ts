@@ -1,4 +1,4 @@
-import { Context, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer } from "effect"
 import { ProviderLimitsConfig } from "../../config/ProviderLimitsConfig.js"
 import { ProviderCapacity } from "../../services/ProviderCapacity.js"
 import {
@@ -135,7 +135,7 @@ export const makeMemoryCapacityStore = (): CapacityStore => {
       }
       model.log.push({ id: input.permitId, at: now, tokens: input.tokens })
       model.tokens += input.tokens
-      model.held.set(input.permitId, now + input.leaseMs)
+      model.held.set(input.permitId, now + Duration.toMillis(input.lease))
       return { granted: true }
     })
 

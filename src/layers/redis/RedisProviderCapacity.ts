@@ -1,4 +1,4 @@
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { ProviderLimitsConfig } from "../../config/ProviderLimitsConfig.js"
 import { ProviderCapacity } from "../../services/ProviderCapacity.js"
 import {
@@ -85,7 +85,7 @@ export const makeRedisCapacityStore = Effect.gen(function*() {
           arg(input.limits.rpm),
           arg(input.limits.tpm),
           ...limitArgs(input.limits),
-          String(input.leaseMs)
+          String(Duration.toMillis(input.lease))
         ]),
         ([granted, retryAt, releaseMayFree, paused]) =>
           granted === 1

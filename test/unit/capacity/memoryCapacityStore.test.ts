@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { makeMemoryCapacityStore } from "../../../src/layers/memory/MemoryProviderCapacity.js"
 import type { StoreLimits, TryAcquireInput } from "../../../src/services/ProviderCapacityRoom.js"
 import { capacityStoreRefusalsContract, StoreUnderTest } from "../../contract/CapacityStoreRefusals.contract.js"
@@ -26,7 +26,7 @@ const ask = (
       workerId: "w-1",
       interactiveWaiters: 1,
       limits,
-      leaseMs: 30_000,
+      lease: Duration.millis(30_000),
       now,
       ...overrides
     }),
@@ -137,8 +137,8 @@ describe("makeMemoryCapacityStore", () => {
     Effect.gen(function*() {
       const store = makeMemoryCapacityStore()
       const limits = { ...unlimited, ceiling: 2, floor: 1 }
-      yield* ask(store, limits, 0, { permitId: "a", leaseMs: 5_000 })
-      yield* ask(store, limits, 0, { permitId: "b", leaseMs: 8_000 })
+      yield* ask(store, limits, 0, { permitId: "a", lease: Duration.millis(5_000) })
+      yield* ask(store, limits, 0, { permitId: "b", lease: Duration.millis(8_000) })
       expect(yield* ask(store, limits, 100)).toStrictEqual({ retryAt: 150 })
       expect(yield* ask(store, limits, 4_990)).toStrictEqual({ retryAt: 5_000 })
       yield* store.refresh(model, ["a", "unknown"], 9_000)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Option, TestClock } from "effect"
+import { Deferred, Duration, Effect, Fiber, Option, TestClock } from "effect"
 import { ProviderLimitsConfig } from "../../../src/config/ProviderLimitsConfig.js"
 import { makeMemoryCapacityStore } from "../../../src/layers/memory/MemoryProviderCapacity.js"
 import { type CapacityStore, makeProviderCapacity, storeLimitsOf } from "../../../src/services/ProviderCapacityRoom.js"
@@ -59,11 +59,13 @@ describe("provider capacity waiting room", () => {
         workerId: "crashed",
         interactiveWaiters: 0,
         limits,
-        leaseMs: 3_000,
+        lease: Duration.millis(3_000),
         now: 0
       })
       expect(crashed.granted).toBe(true)
-      const capacity = yield* makeProviderCapacity(store, yield* limitsFor({ concurrency: 1 }), { leaseMs: 3_000 })
+      const capacity = yield* makeProviderCapacity(store, yield* limitsFor({ concurrency: 1 }), {
+        lease: Duration.millis(3_000)
+      })
       const waiter = yield* Effect.fork(
         capacity.acquire({ providerModel: model, userId: "u", priority: "interactive", estimatedTokens: 1 })
       )
