@@ -143,6 +143,7 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
     const { job, route } = resolved
     const checkSafety = definition.security.contentSafetyCheck
     const timeoutMs = definition.execution.timeoutMs
+    const timeout = Duration.millis(timeoutMs)
 
     if (checkSafety) yield* safety.check({ stage: "input", jobType: job.jobType, content: resolved.content })
     const prompt = yield* templates.render({
@@ -159,7 +160,7 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
       return nth === 0 ? Effect.succeed(attemptNo) : nextCallNo ?? Effect.succeed(attemptNo + nth)
     })
     // The job's time budget for this attempt: calls and waits the provider asked for count against it.
-    let spentMs = 0
+    let spent = Duration.zero
 
     /**
      * One call to `target`. Only its waits can be interrupted (for capacity, for the answer): once
@@ -183,8 +184,8 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
           priority,
           userId: job.userId,
           ...(credentialId === undefined ? {} : { credentialId }),
-          ...(last || route.maxWaitMs === undefined ? {} : { maxWaitMs: route.maxWaitMs }),
-          maxPausedMs: Math.max(0, timeoutMs - spentMs)
+          ...(last || route.maxWaitMs === undefined ? {} : { maxWait: Duration.millis(route.maxWaitMs) }),
+          maxPaused: Duration.subtract(timeout, spent)
         })))
         if (Exit.isFailure(waited)) {
           yield* breaker.record(providerModel, admission, "abandoned")
@@ -193,13 +194,13 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
           return yield* Effect.fail(waitedTooLong(providerModel, tooLong.value, yield* Clock.currentTimeMillis))
         }
         const permit = waited.value
-        spentMs += permit.pausedMs ?? 0
-        const budgetMs = timeoutMs - spentMs
+        spent = Duration.sum(spent, permit.paused ?? Duration.zero)
+        const budget = Duration.subtract(timeout, spent)
         const callNo = yield* takeCallNo
         const startedAt = yield* Clock.currentTimeMillis
         // A deadline that first lets an answer already received be read (after a process pause,
         // every timer is due at once and timers run before sockets are read).
-        const budgetSpent = Effect.sleep(Duration.millis(Math.max(0, budgetMs))).pipe(
+        const budgetSpent = Effect.sleep(budget).pipe(
           Effect.zipRight(gateway.settle ?? Effect.void),
           // Made when the budget is spent, not on every call (an error's stack is costly to capture).
           Effect.zipRight(Effect.failSync(() =>
@@ -221,7 +222,7 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
           }).pipe(Effect.raceFirst(budgetSpent))
         ))
         const now = yield* Clock.currentTimeMillis
-        spentMs += Math.max(0, now - startedAt)
+        spent = Duration.sum(spent, Duration.millis(Math.max(0, now - startedAt)))
         // The slot frees as the answer arrives, before any write; a refusal's Retry-After holds
         // the model (or the user's own key) back for every worker.
         yield* permit.release(capacityOutcomeOf(exit))
@@ -255,7 +256,7 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
         // The route's targets in order until one answers; the failures of those that did not.
         const failures: Array<ExecutionError> = []
         for (const [index, target] of resolved.targets.entries()) {
-          if (spentMs >= timeoutMs) break
+          if (Duration.greaterThanOrEqualTo(spent, timeout)) break
           const last = index === resolved.targets.length - 1
           const providerModel = `${target.provider}/${target.model}`
           const admission = yield* breaker.admit(providerModel)

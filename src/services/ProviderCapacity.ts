@@ -1,4 +1,4 @@
-import { Context, Data, type Effect, type Scope } from "effect"
+import { Context, Data, type Duration, type Effect, type Scope } from "effect"
 
 /** Interactive calls get capacity before background calls whenever both wait. */
 export type CapacityPriority = "interactive" | "background"
@@ -17,9 +17,9 @@ export interface CapacityRequest {
    */
   readonly credentialId?: string | undefined
   /** Give up (`CapacityWaitExceeded`) rather than wait longer than this, for any reason. */
-  readonly maxWaitMs?: number | undefined
+  readonly maxWait?: Duration.Duration | undefined
   /** Give up when a pause (a provider's `Retry-After`) would hold the call longer than this in all. */
-  readonly maxPausedMs?: number | undefined
+  readonly maxPaused?: Duration.Duration | undefined
 }
 
 /** The limiter would hold the call past what its request allows; `retryAt` is when it could go, if known. */
@@ -54,7 +54,7 @@ export interface CapacityPermit {
   readonly providerModel: string
   readonly estimatedTokens: number
   /** How long this call waited while its model was paused: it counts against the job's time budget. */
-  readonly pausedMs?: number
+  readonly paused?: Duration.Duration
   /** Frees the concurrency slot and reports the outcome; only the first call counts. */
   readonly release: (outcome: CapacityOutcome) => Effect.Effect<void>
 }
@@ -82,7 +82,7 @@ export interface CapacityState {
  *
  * `acquire` sleeps on the Clock until the earliest instant the limit can let the call through (a
  * release in this worker wakes it sooner; another worker's is seen within 50 ms), is interruptible,
- * and fails only when a bound the request set (`maxWaitMs`, `maxPausedMs`) would pass, so waiting
+ * and fails only when a bound the request set (`maxWait`, `maxPaused`) would pass, so waiting
  * never spends a retry attempt by itself. Acquire outside any transaction (waiting must not hold a
  * connection). The permit belongs to the scope: closed before `release`, the call counts as sent
  * and its slot is freed with the estimate standing (`Failed`).

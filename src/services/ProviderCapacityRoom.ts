@@ -214,10 +214,10 @@ const pausedSoFar = (room: Room, now: number) =>
 
 /** Whether a refusal until `retryAt` would hold `waiter` past a bound its request set. */
 const overBound = (room: Room, waiter: Waiter, retryAt: number, paused: boolean, now: number) => {
-  const { maxPausedMs, maxWaitMs } = waiter.request
-  if (maxWaitMs !== undefined && retryAt - waiter.enteredAt > maxWaitMs) return true
-  return paused && maxPausedMs !== undefined &&
-    pausedSoFar(room, now) - waiter.pausedAtEntry + (retryAt - now) > maxPausedMs
+  const { maxPaused, maxWait } = waiter.request
+  if (maxWait !== undefined && retryAt - waiter.enteredAt > Duration.toMillis(maxWait)) return true
+  return paused && maxPaused !== undefined &&
+    pausedSoFar(room, now) - waiter.pausedAtEntry + (retryAt - now) > Duration.toMillis(maxPaused)
 }
 
 const storeOutcomeOf = (outcome: CapacityOutcome): StoreOutcome => {
@@ -287,7 +287,7 @@ export const makeProviderCapacity = (
         id: waiter.permitId,
         providerModel,
         estimatedTokens,
-        pausedMs: pausedSoFar(room, now) - waiter.pausedAtEntry,
+        paused: Duration.millis(pausedSoFar(room, now) - waiter.pausedAtEntry),
         release: (outcome) =>
           Effect.suspend(() => {
             if (released) {
@@ -459,11 +459,11 @@ export const makeProviderCapacity = (
           // A background waiter behind the head changes nothing the pump asks the store: no wake
           // (at saturation every arrival repeated a refused store call).
           if (request.priority === "interactive" || headOf(room) === waiter) yield* Queue.offer(room.wake, undefined)
-          const bounded = request.maxWaitMs === undefined
+          const bounded = request.maxWait === undefined
             ? Deferred.await(granted)
             : Deferred.await(granted).pipe(
               Effect.timeoutFail({
-                duration: Duration.millis(request.maxWaitMs),
+                duration: request.maxWait,
                 onTimeout: () =>
                   new CapacityWaitExceeded({ providerModel: request.providerModel, retryAt: undefined, paused: false })
               })

@@ -108,7 +108,7 @@ describe("EXECUTE, one attempt (memory layers, a recording provider and limiter)
         priority: "interactive",
         userId: "user-7",
         // A pause may hold the call for no longer than the job's own time budget.
-        maxPausedMs: 30_000
+        maxPaused: Duration.millis(30_000)
       }])
       expect(seen.requests).toStrictEqual([{
         job: { id: resolved.job.id, type: "synthetic_echo", attemptNo: 2, leaseNo: resolved.lease.leaseNo },
