@@ -54,7 +54,7 @@ interface ModelRouterOptions {
   readonly defaults: ModelRoute
   readonly routes?: Readonly<Record<string, RouteOverride>>
   /** The wait a route with fallbacks allows a target when it does not say (`maxWaitMs`). */
-  readonly fallbackMaxWaitMs: number
+  readonly fallbackMaxWait: Duration.Duration
 }
 
 const credentialModes: ReadonlyArray<CredentialMode> = ["platform_key", "user_deepseek_key"]
@@ -86,7 +86,7 @@ const makeModelRouter = (options: ModelRouterOptions) => {
       const { maxWaitMs: _unused, ...single } = merged
       return single
     }
-    return { ...merged, maxWaitMs: merged.maxWaitMs ?? options.fallbackMaxWaitMs }
+    return { ...merged, maxWaitMs: merged.maxWaitMs ?? Duration.toMillis(options.fallbackMaxWait) }
   }
   // Every target some route can reach: the defaults' and each override's, for each credential mode.
   const known = new Map<string, RouteTarget>()
@@ -164,7 +164,7 @@ export class ModelRouter extends Effect.Service<ModelRouter>()("ai-job-engine/Mo
         jsonMode: true
       },
       routes,
-      fallbackMaxWaitMs: Duration.toMillis(providers.fallbackMaxWait)
+      fallbackMaxWait: providers.fallbackMaxWait
     })
   }),
   dependencies: [ProviderSettings.layer, ModelRouterSettings.layer]
