@@ -63,7 +63,7 @@ export interface JobQueueAddRequest {
   readonly payload: AiJobQueuePayload
   /** The spec's scale: 0 = highest, 100 = lowest. */
   readonly priority: number
-  readonly delayMs?: number
+  readonly delay?: Duration.Duration
   /**
    * How long to wait for the queue at most (default `QUEUE_ADD_TIMEOUT_MS`); past it the add
    * fails with `outcomeUnknown`. A create waits less than a dispatcher.

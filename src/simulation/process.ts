@@ -1,4 +1,4 @@
-import { Cause, Deferred, Effect, Either, Exit, FiberRef, Option, Random, Scope, Stream } from "effect"
+import { Cause, Deferred, Duration, Effect, Either, Exit, FiberRef, Option, Random, Scope, Stream } from "effect"
 import { type ExecutionError, ProviderError } from "../domain/ExecutionError.js"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import type { MemoryDatabase } from "../layers/memory/MemoryDatabase.js"
@@ -438,12 +438,13 @@ export const processQueueAdds = (
           return yield* Effect.fail(new JobQueueUnavailable({ operation: "add", message: `${process.id} is dead` }))
         }
         const active = faults()
-        let delayMs = request.delayMs
+        let delay = request.delay
         if (active !== undefined && (yield* Random.next) < active.delayRate) {
-          delayMs = yield* Random.nextIntBetween(1, active.maxDelayMs + 1)
+          const delayMs = yield* Random.nextIntBetween(1, active.maxDelayMs + 1)
           record("delayed", request.payload.jobId, delayMs)
+          delay = Duration.millis(delayMs)
         }
-        const outcome = yield* shared.add(delayMs === undefined ? request : { ...request, delayMs })
+        const outcome = yield* shared.add(delay === undefined ? request : { ...request, delay })
         if (active !== undefined && (yield* Random.next) < active.duplicateRate) {
           const after = yield* Random.nextIntBetween(0, active.maxDelayMs + 1)
           duplicates += 1

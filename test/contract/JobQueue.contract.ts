@@ -239,7 +239,12 @@ export const jobQueueContract = (name: string, queueLayer: Layer.Layer<JobQueue 
           const delayed = newJobId("state-delayed")
           expect((yield* jobQueue.state("ai-background", queueJobIdFor(waiting)))._tag).toBe("Gone")
           yield* jobQueue.add({ queueName: "ai-background", payload: payload(waiting), priority: 10 })
-          yield* jobQueue.add({ queueName: "ai-background", payload: payload(delayed), priority: 10, delayMs: 1_500 })
+          yield* jobQueue.add({
+            queueName: "ai-background",
+            payload: payload(delayed),
+            priority: 10,
+            delay: Duration.millis(1_500)
+          })
           expect((yield* jobQueue.state("ai-background", queueJobIdFor(waiting)))._tag).toBe("Waiting")
           expect((yield* jobQueue.state("ai-background", queueJobIdFor(delayed)))._tag).toBe("Waiting")
           // Another queue does not hold it.
@@ -273,7 +278,7 @@ export const jobQueueContract = (name: string, queueLayer: Layer.Layer<JobQueue 
             { queueName: "ai-background", payload: payload(waitingAlready, "second_type"), priority: 50 },
             { queueName: "ai-interactive", payload: payload(interactive), priority: 1 },
             { queueName: "ai-background", payload: payload(high), priority: 0 },
-            { queueName: "ai-background", payload: payload(delayed), priority: 0, delayMs: 60_000 }
+            { queueName: "ai-background", payload: payload(delayed), priority: 0, delay: Duration.millis(60_000) }
           ])
           expect(yield* jobQueue.counts("ai-background")).toEqual({ waiting: 3, active: 0, delayed: 1 })
           expect((yield* jobQueue.counts("ai-interactive")).waiting).toBe(1)
@@ -291,7 +296,12 @@ export const jobQueueContract = (name: string, queueLayer: Layer.Layer<JobQueue 
         Effect.gen(function*() {
           const jobQueue = yield* JobQueue
           const jobId = newJobId("delayed")
-          yield* jobQueue.add({ queueName: "ai-interactive", payload: payload(jobId), priority: 1, delayMs: 400 })
+          yield* jobQueue.add({
+            queueName: "ai-interactive",
+            payload: payload(jobId),
+            priority: 1,
+            delay: Duration.millis(400)
+          })
           expect((yield* jobQueue.counts("ai-interactive")).delayed).toBe(1)
           const consumer = yield* recordingConsumer("ai-interactive")
           yield* Effect.sleep(Duration.millis(150))

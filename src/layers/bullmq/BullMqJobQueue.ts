@@ -88,7 +88,7 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
     return {
       jobId: request.payload.dedupeKey,
       priority: queuePriorityFor(request.priority),
-      delay: Math.max(0, Math.round(request.delayMs ?? 0)),
+      delay: Math.max(0, Math.round(Duration.toMillis(request.delay ?? Duration.zero))),
       attempts: setting.attempts,
       backoff: { type: "exponential", delay: Duration.toMillis(setting.backoffDelay) },
       removeOnComplete: true,

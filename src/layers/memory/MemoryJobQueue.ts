@@ -151,7 +151,7 @@ export const makeMemoryJobQueue = Effect.gen(function*() {
 
   const add = (request: JobQueueAddRequest): Effect.Effect<JobQueueAddOutcome, JobQueueUnavailable> =>
     Effect.gen(function*() {
-      const delayMs = Math.max(0, Math.round(request.delayMs ?? 0))
+      const delayMs = Math.max(0, Math.round(Duration.toMillis(request.delay ?? Duration.zero)))
       const queueJobId = request.payload.dedupeKey
       const outcome = yield* STM.commit(
         STM.zipRight(
@@ -172,7 +172,10 @@ export const makeMemoryJobQueue = Effect.gen(function*() {
   // All or nothing here (one STM transaction); callers may only count on what `addBulk` promises.
   const addBulk = (requests: ReadonlyArray<JobQueueAddRequest>): Effect.Effect<void, JobQueueUnavailable> =>
     Effect.gen(function*() {
-      const entries = requests.map((request) => ({ request, delayMs: Math.max(0, Math.round(request.delayMs ?? 0)) }))
+      const entries = requests.map((request) => ({
+        request,
+        delayMs: Math.max(0, Math.round(Duration.toMillis(request.delay ?? Duration.zero)))
+      }))
       const outcomes = yield* STM.commit(
         STM.zipRight(
           refuseWhenUnreachable("addBulk"),

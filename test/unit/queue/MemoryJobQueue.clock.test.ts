@@ -50,7 +50,7 @@ const add = (jobId: string, options: { readonly priority?: number; readonly dela
         queueName: bg,
         payload: payload(jobId),
         priority: options.priority ?? 50,
-        ...(options.delayMs === undefined ? {} : { delayMs: options.delayMs })
+        ...(options.delayMs === undefined ? {} : { delay: Duration.millis(options.delayMs) })
       })
   )
 
