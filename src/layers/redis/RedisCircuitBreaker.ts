@@ -116,11 +116,11 @@ const writeOf = (reply: ReadonlyArray<number | string>): (BreakerWrite & { reado
   return { record, from, probe: Number(probe ?? 0) === 1 }
 }
 
-const breakerCommandTimeoutMs = 2_000
+const breakerCommandTimeout = Duration.seconds(2)
 
 export const makeRedisBreakerStore = Effect.gen(function*() {
   const redis = yield* RedisConnection
-  const commands = yield* redis.open("command", { commandTimeoutMs: breakerCommandTimeoutMs })
+  const commands = yield* redis.open("command", { commandTimeout: breakerCommandTimeout })
   const channel = redis.key("breaker", "changed")
   const keyOf = (providerModel: string) => redis.key("breaker", `{${providerModel}}`)
 

@@ -26,11 +26,11 @@ export interface RedisConnectionShape {
   readonly commands: Redis
   /**
    * A new connection owned by the caller's scope: closed (QUIT, then hard close) when it ends.
-   * `commandTimeoutMs` makes each command on it fail after that long (ioredis' own timer).
+   * `commandTimeout` makes each command on it fail after that long (ioredis' own timer).
    */
   readonly open: (
     kind: RedisConnectionKind,
-    options?: { readonly commandTimeoutMs?: number }
+    options?: { readonly commandTimeout?: Duration.Duration }
   ) => Effect.Effect<Redis, never, Scope.Scope>
 }
 
@@ -59,9 +59,9 @@ export class RedisConnection extends Context.Tag("ai-job-engine/RedisConnection"
   )
 }
 
-const optionsFor = (kind: RedisConnectionKind, commandTimeoutMs: number | undefined): RedisOptions => ({
+const optionsFor = (kind: RedisConnectionKind, commandTimeout: Duration.Duration | undefined): RedisOptions => ({
   lazyConnect: false,
-  ...(commandTimeoutMs === undefined ? {} : { commandTimeout: commandTimeoutMs }),
+  ...(commandTimeout === undefined ? {} : { commandTimeout: Duration.toMillis(commandTimeout) }),
   // Background reconnects, forever, at most every 2 s.
   retryStrategy: (times) => Math.min(times * 100, 2_000),
   maxRetriesPerRequest: kind === "command" ? 2 : null,
@@ -87,11 +87,11 @@ export const makeRedisConnection = (url: Redacted.Redacted<string>, prefix: stri
 
     const open = (
       kind: RedisConnectionKind,
-      options?: { readonly commandTimeoutMs?: number }
+      options?: { readonly commandTimeout?: Duration.Duration }
     ): Effect.Effect<Redis, never, Scope.Scope> =>
       Effect.acquireRelease(
         Effect.sync(() => {
-          const client = new Redis(Redacted.value(url), optionsFor(kind, options?.commandTimeoutMs))
+          const client = new Redis(Redacted.value(url), optionsFor(kind, options?.commandTimeout))
           // One warning per outage: ioredis emits an error on every failed reconnect.
           let reported = false
           client.on("error", (error: Error) => {

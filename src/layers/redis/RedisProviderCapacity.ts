@@ -42,7 +42,7 @@ import { RedisConnection } from "./RedisConnection.js"
 const numberOf = (value: number | string | undefined): number | undefined =>
   value === undefined || value === "" ? undefined : Number(value)
 
-const capacityCommandTimeoutMs = 2_000
+const capacityCommandTimeout = Duration.seconds(2)
 
 const arg = (value: number | undefined) => value === undefined ? "" : String(value)
 
@@ -50,7 +50,7 @@ export const makeRedisCapacityStore = Effect.gen(function*() {
   const redis = yield* RedisConnection
   // Its own connection whose commands time out in ioredis after 2 s: an Effect timeout forked
   // two fibers per call, and every job makes several capacity calls.
-  const commands = yield* redis.open("command", { commandTimeoutMs: capacityCommandTimeoutMs })
+  const commands = yield* redis.open("command", { commandTimeout: capacityCommandTimeout })
 
   const keysOf = (providerModel: string) => {
     const base = redis.key("capacity", `{${providerModel}}`)
