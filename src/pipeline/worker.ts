@@ -8,9 +8,9 @@ import { makeExecutionEngine } from "./engine.js"
 import { runReaper } from "./reaper.js"
 
 /** A worker refreshes its presence key (TTL 90 s) every 30 s: two missed beats do not declare it gone. */
-const directoryBeatMs = 30_000
+const directoryBeat = Duration.seconds(30)
 /** The changes to the running set within this span make one beat. */
-const directoryCoalesceMs = 250
+const directoryCoalesce = Duration.millis(250)
 
 /**
  * A worker (docs/architecture.md §7.4) consumes its queues and hands each delivery to its
@@ -44,12 +44,12 @@ export const runWorker = (options: { readonly workerId: string; readonly queues:
         beatAt: new Date(yield* Clock.currentTimeMillis).toISOString()
       })
     })
-    yield* Effect.forkScoped(Effect.repeat(beat, Schedule.spaced(directoryBeatMs)))
-    // Locks and releases show within `directoryCoalesceMs`, not at the next periodic beat: one
+    yield* Effect.forkScoped(Effect.repeat(beat, Schedule.spaced(directoryBeat)))
+    // Locks and releases show within `directoryCoalesce`, not at the next periodic beat: one
     // beat per change carried every running id, which at hundreds of jobs in flight cost more than the jobs.
     yield* Effect.forkScoped(
       Stream.drop(engine.runningChanges, 1).pipe(
-        Stream.groupedWithin(Number.MAX_SAFE_INTEGER, Duration.millis(directoryCoalesceMs)),
+        Stream.groupedWithin(Number.MAX_SAFE_INTEGER, directoryCoalesce),
         Stream.filter(Chunk.isNonEmpty),
         Stream.runForEach(() => beat)
       )

@@ -42,7 +42,7 @@ export const interactiveMarkGraceMs = 2_000
 /** The longest pause a store keeps, whatever it is asked: no key outlives a day of silence. */
 export const maxPauseMs = 24 * 60 * 60 * 1000
 /** A room with no waiter and no permit for this long is dropped (one per model and user key in use). */
-export const idleRoomMs = 60_000
+export const idleRoomTimeout = Duration.minutes(1)
 
 export interface StoreLimits {
   readonly rpm: number | undefined
@@ -330,7 +330,7 @@ export const makeProviderCapacity = (
           room.marked = false
           yield* store.withdraw(key, workerId).pipe(Effect.catchAll(storeWarning))
         }
-        const woken = yield* Queue.take(room.wake).pipe(Effect.timeout(Duration.millis(idleRoomMs)), Effect.option)
+        const woken = yield* Queue.take(room.wake).pipe(Effect.timeout(idleRoomTimeout), Effect.option)
         if (Option.isNone(woken) && headOf(room) === undefined && room.held.size === 0) {
           room.closed = true
           rooms.delete(key)
