@@ -1,5 +1,5 @@
 import { NodeContext } from "@effect/platform-node"
-import { ConfigProvider, Effect, Layer } from "effect"
+import { ConfigProvider, Duration, Effect, Layer } from "effect"
 import { allQueueNames } from "../src/domain/QueueName.js"
 import { SyntheticGatewayLayer } from "../src/layers/gateway/SyntheticGateway.js"
 import { ConfigLive, engineServices, LiveInfrastructure } from "../src/main/AppLayers.js"
@@ -37,7 +37,7 @@ export const benchConfigProvider = (target: BenchTarget, options: { readonly wor
  * `AI_GATEWAY`.
  */
 export const benchEngineLayer = (target: BenchTarget, options: { readonly workerConcurrency: number }) =>
-  engineServices(SyntheticGatewayLayer({ seed: "bench", latencyMs: 0 })).pipe(
+  engineServices(SyntheticGatewayLayer({ seed: "bench", latency: Duration.zero })).pipe(
     Layer.provideMerge(LiveInfrastructure),
     Layer.provideMerge(Layer.merge(ConfigLive, NodeContext.layer)),
     Layer.provide(Layer.setConfigProvider(benchConfigProvider(target, options)))

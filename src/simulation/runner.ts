@@ -47,7 +47,7 @@ export interface SimulationSettings {
   readonly reapers: number
   readonly timing: TimingConfig["Type"]
   readonly dispatcherReleaseIntervalMs: number
-  readonly providerLatencyMs: { readonly min: number; readonly max: number }
+  readonly providerLatency: { readonly min: Duration.Duration; readonly max: Duration.Duration }
   /** The fault phase: workload and faults happen within it; then a fault-free tail. */
   readonly phaseMs: number
   /** A step of the fault phase advances the clock at most this far. */
@@ -106,7 +106,7 @@ export const defaultSimulationSettings: SimulationSettings = {
     snapshotRetention: Duration.millis(7 * 24 * 60 * 60 * 1000)
   },
   dispatcherReleaseIntervalMs: 5_000,
-  providerLatencyMs: { min: 50, max: 2_000 },
+  providerLatency: { min: Duration.millis(50), max: Duration.millis(2_000) },
   phaseMs: 60_000,
   tickMs: 1_000,
   tailTickMs: 2_000,
@@ -189,7 +189,7 @@ export const livenessBoundMs = (settings: SimulationSettings, failover = false):
         retryAfterMs,
         1.2 * definition.execution.retryBackoff.delay * 2 ** (definition.execution.maxRetries - 1)
       ) +
-      settings.providerLatencyMs.max
+      Duration.toMillis(settings.providerLatency.max)
     )
   )
   // An event a crashed creator never added waits out its grace before a dispatcher may take it.
@@ -328,7 +328,7 @@ export const runSeed = (
       reapers: settings.reapers,
       timing: settings.timing,
       dispatcherReleaseIntervalMs: settings.dispatcherReleaseIntervalMs,
-      providerLatencyMs: settings.providerLatencyMs,
+      providerLatency: settings.providerLatency,
       unsafeDisableFencing: settings.unsafeDisableFencing,
       plantedBug: settings.plantedBug,
       creatorAdds: creatorAdds ? { graceMs: creatorGraceMs } : null,

@@ -123,7 +123,7 @@ export interface WorldSettings {
   readonly reapers: number
   readonly timing: TimingConfig["Type"]
   readonly dispatcherReleaseIntervalMs: number
-  readonly providerLatencyMs: { readonly min: number; readonly max: number }
+  readonly providerLatency: { readonly min: Duration.Duration; readonly max: Duration.Duration }
   /** The deliberate bug (see `MemoryAiJobLifecycleRepositoryOptions`); off unless proving the simulator. */
   readonly unsafeDisableFencing: boolean
   /** One deliberate bug planted in the wiring (see `plantedBugs.ts`); none unless proving an invariant. */
@@ -327,7 +327,7 @@ const sharedLayer = (
         ContentSafety.Default,
         AiCostCalculator.withTable(settings.failover ? failoverWorld.prices : undefined),
         PromptTemplates.Default(simulationCatalog.flatMap((module) => module.prompts)),
-        SyntheticGatewayLayer({ seed: `provider:${settings.seed}`, latencyMs: settings.providerLatencyMs }),
+        SyntheticGatewayLayer({ seed: `provider:${settings.seed}`, latency: settings.providerLatency }),
         creatorAddsLayer(settings, crashes)
       )
     ),
@@ -480,7 +480,7 @@ const providerStep = (trouble: ProviderTrouble): SyntheticStep => {
         })
       }
     case "Slow":
-      return { _tag: "Delay", ms: trouble.ms }
+      return { _tag: "Delay", duration: Duration.millis(trouble.ms) }
     case "Hang":
       return { _tag: "Hang" }
     case "NotJson":

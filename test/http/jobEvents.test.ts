@@ -31,7 +31,8 @@ const setup = Effect.gen(function*() {
   yield* Effect.provide(
     Effect.flatMap(
       SyntheticGatewayControl,
-      (control) => control.script(Array.from({ length: 4 }, () => ({ _tag: "Delay" as const, ms: 600 })))
+      (control) =>
+        control.script(Array.from({ length: 4 }, () => ({ _tag: "Delay" as const, duration: Duration.millis(600) })))
     ),
     engine
   )

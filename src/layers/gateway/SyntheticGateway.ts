@@ -13,7 +13,7 @@ export type SyntheticStep =
   /** Answer with this message text (e.g. text that is not JSON: `VALIDATION_MALFORMED_JSON`). */
   | { readonly _tag: "RespondText"; readonly text: string }
   /** Wait this long before the normal answer. */
-  | { readonly _tag: "Delay"; readonly ms: number }
+  | { readonly _tag: "Delay"; readonly duration: Duration.Duration }
   /** Never answer (until interrupted). */
   | { readonly _tag: "Hang" }
 
@@ -31,7 +31,7 @@ export interface SyntheticGatewayOptions {
   /** Same seed and same input: same output (and same latency and injected failures per job attempt). */
   readonly seed: string
   /** A fixed latency or a range sampled per call; slept on Effect's Clock (TestClock drives it). Default 0. */
-  readonly latencyMs?: number | { readonly min: number; readonly max: number }
+  readonly latency?: Duration.Duration | { readonly min: Duration.Duration; readonly max: Duration.Duration }
   /** The chance (0..1) that a call fails with PROVIDER_UNAVAILABLE, decided by seed + job id + attempt. */
   readonly failureRate?: number
   readonly responders?: Readonly<Record<string, SyntheticResponder>>
@@ -69,14 +69,15 @@ export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
     const nextStep = Ref.modify(steps, (all): readonly [Option.Option<SyntheticStep>, ReadonlyArray<SyntheticStep>] =>
       all.length === 0 ? [Option.none(), all] : [Option.fromNullable(all[0]), all.slice(1)])
 
+    /** In whole milliseconds: a range is sampled as an integer, and the answer reports it. */
     const latencyOf = (request: GenerateRequest) => {
-      const latency = options.latencyMs ?? 0
-      if (typeof latency === "number") {
-        return Effect.succeed(latency)
+      const latency = options.latency ?? Duration.zero
+      if (Duration.isDuration(latency)) {
+        return Effect.succeed(Duration.toMillis(latency))
       }
       return randomFor(options.seed, "latency", request.job.id, ...callOf(request)).nextIntBetween(
-        latency.min,
-        latency.max + 1
+        Duration.toMillis(latency.min),
+        Duration.toMillis(latency.max) + 1
       )
     }
 
@@ -163,7 +164,7 @@ export const makeSyntheticGateway = (options: SyntheticGatewayOptions) =>
       Effect.gen(function*() {
         const step = yield* nextStep
         let latencyMs = yield* latencyOf(request)
-        if (Option.isSome(step) && step.value._tag === "Delay") latencyMs = step.value.ms
+        if (Option.isSome(step) && step.value._tag === "Delay") latencyMs = Duration.toMillis(step.value.duration)
         if (Option.isSome(step) && step.value._tag === "Hang") return yield* Effect.never
         if (latencyMs > 0) yield* Effect.sleep(latencyMs)
         if (Option.isSome(step) && step.value._tag === "Fail") return yield* Effect.fail(step.value.error)
@@ -206,8 +207,6 @@ export const SyntheticGatewayLive = Layer.unwrapEffect(
     SyntheticGatewayLayer({
       seed,
       failureRate,
-      latencyMs: Duration.isDuration(latency)
-        ? Duration.toMillis(latency)
-        : { min: Duration.toMillis(latency.min), max: Duration.toMillis(latency.max) }
+      latency
     }))
 ).pipe(Layer.provide(SyntheticGatewaySettings.layer))

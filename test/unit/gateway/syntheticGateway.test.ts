@@ -1,5 +1,5 @@
 import { expect, it } from "@effect/vitest"
-import { Effect, Fiber, Redacted, Schema, TestClock } from "effect"
+import { Duration, Effect, Fiber, Redacted, Schema, TestClock } from "effect"
 import { ProviderError } from "../../../src/domain/ExecutionError.js"
 import { SyntheticGatewayControl, SyntheticGatewayLayer } from "../../../src/layers/gateway/SyntheticGateway.js"
 import { AiGateway, type GenerateRequest } from "../../../src/services/AiGateway.js"
@@ -103,7 +103,7 @@ it.effect("latency runs on Effect's Clock: TestClock drives it", () =>
     yield* TestClock.adjust("1 millis")
     const result = yield* Fiber.join(fiber)
     expect(result.latencyMs).toBe(1_000)
-  }).pipe(Effect.provide(SyntheticGatewayLayer({ seed: "clock", latencyMs: 1_000 }))))
+  }).pipe(Effect.provide(SyntheticGatewayLayer({ seed: "clock", latency: Duration.millis(1_000) }))))
 
 it.effect("latency ranges are sampled per job attempt, reproducibly", () =>
   Effect.gen(function*() {
@@ -118,7 +118,11 @@ it.effect("latency ranges are sampled per job attempt, reproducibly", () =>
         )
         yield* TestClock.adjust("1 second")
         return (yield* Fiber.join(fiber)).latencyMs
-      }).pipe(Effect.provide(SyntheticGatewayLayer({ seed: "range", latencyMs: { min: 10, max: 500 } })))
+      }).pipe(
+        Effect.provide(
+          SyntheticGatewayLayer({ seed: "range", latency: { min: Duration.millis(10), max: Duration.millis(500) } })
+        )
+      )
     const first = yield* sample(1)
     expect(first).toBeGreaterThanOrEqual(10)
     expect(first).toBeLessThanOrEqual(500)

@@ -312,7 +312,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
-      yield* control.script([{ _tag: "Delay", ms: 200_000 }])
+      yield* control.script([{ _tag: "Delay", duration: Duration.millis(200_000) }])
       yield* startEngine()
       const job = yield* createEcho("x", "steady_echo")
       yield* awaitStatus(job.id, ["running"], { stepMs: 10 })
@@ -369,7 +369,7 @@ describe("the execution engine (memory layers, TestClock)", () => {
     Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
-      yield* control.script([{ _tag: "Delay", ms: 1_000 }])
+      yield* control.script([{ _tag: "Delay", duration: Duration.millis(1_000) }])
       yield* startEngine()
       const job = yield* createEcho()
       yield* awaitStatus(job.id, ["running"], { stepMs: 10 })

@@ -241,7 +241,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
   it.scoped("the running set and the active-jobs gauge follow each run; a skipped delivery never enters them", () =>
     Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
-      yield* control.script([{ _tag: "Delay", ms: 1_000 }])
+      yield* control.script([{ _tag: "Delay", duration: Duration.millis(1_000) }])
       const engine = yield* makeExecutionEngine("worker-count")
       const job = yield* createEcho("counted")
       const run = yield* Effect.fork(engine.run(deliveryOf(job)))
@@ -457,7 +457,7 @@ describe("one run of the execution engine (memory layers, TestClock)", () => {
     Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
       const jobs = yield* AiJobLifecycleRepository
-      yield* control.script([{ _tag: "Delay", ms: 1_000 }])
+      yield* control.script([{ _tag: "Delay", duration: Duration.millis(1_000) }])
       const engine = yield* makeExecutionEngine("worker-zombie")
       const job = yield* createEcho("zombie")
       const run = yield* Effect.fork(engine.run(deliveryOf(job)))

@@ -74,7 +74,7 @@ describe("a worker in the worker directory (memory layers, TestClock)", () => {
   it.scoped("shows its queues and running jobs within the coalescing window, stays live by its beats, and leaves on shutdown", () =>
     Effect.gen(function*() {
       const control = yield* SyntheticGatewayControl
-      yield* control.script([{ _tag: "Delay", ms: 200_000 }])
+      yield* control.script([{ _tag: "Delay", duration: Duration.millis(200_000) }])
       const workerScope = yield* Scope.make()
       const startedAt = new Date(yield* TestClock.currentTimeMillis).toISOString()
       yield* Effect.gen(function*() {
