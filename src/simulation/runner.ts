@@ -46,7 +46,7 @@ export interface SimulationSettings {
   readonly dispatchers: number
   readonly reapers: number
   readonly timing: TimingConfig["Type"]
-  readonly dispatcherReleaseIntervalMs: number
+  readonly dispatcherReleaseInterval: Duration.Duration
   readonly providerLatency: { readonly min: Duration.Duration; readonly max: Duration.Duration }
   /** The fault phase: workload and faults happen within it; then a fault-free tail. */
   readonly phaseMs: number
@@ -89,7 +89,7 @@ export const firstExtendedSeed = 501
 export const firstFailoverSeed = 801
 
 /** The grace before a dispatcher sweeps an event a creator adds itself. */
-const creatorGraceMs = 5_000
+const creatorGrace = Duration.millis(5_000)
 
 export const defaultSimulationSettings: SimulationSettings = {
   workers: 3,
@@ -105,7 +105,7 @@ export const defaultSimulationSettings: SimulationSettings = {
     outboxPollInterval: Duration.millis(1_000),
     snapshotRetention: Duration.millis(7 * 24 * 60 * 60 * 1000)
   },
-  dispatcherReleaseIntervalMs: 5_000,
+  dispatcherReleaseInterval: Duration.millis(5_000),
   providerLatency: { min: Duration.millis(50), max: Duration.millis(2_000) },
   phaseMs: 60_000,
   tickMs: 1_000,
@@ -178,7 +178,7 @@ export const livenessBoundMs = (settings: SimulationSettings, failover = false):
     : maxRetryAfterMs
   const lostLock = timing.jobLockTtlMs + timing.reaperGraceMs + timing.reaperIntervalMs
   const lostDelivery = timing.queuedRedispatchMs + timing.reaperIntervalMs
-  const lostClaim = timing.outboxLockTtlMs + settings.dispatcherReleaseIntervalMs + timing.outboxPollMs
+  const lostClaim = timing.outboxLockTtlMs + Duration.toMillis(settings.dispatcherReleaseInterval) + timing.outboxPollMs
   const redelivery = Math.max(
     ...Object.values(queueDefaults).map((queue) => Duration.toMillis(queue.backoffDelay) * 2 ** (queue.attempts - 1))
   )
@@ -193,7 +193,7 @@ export const livenessBoundMs = (settings: SimulationSettings, failover = false):
     )
   )
   // An event a crashed creator never added waits out its grace before a dispatcher may take it.
-  return lostLock + lostDelivery + lostClaim + creatorGraceMs + redelivery + execution
+  return lostLock + lostDelivery + lostClaim + Duration.toMillis(creatorGrace) + redelivery + execution
 }
 
 /** The extended workload and faults of a seed, when it runs them (none otherwise). */
@@ -327,11 +327,11 @@ export const runSeed = (
       dispatchers: settings.dispatchers,
       reapers: settings.reapers,
       timing: settings.timing,
-      dispatcherReleaseIntervalMs: settings.dispatcherReleaseIntervalMs,
+      dispatcherReleaseInterval: settings.dispatcherReleaseInterval,
       providerLatency: settings.providerLatency,
       unsafeDisableFencing: settings.unsafeDisableFencing,
       plantedBug: settings.plantedBug,
-      creatorAdds: creatorAdds ? { graceMs: creatorGraceMs } : null,
+      creatorAdds: creatorAdds ? { grace: creatorGrace } : null,
       failover
     }
     const world = yield* makeWorld({ settings: worldSettings, trace, monitor, now: elapsed })

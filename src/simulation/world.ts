@@ -122,14 +122,14 @@ export interface WorldSettings {
   readonly dispatchers: number
   readonly reapers: number
   readonly timing: TimingConfig["Type"]
-  readonly dispatcherReleaseIntervalMs: number
+  readonly dispatcherReleaseInterval: Duration.Duration
   readonly providerLatency: { readonly min: Duration.Duration; readonly max: Duration.Duration }
   /** The deliberate bug (see `MemoryAiJobLifecycleRepositoryOptions`); off unless proving the simulator. */
   readonly unsafeDisableFencing: boolean
   /** One deliberate bug planted in the wiring (see `plantedBugs.ts`); none unless proving an invariant. */
   readonly plantedBug: PlantedBug | null
-  /** Creates add their own jobs to the queue, a dispatcher sweeping after `graceMs`; null: the dispatchers add every job. */
-  readonly creatorAdds: { readonly graceMs: number } | null
+  /** Creates add their own jobs to the queue, a dispatcher sweeping after `grace`; null: the dispatchers add every job. */
+  readonly creatorAdds: { readonly grace: Duration.Duration } | null
   /**
    * Two providers, each with its own platform key, and a route `deepseek → backup` for
    * platform-key jobs; a user with a key of their own; provider outages; the breaker store and
@@ -174,7 +174,7 @@ const creatorAddsLayer = (settings: WorldSettings, crashes: CreatorCrashes) =>
       Layer.provide(creatorQueue(crashes)),
       Layer.provide(Layer.succeed(DirectDispatchSettings, {
         enabled: true,
-        grace: Duration.millis(settings.creatorAdds.graceMs),
+        grace: settings.creatorAdds.grace,
         addTimeout: Duration.millis(1_000),
         flushDelay: Duration.millis(100),
         batchSize: 500
@@ -642,7 +642,7 @@ export const makeWorld = (options: {
           Context.add(DispatcherSettings, {
             ...DispatcherSettings.defaults,
             dispatcherId: id,
-            releaseInterval: Duration.millis(settings.dispatcherReleaseIntervalMs)
+            releaseInterval: settings.dispatcherReleaseInterval
           }),
           // Terminal events have no target here: the notify lane settles them.
           Context.add(EventTargets, []),
