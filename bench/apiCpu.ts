@@ -22,6 +22,7 @@ import { Config, Duration, Effect, Schedule } from "effect"
 import { makeAiJobClient } from "../src/http/client.js"
 import { freePort, spawnProgram } from "../test/process/support/childProcess.js"
 import { awaitHealthy, engineEnv, engineStorage, flashcardRequest, tokenFor } from "../test/process/support/engine.js"
+import { processBenchEnv } from "./processEnv.js"
 import { processUsage } from "./procStat.js"
 import { median, round } from "./stats.js"
 
@@ -71,14 +72,7 @@ const program = Effect.gen(function*() {
       const port = yield* freePort
       const api = yield* spawnProgram("api", "node", [...profiled, file], {
         ...engineEnv(storage, {
-          MAX_ACTIVE_JOBS_PER_USER: "1000000",
-          DAILY_JOB_QUOTA: "1000000",
-          JOB_LOCK_TTL_MS: "15000",
-          JOB_HEARTBEAT_MS: "5000",
-          REAPER_GRACE_MS: "5000",
-          REAPER_INTERVAL_MS: "5000",
-          OUTBOX_POLL_MS: "1000",
-          LOG_FORMAT: "json"
+          ...processBenchEnv
         }),
         PORT: String(port)
       })

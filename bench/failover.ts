@@ -27,6 +27,7 @@ import {
 } from "../test/process/support/engine.js"
 import { answerForPrompt, startSwitchableProvider } from "../test/support/switchableProvider.js"
 import { queryAs, rawPool, runPaced } from "./infra.js"
+import { processBenchEnv } from "./processEnv.js"
 import { percentile, round } from "./stats.js"
 
 const resultsFile = fileURLToPath(new URL("./results/failover.json", import.meta.url))
@@ -83,14 +84,7 @@ const program = Effect.gen(function*() {
     AI_MODEL_ROUTES: JSON.stringify({
       "*:platform_key": { fallbacks: [{ provider: "backup", model: "backup-model" }] }
     }),
-    MAX_ACTIVE_JOBS_PER_USER: "1000000",
-    DAILY_JOB_QUOTA: "1000000",
-    JOB_LOCK_TTL_MS: "15000",
-    JOB_HEARTBEAT_MS: "5000",
-    REAPER_GRACE_MS: "5000",
-    REAPER_INTERVAL_MS: "5000",
-    OUTBOX_POLL_MS: "1000",
-    LOG_FORMAT: "json"
+    ...processBenchEnv
   })
   yield* step("starting API, dispatcher and two workers")
   const [api] = yield* Effect.all(

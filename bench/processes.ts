@@ -28,6 +28,7 @@ import {
 } from "../test/process/support/engine.js"
 import { queryAs, rawPool } from "./infra.js"
 import { diffWireCounts, startMysqlWireCounter, type WireCounts } from "./mysqlWireCounter.js"
+import { processBenchEnv } from "./processEnv.js"
 import { processUsage } from "./procStat.js"
 import { commitsOf } from "./sqlCounter.js"
 import { percentile, perJobCounts, round } from "./stats.js"
@@ -129,14 +130,7 @@ const program = Effect.gen(function*() {
     proxied.port = String(counters[name]?.port)
     return engineEnv(storage, {
       DATABASE_URL: proxied.toString(),
-      MAX_ACTIVE_JOBS_PER_USER: "1000000",
-      DAILY_JOB_QUOTA: "1000000",
-      JOB_LOCK_TTL_MS: "15000",
-      JOB_HEARTBEAT_MS: "5000",
-      REAPER_GRACE_MS: "5000",
-      REAPER_INTERVAL_MS: "5000",
-      OUTBOX_POLL_MS: "1000",
-      LOG_FORMAT: "json",
+      ...processBenchEnv,
       ...extra
     })
   }
