@@ -40,6 +40,15 @@ export const externalParent = (traceParent: TraceParent): Tracer.ExternalSpan =>
 export const storedParent = (column: string | null | undefined): Option.Option<Tracer.ExternalSpan> =>
   Option.map(decodeTraceParent(column), externalParent)
 
+/** A span's placement: under the stored context, or a trace of its own when the row has none. */
+export const storedPlacement = (
+  column: string | null | undefined
+): { readonly parent: Tracer.ExternalSpan } | { readonly root: true } =>
+  Option.match(storedParent(column), {
+    onNone: () => ({ root: true }) as const,
+    onSome: (parent) => ({ parent })
+  })
+
 /**
  * Runs `effect` as a child of the stored context when there is one (the job's trace); a row
  * written before trace contexts were stored runs under whatever span is current.

@@ -18,7 +18,7 @@ import type { ExecutionError } from "../domain/ExecutionError.js"
 import { progressAt } from "../domain/JobEvent.js"
 import type { CancelRequestedBeforeSuccess, LockLost } from "../domain/LifecycleErrors.js"
 import type { PersistenceError } from "../domain/PersistenceError.js"
-import { storedParent } from "../domain/TraceContext.js"
+import { storedPlacement } from "../domain/TraceContext.js"
 import { AiCostCalculator } from "../services/AiCostCalculator.js"
 import { AiGateway } from "../services/AiGateway.js"
 import { AiJobLifecycleRepository } from "../services/AiJobLifecycleRepository.js"
@@ -215,10 +215,7 @@ const trackRunningJobs = (version: SubscriptionRef.SubscriptionRef<number>) => {
 const runSpanOptions = (delivery: JobDelivery, workerId: string): Tracer.SpanOptions => ({
   kind: "consumer",
   captureStackTrace: false,
-  ...Option.match(storedParent(delivery.payload.traceParent), {
-    onNone: () => ({ root: true }),
-    onSome: (span) => ({ parent: span })
-  }),
+  ...storedPlacement(delivery.payload.traceParent),
   attributes: {
     "ai_job.id": delivery.payload.jobId,
     "ai_job.type": delivery.payload.jobType,

@@ -3,7 +3,7 @@ import { DispatcherSettings, type DispatcherSettingsShape } from "../../config/D
 import { TimingConfig } from "../../config/EngineConfig.js"
 import { enqueueEventType, EnqueuePayload, type OutboxEvent } from "../../domain/OutboxEvent.js"
 import type { QueueName } from "../../domain/QueueName.js"
-import { storedParent } from "../../domain/TraceContext.js"
+import { storedPlacement } from "../../domain/TraceContext.js"
 import { dispatchedEvents, dispatchLatency, increment, observe } from "../../services/EngineMetrics.js"
 import { JobQueue, payloadFor } from "../../services/JobQueue.js"
 import { OutboxRepository } from "../../services/outbox/OutboxRepository.js"
@@ -135,10 +135,7 @@ export const makeDispatcher = Effect.gen(function*() {
       Effect.withSpan("dispatcher.publish", {
         kind: "producer",
         captureStackTrace: false,
-        ...Option.match(storedParent(event.traceParent), {
-          onNone: () => ({ root: true }),
-          onSome: (parent) => ({ parent })
-        }),
+        ...storedPlacement(event.traceParent),
         attributes: {
           "ai_job.id": event.aggregateId,
           "outbox.event_id": event.id,

@@ -4,7 +4,7 @@ import { TimingConfig } from "../../config/EngineConfig.js"
 import { EventDeliverySettings, type EventDeliverySettingsShape } from "../../config/EventDeliverySettings.js"
 import { JobFinishedEvent } from "../../domain/JobFinishedEvent.js"
 import type { OutboxEvent } from "../../domain/OutboxEvent.js"
-import { storedParent } from "../../domain/TraceContext.js"
+import { storedPlacement } from "../../domain/TraceContext.js"
 import { EventDeliveryFailed, type EventTarget, EventTargets } from "../../services/outbox/EventTargets.js"
 import {
   type DeliveryOutcome,
@@ -161,10 +161,7 @@ export const makeEventDispatcher = Effect.gen(function*() {
       Effect.withSpan("dispatcher.notify", {
         kind: "producer",
         captureStackTrace: false,
-        ...Option.match(storedParent(event.traceParent), {
-          onNone: () => ({ root: true }),
-          onSome: (parent) => ({ parent })
-        }),
+        ...storedPlacement(event.traceParent),
         attributes: {
           "ai_job.id": event.aggregateId,
           "outbox.event_id": event.id,
