@@ -93,7 +93,7 @@ export const makeLeaseKeeper = Effect.gen(function*() {
       "PersistenceError",
       (error) =>
         Effect.logWarning("lease beat could not extend the locks").pipe(
-          Effect.annotateLogs({ operation: error.operation })
+          Effect.annotateLogs({ operation: error.operation, reason: error.message })
         )
     ),
     Effect.annotateLogs({ stage: "HEARTBEAT" })

@@ -10,7 +10,7 @@ import {
   type LeaseBeat
 } from "../../../services/AiJobLifecycleRepository.js"
 import { changedRows } from "../rows.js"
-import { persistence } from "../sqlErrors.js"
+import { persistence, retryOnLockContention } from "../sqlErrors.js"
 import { paddedForIn } from "../statementShapes.js"
 import type { LifecycleShared } from "./shared.js"
 
@@ -70,7 +70,7 @@ export const makeLifecycleLeases = (
             progress = GREATEST(progress, CASE id ${progress} ELSE progress END), updated_at = ${now}
           WHERE id IN ${sql.in(ids)} AND lifecycle_status = 'running' AND (id, locked_by, lease_no) IN (${fences})
             AND ${cancelCondition}`.raw
-    ).pipe(persistence("ai_job.extendLocks"))
+    ).pipe(retryOnLockContention, persistence("ai_job.extendLocks"))
   }
 
   const extendLocks = (held: ReadonlyArray<HeldLease>, lockTtl: Duration.Duration) =>
