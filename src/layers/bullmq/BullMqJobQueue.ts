@@ -122,10 +122,13 @@ export const makeBullMqJobQueue = Effect.gen(function*() {
     const queue = queues[request.queueName]
     return adding("add", request.timeout ?? settings.addTimeout, async () => {
       // `duplicate` is what the queue looked like just before the add: under a race both
-      // callers may hear `added`, but BullMQ still keeps one job for the id.
-      const existed = (await redis.commands.exists(queue.toKey(request.payload.dedupeKey))) === 1
-      await queue.add(request.payload.jobType, encodeQueuePayload(request.payload), jobOptions(request))
-      return existed ? ("duplicate" as const) : ("added" as const)
+      // callers may hear `added`, but BullMQ still keeps one job for the id. The EXISTS goes out
+      // first on the same connection without being awaited, so Redis runs it before the add.
+      const [existed] = await Promise.all([
+        redis.commands.exists(queue.toKey(request.payload.dedupeKey)),
+        queue.add(request.payload.jobType, encodeQueuePayload(request.payload), jobOptions(request))
+      ])
+      return existed === 1 ? ("duplicate" as const) : ("added" as const)
     })
   }
 
