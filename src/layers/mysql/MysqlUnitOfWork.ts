@@ -97,7 +97,6 @@ export const MysqlUnitOfWork = Layer.effect(
     // transaction on them sends BEGIN. Another client's pooled connections get BEGIN each time.
     const dedicated = yield* Effect.serviceOption(MysqlTransactionConnections)
     const implicitBegin = Option.isSome(dedicated)
-    const acquire = Option.match(dedicated, { onNone: () => sql.reserve, onSome: (connections) => connections.acquire })
     // Session settings outlive a transaction: a connection gets them with its first transaction only,
     // and one the pool replaced (closed, killed) is a new driver connection that gets them again.
     const bounded = new WeakSet<object>()
@@ -113,10 +112,14 @@ export const MysqlUnitOfWork = Layer.effect(
       transactionTag: SqlClient.TransactionConnection,
       // Says on the `sql.transaction` span that no BEGIN was sent (the bench counts statements by it).
       spanAttributes: implicitBegin ? [[implicitBeginAttribute, "implicit"]] : [],
-      acquireConnection: Effect.flatMap(
-        Scope.make(),
-        (scope) => Effect.map(Scope.extend(acquire, scope), (conn) => [scope, conn] as const)
-      ),
+      acquireConnection: Option.match(dedicated, {
+        onNone: () =>
+          Effect.flatMap(
+            Scope.make(),
+            (scope) => Effect.map(Scope.extend(sql.reserve, scope), (conn) => [scope, conn] as const)
+          ),
+        onSome: (connections) => connections.acquireReleasable
+      }),
       begin,
       savepoint: (conn, id) => unprepared(`SAVEPOINT effect_sql_${id}`)(conn),
       commit: unprepared("COMMIT"),
