@@ -2,6 +2,18 @@ import { Clock, Effect, Random } from "effect"
 
 const hex = (value: number, width: number): string => value.toString(16).padStart(width, "0")
 
+/** The random 16-bit words one id takes. */
+const wordsPerId = 5
+
+/** A UUIDv7 from its milliseconds and its five random words (see `newId`). */
+const uuidV7 = (millis: number, a: number, b: number, c: number, d: number, e: number): string => {
+  const timeHex = hex(millis, 12).slice(-12)
+  const randA = hex(a & 0x0fff, 3)
+  const variant = hex((b & 0x3fff) | 0x8000, 4)
+  const randRest = hex(c, 4) + hex(d, 4) + hex(e, 4)
+  return `${timeHex.slice(0, 8)}-${timeHex.slice(8)}-7${randA}-${variant}-${randRest}`
+}
+
 /**
  * A UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then random bits. Time-ordered ids keep
  * the primary-key index append-only and give newest-first lists a stable tiebreak. Time and
@@ -15,9 +27,29 @@ export const newId: Effect.Effect<string> = Effect.gen(function*() {
   const c = yield* word
   const d = yield* word
   const e = yield* word
-  const timeHex = hex(millis, 12).slice(-12)
-  const randA = hex(a & 0x0fff, 3)
-  const variant = hex((b & 0x3fff) | 0x8000, 4)
-  const randRest = hex(c, 4) + hex(d, 4) + hex(e, 4)
-  return `${timeHex.slice(0, 8)}-${timeHex.slice(8)}-7${randA}-${variant}-${randRest}`
+  return uuidV7(millis, a, b, c, d, e)
 })
+
+/**
+ * `count` ids at once (a batch's): the same random words, in the same order, as `newId` drawn
+ * `count` times, under one clock reading, without a generator per id.
+ */
+export const newIds = (count: number): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.flatMap(Clock.currentTimeMillis, (millis) =>
+    Effect.randomWith((random) => {
+      const word = random.nextIntBetween(0, 0x10000)
+      const words = new Array<number>(count * wordsPerId)
+      const drawFrom = (index: number): Effect.Effect<ReadonlyArray<string>> =>
+        index < words.length
+          ? Effect.flatMap(word, (drawn) => {
+            words[index] = drawn
+            return drawFrom(index + 1)
+          })
+          : Effect.sync(() =>
+            Array.from({ length: count }, (_, id) => {
+              const at = id * wordsPerId
+              return uuidV7(millis, words[at]!, words[at + 1]!, words[at + 2]!, words[at + 3]!, words[at + 4]!)
+            })
+          )
+      return drawFrom(0)
+    }))

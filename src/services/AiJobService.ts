@@ -3,7 +3,7 @@ import { queueDefaults } from "../config/QueueSettings.js"
 import type { AiJob, NewAiJob } from "../domain/AiJob.js"
 import { requestHash } from "../domain/CanonicalJson.js"
 import type { CredentialMode } from "../domain/CredentialMode.js"
-import { newId } from "../domain/Ids.js"
+import { newId, newIds } from "../domain/Ids.js"
 import { IdempotencyKeyReused, InvalidJobInput } from "../domain/JobCreationErrors.js"
 import { JobPriority, priorityRule } from "../domain/JobDefinition.js"
 import type { NewJobSnapshot } from "../domain/JobSnapshot.js"
@@ -20,7 +20,7 @@ import { OutboxDirectPublisher } from "./outbox/OutboxDirectPublisher.js"
 import { OutboxRepository } from "./outbox/OutboxRepository.js"
 import { OutboxSignal } from "./outbox/OutboxSignal.js"
 import { Quotas } from "./Quotas.js"
-import { SnapshotBuilder } from "./SnapshotBuilder.js"
+import { type BuiltSnapshot, SnapshotBuilder } from "./SnapshotBuilder.js"
 import { SnapshotRepository } from "./SnapshotRepository.js"
 import { UnitOfWork } from "./UnitOfWork.js"
 
@@ -208,6 +208,44 @@ export const makeAiJobService = Effect.gen(function*() {
       return { registered, input }
     })
 
+  /** A job's row, snapshot and event, from its built snapshot and its ids. */
+  const preparedJob = (
+    registered: RegisteredJobType,
+    request: CreateJobRequest,
+    input: unknown,
+    keyedBy: KeyedBy,
+    traceParent: string | null,
+    built: BuiltSnapshot,
+    { eventId, jobId, snapshotId }: { readonly jobId: string; readonly snapshotId: string; readonly eventId: string }
+  ): PreparedJob => {
+    const { definition } = registered
+    const overrides = request.overrides ?? {}
+    return {
+      job: {
+        id: jobId,
+        userId: request.userId,
+        jobType: definition.jobType,
+        targetType: request.targetType,
+        targetId: request.targetId,
+        idempotencyKey: keyedBy._tag === "Job" ? keyedBy.key : null,
+        requestHash: keyedBy._tag === "Job" ? keyedBy.hash : null,
+        queueName: definition.queue.queueName,
+        priority: overrides.priority ?? definition.queue.defaultPriority,
+        input,
+        promptVersion: overrides.promptVersion ?? registered.promptVersion ?? "v1",
+        inputSchemaVersion: definition.input.schemaVersion,
+        outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,
+        maxAttempts: queueDefaults[definition.queue.queueName].attempts,
+        traceParent,
+        retriedFromJobId: request.retryOf ?? null
+      },
+      credentialMode: overrides.credentialMode,
+      credentialId: overrides.credentialId,
+      snapshot: { id: snapshotId, jobId, ...built },
+      eventId
+    }
+  }
+
   /** Step 2: the job's row, snapshot and event ids, before admission picks its credential. */
   const prepare = (
     registered: RegisteredJobType,
@@ -217,37 +255,32 @@ export const makeAiJobService = Effect.gen(function*() {
     traceParent: string | null
   ) =>
     Effect.gen(function*() {
-      const { definition } = registered
-      const built = yield* snapshotBuilder.build(definition, input)
+      const built = yield* snapshotBuilder.build(registered.definition, input)
       const jobId = yield* newId
       const snapshotId = yield* newId
       const eventId = yield* newId
-      const overrides = request.overrides ?? {}
-      return {
-        job: {
-          id: jobId,
-          userId: request.userId,
-          jobType: definition.jobType,
-          targetType: request.targetType,
-          targetId: request.targetId,
-          idempotencyKey: keyedBy._tag === "Job" ? keyedBy.key : null,
-          requestHash: keyedBy._tag === "Job" ? keyedBy.hash : null,
-          queueName: definition.queue.queueName,
-          priority: overrides.priority ?? definition.queue.defaultPriority,
-          input,
-          promptVersion: overrides.promptVersion ?? registered.promptVersion ?? "v1",
-          inputSchemaVersion: definition.input.schemaVersion,
-          outputSchemaVersion: overrides.outputSchemaVersion ?? definition.output.schemaVersion,
-          maxAttempts: queueDefaults[definition.queue.queueName].attempts,
-          traceParent,
-          retriedFromJobId: request.retryOf ?? null
-        },
-        credentialMode: overrides.credentialMode,
-        credentialId: overrides.credentialId,
-        snapshot: { id: snapshotId, jobId, ...built },
-        eventId
-      } satisfies PreparedJob
+      return preparedJob(registered, request, input, keyedBy, traceParent, built, { jobId, snapshotId, eventId })
     })
+
+  /** Step 2 for a batch: its ids drawn together, three a job in the order `prepare` draws them. */
+  const prepareBatch = (
+    registered: RegisteredJobType,
+    requests: ReadonlyArray<CreateJobRequest>,
+    inputs: ReadonlyArray<unknown>,
+    keyedBy: KeyedBy,
+    traceParent: string | null
+  ) =>
+    Effect.flatMap(
+      newIds(requests.length * 3),
+      (ids) =>
+        Effect.forEach(requests, (request, index) =>
+          Effect.map(snapshotBuilder.build(registered.definition, inputs[index]), (built) =>
+            preparedJob(registered, request, inputs[index], keyedBy, traceParent, built, {
+              jobId: ids[index * 3] ?? "",
+              snapshotId: ids[index * 3 + 1] ?? "",
+              eventId: ids[index * 3 + 2] ?? ""
+            })))
+    )
 
   /**
    * Step 3, inside the transaction: the user's limits admit all the jobs at once (an operator's
@@ -432,16 +465,12 @@ export const makeAiJobService = Effect.gen(function*() {
       if (Option.isSome(found)) return found.value
 
       const traceParent = Option.getOrNull(yield* currentTraceParent)
-      const prepared = yield* Effect.forEach(
-        request.items,
-        (item, index) =>
-          prepare(
-            registered,
-            { ...item, userId: request.userId, jobType: request.jobType },
-            inputs[index],
-            keyedBy,
-            traceParent
-          )
+      const prepared = yield* prepareBatch(
+        registered,
+        request.items.map((item) => ({ ...item, userId: request.userId, jobType: request.jobType })),
+        inputs,
+        keyedBy,
+        traceParent
       )
       const created = yield* commit({
         userId: request.userId,

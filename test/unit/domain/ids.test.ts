@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect, Random, TestClock } from "effect"
 import { canonicalJson, sha256Hex } from "../../../src/domain/CanonicalJson.js"
 import { derivedId } from "../../../src/domain/DerivedId.js"
-import { newId } from "../../../src/domain/Ids.js"
+import { newId, newIds } from "../../../src/domain/Ids.js"
 
 const uuidShape = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
@@ -15,6 +15,18 @@ describe("ids", () => {
       expect(id.slice(0, 15)).toBe("01923456-789a-7")
       const later = yield* newId
       expect(later).not.toBe(id)
+    }))
+
+  it.effect("ids drawn together are the ids newId draws one after another, in the same order", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(0x0192_3456_789a)
+      const seeded = <A>(effect: Effect.Effect<A>) => Effect.withRandom(effect, Random.make("ids"))
+      const together = yield* seeded(newIds(7))
+      const oneByOne = yield* seeded(Effect.replicateEffect(newId, 7))
+      expect(together).toEqual(oneByOne)
+      expect(new Set(together).size).toBe(7)
+      for (const id of together) expect(id).toMatch(uuidShape)
+      expect(yield* newIds(0)).toEqual([])
     }))
 
   it("a derived id is a UUIDv8 taken from the SHA-256 of its parts, stable and part-sensitive", () => {
