@@ -43,7 +43,10 @@ const settings = Config.all({
   users: Config.integer("BENCH_PROCESSES_USERS").pipe(Config.withDefault(64)),
   batchSize: Config.integer("BENCH_PROCESSES_BATCH_SIZE").pipe(Config.withDefault(100)),
   batchProducers: Config.integer("BENCH_PROCESSES_BATCH_PRODUCERS").pipe(Config.withDefault(4)),
-  /** A directory: each process writes a V8 CPU profile there (`--cpu-prof`) when it stops at the end. */
+  /**
+   * A directory: each process writes a V8 CPU profile there (`--cpu-prof`) when it stops at the end;
+   * `npx tsx bench/cpuProfileSummary.ts dir/worker-1.cpuprofile dir/worker-2.cpuprofile` reads them.
+   */
   cpuProfileDirectory: Config.string("BENCH_PROCESSES_CPU_PROF").pipe(Config.withDefault(""))
 })
 
@@ -440,7 +443,7 @@ const program = Effect.gen(function*() {
     yield* Effect.forEach(programs, (program) => Effect.ignore(program.awaitExit(Duration.seconds(30))), {
       discard: true
     })
-    yield* step(`CPU profiles written to ${s.cpuProfileDirectory}`)
+    yield* step(`CPU profiles written to ${s.cpuProfileDirectory} (read them with bench/cpuProfileSummary.ts)`)
   }
 }).pipe(Effect.scoped, Effect.provide(FetchHttpClient.layer))
 

@@ -1,0 +1,95 @@
+/**
+ * `npx tsx bench/workerEngineCpu.ts`: the worker's engine alone, in one process on the memory
+ * layers and the instant synthetic provider: rounds of `WORKER_CPU_JOBS` queued flashcard jobs,
+ * each handed to `engine.run` as a queue delivery (`WORKER_CPU_CONCURRENCY` at once), the process's
+ * CPU counted while they run (creating them is not). Prints the median CPU per job over
+ * `WORKER_CPU_ROUNDS` rounds after one warm-up round. It leaves out BullMQ, MySQL, Redis and
+ * logging (lines are dropped), so what it measures is mostly the engine's own Effect work per job:
+ * run it before and after a change in src/pipeline, in turn, and compare the medians. With
+ * `node --cpu-prof` (e.g. `NODE_OPTIONS=--cpu-prof`) its profile reads with `cpuProfileSummary.ts`.
+ */
+import { Config, Effect, Logger, Option } from "effect"
+import { allQueueNames } from "../src/domain/QueueName.js"
+import { makeExecutionEngine } from "../src/pipeline/engine.js"
+import { AiJobLifecycleRepository } from "../src/services/AiJobLifecycleRepository.js"
+import { AiJobService } from "../src/services/AiJobService.js"
+import { payloadFor } from "../src/services/JobQueue.js"
+import { flashcardRequest } from "../test/process/support/engine.js"
+import { memoryEngineStack } from "../test/support/engineStack.js"
+import { round } from "./stats.js"
+
+const settings = Config.all({
+  jobs: Config.integer("WORKER_CPU_JOBS").pipe(Config.withDefault(300)),
+  rounds: Config.integer("WORKER_CPU_ROUNDS").pipe(Config.withDefault(7)),
+  concurrency: Config.integer("WORKER_CPU_CONCURRENCY").pipe(Config.withDefault(64))
+})
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] ?? NaN
+}
+
+/** One round on a fresh stack: the memory stores scan what they hold, so a store kept across rounds would slow each one. */
+const oneRound = (s: Config.Config.Success<typeof settings>) =>
+  Effect.gen(function*() {
+    const service = yield* AiJobService
+    const jobs = yield* AiJobLifecycleRepository
+    const engine = yield* makeExecutionEngine("bench-worker")
+    let created = 0
+    const deliveries = yield* Effect.forEach(Array.from({ length: s.jobs }), () =>
+      Effect.map(
+        Effect.orDie(service.createJob({
+          userId: `bench-user-${created % 64}`,
+          jobType: "flashcard_generation",
+          targetType: "deck",
+          targetId: "bench",
+          input: flashcardRequest(created++)
+        })),
+        ({ job }) => ({
+          queueName: allQueueNames[0],
+          queueJobId: job.id,
+          payload: payloadFor({ jobId: job.id, jobType: job.jobType, createdAt: job.createdAt }),
+          attempt: 1,
+          maxAttempts: 3,
+          signal: new AbortController().signal
+        })
+      ))
+    const before = process.cpuUsage()
+    const began = performance.now()
+    yield* Effect.forEach(deliveries, (delivery) => Effect.ignore(engine.run(delivery)), {
+      concurrency: s.concurrency,
+      discard: true
+    })
+    const used = process.cpuUsage(before)
+    const wallMs = performance.now() - began
+    const last = deliveries.at(-1)
+    const status = last === undefined ? Option.none() : yield* Effect.orDie(jobs.findById(last.payload.jobId))
+    if (Option.isSome(status) && status.value.lifecycleStatus !== "succeeded") {
+      return yield* Effect.dieMessage(`a job ended ${status.value.lifecycleStatus}`)
+    }
+    return { cpuMsPerJob: (used.user + used.system) / 1000 / s.jobs, wallMs }
+  }).pipe(Effect.scoped, Effect.provide(memoryEngineStack({ seed: "worker-cpu-bench" })))
+
+const program = Effect.gen(function*() {
+  const s = yield* settings
+  yield* oneRound(s)
+  const rounds = []
+  for (let i = 0; i < s.rounds; i++) rounds.push(yield* oneRound(s))
+  const cpu = rounds.map((r) => r.cpuMsPerJob)
+  console.log(
+    `worker engine (memory layers): ${s.jobs} jobs a round, ${s.concurrency} at once, ${s.rounds} rounds: ` +
+      `CPU ms per job median ${round(median(cpu), 3)} (rounds ${cpu.map((c) => round(c, 3)).join(", ")}), ` +
+      `wall ms a round median ${round(median(rounds.map((r) => r.wallMs)), 0)}`
+  )
+})
+
+Effect.runPromise(
+  program.pipe(
+    Effect.scoped,
+    Effect.provide(memoryEngineStack({ seed: "worker-cpu-bench" })),
+    Effect.provide(Logger.remove(Logger.defaultLogger))
+  )
+).catch((error: unknown) => {
+  console.error(error)
+  process.exit(1)
+})
