@@ -7,6 +7,7 @@ import { recordFinished, stageDuration, timed } from "../services/EngineMetrics.
 import { jobEventOf, JobEvents } from "../services/JobEvents.js"
 import { JobHandedOff } from "../services/JobQueue.js"
 import { type PreparedJob, RunOutcome } from "./RunningJob.js"
+import { stageSpan } from "./stageSpan.js"
 
 /**
  * COMPLETE (docs/architecture.md §8.5): records how the run ended, fenced on this run's lease,
@@ -14,7 +15,7 @@ import { type PreparedJob, RunOutcome } from "./RunningJob.js"
  * cancel `markCancelled`; a lost lease writes nothing (the new owner will); a hand-off releases
  * the lease and fails with `JobHandedOff`, so the queue delivers the job again.
  */
-export const complete = Effect.fn("pipeline.complete", { captureStackTrace: false })(
+export const complete = Effect.fnUntraced(
   function*(prepared: PreparedJob, outcome: RunOutcome) {
     const jobs = yield* AiJobLifecycleRepository
     const fence = byLease(prepared.lease)
@@ -60,7 +61,8 @@ export const complete = Effect.fn("pipeline.complete", { captureStackTrace: fals
   },
   Effect.annotateLogs({ stage: "COMPLETE" }),
   timed(stageDuration, { stage: "complete" }),
-  Effect.uninterruptible
+  Effect.uninterruptible,
+  stageSpan("pipeline.complete")
 )
 
 const failureRecord = (error: ExecutionError, calls: number) => ({

@@ -10,6 +10,7 @@ import { PromptTemplates } from "../services/PromptTemplates.js"
 import { type CapacityOutcome, type CapacityWaitExceeded, ProviderCapacity } from "../services/ProviderCapacity.js"
 import { type Admission, type BreakerOutcome, ProviderCircuitBreaker } from "../services/ProviderCircuitBreaker.js"
 import type { ExecutedJob, ResolvedJob, ResolvedTarget } from "./RunningJob.js"
+import { stageSpan } from "./stageSpan.js"
 import { recordUsage, usageEntryOf } from "./usage.js"
 
 /** Completion tokens expected when the route sets no `maxTokens`. */
@@ -125,7 +126,7 @@ const attemptError = (
  * one time budget, so a fallback gets only what is left; usage rows are written as each call ends.
  * `attemptNo` numbers the attempt's first call; a fallback call takes `nextCallNo`.
  */
-export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false })(
+export const execute = Effect.fnUntraced(
   function*(
     resolved: ResolvedJob,
     attemptNo: number,
@@ -312,5 +313,6 @@ export const execute = Effect.fn("pipeline.execute", { captureStackTrace: false 
     )
   },
   (effect, _resolved, attemptNo) => Effect.annotateLogs(effect, { stage: "EXECUTE", attempt: attemptNo }),
-  timed(stageDuration, { stage: "execute" })
+  timed(stageDuration, { stage: "execute" }),
+  stageSpan("pipeline.execute")
 )

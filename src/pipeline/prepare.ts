@@ -16,6 +16,7 @@ import type { AiJobQueuePayload } from "../services/JobQueue.js"
 import { SnapshotRepository } from "../services/SnapshotRepository.js"
 import { asCaller, type CallerContext, captureCaller, CarriedFiberRefs, makeGroupRunner } from "./groupRunner.js"
 import type { PreparedJob } from "./RunningJob.js"
+import { stageSpan } from "./stageSpan.js"
 
 const skip = (reason: string) => Effect.as(Effect.logInfo(`delivery skipped: ${reason}`), Option.none<PreparedJob>())
 
@@ -81,7 +82,7 @@ export const makeGroupLock = (workerId: string, lockTtl: Duration.Duration) =>
  * of an expired lock) and read its snapshot. Any other state is a duplicate or stale delivery,
  * acknowledged with nothing to do.
  */
-export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false })(
+export const prepare = Effect.fnUntraced(
   function*(payload: AiJobQueuePayload, workerId: string, lockTtl: Duration.Duration, lockQueued?: LockQueued) {
     const registry = yield* JobDefinitionRegistry
     const jobs = yield* AiJobLifecycleRepository
@@ -136,7 +137,8 @@ export const prepare = Effect.fn("pipeline.prepare", { captureStackTrace: false 
   },
   (effect, payload) =>
     Effect.annotateLogs(effect, { stage: "PREPARE", jobId: payload.jobId, jobType: payload.jobType }),
-  timed(stageDuration, { stage: "prepare" })
+  timed(stageDuration, { stage: "prepare" }),
+  stageSpan("pipeline.prepare")
 )
 
 /**

@@ -11,6 +11,7 @@ import { UnitOfWork } from "../services/UnitOfWork.js"
 import type { Commit } from "./groupCommit.js"
 import { persistenceAsInternal } from "./internalErrors.js"
 import type { ExecutedJob } from "./RunningJob.js"
+import { stageSpan } from "./stageSpan.js"
 import { recordUsageWithResult } from "./usage.js"
 
 /**
@@ -18,7 +19,7 @@ import { recordUsageWithResult } from "./usage.js"
  * `markSucceeded` in one transaction (`commit`, possibly shared by the group commit), so a lost
  * lease or an earlier cancel rolls all of it back. A repeated projection writes nothing new.
  */
-export const project = Effect.fn("pipeline.project", { captureStackTrace: false })(
+export const project = Effect.fnUntraced(
   function*(executed: ExecutedJob, commit?: Commit) {
     const projectors = yield* ResultProjectors
     const artifacts = yield* ArtifactRepository
@@ -68,5 +69,6 @@ export const project = Effect.fn("pipeline.project", { captureStackTrace: false 
     )
   },
   Effect.annotateLogs({ stage: "PROJECT" }),
-  timed(stageDuration, { stage: "project" })
+  timed(stageDuration, { stage: "project" }),
+  stageSpan("pipeline.project")
 )

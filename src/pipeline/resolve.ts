@@ -5,13 +5,14 @@ import { stageDuration, timed } from "../services/EngineMetrics.js"
 import { ModelRouter, targetsOf } from "../services/ModelRouter.js"
 import { persistenceAsInternal } from "./internalErrors.js"
 import type { PreparedJob, ResolvedJob } from "./RunningJob.js"
+import { stageSpan } from "./stageSpan.js"
 
 /**
  * RESOLVE (docs/architecture.md §8.2): the snapshot the job runs on, the keys that pay for it,
  * and the targets (provider and model) that may serve it, each with its own provider's key. The
  * prompt is rendered per call in EXECUTE, since a retry may add problems.
  */
-export const resolve = Effect.fn("pipeline.resolve", { captureStackTrace: false })(
+export const resolve = Effect.fnUntraced(
   function*(prepared: PreparedJob) {
     const vault = yield* CredentialVault
     const router = yield* ModelRouter
@@ -58,5 +59,6 @@ export const resolve = Effect.fn("pipeline.resolve", { captureStackTrace: false 
     } satisfies ResolvedJob
   },
   Effect.annotateLogs({ stage: "RESOLVE" }),
-  timed(stageDuration, { stage: "resolve" })
+  timed(stageDuration, { stage: "resolve" }),
+  stageSpan("pipeline.resolve")
 )
