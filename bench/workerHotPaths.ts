@@ -4,8 +4,9 @@
  * `HOT_PATH_CALLS` calls each); prints each one's CPU µs per call, median over the rounds, and
  * the ratio. Figures for the commit that made the change, not a test.
  */
-import { Effect } from "effect"
+import { Duration, Effect, Metric } from "effect"
 import { stageSpan } from "../src/pipeline/stageSpan.js"
+import { stageDuration, tagged, timed } from "../src/services/EngineMetrics.js"
 import { round } from "./stats.js"
 
 const calls = Number(process.env["HOT_PATH_CALLS"] ?? 20_000)
@@ -35,11 +36,24 @@ const stageWithFnUntraced = Effect.fnUntraced(
   stageSpan("pipeline.bench")
 )
 
+/** `timed` as it was: the stage's metric tagged (a label-set lookup) and mapped on every call. */
+const timedPerCall =
+  (metric: Metric.Metric.Histogram<number>, labels: Readonly<Record<string, string>>) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Metric.trackDuration(effect, Metric.mapInput(tagged(metric, labels), Duration.toSeconds))
+const stageTimedPerCall = timedPerCall(stageDuration, { stage: "bench" })
+const stageTimedOnce = timed(stageDuration, { stage: "bench" })
+
 const hotPaths: ReadonlyArray<HotPath> = [
   {
     name: "a stage's span: Effect.fn → Effect.fnUntraced + stageSpan",
     before: () => stageWithFn(1),
     after: () => stageWithFnUntraced(1)
+  },
+  {
+    name: "a stage's duration metric: tagged and mapped per call → once",
+    before: () => stageTimedPerCall(Effect.void),
+    after: () => stageTimedOnce(Effect.void)
   }
 ]
 

@@ -142,10 +142,11 @@ export const observe = (
 ) => Metric.update(tagged(metric, labels), value)
 
 /** Runs `effect` and records its duration in seconds (Effect's Clock, so TestClock drives it) under `labels`. */
-export const timed =
-  (metric: Metric.Metric.Histogram<number>, labels: Readonly<Record<string, string>>) =>
-  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Metric.trackDuration(effect, Metric.mapInput(tagged(metric, labels), Duration.toSeconds))
+export const timed = (metric: Metric.Metric.Histogram<number>, labels: Readonly<Record<string, string>>) => {
+  // Tagged and mapped once: a stage's wrapper runs on every call of the stage.
+  const inSeconds = Metric.mapInput(tagged(metric, labels), Duration.toSeconds)
+  return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => Metric.trackDuration(effect, inSeconds)
+}
 
 /**
  * Each outbox lane's backlog gauges: `ai_outbox_*` is the job dispatch backlog (the enqueue lane),
