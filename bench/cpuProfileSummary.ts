@@ -6,12 +6,14 @@
  *
  * The programs are bundles without source maps (`dist/*.js`): a position in one is put back in its
  * source module by the `// path` comment esbuild writes before each module's code, so the bundle
- * must still be the one that was profiled. `--jobs N` adds each row's milliseconds per job (the
+ * must still be the one that was profiled (or be named with `--bundle`, e.g. a copy kept aside). `--jobs N` adds each row's milliseconds per job (the
  * whole profile, start-up and warm-up included, divided by N); `--match TEXT` lists only the
  * functions whose module or name contains TEXT (`src/pipeline`, say); `--callers TEXT` shows
- * who calls the functions matching TEXT (`--depth` frames up), to find out what a hot builtin serves.
+ * who calls the functions matching TEXT (`--depth` frames up), to find out what a hot builtin serves;
+ * `--owners TEXT` adds their time up by the nearest engine frame (`src/`) above them on the stack.
  */
 import { existsSync, readFileSync } from "node:fs"
+import { basename } from "node:path"
 import { fileURLToPath } from "node:url"
 
 interface CallFrame {
@@ -43,7 +45,7 @@ interface Origin {
 }
 
 const usage = "usage: tsx bench/cpuProfileSummary.ts <profile.cpuprofile>... [--top N] [--jobs N] [--match TEXT]" +
-  " [--callers TEXT [--depth N]]"
+  " [--callers TEXT [--depth N]] [--owners TEXT] [--bundle FILE]..."
 
 const parseArguments = (argv: ReadonlyArray<string>) => {
   const files: Array<string> = []
@@ -52,6 +54,8 @@ const parseArguments = (argv: ReadonlyArray<string>) => {
   let match: string | undefined
   let callers: string | undefined
   let depth = 6
+  let owners: string | undefined
+  const bundles: Array<string> = []
   for (let i = 0; i < argv.length; i++) {
     const argument = argv[i]!
     const value = () => {
@@ -64,20 +68,26 @@ const parseArguments = (argv: ReadonlyArray<string>) => {
     else if (argument === "--match") match = value()
     else if (argument === "--callers") callers = value()
     else if (argument === "--depth") depth = Number(value())
+    else if (argument === "--owners") owners = value()
+    else if (argument === "--bundle") bundles.push(value())
     else if (argument.startsWith("--")) throw new Error(`unknown option ${argument}\n${usage}`)
     else files.push(argument)
   }
   if (files.length === 0) throw new Error(usage)
-  return { files, top, jobs, match, callers, depth }
+  return { files, top, jobs, match, callers, depth, owners, bundles }
 }
 
 /** The module each line of a bundle belongs to: esbuild's `// node_modules/...` or `// src/...` comments. */
 const bundleModules = new Map<string, { readonly lines: Array<number>; readonly modules: Array<string> } | undefined>()
 
+/** `--bundle` files: read in place of a profiled bundle of the same name (dist/ rebuilt since). */
+const bundleOverrides: Array<string> = []
+
 const modulesOf = (url: string) => {
   if (bundleModules.has(url)) return bundleModules.get(url)
   let map: { lines: Array<number>; modules: Array<string> } | undefined
-  const path = url.startsWith("file://") ? fileURLToPath(url) : url
+  const profiled = url.startsWith("file://") ? fileURLToPath(url) : url
+  const path = bundleOverrides.find((file) => basename(file) === basename(profiled)) ?? profiled
   if (path.endsWith(".js") && existsSync(path)) {
     const lines: Array<number> = []
     const modules: Array<string> = []
@@ -171,10 +181,12 @@ const add = (into: Map<string, number>, key: string, us: number) => into.set(key
 
 const main = () => {
   const options = parseArguments(process.argv.slice(2))
+  bundleOverrides.push(...options.bundles)
   const byPackage = new Map<string, number>()
   const byFile = new Map<string, number>()
   const byFunction = new Map<string, number>()
   const byCallers = new Map<string, number>()
+  const byOwner = new Map<string, number>()
   let idle = 0
   let busy = 0
   for (const file of options.files) {
@@ -202,6 +214,18 @@ const main = () => {
         }
         add(byCallers, chain.join("\n            <- "), us)
       }
+      if (options.owners !== undefined && origin.fn.includes(options.owners)) {
+        let owner = "(no src/ frame on the stack)"
+        for (let at: number | undefined = id; at !== undefined; at = parents.get(at)) {
+          const frame = nodes.get(at)
+          const fn = frame === undefined ? undefined : originOf(frame.callFrame)
+          if (fn !== undefined && fn.pkg.startsWith("src")) {
+            owner = fn.fn
+            break
+          }
+        }
+        add(byOwner, owner, us)
+      }
     }
   }
   const ms = (us: number) => (us / 1000).toFixed(0).padStart(8)
@@ -224,6 +248,9 @@ const main = () => {
   if (options.match !== undefined) {
     const text = options.match
     table(`self time by function, those matching "${text}"`, byFunction, (key) => key.includes(text))
+  }
+  if (options.owners !== undefined) {
+    table(`self time of "${options.owners}" by the nearest engine (src/) frame above it`, byOwner)
   }
   if (options.callers !== undefined) table(`self time of "${options.callers}" by its callers`, byCallers)
 }
