@@ -6,9 +6,10 @@ import {
   Fiber,
   Metric,
   Option,
+  PubSub,
   Ref,
   type Schedule,
-  SubscriptionRef,
+  Stream,
   type Tracer
 } from "effect"
 import { TimingConfig } from "../config/EngineConfig.js"
@@ -192,19 +193,24 @@ const runStages: (
 /**
  * The ids of the jobs an engine runs, and a count of the changes to them that the worker
  * directory listens to: it hears of every lock and release at once, and a change costs no copy
- * of the set.
+ * of the set. A change is one publish to the listeners (a SubscriptionRef's update, with its
+ * lock, cost about a hundred fiber steps a change, two changes a job).
  */
-const trackRunningJobs = (version: SubscriptionRef.SubscriptionRef<number>) => {
+const trackRunningJobs = (changed: PubSub.PubSub<number>) => {
   const ids = new Set<string>()
+  let version = 0
   const change = (apply: () => void) =>
-    Effect.zipRight(Effect.sync(apply), SubscriptionRef.update(version, (n) => n + 1))
+    Effect.suspend(() => {
+      apply()
+      return PubSub.publish(changed, ++version)
+    })
   return {
     ids,
     add: (jobId: string) => change(() => ids.add(jobId)),
     remove: (jobId: string) => change(() => ids.delete(jobId)),
     /** Sets the active-jobs gauge to the count now. */
     measure: Effect.suspend(() => Metric.set(activeJobs, ids.size)),
-    changes: version.changes
+    changes: Stream.concat(Stream.sync(() => version), Stream.fromPubSub(changed))
   }
 }
 
@@ -241,7 +247,7 @@ export const makeExecutionEngine = (workerId: string) =>
     // together commit in one transaction; a lone one goes at once (docs/architecture.md §8.1, §8.4).
     const lockQueued = yield* makeGroupLock(workerId, timing.jobLockTtl)
     const commit = yield* makeGroupCommit
-    const running = trackRunningJobs(yield* SubscriptionRef.make(0))
+    const running = trackRunningJobs(yield* PubSub.unbounded<number>())
     let stopping = false
 
     /**
