@@ -210,7 +210,13 @@ const trackRunningJobs = (changed: PubSub.PubSub<number>) => {
     remove: (jobId: string) => change(() => ids.delete(jobId)),
     /** Sets the active-jobs gauge to the count now. */
     measure: Effect.suspend(() => Metric.set(activeJobs, ids.size)),
-    changes: Stream.concat(Stream.sync(() => version), Stream.fromPubSub(changed))
+    // Subscribed before the count is read, so no change falls between the two (one may come twice).
+    changes: Stream.unwrapScoped(
+      Effect.map(
+        PubSub.subscribe(changed),
+        (later) => Stream.concat(Stream.sync(() => version), Stream.fromQueue(later))
+      )
+    )
   }
 }
 
