@@ -49,28 +49,93 @@ const placement = (request: HttpServerRequest.HttpServerRequest) =>
           })
   })
 
+/**
+ * A target whose URL serializes as it came: a path of plain characters (no dot segment, no
+ * percent escape, no `//` authority) and a query of characters the URL parser leaves alone.
+ */
+const plainTarget = /^\/(?!\/)[A-Za-z0-9\-_~!$&()*+,;=:@/]*(?:\?[A-Za-z0-9\-_~!$&()*+,;=:@/?.%]*)?$/
+/** A host the URL parser leaves alone: a canonical IPv4 address or a lower-case name, and a port of its own. */
+const plainHost =
+  /^(?:(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)|(?:[a-z0-9-]+\.)*[a-z][a-z0-9-]*)(?::[1-9]\d{0,4})?$/
+
+interface UrlAttributes {
+  readonly full: string
+  readonly path: string
+  readonly query: string
+  readonly scheme: string
+}
+
+/**
+ * The request's URL as the span records it (user and password redacted), as `HttpServerRequest.toURL`
+ * reads it: plain targets on plain hosts (every request of the API's own clients) are read from the
+ * strings, without parsing a URL and rewriting its credentials; anything else goes through `URL`.
+ */
+export const urlAttributesOf = (
+  target: string,
+  headers: Readonly<Record<string, unknown>>
+): UrlAttributes | undefined => {
+  const hostHeader = headers["host"]
+  const host = typeof hostHeader === "string" ? hostHeader : "localhost"
+  const scheme = headers["x-forwarded-proto"] === "https" ? "https" : "http"
+  if (plainTarget.test(target) && plainHost.test(host) && !host.includes("xn--")) {
+    const colon = host.lastIndexOf(":")
+    const port = colon === -1 ? undefined : Number(host.slice(colon + 1))
+    if (port === undefined || (port <= 65_535 && port !== (scheme === "https" ? 443 : 80))) {
+      const question = target.indexOf("?")
+      return {
+        full: `${scheme}://${host}${target}`,
+        path: question === -1 ? target : target.slice(0, question),
+        query: question === -1 ? "" : target.slice(question + 1),
+        scheme
+      }
+    }
+  }
+  let url: URL
+  try {
+    url = new URL(target, `${scheme}://${hostHeader === undefined ? "localhost" : String(hostHeader)}`)
+  } catch {
+    return undefined
+  }
+  url.username = url.username === "" ? "" : "REDACTED"
+  url.password = url.password === "" ? "" : "REDACTED"
+  return { full: url.toString(), path: url.pathname, query: url.search.slice(1), scheme: url.protocol.slice(0, -1) }
+}
+
+/** Which header names are redacted, for the names the fiber holds (the same list every request, in practice). */
+const redactionsOf = (() => {
+  const known = new WeakMap<ReadonlyArray<string | RegExp>, (name: string) => boolean>()
+  return (names: ReadonlyArray<string | RegExp>) => {
+    const cached = known.get(names)
+    if (cached !== undefined) return cached
+    const exact = new Set(names.flatMap((name) => (typeof name === "string" ? [name.toLowerCase()] : [])))
+    const patterns = names.filter((name): name is RegExp => typeof name !== "string")
+    const redacted = (name: string) => exact.has(name) || patterns.some((pattern) => pattern.test(name))
+    known.set(names, redacted)
+    return redacted
+  }
+})()
+
 export const requestSpan = HttpMiddleware.make((app) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const url = Option.getOrUndefined(HttpServerRequest.toURL(request))
-    if (url !== undefined && untracedPaths.has(url.pathname)) return yield* app
+    const url = urlAttributesOf(request.url, request.headers)
+    if (url !== undefined && untracedPaths.has(url.path)) return yield* app
     const name = (yield* HttpMiddleware.SpanNameGenerator)(request)
     const where = yield* placement(request)
-    const redactedNames = yield* FiberRef.get(Headers.currentRedactedNames)
+    const redacted = redactionsOf(yield* FiberRef.get(Headers.currentRedactedNames))
     return yield* Effect.useSpan(name, { ...where, kind: "server", captureStackTrace: false }, (span) => {
       span.attribute("http.request.method", request.method)
       if (url !== undefined) {
-        url.username = url.username === "" ? "" : "REDACTED"
-        url.password = url.password === "" ? "" : "REDACTED"
-        span.attribute("url.full", url.toString())
-        span.attribute("url.path", url.pathname)
-        if (url.search !== "") span.attribute("url.query", url.search.slice(1))
-        span.attribute("url.scheme", url.protocol.slice(0, -1))
+        span.attribute("url.full", url.full)
+        span.attribute("url.path", url.path)
+        if (url.query !== "") span.attribute("url.query", url.query)
+        span.attribute("url.scheme", url.scheme)
       }
-      const userAgent = request.headers["user-agent"]
+      const headers = request.headers
+      const userAgent = headers["user-agent"]
       if (userAgent !== undefined) span.attribute("user_agent.original", userAgent)
-      for (const [header, value] of Object.entries(Headers.redact(request.headers, redactedNames))) {
-        span.attribute(`http.request.header.${header}`, String(value))
+      for (const header of Object.keys(headers)) {
+        span.attribute(`http.request.header.${header}`, redacted(header) ? "<redacted>" : String(headers[header]))
       }
       if (Option.isSome(request.remoteAddress)) span.attribute("client.address", request.remoteAddress.value)
       return Effect.withParentSpan(app, span).pipe(
