@@ -12,36 +12,54 @@ import { AiJobApi } from "./Api.js"
 interface RouteTemplate {
   readonly method: string
   readonly template: string
-  readonly pattern: RegExp
+  /** The template's segments: a literal, or `undefined` for a parameter (any non-empty segment). */
+  readonly segments: ReadonlyArray<string | undefined>
 }
 
-const toPattern = (template: string) =>
-  new RegExp(
-    `^${
-      template.split("/").map((part) => (part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
-        .join("/")
-    }/?$`
-  )
+const routeTemplate = (method: string, template: string): RouteTemplate => ({
+  method,
+  template,
+  segments: template.split("/").map((part) => (part.startsWith(":") ? undefined : part))
+})
 
 const templates: ReadonlyArray<RouteTemplate> = (() => {
   const found: Array<RouteTemplate> = []
   HttpApi.reflect(AiJobApi, {
     onGroup: () => undefined,
     onEndpoint: ({ endpoint }) => {
-      found.push({ method: endpoint.method, template: endpoint.path, pattern: toPattern(endpoint.path) })
+      found.push(routeTemplate(endpoint.method, endpoint.path))
     }
   })
-  for (const template of ["/metrics", "/openapi.json", "/docs"]) {
-    found.push({ method: "GET", template, pattern: toPattern(template) })
-  }
+  for (const template of ["/metrics", "/openapi.json", "/docs"]) found.push(routeTemplate("GET", template))
   return found
 })()
 
-/** The route template of a request, bounded to the API's own routes. */
+/** Whether `path`'s segments are the template's, a trailing `/` allowed. */
+const matches = (route: RouteTemplate, path: ReadonlyArray<string>): boolean => {
+  const count = route.segments.length
+  if (path.length !== count && !(path.length === count + 1 && path[count] === "")) return false
+  for (let i = 0; i < count; i++) {
+    const literal = route.segments[i]
+    const segment = path[i] ?? ""
+    if (literal === undefined ? segment === "" : segment !== literal) return false
+  }
+  return true
+}
+
+/**
+ * The route template of a request, bounded to the API's own routes: the first route of the
+ * method at that path, else the first at that path. One pass over the routes, no pattern built.
+ */
 export const routeOf = (method: string, url: string): string => {
-  const path = url.split("?")[0] ?? url
-  const byPath = templates.filter((route) => route.pattern.test(path))
-  return (byPath.find((route) => route.method === method) ?? byPath[0])?.template ?? "unmatched"
+  const query = url.indexOf("?")
+  const path = (query === -1 ? url : url.slice(0, query)).split("/")
+  let firstAtPath: RouteTemplate | undefined
+  for (const route of templates) {
+    if (!matches(route, path)) continue
+    if (route.method === method) return route.template
+    firstAtPath ??= route
+  }
+  return firstAtPath?.template ?? "unmatched"
 }
 
 const methods = new Set(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
