@@ -320,20 +320,22 @@ const discardRest = (source: IncomingMessage) =>
  * cut off after the client had time to read the answer.
  */
 export const lingerWhenBodyUnread = HttpMiddleware.make((app) =>
-  Effect.zipRight(
-    HttpApp.appendPreResponseHandler((request, response) => {
-      const source = request.source
-      if (!(source instanceof IncomingMessage) || !carriesBody(source) || source.complete) {
-        return Effect.succeed(response)
-      }
-      const declared = Number(source.headers["content-length"] ?? "0")
-      if (declared > lingerLimits.bytes) {
-        return Effect.succeed(HttpServerResponse.setHeader(response, "connection", "close"))
-      }
-      return Effect.as(Effect.forkDaemon(discardRest(source)), response)
-    }),
-    app
-  )
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const source = request.source
+    // A request without a body has nothing to linger over: no handler for it at all.
+    if (!(source instanceof IncomingMessage) || !carriesBody(source)) return app
+    return Effect.zipRight(
+      HttpApp.appendPreResponseHandler((_request, response) => {
+        if (source.complete) return Effect.succeed(response)
+        const declared = Number(source.headers["content-length"] ?? "0")
+        if (declared > lingerLimits.bytes) {
+          return Effect.succeed(HttpServerResponse.setHeader(response, "connection", "close"))
+        }
+        return Effect.as(Effect.forkDaemon(discardRest(source)), response)
+      }),
+      app
+    )
+  })
 )
 
 const isEmptyObject = (value: unknown): boolean =>
