@@ -38,6 +38,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // Builds dist/ when stale: the process tests start the bundles production runs.
     globalSetup: ["test/globalSetup.ts"],
+    // @effect/vitest's `layer` rebinds the shared `it.effect`: each file starts from the defaults.
+    setupFiles: ["test/setup/effectVitestMethods.ts"],
     // Each test file in its own child process (vitest's default, stated): a file that keeps its
     // event loop busy, or dies, cannot stall or take down another file's worker.
     pool: "forks",
