@@ -33,26 +33,55 @@ class LongestFirstSequencer extends BaseSequencer {
   }
 }
 
+/** Options every project repeats (a project does not inherit the root's test options). */
+const projectOptions = {
+  // A timeout only catches a hang; on a loaded two-core machine an integration test's setup
+  // alone (1,000 outbox rows) took 27 s, so the default leaves room for that.
+  testTimeout: 120_000,
+  hookTimeout: 60_000,
+  // @effect/vitest's `layer` rebinds the shared `it.effect`: each file starts from the defaults.
+  setupFiles: ["test/setup/effectVitestMethods.ts"]
+}
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     // Builds dist/ when stale: the process tests start the bundles production runs.
     globalSetup: ["test/globalSetup.ts"],
-    // @effect/vitest's `layer` rebinds the shared `it.effect`: each file starts from the defaults.
-    setupFiles: ["test/setup/effectVitestMethods.ts"],
-    // Each test file in its own child process (vitest's default, stated): a file that keeps its
-    // event loop busy, or dies, cannot stall or take down another file's worker.
+    // Child processes are reused between files (vitest's forks pool decides that for all projects
+    // at once): importing the engine afresh into a new process per file cost more than the unit
+    // and HTTP tests themselves. Each project runs as its own batch of forks, the "isolated" one
+    // first (the longest files are there); the pool recycles its forks between the two.
     pool: "forks",
+    isolate: false,
     // Integration files each own a scratch database and a Redis key prefix, but the
     // machine has two cores: keep file parallelism modest so timing-based waits stay honest.
     maxWorkers: 2,
     minWorkers: 1,
     sequence: { sequencer: LongestFirstSequencer },
-    // A timeout only catches a hang; on a loaded two-core machine an integration test's setup
-    // alone (1,000 outbox rows) took 27 s, so the default leaves room for that.
-    testTimeout: 120_000,
-    hookTimeout: 60_000,
     // What tests and the engine print (logs included) is shown for failing tests only.
-    silent: "passed-only"
+    silent: "passed-only",
+    projects: [
+      {
+        test: {
+          ...projectOptions,
+          name: "shared",
+          // Memory layers, in-process servers and the engine's Docker-free stacks: their files
+          // share module instances too (no per-file module reset), which is what makes them cheap.
+          include: ["test/unit/**/*.test.ts", "test/http/**/*.test.ts"],
+          isolate: false
+        }
+      },
+      {
+        test: {
+          ...projectOptions,
+          name: "isolated",
+          // Processes, simulations and live MySQL/Redis stacks: every file imports the sources
+          // afresh (module-level state does not carry over), as when each had its own process.
+          include: ["test/**/*.test.ts"],
+          exclude: ["test/unit/**", "test/http/**"],
+          isolate: true
+        }
+      }
+    ]
   }
 })
