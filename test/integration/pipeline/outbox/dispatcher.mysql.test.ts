@@ -108,7 +108,8 @@ layer(base, { excludeTestServices: true, timeout: Duration.seconds(120) })(
             targetId: "d1",
             input: { message: "hi" }
           })).pipe(Effect.provide(AiJobServiceWithRedisSignal))
-        yield* waitUntil(queuedCount, (n) => n === 1, { timeout: Duration.seconds(5) })
+        // Well inside the minute's poll, so only the signal can have woken it, with room for a loaded machine.
+        yield* waitUntil(queuedCount, (n) => n === 1, { timeout: Duration.seconds(20) })
         yield* Scope.close(dispatcherScope, Exit.void)
         const events = yield* Effect.flatMap(OutboxRepository, (outbox) => outbox.countByStatus)
         expect(events.pending).toBe(0)
