@@ -36,20 +36,13 @@ export const newId: Effect.Effect<string> = Effect.gen(function*() {
  */
 export const newIds = (count: number): Effect.Effect<ReadonlyArray<string>> =>
   Effect.flatMap(Clock.currentTimeMillis, (millis) =>
-    Effect.randomWith((random) => {
-      const word = random.nextIntBetween(0, 0x10000)
-      const words = new Array<number>(count * wordsPerId)
-      const drawFrom = (index: number): Effect.Effect<ReadonlyArray<string>> =>
-        index < words.length
-          ? Effect.flatMap(word, (drawn) => {
-            words[index] = drawn
-            return drawFrom(index + 1)
+    Effect.randomWith((random) =>
+      Effect.map(
+        Effect.replicateEffect(random.nextIntBetween(0, 0x10000), count * wordsPerId),
+        (words) =>
+          Array.from({ length: count }, (_, id) => {
+            const at = id * wordsPerId
+            return uuidV7(millis, words[at]!, words[at + 1]!, words[at + 2]!, words[at + 3]!, words[at + 4]!)
           })
-          : Effect.sync(() =>
-            Array.from({ length: count }, (_, id) => {
-              const at = id * wordsPerId
-              return uuidV7(millis, words[at]!, words[at + 1]!, words[at + 2]!, words[at + 3]!, words[at + 4]!)
-            })
-          )
-      return drawFrom(0)
-    }))
+      )
+    ))

@@ -60,6 +60,13 @@ export const queuedJobFields = (job: NewAiJob): Omit<AiJob, "createdAt" | "updat
   retriedFromJobId: job.retriedFromJobId ?? null
 })
 
+/** `markSucceeded`'s options: the job as the lease locked it, the cancel rule and the projection's artifacts. */
+export interface MarkSucceededOptions {
+  readonly locked: AiJob
+  readonly honourCancel?: boolean
+  readonly artifacts?: ReadonlyArray<FinishedArtifact>
+}
+
 /** One delivery's ask of `lockQueued`: the job, if it is still queued and of this type. */
 export interface QueuedLockRequest {
   readonly jobId: string
@@ -188,11 +195,7 @@ export class AiJobLifecycleRepository extends Context.Tag("ai-job-engine/AiJobLi
     readonly markSucceeded: (
       lease: JobLease,
       outputHash: string,
-      options: {
-        readonly locked: AiJob
-        readonly honourCancel?: boolean
-        readonly artifacts?: ReadonlyArray<FinishedArtifact>
-      }
+      options: MarkSucceededOptions
     ) => Effect.Effect<AiJob, TerminalWriteError | CancelRequestedBeforeSuccess>
     readonly markFailed: (fence: JobFence, failure: JobFailure) => Effect.Effect<AiJob, TerminalWriteError>
     /** `running → cancelled`, once a cancel was requested (or by the reaper for a lost worker). */

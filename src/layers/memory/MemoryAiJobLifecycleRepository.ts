@@ -30,8 +30,8 @@ import {
   type HeldLease,
   type LeaseBeat,
   type LockedWithSnapshot,
-  queuedJobFields,
-  type QueuedLockRequest
+  type MarkSucceededOptions,
+  queuedJobFields
 } from "../../services/AiJobLifecycleRepository.js"
 import { MemoryDatabase, type MemoryTables } from "./MemoryDatabase.js"
 import { insertOutboxEvent } from "./MemoryOutboxRepository.js"
@@ -221,12 +221,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
       )
 
     /** Every request judged and locked in one serialized write, as MySQL's one locking transaction. */
-    const lockQueued = (
-      requests: ReadonlyArray<QueuedLockRequest>,
-      workerId: string,
-      lockTtl: Duration.Duration,
-      progress?: number
-    ) =>
+    const lockQueued: AiJobLifecycleRepository["Type"]["lockQueued"] = (requests, workerId, lockTtl, progress) =>
       requests.length === 0
         ? Effect.succeed([])
         : db.write("ai_job.lock", (tables, now) => {
@@ -306,15 +301,7 @@ export const makeMemoryAiJobLifecycleRepositoryWith = (options: MemoryAiJobLifec
           Effect.asVoid
         )
 
-    const markSucceeded = (
-      lease: JobLease,
-      outputHash: string,
-      options: {
-        readonly locked: AiJob
-        readonly honourCancel?: boolean
-        readonly artifacts?: ReadonlyArray<FinishedArtifact>
-      }
-    ) =>
+    const markSucceeded = (lease: JobLease, outputHash: string, options: MarkSucceededOptions) =>
       guardedWithEvent(
         "ai_job.markSucceeded",
         lease.jobId,

@@ -201,12 +201,7 @@ export const makeLifecycleLocks = (
       })
     }))
 
-  const lockQueued = (
-    requests: ReadonlyArray<QueuedLockRequest>,
-    workerId: string,
-    lockTtl: Duration.Duration,
-    progress?: number
-  ) =>
+  const lockQueued: AiJobLifecycleRepository["Type"]["lockQueued"] = (requests, workerId, lockTtl, progress) =>
     requests.length === 0
       ? Effect.succeed([])
       : requests.length === 1

@@ -16,7 +16,7 @@ import {
 } from "../../../domain/LifecycleGuards.js"
 import { isTerminal, legacyStatusOf } from "../../../domain/LifecycleStatus.js"
 import { PersistenceError } from "../../../domain/PersistenceError.js"
-import type { AiJobLifecycleRepository } from "../../../services/AiJobLifecycleRepository.js"
+import type { AiJobLifecycleRepository, MarkSucceededOptions } from "../../../services/AiJobLifecycleRepository.js"
 import type { UnitOfWork } from "../../../services/UnitOfWork.js"
 import type { makeMysqlOutboxRepository } from "../MysqlOutboxRepository.js"
 import { changedRows } from "../rows.js"
@@ -106,15 +106,7 @@ export const makeLifecycleTerminals = (
       ))
   }
 
-  const markSucceeded = (
-    lease: JobLease,
-    outputHash: string,
-    options: {
-      readonly locked: AiJob
-      readonly honourCancel?: boolean
-      readonly artifacts?: ReadonlyArray<FinishedArtifact>
-    }
-  ) =>
+  const markSucceeded = (lease: JobLease, outputHash: string, options: MarkSucceededOptions) =>
     atomically(Effect.flatMap(succeed(lease, outputHash, options), (job) => withFinishedEvent(job, options.artifacts)))
 
   const terminalByFence = (
