@@ -1,7 +1,7 @@
 import { MysqlClient } from "@effect/sql-mysql2"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Effect, Exit, Layer, Redacted, Schema, Scope } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { mirroredSqlMysql2Version, MysqlTransactionConnections } from "../../src/layers/mysql/mysqlClient.js"
@@ -72,7 +72,9 @@ describe("the MySQL client fork", () => {
       it.scoped("the unit of work finds the mysql2 connection under a transaction connection", () =>
         Effect.gen(function*() {
           const connections = yield* MysqlTransactionConnections
-          const { driver, sessionId } = yield* driverAndSession(yield* connections.acquire)
+          const [scope, connection] = yield* connections.acquire
+          yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+          const { driver, sessionId } = yield* driverAndSession(connection)
           expect(threadIdOf(driver)).toBe(sessionId)
         }))
     }

@@ -118,7 +118,7 @@ export const MysqlUnitOfWork = Layer.effect(
             Scope.make(),
             (scope) => Effect.map(Scope.extend(sql.reserve, scope), (conn) => [scope, conn] as const)
           ),
-        onSome: (connections) => connections.acquireReleasable
+        onSome: (connections) => connections.acquire
       }),
       begin,
       savepoint: (conn, id) => unprepared(`SAVEPOINT effect_sql_${id}`)(conn),

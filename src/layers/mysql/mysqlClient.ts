@@ -125,14 +125,13 @@ class EngineConnection implements Connection {
 export class MysqlTransactionConnections extends Context.Tag("ai-job-engine/MysqlTransactionConnections")<
   MysqlTransactionConnections,
   {
-    readonly acquire: Effect.Effect<Connection, SqlError, Scope.Scope>
     /**
      * A connection with a scope of its own whose closing releases it, the shape
-     * `SqlClient.makeWithTransaction` takes: cheaper than extending a new scope with `acquire`.
-     * Only for an uninterruptible caller (that one is): nothing releases a connection taken by an
-     * interrupted caller.
+     * `SqlClient.makeWithTransaction` takes (cheaper than extending a new scope with a scoped
+     * acquire). Only for an uninterruptible caller: nothing releases a connection taken by an
+     * interrupted one.
      */
-    readonly acquireReleasable: Effect.Effect<readonly [Scope.CloseableScope, Connection], SqlError>
+    readonly acquire: Effect.Effect<readonly [Scope.CloseableScope, Connection], SqlError>
   }
 >() {}
 
@@ -227,8 +226,7 @@ const make = (options: EngineMysqlOptions) =>
     return {
       client: mysqlClient,
       transactions: MysqlTransactionConnections.of({
-        acquire: transactionConnection,
-        acquireReleasable: releasableConnectionOf(transactionPool)
+        acquire: releasableConnectionOf(transactionPool)
       })
     }
   })
