@@ -24,6 +24,7 @@ import { makeSigningKey, signWith, startIdentityProvider } from "../test/support
 import { benchJwtSecret } from "./engineStack.js"
 import { type HttpRun, runStatusReads } from "./http.js"
 import { redisNamespace, scratchDatabase } from "./infra.js"
+import { cpuMicros } from "./procStat.js"
 import { median, ratio, round } from "./stats.js"
 
 const resultsFile = fileURLToPath(new URL("./results/auth.json", import.meta.url))
@@ -41,12 +42,6 @@ const settings = Config.all({
 const audience = "ai-job-engine"
 const userId = "bench-auth-user"
 const keys = [makeSigningKey("RS256", "rsa-1"), makeSigningKey("ES256", "ec-1"), makeSigningKey("EdDSA", "ed-1")]
-
-/** The process's CPU time (user + system, every thread) in µs: on a shared machine, steadier than the wall clock. */
-const cpuMicros = () => {
-  const usage = process.cpuUsage()
-  return usage.user + usage.system
-}
 
 /** CPU µs per call of `run`, `iterations` times in a row; the median of `rounds` rounds. */
 const microsPerCall = (run: () => unknown, iterations: number, rounds: number) => {

@@ -30,6 +30,7 @@ import type * as RequestBodyModule from "../src/http/requestBody.js"
 import type * as RequestSpanModule from "../src/http/requestSpan.js"
 import type * as ResponseHeadersModule from "../src/http/responseHeaders.js"
 import { TokenVerifier } from "../src/http/TokenVerifier.js"
+import { cpuMicros } from "./procStat.js"
 import { median, round } from "./stats.js"
 
 const step = (label: string) => Effect.sync(() => process.stderr.write(`bench:middleware: ${label}\n`))
@@ -133,11 +134,6 @@ const nodeResponse = (done: () => void): ServerResponse => {
     on: () => response
   }
   return response as unknown as ServerResponse
-}
-
-const cpuMicros = () => {
-  const usage = process.cpuUsage()
-  return usage.user + usage.system
 }
 
 const program = Effect.gen(function*() {

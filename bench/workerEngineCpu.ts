@@ -16,7 +16,7 @@ import { AiJobService } from "../src/services/AiJobService.js"
 import { payloadFor } from "../src/services/JobQueue.js"
 import { flashcardRequest } from "../test/process/support/engine.js"
 import { memoryEngineStack } from "../test/support/engineStack.js"
-import { round } from "./stats.js"
+import { median, round } from "./stats.js"
 
 const settings = Config.all({
   jobs: Config.integer("WORKER_CPU_JOBS").pipe(Config.withDefault(300)),
@@ -47,11 +47,6 @@ class StepCounter extends Supervisor.AbstractSupervisor<void> {
   }
 }
 const counter = new StepCounter()
-
-const median = (values: ReadonlyArray<number>) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? NaN
-}
 
 /** One round on a fresh stack: the memory stores scan what they hold, so a store kept across rounds would slow each one. */
 const oneRound = (s: Config.Config.Success<typeof settings>) =>

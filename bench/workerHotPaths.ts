@@ -7,7 +7,8 @@
 import { Duration, Effect, Metric } from "effect"
 import { stageSpan } from "../src/pipeline/stageSpan.js"
 import { stageDuration, tagged, timed } from "../src/services/EngineMetrics.js"
-import { round } from "./stats.js"
+import { cpuMicros } from "./procStat.js"
+import { median, round } from "./stats.js"
 
 const calls = Number(process.env["HOT_PATH_CALLS"] ?? 20_000)
 const rounds = Number(process.env["HOT_PATH_ROUNDS"] ?? 9)
@@ -57,20 +58,12 @@ const hotPaths: ReadonlyArray<HotPath> = [
   }
 ]
 
-const cpuMicros = (run: () => void) => {
-  const before = process.cpuUsage()
-  run()
-  const used = process.cpuUsage(before)
-  return used.user + used.system
-}
-
-const median = (values: ReadonlyArray<number>) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN
-
 const timeCalls = (make: () => Effect.Effect<unknown>) => {
   // One effect of `calls` runs in a row: the runtime's own start-up is paid once per round.
   const all = Effect.forEach(Array.from({ length: calls }), make, { discard: true })
-  return cpuMicros(() => Effect.runSync(all)) / calls
+  const started = cpuMicros()
+  Effect.runSync(all)
+  return (cpuMicros() - started) / calls
 }
 
 for (const path of hotPaths) {
