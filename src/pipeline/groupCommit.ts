@@ -3,8 +3,11 @@ import { PersistenceError } from "../domain/PersistenceError.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
 import { asCaller, captureCaller, CarriedFiberRefs, makeGroupRunner } from "./groupRunner.js"
 
-/** Runs `body` as one transaction's worth of writes: alone, or beside others in a shared transaction. */
-export type Commit = <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | PersistenceError, R>
+/**
+ * Runs `body` as one transaction's worth of writes: alone, or beside others in a shared transaction.
+ * `jobId` is the `ai_job` row the body writes: a group writes its members in that row order.
+ */
+export type Commit = <A, E, R>(body: Effect.Effect<A, E, R>, jobId: string) => Effect.Effect<A, E | PersistenceError, R>
 
 /** The most bodies one transaction carries: a group's lock waits and its rollback stay short. */
 export const maxCommitGroupSize = 32
@@ -13,6 +16,7 @@ export const maxCommitGroupSize = 32
 class MemberFailed extends Data.TaggedError("MemberFailed")<{ readonly index: number }> {}
 
 interface Member {
+  readonly jobId: string
   /** Runs the body inside the open transaction, keeping its outcome; false when it failed. */
   readonly runInGroup: Effect.Effect<boolean>
   /** The kept success, once the group committed. */
@@ -34,7 +38,15 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
   const unitOfWork = yield* UnitOfWork
   const carried = yield* CarriedFiberRefs
 
-  const runGroup = (members: ReadonlyArray<Member>): Effect.Effect<void> => {
+  /**
+   * Members run in their jobs' primary-key order, the order in which the lease beat and the group
+   * lock take the same rows: in arrival order a group could deadlock with a beat (rows locked
+   * crosswise), and InnoDB would roll one of them back.
+   */
+  const runGroup = (arrived: ReadonlyArray<Member>): Effect.Effect<void> =>
+    runOrdered([...arrived].sort((a, b) => (a.jobId < b.jobId ? -1 : a.jobId > b.jobId ? 1 : 0)))
+
+  const runOrdered = (members: ReadonlyArray<Member>): Effect.Effect<void> => {
     const [first] = members
     if (first === undefined) return Effect.void
     if (members.length === 1) return first.alone
@@ -61,7 +73,7 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
         const failed = members[index]
         return Effect.zipRight(
           failed === undefined ? Effect.void : failed.alone,
-          runGroup(members.filter((_, other) => other !== index))
+          runOrdered(members.filter((_, other) => other !== index))
         )
       }
       // A COMMIT whose outcome is unknown may have written the whole group: each body hears
@@ -78,13 +90,14 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
 
   const submit = yield* makeGroupRunner<Member>(runGroup, maxCommitGroupSize)
 
-  return <A, E, R>(body: Effect.Effect<A, E, R>): Effect.Effect<A, E | PersistenceError, R> =>
+  return <A, E, R>(body: Effect.Effect<A, E, R>, jobId: string): Effect.Effect<A, E | PersistenceError, R> =>
     Effect.gen(function*() {
       const caller = yield* captureCaller<R>(carried)
       const answer = yield* Deferred.make<A, E | PersistenceError>()
       const run = asCaller(caller, body)
       let kept: Option.Option<A> = Option.none()
       yield* submit({
+        jobId,
         runInGroup: Effect.map(Effect.exit(run), (exit) => {
           kept = Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none()
           return Exit.isSuccess(exit)
@@ -92,10 +105,11 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
         settle: Effect.suspend(() =>
           Option.match(kept, { onNone: () => Effect.void, onSome: (value) => Deferred.succeed(answer, value) })
         ),
-        alone: Effect.flatMap(Effect.exit(asCaller(caller, unitOfWork.transaction(body))), (exit) =>
-          Deferred.done(answer, exit)),
-        fail: (error) =>
-          Deferred.fail(answer, error),
+        alone: Effect.flatMap(
+          Effect.exit(asCaller(caller, unitOfWork.transaction(body))),
+          (exit) => Deferred.done(answer, exit)
+        ),
+        fail: (error) => Deferred.fail(answer, error),
         asSubmitter: (effect) => asCaller(caller, effect)
       })
       return yield* Deferred.await(answer)

@@ -69,18 +69,21 @@ const withCommitter = Effect.gen(function*() {
    * reach the committer, then lets the held one commit: the bodies make the next group.
    */
   const submitTogether = <A, E>(
-    bodies: ReadonlyArray<Effect.Effect<A, E, ArtifactRepository | AiJobLifecycleRepository>>
+    bodies: ReadonlyArray<readonly [AiJob, Effect.Effect<A, E, ArtifactRepository | AiJobLifecycleRepository>]>
   ) =>
     Effect.gen(function*() {
       const holder = yield* freshRunning()
       const gate = yield* Deferred.make<void>()
       const entered = yield* Deferred.make<void>()
-      const held = yield* Effect.fork(commit(Effect.zipRight(
-        Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate)),
-        projection(holder, "held")
-      )))
+      const held = yield* Effect.fork(commit(
+        Effect.zipRight(
+          Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate)),
+          projection(holder, "held")
+        ),
+        holder.id
+      ))
       yield* Deferred.await(entered)
-      const fibers = yield* Effect.forEach(bodies, (body) => Effect.fork(Effect.either(commit(body))))
+      const fibers = yield* Effect.forEach(bodies, ([job, body]) => Effect.fork(Effect.either(commit(body, job.id))))
       // Each forked submission runs up to its hand-in on the next turns of the scheduler.
       for (let turn = 0; turn < 50; turn++) yield* Effect.yieldNow()
       yield* Deferred.succeed(gate, undefined)
@@ -111,7 +114,7 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
           ))
           const job = yield* freshRunning()
           // Nothing else is submitted: a committer that waited for company would never answer under a TestClock.
-          const done = yield* commit(projection(job, "alone"))
+          const done = yield* commit(projection(job, "alone"), job.id)
           expect(done.lifecycleStatus).toBe("succeeded")
           expect(yield* Ref.get(transactions)).toBe(1)
           expect(yield* reload(job.id)).toStrictEqual(done)
@@ -122,7 +125,7 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
         Effect.gen(function*() {
           const jobs = yield* Effect.all([freshRunning(), freshRunning(), freshRunning()])
           const { submitTogether, transactions } = yield* withCommitter
-          const answers = yield* submitTogether(jobs.map((job, index) => projection(job, `together-${index}`)))
+          const answers = yield* submitTogether(jobs.map((job, index) => [job, projection(job, `together-${index}`)]))
           expect(answers.map((answer) => Either.isRight(answer) && answer.right.lifecycleStatus)).toStrictEqual([
             "succeeded",
             "succeeded",
@@ -136,6 +139,26 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
           }
         }))
 
+      it.scoped("a group writes its members in their jobs' row order, whatever order they finished in", () =>
+        Effect.gen(function*() {
+          const jobs = yield* Effect.all([freshRunning(), freshRunning(), freshRunning(), freshRunning()])
+          const rowOrder = jobs.map((job) => job.id).sort()
+          const written = yield* Ref.make<ReadonlyArray<string>>([])
+          const { submitTogether, transactions } = yield* withCommitter
+          // Finished in the reverse of row order: the order a lease beat's one UPDATE would lock them crosswise to.
+          const answers = yield* submitTogether(
+            [...jobs].sort((a, b) => (a.id < b.id ? 1 : -1)).map((job) => [
+              job,
+              Effect.zipRight(Ref.update(written, (ids) => [...ids, job.id]), projection(job, `ordered-${job.id}`))
+            ])
+          )
+          expect(answers.map((answer) => Either.isRight(answer) && answer.right.lifecycleStatus)).toStrictEqual(
+            Array.from({ length: 4 }, () => "succeeded")
+          )
+          expect(yield* Ref.get(transactions)).toBe(2)
+          expect(yield* Ref.get(written)).toStrictEqual(rowOrder)
+        }))
+
       it.scoped("a projection that fails in a group leaves nothing behind, runs again alone, and the others commit", () =>
         Effect.gen(function*() {
           const [first, flaky, last] = yield* Effect.all([freshRunning(), freshRunning(), freshRunning()])
@@ -147,9 +170,9 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
               ? Effect.zipRight(projection(flaky!, "poisoned").pipe(Effect.asVoid), Effect.fail("transient" as const))
               : Effect.asVoid(projection(flaky!, "second-run")))
           const answers = yield* submitTogether([
-            Effect.asVoid(projection(first!, "first")),
-            flakyBody,
-            Effect.asVoid(projection(last!, "last"))
+            [first!, Effect.asVoid(projection(first!, "first"))],
+            [flaky!, flakyBody],
+            [last!, Effect.asVoid(projection(last!, "last"))]
           ])
           expect(answers.map(Either.isRight)).toStrictEqual([true, true, true])
           expect(yield* Ref.get(runs)).toBe(2)
@@ -160,8 +183,8 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
           // A body that fails alone too: its submitter hears its own error; the group still commits.
           const [other, doomed] = yield* Effect.all([freshRunning(), freshRunning()])
           const [ok, refused] = yield* submitTogether([
-            Effect.asVoid(projection(other!, "other")),
-            Effect.zipRight(projection(doomed!, "doomed"), Effect.fail("always" as const))
+            [other!, Effect.asVoid(projection(other!, "other"))],
+            [doomed!, Effect.zipRight(projection(doomed!, "doomed"), Effect.fail("always" as const))]
           ])
           expect(Either.isRight(ok!)).toBe(true)
           expect(refused).toStrictEqual(Either.left("always"))
@@ -182,9 +205,9 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
           const owner = yield* repo.takeOver(zombie!.id, "worker-new", Duration.millis(60_000))
           const { submitTogether } = yield* withCommitter
           const answers = yield* submitTogether([
-            projection(before!, "before"),
-            projection(zombie!, "zombie"),
-            projection(after!, "after")
+            [before!, projection(before!, "before")],
+            [zombie!, projection(zombie!, "zombie")],
+            [after!, projection(after!, "after")]
           ])
           expect(answers.map((answer) => Either.isLeft(answer) ? answer.left._tag : answer.right.lifecycleStatus))
             .toStrictEqual(["succeeded", "LockLost", "succeeded"])
@@ -201,8 +224,8 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
           yield* repo.requestCancel(cancelled!.id)
           const { submitTogether } = yield* withCommitter
           const answers = yield* submitTogether([
-            projection(kept!, "kept", { honourCancel: true }),
-            projection(cancelled!, "cancelled", { honourCancel: true })
+            [kept!, projection(kept!, "kept", { honourCancel: true })],
+            [cancelled!, projection(cancelled!, "cancelled", { honourCancel: true })]
           ])
           expect(answers.map((answer) => Either.isLeft(answer) ? answer.left._tag : answer.right.lifecycleStatus))
             .toStrictEqual(["succeeded", "CancelRequestedBeforeSuccess"])
