@@ -100,13 +100,19 @@ class CountingSpan implements Tracer.Span {
   }
 }
 
-/** Whether a span runs inside an open `sql.transaction` (walking up its parents). */
+const isOpenTransaction = (span: Tracer.AnySpan) =>
+  span._tag === "Span" && span.name === "sql.transaction" && span.status._tag === "Started"
+
+/**
+ * Whether a span runs inside an open `sql.transaction`: one of its parents, or linked from one of
+ * them (a group commit's member runs under its own job's span, linked to the group's transaction).
+ */
 const insideTransaction = (span: CountingSpan): boolean => {
   let current = span.parent
   while (Option.isSome(current)) {
     const parent = current.value
     if (parent._tag === "ExternalSpan") return false
-    if (parent.name === "sql.transaction" && parent.status._tag === "Started") return true
+    if (isOpenTransaction(parent) || parent.links.some((link) => isOpenTransaction(link.span))) return true
     current = parent.parent
   }
   return false

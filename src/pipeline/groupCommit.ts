@@ -1,7 +1,26 @@
-import { Cause, Data, Deferred, Effect, Exit, Option } from "effect"
+import { Cause, Data, Deferred, Effect, Exit, Option, type Tracer } from "effect"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
 import { asCaller, captureCaller, CarriedFiberRefs, makeGroupRunner } from "./groupRunner.js"
+
+/**
+ * A member's body in a group runs under its own job's span, not the group's transaction's (which
+ * sits in the leader's trace): this span, linked to that transaction, says in the member's trace
+ * that its statements ran inside it.
+ */
+const inGroupSpan = <A, E, R>(
+  body: Effect.Effect<A, E, R>,
+  transaction: Option.Option<Tracer.AnySpan>,
+  size: number
+) =>
+  Effect.withSpan(body, "groupCommit.member", {
+    captureStackTrace: false,
+    links: Option.match(transaction, {
+      onNone: () => [],
+      onSome: (span) => [{ _tag: "SpanLink", span, attributes: {} }]
+    }),
+    attributes: { "groupCommit.size": size }
+  })
 
 /**
  * Runs `body` as one transaction's worth of writes: alone, or beside others in a shared transaction.
@@ -17,8 +36,8 @@ class MemberFailed extends Data.TaggedError("MemberFailed")<{ readonly index: nu
 
 interface Member {
   readonly jobId: string
-  /** Runs the body inside the open transaction, keeping its outcome; false when it failed. */
-  readonly runInGroup: Effect.Effect<boolean>
+  /** Runs the body inside the open transaction (whose span is `transaction`), keeping its outcome; false when it failed. */
+  readonly runInGroup: (transaction: Option.Option<Tracer.AnySpan>, size: number) => Effect.Effect<boolean>
   /** The kept success, once the group committed. */
   readonly settle: Effect.Effect<void>
   /** Runs the body in a transaction of its own and answers with whatever that gives. */
@@ -52,17 +71,16 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
     if (members.length === 1) return first.alone
     const together = first.asSubmitter(
       unitOfWork.transaction(
-        Effect.forEach(
-          members,
-          (member, index) =>
-            Effect.flatMap(
-              member.runInGroup,
-              (succeeded) => succeeded ? Effect.void : Effect.fail(new MemberFailed({ index }))
-            ),
-          {
-            discard: true
-          }
-        )
+        Effect.flatMap(Effect.option(Effect.currentSpan), (transaction) =>
+          Effect.forEach(
+            members,
+            (member, index) =>
+              Effect.flatMap(
+                member.runInGroup(transaction, members.length),
+                (succeeded) => succeeded ? Effect.void : Effect.fail(new MemberFailed({ index }))
+              ),
+            { discard: true }
+          ))
       )
     )
     return Effect.flatMap(Effect.exit(together), (exit) => {
@@ -94,14 +112,14 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
     Effect.gen(function*() {
       const caller = yield* captureCaller<R>(carried)
       const answer = yield* Deferred.make<A, E | PersistenceError>()
-      const run = asCaller(caller, body)
       let kept: Option.Option<A> = Option.none()
       yield* submit({
         jobId,
-        runInGroup: Effect.map(Effect.exit(run), (exit) => {
-          kept = Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none()
-          return Exit.isSuccess(exit)
-        }),
+        runInGroup: (transaction, size) =>
+          Effect.map(Effect.exit(asCaller(caller, inGroupSpan(body, transaction, size))), (exit) => {
+            kept = Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none()
+            return Exit.isSuccess(exit)
+          }),
         settle: Effect.suspend(() =>
           Option.match(kept, { onNone: () => Effect.void, onSome: (value) => Deferred.succeed(answer, value) })
         ),

@@ -1,5 +1,5 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Deferred, Duration, Effect, Either, Fiber, Option, Ref } from "effect"
+import { Deferred, Duration, Effect, Either, Fiber, Option, Ref, type Tracer } from "effect"
 import type { AiJob, JobLease } from "../../src/domain/AiJob.js"
 import { leaseOf } from "../../src/domain/AiJob.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -23,6 +23,17 @@ const freshRunning = (workerId = "worker-g") =>
     return yield* Effect.flatMap(AiJobLifecycleRepository, (repo) =>
       repo.lockJob(job.id, workerId, Duration.millis(60_000)))
   })
+
+/** A span's name and its parents' names, innermost first. */
+const spanNames = (span: Tracer.AnySpan | undefined): ReadonlyArray<string> => {
+  const names: Array<string> = []
+  let current = Option.fromNullable(span)
+  while (Option.isSome(current) && current.value._tag === "Span") {
+    names.push(current.value.name)
+    current = current.value.parent
+  }
+  return names
+}
 
 const leaseFor = (job: AiJob): JobLease => {
   const lease = leaseOf(job)
@@ -83,7 +94,10 @@ const withCommitter = Effect.gen(function*() {
         holder.id
       ))
       yield* Deferred.await(entered)
-      const fibers = yield* Effect.forEach(bodies, ([job, body]) => Effect.fork(Effect.either(commit(body, job.id))))
+      const fibers = yield* Effect.forEach(
+        bodies,
+        ([job, body]) => Effect.fork(Effect.either(commit(body, job.id).pipe(Effect.withSpan(`submitter ${job.id}`))))
+      )
       // Each forked submission runs up to its hand-in on the next turns of the scheduler.
       for (let turn = 0; turn < 50; turn++) yield* Effect.yieldNow()
       yield* Deferred.succeed(gate, undefined)
@@ -157,6 +171,30 @@ export const groupCommitContract = (harness: TerminalEventsHarness) =>
           )
           expect(yield* Ref.get(transactions)).toBe(2)
           expect(yield* Ref.get(written)).toStrictEqual(rowOrder)
+        }))
+
+      it.scoped("a grouped member runs under its submitter's span, linked to the group's transaction", () =>
+        Effect.gen(function*() {
+          const jobs = yield* Effect.all([freshRunning(), freshRunning(), freshRunning()])
+          const seen = new Map<string, Tracer.AnySpan>()
+          const { submitTogether } = yield* withCommitter
+          yield* submitTogether(jobs.map((job) => [
+            job,
+            Effect.zipRight(
+              Effect.tap(Effect.orDie(Effect.currentSpan), (span) => Effect.sync(() => seen.set(job.id, span))),
+              projection(job, "spanned")
+            )
+          ]))
+          // The group's transaction runs as its first member's, in row order.
+          const leader = jobs.map((job) => job.id).sort()[0]
+          for (const job of jobs) {
+            const span = seen.get(job.id)
+            expect(span?._tag === "Span" && span.name).toBe("groupCommit.member")
+            expect(spanNames(span).slice(1, 2)).toStrictEqual([`submitter ${job.id}`])
+            const linked = span?._tag === "Span" ? span.links.map((link) => link.span) : []
+            expect(linked).toHaveLength(1)
+            expect(spanNames(linked[0])).toContain(`submitter ${leader}`)
+          }
         }))
 
       it.scoped("a projection that fails in a group leaves nothing behind, runs again alone, and the others commit", () =>
