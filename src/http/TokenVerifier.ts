@@ -1,17 +1,11 @@
 import { NodeHttpClient } from "@effect/platform-node"
-import { Clock, Effect, Either, Option } from "effect"
+import { Clock, Duration, Effect, Either, Option } from "effect"
 import type { KeyObject } from "node:crypto"
 import { AuthSettings } from "../config/AuthSettings.js"
-import {
-  type AcceptedHs256Token,
-  acceptedHs256Token,
-  hs256KeyOf,
-  InvalidToken,
-  type SignedInUser,
-  signedInUserOfHs256
-} from "./AuthTokens.js"
+import { acceptedHs256Token, hs256KeyOf, InvalidToken, type SignedInUser, signedInUserOfHs256 } from "./AuthTokens.js"
 import { type IdentityProviderKeys, makeIdentityProviderKeys } from "./IdentityProviderKeys.js"
 import {
+  acceptedIdentityToken,
   type IdentityTokenPolicy,
   identityTokenPolicy,
   type IdentityTokenRefusal,
@@ -61,8 +55,20 @@ const invalid = (refusal: BearerRefusal) =>
     reason: refusal._tag === "UnknownKid" ? "no key of the identity provider has the token's kid" : refusal.reason
   })
 
-/** How many accepted HS256 tokens a process remembers (a few hundred bytes each). */
-const acceptedHs256Capacity = 4096
+/** How many accepted tokens a process remembers (a few hundred bytes each). */
+const acceptedTokensCapacity = 4096
+
+/**
+ * A token this process accepted, and what it was checked against: nothing but the secret for
+ * HS256 (which does not change while the process runs), the provider's key set for its tokens.
+ */
+interface AcceptedToken {
+  readonly user: SignedInUser
+  readonly claims: Record<string, unknown>
+  readonly keys: KeySet | undefined
+  /** The clock skew its time claims are checked with, in seconds. */
+  readonly toleranceSeconds: number
+}
 
 export class TokenVerifier extends Effect.Service<TokenVerifier>()("ai-job-engine/http/TokenVerifier", {
   scoped: Effect.gen(function*() {
@@ -84,52 +90,69 @@ export class TokenVerifier extends Effect.Service<TokenVerifier>()("ai-job-engin
       })
     )
 
-    // HS256 tokens this process accepted: a token's signature and claims hold as long as the key
-    // does, so one seen again (every request of a client carries the same) is checked against the
-    // clock only, the time checks of a first sight with the same refusals. The oldest go first.
+    // Tokens this process accepted: a token's signature and claims hold as long as what it was
+    // checked against does (the secret; the provider's key set until it is fetched again), so one
+    // seen again (every request of a client carries the same) is checked against the clock only,
+    // with the refusals of a first sight. The oldest go first.
     const hs256Alone = hs256Key !== undefined && (Option.isNone(provider) || !provider.value.policy.isAllowed("HS256"))
-    const acceptedHs256 = new Map<string, AcceptedHs256Token>()
-    const remember = (token: string, accepted: AcceptedHs256Token) => {
-      if (acceptedHs256.size >= acceptedHs256Capacity) acceptedHs256.delete(acceptedHs256.keys().next().value ?? "")
-      acceptedHs256.set(token, accepted)
+    const providerSkewSeconds = Option.match(provider, {
+      onNone: () => 0,
+      onSome: ({ policy }) => Duration.toSeconds(policy.settings.clockSkew)
+    })
+    const acceptedTokens = new Map<string, AcceptedToken>()
+    const remember = (token: string, accepted: AcceptedToken) => {
+      if (acceptedTokens.size >= acceptedTokensCapacity) acceptedTokens.delete(acceptedTokens.keys().next().value ?? "")
+      acceptedTokens.set(token, accepted)
+    }
+    const stillTimely = (token: string, seen: AcceptedToken, nowMillis: number) => {
+      const timely = checkTimeClaims(seen.claims, nowMillis, seen.toleranceSeconds)
+      if (Either.isRight(timely)) return Effect.succeed(seen.user)
+      acceptedTokens.delete(token)
+      return new InvalidToken({ reason: timely.left })
+    }
+
+    /** A token not accepted before (or whose key set was fetched again since): every check. */
+    const verifyAfresh = (token: string, nowMillis: number): Effect.Effect<SignedInUser, InvalidToken> => {
+      const jws = readCompactJws(token)
+      if (Either.isLeft(jws)) return new InvalidToken({ reason: jws.left })
+      if (hs256Alone && jws.right.alg === "HS256") {
+        const accepted = acceptedHs256Token(jws.right, hs256Key, nowMillis)
+        if (Either.isLeft(accepted)) return new InvalidToken({ reason: accepted.left })
+        remember(token, { ...accepted.right, keys: undefined, toleranceSeconds: 0 })
+        return Effect.succeed(accepted.right.user)
+      }
+      // Only a provider token with an allowed alg needs the key set (and may wait for its fetch).
+      if (Option.isNone(provider) || !provider.value.policy.isAllowed(jws.right.alg)) {
+        return Either.mapLeft(
+          verifyJws(jws.right, { hs256Key, identityProvider: undefined, nowMillis }),
+          invalid
+        )
+      }
+      const { keys, policy } = provider.value
+      const check = (current: KeySet) =>
+        Either.map(acceptedIdentityToken(jws.right, current, policy, nowMillis), (accepted) => {
+          remember(token, { ...accepted, keys: current, toleranceSeconds: providerSkewSeconds })
+          return accepted.user
+        })
+      return Effect.flatMap(keys.current(nowMillis), (current) => {
+        const first = check(current)
+        return Either.isLeft(first) && first.left._tag === "UnknownKid"
+          ? Effect.flatMap(keys.afterUnknownKid(nowMillis), (fetched) => Either.mapLeft(check(fetched), invalid))
+          : Either.mapLeft(first, invalid)
+      })
     }
 
     const verify = (token: string): Effect.Effect<SignedInUser, InvalidToken> =>
       Effect.flatMap(Clock.currentTimeMillis, (nowMillis) => {
         if (token.length === 0) return new InvalidToken({ reason: "empty" })
-        const seen = acceptedHs256.get(token)
-        if (seen !== undefined) {
-          const timely = checkTimeClaims(seen.claims, nowMillis, 0)
-          if (Either.isRight(timely)) return Effect.succeed(seen.user)
-          acceptedHs256.delete(token)
-          return new InvalidToken({ reason: timely.left })
-        }
-        const jws = readCompactJws(token)
-        if (Either.isLeft(jws)) return new InvalidToken({ reason: jws.left })
-        if (hs256Alone && jws.right.alg === "HS256") {
-          const accepted = acceptedHs256Token(jws.right, hs256Key, nowMillis)
-          if (Either.isLeft(accepted)) return new InvalidToken({ reason: accepted.left })
-          remember(token, accepted.right)
-          return Effect.succeed(accepted.right.user)
-        }
-        const check = (keys: KeySet | undefined) =>
-          verifyJws(jws.right, {
-            hs256Key,
-            identityProvider: Option.isSome(provider) && keys !== undefined
-              ? { policy: provider.value.policy, keys }
-              : undefined,
-            nowMillis
-          })
-        // Only a provider token with an allowed alg needs the key set (and may wait for its fetch).
-        if (Option.isNone(provider) || !provider.value.policy.isAllowed(jws.right.alg)) {
-          return Either.mapLeft(check(undefined), invalid)
-        }
-        const { keys } = provider.value
-        return Effect.flatMap(keys.current(nowMillis), (current) => {
-          const first = check(current)
-          return Either.isLeft(first) && first.left._tag === "UnknownKid"
-            ? Effect.flatMap(keys.afterUnknownKid(nowMillis), (fetched) => Either.mapLeft(check(fetched), invalid))
-            : Either.mapLeft(first, invalid)
+        const seen = acceptedTokens.get(token)
+        if (seen === undefined) return verifyAfresh(token, nowMillis)
+        if (seen.keys === undefined || Option.isNone(provider)) return stillTimely(token, seen, nowMillis)
+        // A key set fetched since (a key rotated out, say) checks the token again in full.
+        return Effect.flatMap(provider.value.keys.current(nowMillis), (current) => {
+          if (current === seen.keys) return stillTimely(token, seen, nowMillis)
+          acceptedTokens.delete(token)
+          return verifyAfresh(token, nowMillis)
         })
       })
 

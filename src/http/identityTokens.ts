@@ -90,7 +90,22 @@ export const verifyIdentityToken = (
   keys: KeySet,
   policy: IdentityTokenPolicy,
   nowMillis: number
-): Either.Either<SignedInUser, IdentityTokenRefusal> => {
+): Either.Either<SignedInUser, IdentityTokenRefusal> =>
+  Either.map(acceptedIdentityToken(jws, keys, policy, nowMillis), (accepted) => accepted.user)
+
+/** A provider token's caller with its verified claims (what a verifier remembers to check the times again). */
+export interface AcceptedIdentityToken {
+  readonly user: SignedInUser
+  readonly claims: Record<string, unknown>
+}
+
+/** `verifyIdentityToken`, keeping the verified claims. */
+export const acceptedIdentityToken = (
+  jws: CompactJws,
+  keys: KeySet,
+  policy: IdentityTokenPolicy,
+  nowMillis: number
+): Either.Either<AcceptedIdentityToken, IdentityTokenRefusal> => {
   const { settings } = policy
   if (!policy.isAllowed(jws.alg)) return refused("algorithm not allowed")
   const selection = selectKey(keys, jws.alg, jws.header.kid)
@@ -115,5 +130,5 @@ export const verifyIdentityToken = (
   const roles = rolesOf(policy.rolesOf(claims))
   if (roles === undefined) return refused(`claim ${settings.roleClaim} invalid`)
   const role: Role = roles.includes(settings.adminRole) ? "SUPER_ADMIN" : "USER"
-  return Either.right({ userId, role, expiresAtMillis: expiresAtMillis.right })
+  return Either.right({ user: { userId, role, expiresAtMillis: expiresAtMillis.right }, claims })
 }

@@ -67,6 +67,28 @@ describe("the identity provider's keys", () => {
       expect(idp.served()).toEqual({ discovery: 1, jwks: 1 })
     }))
 
+  it.scoped("a provider token seen again is held to the clock as on first sight: accepted until exp plus the skew, then expired for good", () =>
+    Effect.gen(function*() {
+      const { claims, verifier } = yield* setup()
+      const reasonOf = (token: string) =>
+        Effect.map(
+          Effect.either(verifier.verify(token)),
+          Either.match({ onLeft: (error) => error.reason, onRight: (user) => `accepted ${user.userId}` })
+        )
+      const token = yield* signWith(rsa, claims)
+      expect(yield* reasonOf(token)).toBe("accepted learner-1")
+      // exp is 3600 s of TestClock time; the default clock skew is 30 s.
+      yield* TestClock.adjust("3629 seconds")
+      expect(yield* reasonOf(token)).toBe("accepted learner-1")
+      yield* TestClock.adjust("1 second")
+      expect(yield* reasonOf(token)).toBe("expired")
+      expect(yield* reasonOf(token)).toBe("expired")
+      // One signed for another audience is refused however often the first was accepted.
+      expect(yield* reasonOf(yield* signWith(rsa, { ...claims, aud: "another-api", exp: 7200 }))).toBe(
+        "claim aud invalid"
+      )
+    }))
+
   it.scoped("AUTH_JWKS_URL is used as given, without discovery", () =>
     Effect.gen(function*() {
       const { accepts, claims, idp } = yield* setup({ direct: true })
