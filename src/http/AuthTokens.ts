@@ -86,8 +86,8 @@ export const verifyHs256 = (
 
 const decodeClaims = Schema.decodeUnknownEither(TokenClaims)
 
-/** An accepted HS256 token: its caller, and the verified claims (whose time checks may be made again later). */
-export interface AcceptedHs256Token {
+/** An accepted token (HS256 or a provider's): its caller, and the verified claims (whose time checks may be made again later). */
+export interface VerifiedToken {
   readonly user: SignedInUser
   readonly claims: Record<string, unknown>
 }
@@ -97,7 +97,7 @@ export const acceptedHs256Token = (
   jws: CompactJws,
   key: KeyObject,
   nowMillis: number
-): Either.Either<AcceptedHs256Token, string> =>
+): Either.Either<VerifiedToken, string> =>
   Either.flatMap(verifyHs256Jws(jws, key, nowMillis), (verified) => {
     const claims = decodeClaims(verified)
     return Either.isLeft(claims)

@@ -2,7 +2,14 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Duration, Effect, Either, Option } from "effect"
 import type { KeyObject } from "node:crypto"
 import { AuthSettings } from "../config/AuthSettings.js"
-import { acceptedHs256Token, hs256KeyOf, InvalidToken, type SignedInUser, signedInUserOfHs256 } from "./AuthTokens.js"
+import {
+  acceptedHs256Token,
+  hs256KeyOf,
+  InvalidToken,
+  type SignedInUser,
+  signedInUserOfHs256,
+  type VerifiedToken
+} from "./AuthTokens.js"
 import { type IdentityProviderKeys, makeIdentityProviderKeys } from "./IdentityProviderKeys.js"
 import {
   acceptedIdentityToken,
@@ -62,9 +69,7 @@ const acceptedTokensCapacity = 4096
  * A token this process accepted, and what it was checked against: nothing but the secret for
  * HS256 (which does not change while the process runs), the provider's key set for its tokens.
  */
-interface AcceptedToken {
-  readonly user: SignedInUser
-  readonly claims: Record<string, unknown>
+interface AcceptedToken extends VerifiedToken {
   readonly keys: KeySet | undefined
   /** The clock skew its time claims are checked with, in seconds. */
   readonly toleranceSeconds: number

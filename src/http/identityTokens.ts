@@ -1,6 +1,6 @@
 import { Duration, Either } from "effect"
 import type { AsymmetricAlgorithm, IdentityProviderSettings } from "../config/AuthSettings.js"
-import type { Role, SignedInUser } from "./AuthTokens.js"
+import type { Role, SignedInUser, VerifiedToken } from "./AuthTokens.js"
 import { userIdPattern } from "./AuthTokens.js"
 import { type KeySet, selectKey, signatureValid } from "./jwks.js"
 import { checkTimeClaims, type CompactJws, jsonObjectOf, signatureOf } from "./jwtCompact.js"
@@ -93,19 +93,13 @@ export const verifyIdentityToken = (
 ): Either.Either<SignedInUser, IdentityTokenRefusal> =>
   Either.map(acceptedIdentityToken(jws, keys, policy, nowMillis), (accepted) => accepted.user)
 
-/** A provider token's caller with its verified claims (what a verifier remembers to check the times again). */
-export interface AcceptedIdentityToken {
-  readonly user: SignedInUser
-  readonly claims: Record<string, unknown>
-}
-
-/** `verifyIdentityToken`, keeping the verified claims. */
+/** `verifyIdentityToken`, keeping the verified claims (what a verifier remembers to check the times again). */
 export const acceptedIdentityToken = (
   jws: CompactJws,
   keys: KeySet,
   policy: IdentityTokenPolicy,
   nowMillis: number
-): Either.Either<AcceptedIdentityToken, IdentityTokenRefusal> => {
+): Either.Either<VerifiedToken, IdentityTokenRefusal> => {
   const { settings } = policy
   if (!policy.isAllowed(jws.alg)) return refused("algorithm not allowed")
   const selection = selectKey(keys, jws.alg, jws.header.kid)
