@@ -1,4 +1,4 @@
-import { Cause, Data, Deferred, Effect, Exit, Option, type Tracer } from "effect"
+import { Array as Arr, Cause, Data, Deferred, Effect, Exit, Option, Order, type Tracer } from "effect"
 import { PersistenceError } from "../domain/PersistenceError.js"
 import { UnitOfWork } from "../services/UnitOfWork.js"
 import { asCaller, captureCaller, CarriedFiberRefs, makeGroupRunner } from "./groupRunner.js"
@@ -34,6 +34,9 @@ export const maxCommitGroupSize = 32
 /** A group member's body failed: the group's transaction rolls back and is told which one. */
 class MemberFailed extends Data.TaggedError("MemberFailed")<{ readonly index: number }> {}
 
+/** Members by their job's id: the `ai_job` primary key's order. */
+const byJobId = Order.mapInput(Order.string, (member: Member) => member.jobId)
+
 interface Member {
   readonly jobId: string
   /** Runs the body inside the open transaction (whose span is `transaction`), keeping its outcome; false when it failed. */
@@ -62,8 +65,7 @@ export const makeGroupCommit: Effect.Effect<Commit, never, UnitOfWork> = Effect.
    * lock take the same rows: in arrival order a group could deadlock with a beat (rows locked
    * crosswise), and InnoDB would roll one of them back.
    */
-  const runGroup = (arrived: ReadonlyArray<Member>): Effect.Effect<void> =>
-    runOrdered([...arrived].sort((a, b) => (a.jobId < b.jobId ? -1 : a.jobId > b.jobId ? 1 : 0)))
+  const runGroup = (arrived: ReadonlyArray<Member>): Effect.Effect<void> => runOrdered(Arr.sort(arrived, byJobId))
 
   const runOrdered = (members: ReadonlyArray<Member>): Effect.Effect<void> => {
     const [first] = members
